@@ -1,0 +1,32 @@
+"""User-facing errors: one line, naming the bad value and what would be valid.
+
+The CLI catches :class:`SimfrontError` and prints ``error: <message>`` with a non-zero exit
+code and no traceback. Library users get an ordinary exception.
+"""
+
+from __future__ import annotations
+
+import difflib
+from typing import Iterable
+
+
+class SimfrontError(ValueError):
+    """A problem with user input that simfront can explain in one line."""
+
+
+def nearest(name: str, candidates: Iterable[str], n: int = 3) -> list[str]:
+    """Closest spellings of ``name`` among ``candidates`` (case-insensitive)."""
+    cands = list(dict.fromkeys(candidates))
+    lower = {c.lower(): c for c in cands}
+    hits = difflib.get_close_matches(name.lower(), list(lower), n=n, cutoff=0.5)
+    if not hits:  # fall back to substring matches so "k3" still finds "kimi-k3"
+        hits = [c for c in lower if name.lower() in c][:n]
+    return [lower[h] for h in hits]
+
+
+def unknown(kind: str, name: str, candidates: Iterable[str]) -> SimfrontError:
+    """An error for an unknown name, suggesting the nearest valid ones."""
+    cands = list(candidates)
+    near = nearest(name, cands)
+    hint = f"did you mean {', '.join(near)}?" if near else f"valid: {', '.join(sorted(cands)[:12])}"
+    return SimfrontError(f"unknown {kind} {name!r}; {hint}")

@@ -1,0 +1,133 @@
+"""Accelerator specs: the schema, the catalog in ``hardware/*.yaml``, name resolution, GPU sets.
+
+Every figure lives in a data file with its source; nothing here is a spec constant.
+All quantities are SI: FLOP/s, bytes, bytes/s, watts, US dollars per GPU-hour.
+"""
+
+from __future__ import annotations
+
+import re
+from functools import lru_cache
+from pathlib import Path
+from typing import Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field
+
+from .errors import SimfrontError, unknown
+
+HARDWARE_DIR = Path(__file__).resolve().parent.parent / "hardware"
+
+Family = Literal["ampere", "ada", "hopper", "blackwell", "cdna3", "cdna4"]
+ComputeDtype = Literal["fp32", "tf32", "bf16", "fp8", "int8", "fp6", "fp4"]
+
+
+class ScaleUp(BaseModel):
+    """The scale-up domain (NVLink / Infinity Fabric / PCIe) a GPU sits in."""
+
+    model_config = ConfigDict(extra="forbid")
+    link: str  # e.g. "NVLink5", "Infinity Fabric (xGMI)", "PCIe Gen5 x16"
+    domain_gpus: int  # GPUs that reach each other at the scale-up bandwidth (8 on HGX, 72 on NVL72)
+    bandwidth_bytes_per_s: float  # per GPU, ONE direction (NVLink "900 GB/s" bidi -> 450e9)
+    topology: Literal["switch", "mesh", "pcie"]  # mesh: one link per peer pair (AMD), switch: full bandwidth to any peer
+    peer_bandwidth_bytes_per_s: float | None = None  # one direction, GPU pair, for meshes (MI300X: 64e9)
+
+
+class Hardware(BaseModel):
+    """One accelerator as the cost model sees it."""
+
+    model_config = ConfigDict(extra="forbid")
+    id: str  # canonical id, e.g. "h100_sxm"
+    name: str  # display name, e.g. "H100 SXM 80GB"
+    vendor: Literal["nvidia", "amd"]
+    family: Family  # efficiency parameters are per family, not per GPU
+    aliases: list[str] = Field(default_factory=list)
+    sm_count: int  # SMs (NVIDIA) or CUs (AMD): the unit of wave quantization
+    peak_flops_per_s: dict[ComputeDtype, float]  # DENSE peaks; absent key = not supported
+    fp4_formats: list[Literal["nvfp4", "mxfp4"]] = Field(default_factory=list)  # 4-bit formats with tensor-core support
+    hbm_bytes: float  # capacity the framework sees (GiB-based for NVIDIA "80 GB" parts)
+    hbm_bandwidth_bytes_per_s: float  # datasheet peak
+    l2_bytes: float | None = None
+    scaleup: ScaleUp
+    gpus_per_node: int  # GPUs per host / tray (GB200: 4); scale-up may span nodes (NVL72)
+    scaleout_bandwidth_bytes_per_s: float  # NIC per GPU, one direction (400 Gb/s CX-7 -> 50e9)
+    power_w: float
+    price_usd_per_hour: float  # default on-demand price per GPU-hour; overridable with --price
+    sources: dict[str, str]  # field -> citation
+
+    def supports(self, dtype: str) -> bool:
+        return dtype in self.peak_flops_per_s and self.peak_flops_per_s[dtype] > 0
+
+
+@lru_cache(maxsize=None)
+def catalog() -> dict[str, Hardware]:
+    """All accelerators in ``hardware/*.yaml``, keyed by canonical id."""
+    out: dict[str, Hardware] = {}
+    for path in sorted(HARDWARE_DIR.glob("*.yaml")):
+        data = yaml.safe_load(path.read_text())
+        if not isinstance(data, dict) or "peak_flops_per_s" not in data:
+            continue  # not a hardware spec (e.g. efficiency parameters)
+        hw = Hardware(**data)
+        out[hw.id] = hw
+    return out
+
+
+def _norm(name: str) -> str:
+    return re.sub(r"[\s_\-()]+", " ", name.strip().lower()).strip()
+
+
+@lru_cache(maxsize=None)
+def _alias_index() -> dict[str, str]:
+    idx: dict[str, str] = {}
+    for hw in catalog().values():
+        for a in [hw.id, hw.name, *hw.aliases]:
+            idx[_norm(a)] = hw.id
+    return idx
+
+
+def get_hardware(name: str) -> Hardware:
+    """Resolve a GPU name case-insensitively: ids, display names, aliases, benchmark-log spellings."""
+    if isinstance(name, Hardware):
+        return name
+    idx = _alias_index()
+    key = _norm(name)
+    if key in idx:
+        return catalog()[idx[key]]
+    # Benchmark logs add capacity and system words ("H200 141GB HBM3", "B200 180GB (DGX B200)"):
+    # drop capacity/memory/system tokens and retry.
+    stripped = re.sub(r"\b(\d+\s*gb|hbm\d?e?|dgx|hgx|sxm\d?|nvl\d*|server|edition)\b", " ", key)
+    stripped = " ".join(stripped.split())
+    for cand in (stripped, stripped.split(" ")[0] if stripped else ""):
+        if cand and cand in idx:
+            return catalog()[idx[cand]]
+    raise unknown("GPU", name, [h.id for h in catalog().values()] + [a for h in catalog().values() for a in h.aliases])
+
+
+class GpuSet(BaseModel):
+    """``count`` GPUs of one type, e.g. ``8xB200`` or ``72xGB200``."""
+
+    model_config = ConfigDict(frozen=True, arbitrary_types_allowed=True)
+    count: int
+    hardware: Hardware
+
+    @property
+    def label(self) -> str:
+        return f"{self.count}x{self.hardware.id}"
+
+    @property
+    def nodes(self) -> int:
+        return -(-self.count // self.hardware.gpus_per_node)
+
+
+_GPUS_RE = re.compile(r"^\s*(-?\d+)\s*[x×*]\s*(.+?)\s*$", re.I)
+
+
+def parse_gpus(spec: str) -> GpuSet:
+    """Parse ``NxGPU`` (``8xB200``, ``16xH200``, ``72xGB200``, ``1xH100``)."""
+    m = _GPUS_RE.match(spec or "")
+    if not m:
+        raise SimfrontError(f"cannot read --gpus {spec!r}; expected COUNTxGPU such as 8xB200 or 16xH200")
+    count = int(m.group(1))
+    if count < 1:
+        raise SimfrontError(f"--gpus {spec!r}: the GPU count must be at least 1")
+    return GpuSet(count=count, hardware=get_hardware(m.group(2)))
