@@ -93,14 +93,17 @@ def get_hardware(name: str) -> Hardware:
     key = _norm(name)
     if key in idx:
         return catalog()[idx[key]]
-    # Benchmark logs add capacity and system words ("H200 141GB HBM3", "B200 180GB (DGX B200)"):
-    # drop capacity/memory/system tokens and retry.
-    stripped = re.sub(r"\b(\d+\s*gb|hbm\d?e?|dgx|hgx|sxm\d?|nvl\d*|server|edition)\b", " ", key)
+    # Benchmark logs add vendor, capacity and system words ("NVIDIA H200 141GB HBM3", "B200 180GB (DGX B200)"):
+    # drop those and retry. Words that name a different part (pcie, nvl, 40gb, 3e) are kept, so an
+    # unknown variant is reported instead of silently becoming its sibling.
+    stripped = re.sub(r"\b(nvidia|amd|instinct|\d+\s*gi?b|hbm\d?e?|dgx|hgx|sxm\d?|server|edition)\b", " ", key)
     stripped = " ".join(stripped.split())
-    for cand in (stripped, stripped.split(" ")[0] if stripped else ""):
-        if cand and cand in idx:
-            return catalog()[idx[cand]]
-    raise unknown("GPU", name, [h.id for h in catalog().values()] + [a for h in catalog().values() for a in h.aliases])
+    if stripped in idx:
+        return catalog()[idx[stripped]]
+    words = stripped.split(" ")
+    if len(words) == 2 and words[0] == words[1] and words[0] in idx:  # "b200 (dgx b200)"
+        return catalog()[idx[words[0]]]
+    raise unknown("GPU", name, list(catalog()))
 
 
 class GpuSet(BaseModel):

@@ -1,0 +1,179 @@
+"""Dense GEMM cost: Y[m,n] = X[m,k] W[k,n] on one GPU (m = tokens).
+
+Roofline with the kernel facts that move real GEMMs off it (modeling-notes.md §1.1, §2):
+tile and wave quantization over the SMs, too few CTAs to pull full HBM bandwidth when the
+output is small (split-K only helps when k is long), a pipeline prologue per tile, a fixed
+per-kernel cost, and the activation-quantization pass of block-scaled formats. Efficiencies
+are per dtype class and per architecture family (``hardware/efficiency/gemm.yaml``).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from . import efficiency
+from .cost import Cost
+from .errors import SimfrontError
+from .precision import FORMATS, Format, gemm_rate_dtype, get_format
+
+# Output of every GEMM is written in BF16 (TRT-LLM / vLLM GEMM epilogues; modeling-notes.md §1.1 b_out).
+OUT_BYTES = 2.0
+# Block-scaled formats quantize BF16 activations in a separate pass: read 2 B, write act_bytes
+# (AIC prices it as a memory op 2·m·k/BW; modeling-notes.md §1.1).
+ACT_SOURCE_BYTES = 2.0
+
+# Efficiency class of each format when its fast tensor-core path exists. MXFP4 on FP4-capable GPUs
+# runs as W4A8 block-scaled MMA at the FP8 rate (precision.py), so it shares the block-scaled class.
+_FAST_CLASS = {
+    "bf16": "bf16",
+    "fp16": "bf16",
+    "fp8": "fp8",
+    "int8": "fp8",
+    "fp8_block": "fp8_block",
+    "nvfp4": "fp4",
+    "mxfp4": "fp8_block",
+    "w4a16": "wonly",
+}
+DTYPE_CLASSES = ("bf16", "fp8", "fp8_block", "fp4", "wonly")
+# Activation-quantization reads of the BF16 input per class: dynamic per-tensor scaling needs an
+# amax pass before the quantize pass (2 reads); block scales are computed in one pass per 1x128 / 1x16
+# group (1 read) (TensorRT-LLM / TransformerEngine quantization kernels; modeling-notes.md §1.1).
+ACT_QUANT_READS = {"fp8": 2.0, "fp8_block": 1.0, "fp4": 1.0}
+
+# name -> (default, lower bound, upper bound). Defaults from modeling-notes.md §2 / specs.md A.3;
+# lo == hi marks a parameter that is chosen, not fitted.
+PARAMS: dict[str, tuple[float, float, float]] = {
+    # achieved fraction of the dense tensor-core peak on large shapes (specs.md A.3 medians)
+    "eta_compute_bf16": (0.75, 0.2, 1.0),
+    "eta_compute_fp8": (0.60, 0.2, 1.0),
+    "eta_compute_fp8_block": (0.55, 0.2, 1.0),
+    "eta_compute_fp4": (0.40, 0.1, 1.0),
+    # weight-only 4-bit at the BF16 rate: ~0.17-0.18x the FP8 compute util (AIC hybrid_modeling_design.md)
+    "eta_compute_wonly": (0.20, 0.05, 1.0),
+    # achieved fraction of datasheet HBM bandwidth when enough CTAs stream (AIC 0.8; specs.md A.3)
+    "eta_memory_bf16": (0.80, 0.3, 1.0),
+    "eta_memory_fp8": (0.80, 0.3, 1.0),
+    "eta_memory_fp8_block": (0.80, 0.3, 1.0),
+    "eta_memory_fp4": (0.80, 0.3, 1.0),
+    "eta_memory_wonly": (0.70, 0.3, 1.0),
+    # fixed per-op cost: launch + prologue/epilogue + (per-tensor FP8) amax/scale kernels
+    "launch_s_bf16": (3e-6, 5e-7, 3e-5),
+    "launch_s_fp8": (4e-6, 5e-7, 3e-5),
+    "launch_s_fp8_block": (4e-6, 5e-7, 3e-5),
+    "launch_s_fp4": (4e-6, 5e-7, 3e-5),
+    "launch_s_wonly": (4e-6, 5e-7, 3e-5),
+    # HBM bandwidth one CTA can pull (bytes/s): sets the small-grid bandwidth penalty
+    "cta_bandwidth_bytes_per_s": (100e9, 10e9, 1e12),
+    # k elements per split-K slice (how far kernels split k to fill idle SMs); block-scaled
+    # kernels (DeepGEMM-style) barely split k
+    "split_k_chunk_bf16": (2048.0, 64.0, 1e6),
+    "split_k_chunk_fp8": (2048.0, 64.0, 1e6),
+    "split_k_chunk_fp8_block": (2048.0, 64.0, 1e6),
+    "split_k_chunk_fp4": (2048.0, 64.0, 1e6),
+    "split_k_chunk_wonly": (2048.0, 64.0, 1e6),
+    # achieved fraction of HBM bandwidth in the activation-quantization kernels
+    "eta_quant": (0.6, 0.1, 1.0),
+    # pipeline prologue/epilogue per tile, in equivalent k elements
+    "k_overhead": (128.0, 0.0, 2048.0),
+    # fraction of the partial last wave that is not recovered by stream-K / persistent scheduling
+    "wave_quantization": (0.5, 0.0, 1.0),
+    # CTA tile sizes (NVIDIA Matmul Background guide DU-09799-001 §3: 128x128 / 128x256 typical)
+    "tile_m": (128.0, 128.0, 128.0),
+    "tile_n": (128.0, 128.0, 128.0),
+    # smallest M tile a kernel uses for skinny GEMMs (Hopper WGMMA M=64; swap-AB kernels go lower)
+    "tile_m_min": (64.0, 64.0, 64.0),
+}
+
+# Architecture choices per family that are not fitted: Blackwell tcgen05 2-SM MMA tiles are 256 wide
+# (CUTLASS Blackwell GEMM docs); Hopper and older keep 128x128.
+FAMILY_DEFAULTS: dict[str, dict[str, float]] = {
+    "blackwell": {"tile_n": 256.0},
+    "cdna4": {"tile_n": 256.0},
+}
+
+
+def resolve_params(kind: str, hw, p: dict | None, specs: dict, family_defaults: dict) -> dict[str, Any]:
+    """Code defaults < family defaults < fitted file (when p is None) < explicit ``p``."""
+    out = {name: spec[0] for name, spec in specs.items()}
+    out.update(family_defaults.get(hw.family, {}))
+    if p is None:
+        try:
+            out.update(efficiency.params(kind, hw.family))
+        except SimfrontError:
+            pass  # no fitted file yet: defaults only
+    else:
+        out.update(p)
+    return out
+
+
+def dtype_class(fmt: Format, hw) -> str:
+    """Efficiency class: the format's own class on its fast path, weight-only when the GPU lacks it."""
+    rate = gemm_rate_dtype(fmt, hw)
+    if fmt.needs is not None and rate == fmt.fallback_dtype and rate != fmt.compute_dtype:
+        return "wonly"  # dequantize to BF16, then BF16 MMA
+    return _FAST_CLASS[fmt.name]
+
+
+def _tile_m_for(m, p) -> np.ndarray:
+    """M tile a kernel picks: next power of two >= m, between tile_m_min and tile_m."""
+    pow2 = np.exp2(np.ceil(np.log2(np.maximum(m, 1.0))))
+    return np.clip(pow2, p["tile_m_min"], p["tile_m"])
+
+
+def grouped_gemm_times(m, n, k, groups, *, rate_flops_per_s, hbm_bytes_per_s, sm_count, cls, b_act, b_w, b_out, p):
+    """Compute and memory legs (seconds) of ``groups`` equal GEMMs of m x n x k run in one kernel.
+
+    Returns (compute_s, memory_s, flops, bytes). ``m`` may be fractional (mean rows per group).
+    """
+    m = np.maximum(np.asarray(m, dtype=np.float64), 0.0)
+    n = np.asarray(n, dtype=np.float64)
+    k = np.asarray(k, dtype=np.float64)
+    groups = np.asarray(groups, dtype=np.float64)
+    tm = _tile_m_for(m, p)
+    tn = p["tile_n"]
+    # output tiles over all groups
+    tiles = np.maximum(groups * np.ceil(m / tm) * np.ceil(n / tn), 1.0)
+    # split-K slices: only to fill SMs the output tiles leave idle, at most k / chunk
+    split_k = np.clip(np.minimum(k / p[f"split_k_chunk_{cls}"], sm_count / tiles), 1.0, None)
+    units = tiles * split_k
+    # waves of work units over the SMs, the partial last wave counted by the unrecovered fraction
+    waves_exact = units / sm_count
+    waves = waves_exact + p["wave_quantization"] * (np.ceil(waves_exact) - waves_exact)
+    # one SM's share of the achieved tensor rate
+    sm_rate = p[f"eta_compute_{cls}"] * rate_flops_per_s / sm_count
+    # time of one wave: one (tm x tn x (k/split + prologue)) unit per SM
+    compute_s = waves * 2.0 * tm * tn * (k / split_k + p["k_overhead"]) / sm_rate
+    # HBM bytes: activations in, weights in, output out (scale bytes are in the format sizes)
+    bytes_moved = groups * (m * k * b_act + n * k * b_w + m * n * b_out)
+    # CTAs streaming from HBM, capped at the SM count
+    ctas = np.minimum(units, sm_count)
+    # achieved HBM bandwidth: datasheet x efficiency, or what the CTAs can pull if fewer
+    bw = np.minimum(p[f"eta_memory_{cls}"] * hbm_bytes_per_s, ctas * p["cta_bandwidth_bytes_per_s"])
+    memory_s = bytes_moved / bw
+    flops = 2.0 * groups * m * n * k
+    return compute_s, memory_s, flops, bytes_moved
+
+
+def gemm_cost(m, n, k, fmt: str, hw, p: dict | None = None) -> Cost:
+    """Time of one GEMM X[m,k]·W[k,n] in ``fmt`` on ``hw`` (broadcast over m, n, k)."""
+    f = get_format(fmt) if fmt not in FORMATS else FORMATS[fmt]
+    q = resolve_params("gemm", hw, p, PARAMS, FAMILY_DEFAULTS)
+    cls = dtype_class(f, hw)
+    rate = hw.peak_flops_per_s[gemm_rate_dtype(f, hw)]
+    bw = hw.hbm_bandwidth_bytes_per_s
+    m, n, k = np.broadcast_arrays(*(np.asarray(x, dtype=np.float64) for x in (m, n, k)))
+    compute_s, memory_s, flops, mem_bytes = grouped_gemm_times(
+        m, n, k, 1.0, rate_flops_per_s=rate, hbm_bytes_per_s=bw, sm_count=hw.sm_count,
+        cls=cls, b_act=f.act_bytes, b_w=f.bytes_per_element, b_out=OUT_BYTES, p=q,
+    )
+    time_s = q[f"launch_s_{cls}"] + np.maximum(compute_s, memory_s)
+    if cls in ACT_QUANT_READS:
+        # activation quantization: read the BF16 input (once or twice), write the quantized copy
+        quant_bytes = m * k * (ACT_QUANT_READS[cls] * ACT_SOURCE_BYTES + f.act_bytes)
+        quant_s = quant_bytes / (q["eta_quant"] * bw)
+        time_s = time_s + quant_s
+        mem_bytes = mem_bytes + quant_bytes
+        memory_s = memory_s + quant_s
+    return Cost(time_s=time_s, flops=flops, mem_bytes=mem_bytes, compute_s=compute_s, memory_s=memory_s)

@@ -1,0 +1,131 @@
+"""Parallel layouts: TP x PP x attention-DP for attention, EP x MoE-TP for experts, and replicas.
+
+Convention (TensorRT-LLM / SGLang / aiconfigurator): a worker has ``tp * dp * pp`` GPUs. Attention
+runs tensor-parallel over ``tp`` GPUs inside each of ``dp`` data-parallel attention groups; the MoE
+layers of the same ``tp * dp`` GPUs are split ``ep`` ways over experts and ``moe_tp = tp*dp/ep``
+ways inside each expert. Dense FFN layers follow attention (TP over ``tp``). Pipeline parallelism
+cuts the layers into ``pp`` stages. ``replicas`` independent workers share the GPU set.
+
+Layout arrays are numpy int arrays so thousands of layouts are checked and costed at once.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from .architecture import ModelArch
+from .errors import SimfrontError
+
+# Candidate split sizes: powers of two (plus 3, 6, 12 style sizes are rare in practice and are
+# not enumerated by default; a user may still ask for any valid size explicitly).
+SPLIT_SIZES = (1, 2, 4, 8, 16, 32, 64, 128, 256)
+PP_SIZES = (1, 2, 4, 8)
+
+
+@dataclass(frozen=True)
+class Layout:
+    tp: int = 1
+    pp: int = 1
+    dp: int = 1  # attention data-parallel groups (attention-DP)
+    ep: int = 1
+    replicas: int = 1
+
+    @property
+    def moe_tp(self) -> int:
+        return self.tp * self.dp // self.ep
+
+    @property
+    def gpus_per_worker(self) -> int:
+        return self.tp * self.dp * self.pp
+
+    @property
+    def gpus(self) -> int:
+        return self.gpus_per_worker * self.replicas
+
+    def label(self) -> str:
+        s = f"TP{self.tp}"
+        if self.dp > 1:
+            s += f" DPA{self.dp}"
+        if self.ep > 1:
+            s += f" EP{self.ep}"
+        if self.pp > 1:
+            s += f" PP{self.pp}"
+        if self.replicas > 1:
+            s += f" x{self.replicas}"
+        return s
+
+
+def layout_errors(arch: ModelArch, tp, pp, dp, ep) -> np.ndarray:
+    """Boolean mask of layouts that are INVALID for ``arch`` (vectorised)."""
+    tp, pp, dp, ep = (np.asarray(x, dtype=np.int64) for x in (tp, pp, dp, ep))
+    a = arch.attention
+    bad = (tp < 1) | (pp < 1) | (dp < 1) | (ep < 1)
+    bad |= a.n_heads % np.maximum(tp, 1) != 0  # query heads split evenly over TP
+    if arch.linear is not None:
+        bad |= arch.linear.n_v_heads % np.maximum(tp, 1) != 0
+        bad |= arch.linear.n_k_heads % np.maximum(tp, 1) != 0
+    bad |= pp > arch.n_layers
+    if arch.moe is None:
+        bad |= (ep != 1) | (dp != 1)  # attention-DP and EP only make sense with MoE layers
+    else:
+        group = tp * dp
+        bad |= group % np.maximum(ep, 1) != 0  # EP x MoE-TP tiles the attention GPUs
+        bad |= arch.moe.n_experts % np.maximum(ep, 1) != 0
+        moe_tp = np.maximum(group // np.maximum(ep, 1), 1)
+        bad |= arch.moe.expert_inter % moe_tp != 0
+    return bad
+
+
+def explain_layout_error(arch: ModelArch, layout: Layout) -> str | None:
+    """One-line reason a single layout is invalid, or None."""
+    a = arch.attention
+    if min(layout.tp, layout.pp, layout.dp, layout.ep, layout.replicas) < 1:
+        return "parallel sizes must be at least 1"
+    if a.n_heads % layout.tp:
+        return f"--tp {layout.tp} does not divide the {a.n_heads} attention heads of {arch.name}"
+    if arch.linear is not None and (arch.linear.n_v_heads % layout.tp or arch.linear.n_k_heads % layout.tp):
+        return f"--tp {layout.tp} does not divide the {arch.linear.n_k_heads}/{arch.linear.n_v_heads} linear-attention heads"
+    if layout.pp > arch.n_layers:
+        return f"--pp {layout.pp} exceeds the {arch.n_layers} layers"
+    if arch.moe is None:
+        if layout.ep != 1 or layout.dp != 1:
+            return f"{arch.name} is dense: expert parallelism and attention-DP need MoE layers (use replicas instead)"
+        return None
+    group = layout.tp * layout.dp
+    if group % layout.ep:
+        return f"--ep {layout.ep} must divide tp x attention-dp = {group}"
+    if arch.moe.n_experts % layout.ep:
+        return f"--ep {layout.ep} does not divide the {arch.moe.n_experts} experts"
+    if arch.moe.expert_inter % (group // layout.ep):
+        return f"MoE-TP {group // layout.ep} does not divide the expert width {arch.moe.expert_inter}"
+    return None
+
+
+def check_layout(arch: ModelArch, layout: Layout, n_gpus: int | None = None) -> None:
+    err = explain_layout_error(arch, layout)
+    if err is None and n_gpus is not None and layout.gpus != n_gpus:
+        err = f"layout {layout.label()} uses {layout.gpus} GPUs but --gpus gives {n_gpus}"
+    if err:
+        raise SimfrontError(f"impossible parallelism: {err}")
+
+
+def enumerate_layouts(arch: ModelArch, n_gpus: int, max_tp: int | None = None) -> dict[str, np.ndarray]:
+    """All valid (tp, pp, dp, ep, replicas) with tp*dp*pp*replicas == n_gpus, as int arrays.
+
+    ``max_tp`` caps tensor parallelism (usually the scale-up domain: TP across nodes is slow).
+    """
+    s = np.array(SPLIT_SIZES)
+    tp, dp, ep, pp = np.meshgrid(s, s, s, np.array(PP_SIZES), indexing="ij")
+    tp, dp, ep, pp = (x.ravel() for x in (tp, dp, ep, pp))
+    worker = tp * dp * pp
+    ok = (n_gpus % worker == 0) & ~layout_errors(arch, tp, pp, dp, ep)
+    if max_tp is not None:
+        ok &= tp <= max_tp
+    if arch.moe is not None:
+        # EP only where it is a real choice: ep in {1, ..., tp*dp}; attention-DP implies experts are
+        # spread over the DP ranks (DP-attention + EP-MoE, the layout DeepSeek serves with).
+        ok &= (dp == 1) | (ep > 1)
+    tp, dp, ep, pp = tp[ok], dp[ok], ep[ok], pp[ok]
+    return {"tp": tp, "pp": pp, "dp": dp, "ep": ep, "replicas": n_gpus // (tp * dp * pp)}

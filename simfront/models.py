@@ -1,0 +1,276 @@
+"""Model catalog (``models/catalog.yaml``), name resolution and per-component precision.
+
+``get_model`` accepts a catalog id (``kimi-k3``), an alias, a Hugging Face id
+(``deepseek-ai/DeepSeek-R1-0528``, ``nvidia/DeepSeek-V3.2-NVFP4``, ``Qwen/Qwen3-32B-FP8``) or a path
+to a config.json on disk. A precision carried by the name (``-FP8``, ``-NVFP4``, ``-FP4``) becomes
+the model's precision.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass, replace
+from functools import lru_cache
+from pathlib import Path
+
+import yaml
+
+from .architecture import ModelArch, load_config, parse_arch
+from .errors import SimfrontError, unknown
+from .params import ParamCounts, count_params
+from .precision import FORMATS, KV_FORMATS, normalize_format
+
+MODELS_DIR = Path(__file__).resolve().parent.parent / "models"
+CONFIG_DIR = MODELS_DIR / "configs"
+
+
+@dataclass(frozen=True)
+class Precision:
+    """Weight format per component and the KV-cache dtype."""
+
+    attention: str  # attention / linear-attention / indexer projections
+    dense: str  # dense FFN layers and shared experts
+    experts: str  # routed experts
+    kv: str  # KV cache
+    embedding: str = "bf16"  # embedding table and LM head (kept in BF16 by every checkpoint here)
+
+    @property
+    def label(self) -> str:
+        """Short name: the routed-expert (or dense) format, plus KV when not BF16."""
+        main = self.experts if self.experts != self.dense and self.experts != "bf16" else self.dense
+        if self.attention != main and self.attention != "bf16" and main == "bf16":
+            main = self.attention
+        return main if self.kv in ("bf16", "fp16") else f"{main}+kv{self.kv}"
+
+
+@dataclass(frozen=True)
+class Model:
+    id: str
+    arch: ModelArch
+    native: Precision
+    hf_id: str | None
+    published_total: float | None = None
+    published_active: float | None = None
+    published_active_convention: str = "includes_embedding"
+    published_source: str = ""
+    name_precision: str | None = None  # precision carried by the name the user typed
+
+    @property
+    def params(self) -> ParamCounts:
+        return count_params(self.arch)
+
+    @property
+    def precision(self) -> Precision:
+        """The precision simfront uses by default: the one in the name, else the checkpoint's."""
+        if self.name_precision:
+            return apply_precision(self, self.name_precision)
+        return self.native
+
+
+# ---------------------------------------------------------------------------------------------
+# Native precision from quantization_config / hf_quant_config.json
+
+
+def _dtype_format(cfg: dict) -> str:
+    d = str(cfg.get("torch_dtype") or cfg.get("dtype") or "bfloat16").lower()
+    return "fp16" if d in ("float16", "fp16", "half") else "bf16"
+
+
+def native_precision(cfg: dict, arch: ModelArch, hf_quant: dict | None = None) -> Precision:
+    """Per-component formats of a checkpoint, read from its quantization config."""
+    base = _dtype_format(cfg.get("text_config", cfg) if isinstance(cfg.get("text_config"), dict) else cfg)
+    if hf_quant:  # ModelOpt (NVIDIA) checkpoints
+        q = hf_quant.get("quantization", hf_quant)
+        algo = str(q.get("quant_algo", "")).lower()
+        kv = "fp8" if str(q.get("kv_cache_quant_algo", "")).upper() == "FP8" else "bf16"
+        fmt = "nvfp4" if "nvfp4" in algo else ("fp8" if "fp8" in algo else base)
+        excluded = " ".join(q.get("exclude_modules", []))
+        attn = base if "self_attn" in excluded else fmt
+        return Precision(attention=attn, dense=fmt, experts=fmt, kv=kv)
+    qc = (cfg.get("text_config") or {}).get("quantization_config") or cfg.get("quantization_config")
+    if not qc:
+        return Precision(base, base, base, "bf16")
+    method = str(qc.get("quant_method", "")).lower()
+    if method == "fp8":
+        fmt = "fp8_block" if qc.get("weight_block_size") else "fp8"
+        return Precision(fmt, fmt, fmt, "bf16")
+    if method == "mxfp4":  # gpt-oss: experts MXFP4, attention/router/embeddings BF16
+        return Precision(base, base, "mxfp4", "bf16")
+    if method == "compressed-tensors":
+        groups = qc.get("config_groups") or {}
+        w = next(iter(groups.values()), {}).get("weights", {}) if groups else {}
+        fmt_name = str(qc.get("format", "")).lower()
+        if "mxfp4" in fmt_name or (w.get("type") == "float" and w.get("num_bits") == 4):
+            fmt = "mxfp4"
+        elif w.get("num_bits") == 4:
+            fmt = "w4a16"
+        elif w.get("num_bits") == 8:
+            fmt = "fp8"
+        else:
+            fmt = base
+        ignore = " ".join(qc.get("ignore", []))
+        attn = base if "self_attn" in ignore else fmt
+        dense = base if ("shared_experts" in ignore or "mlp" in ignore) else fmt
+        experts = fmt if arch.is_moe else dense
+        return Precision(attn, dense if arch.is_moe else fmt, experts, "bf16")
+    if method in ("modelopt",):
+        algo = str(qc.get("quant_algo", "")).lower()
+        fmt = "nvfp4" if "fp4" in algo else "fp8"
+        return Precision(fmt, fmt, fmt, "bf16")
+    raise SimfrontError(f"{arch.name}: unsupported quant_method {method!r} in quantization_config; supported: fp8, mxfp4, compressed-tensors, modelopt")
+
+
+def apply_precision(model: Model, precision: str | None = None, kv_dtype: str | None = None) -> Precision:
+    """The model's precision with a user override (``--precision``, ``--kv-dtype``) applied.
+
+    Recipes: ``bf16``/``fp8``/``fp8_block``: every linear layer in that format. 4-bit formats
+    (``nvfp4``, ``mxfp4``, ``w4a16``): routed experts and dense FFNs; attention projections of MoE
+    models keep an 8-bit native format or BF16 (as the NVIDIA ModelOpt and OpenAI checkpoints do);
+    dense models quantise attention too.
+    """
+    p = model.native
+    if precision and precision != "native":
+        fmt = normalize_format(precision)
+        if fmt not in FORMATS:
+            raise SimfrontError(f"unknown --precision {precision!r}; valid: native, {', '.join(FORMATS)}")
+        if fmt in ("nvfp4", "mxfp4", "w4a16"):
+            if model.arch.is_moe:
+                attn = p.attention if FORMATS[p.attention].bytes_per_element <= 1.1 else "bf16"
+                p = replace(p, attention=attn, dense=fmt, experts=fmt)
+            else:
+                p = replace(p, attention=fmt, dense=fmt, experts=fmt)
+        else:
+            p = replace(p, attention=fmt, dense=fmt, experts=fmt)
+    if kv_dtype and kv_dtype != "native":
+        k = normalize_format(kv_dtype)
+        if k not in KV_FORMATS:
+            raise SimfrontError(f"unknown --kv-dtype {kv_dtype!r}; valid: native, {', '.join(KV_FORMATS)}")
+        p = replace(p, kv=k)
+    return p
+
+
+# ---------------------------------------------------------------------------------------------
+# Catalog
+
+
+@lru_cache(maxsize=None)
+def _catalog_entries() -> dict[str, dict]:
+    data = yaml.safe_load((MODELS_DIR / "catalog.yaml").read_text())
+    return {e["id"]: e for e in data["models"]}
+
+
+def catalog_ids() -> list[str]:
+    return list(_catalog_entries())
+
+
+_PRECISION_SUFFIX = re.compile(r"[-_](nvfp4|fp4|mxfp4|fp8|fp8-dynamic|fp8_dynamic|bf16|int4|awq)$", re.I)
+
+
+def _norm(s: str) -> str:
+    return re.sub(r"[\s_]+", "-", s.strip().lower())
+
+
+@lru_cache(maxsize=None)
+def _index() -> dict[str, str]:
+    idx: dict[str, str] = {}
+    for mid, e in _catalog_entries().items():
+        for name in [mid, *e.get("aliases", []), *e.get("hf_ids", [])]:
+            idx[_norm(name)] = mid
+            idx[_norm(name.split("/")[-1])] = mid
+    return idx
+
+
+def resolve_name(name: str) -> tuple[str, str | None]:
+    """(catalog id, precision in the name or None) for a catalog id, alias or HF id."""
+    raw = name.strip()
+    key = _norm(raw)
+    idx = _index()
+    prec = None
+    for cand in (key, key.split("/")[-1]):
+        if cand in idx:
+            return idx[cand], _name_precision(raw)
+    stem = key.split("/")[-1]
+    m = _PRECISION_SUFFIX.search(stem)
+    if m:
+        prec = _name_precision(raw)
+        stem = stem[: m.start()]
+    # drop common suffixes in published repo names: -instruct, -chat, -hf, -base, -0528, -2507
+    for _ in range(3):
+        if stem in idx:
+            return idx[stem], prec
+        stem2 = re.sub(r"-(instruct|chat|hf|base|thinking|\d{4}|v\d+(\.\d+)?)$", "", stem)
+        if stem2 == stem:
+            break
+        stem = stem2
+    if stem in idx:
+        return idx[stem], prec
+    raise unknown("model", name, catalog_ids())
+
+
+def _name_precision(name: str) -> str | None:
+    s = name.lower()
+    if re.search(r"nvfp4|[-_]fp4\b", s):
+        return "nvfp4"
+    if "mxfp4" in s:
+        return "mxfp4"
+    if re.search(r"[-_]fp8", s):
+        return "fp8_block"
+    if re.search(r"[-_](int4|awq|gptq)", s):
+        return "w4a16"
+    return None
+
+
+@lru_cache(maxsize=None)
+def _load_catalog_model(mid: str) -> Model:
+    e = _catalog_entries()[mid]
+    cfg = load_config(CONFIG_DIR / e["config"])
+    arch = parse_arch(cfg, mid)
+    pub = e.get("published") or {}
+    return Model(
+        id=mid,
+        arch=arch,
+        native=native_precision(cfg, arch),
+        hf_id=(e.get("hf_ids") or [None])[0],
+        published_total=float(pub["total"]) if "total" in pub else None,  # YAML 1.1 reads 2.8e12 as text
+        published_active=float(pub["active"]) if "active" in pub else None,
+        published_active_convention=pub.get("active_convention", "includes_embedding"),
+        published_source=pub.get("source", ""),
+    )
+
+
+def get_model(name: str) -> Model:
+    """Resolve a catalog id, alias, Hugging Face id or config.json path to a :class:`Model`."""
+    if isinstance(name, Model):
+        return name
+    p = Path(name)
+    if (p.suffix == ".json" or p.is_dir()) and (p.exists() or p.suffix == ".json"):
+        return model_from_config(p)
+    mid, prec = resolve_name(name)
+    model = _load_catalog_model(mid)
+    if prec:
+        e = _catalog_entries()[mid]
+        qfile = (e.get("quant_configs") or {}).get(prec)
+        if qfile:  # a shipped ModelOpt recipe says exactly which modules are quantised
+            hq = json.loads((CONFIG_DIR / qfile).read_text())
+            cfg = load_config(CONFIG_DIR / e["config"])
+            return replace(model, native=native_precision(cfg, model.arch, hq), hf_id=name if "/" in name else model.hf_id)
+        return replace(model, name_precision=prec, hf_id=name if "/" in name else model.hf_id)
+    if "/" in name:
+        model = replace(model, hf_id=name)
+    return model
+
+
+def model_from_config(path: str | Path) -> Model:
+    """A model straight from a config.json on disk (not in the catalog)."""
+    cfg = load_config(path)
+    p = Path(path)
+    name = p.parent.name if p.name == "config.json" else p.stem
+    arch = parse_arch(cfg, name)
+    hq_path = (p if p.is_dir() else p.parent) / "hf_quant_config.json"
+    hq = json.loads(hq_path.read_text()) if hq_path.exists() else None
+    return Model(id=name, arch=arch, native=native_precision(cfg, arch, hq), hf_id=None)
+
+
+def all_models() -> list[Model]:
+    return [_load_catalog_model(m) for m in catalog_ids()]
