@@ -18,10 +18,12 @@ import numpy as np
 from .architecture import ModelArch
 from .errors import SimfrontError
 
-# Candidate split sizes: powers of two (plus 3, 6, 12 style sizes are rare in practice and are
-# not enumerated by default; a user may still ask for any valid size explicitly).
-SPLIT_SIZES = (1, 2, 4, 8, 16, 32, 64, 128, 256)
-PP_SIZES = (1, 2, 4, 8)
+# Candidate split sizes. TP and EP: powers of two (and 3x powers of two for EP, e.g. 384 experts
+# over 96 ranks). Attention-DP and PP also take the sizes that tile 72-GPU NVL72 racks.
+TP_SIZES = (1, 2, 4, 8, 16, 32, 64)
+EP_SIZES = (1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64, 96, 128, 192, 256)
+DP_SIZES = (1, 2, 3, 4, 6, 8, 9, 12, 16, 18, 24, 32, 36, 64, 72, 128, 144, 256)
+PP_SIZES = (1, 2, 3, 4, 6, 8, 9)
 
 
 @dataclass(frozen=True)
@@ -31,6 +33,7 @@ class Layout:
     dp: int = 1  # attention data-parallel groups (attention-DP)
     ep: int = 1
     replicas: int = 1
+    idle: int = 0  # GPUs of the set left unused
 
     @property
     def moe_tp(self) -> int:
@@ -111,21 +114,25 @@ def check_layout(arch: ModelArch, layout: Layout, n_gpus: int | None = None) -> 
         raise SimfrontError(f"impossible parallelism: {err}")
 
 
-def enumerate_layouts(arch: ModelArch, n_gpus: int, max_tp: int | None = None) -> dict[str, np.ndarray]:
-    """All valid (tp, pp, dp, ep, replicas) with tp*dp*pp*replicas == n_gpus, as int arrays.
+def enumerate_layouts(arch: ModelArch, n_gpus: int, max_tp: int | None = None, exact: bool = False) -> dict[str, np.ndarray]:
+    """All valid worker layouts that fit in ``n_gpus``, as int arrays (tp, pp, dp, ep, replicas, idle).
 
-    ``max_tp`` caps tensor parallelism (usually the scale-up domain: TP across nodes is slow).
+    ``replicas = n_gpus // (tp*dp*pp)`` workers run side by side; ``idle`` GPUs are left over (the
+    rented set still pays for them). ``exact`` keeps only layouts that use every GPU. ``max_tp``
+    caps tensor parallelism (usually the scale-up domain: TP across nodes is slow).
     """
-    s = np.array(SPLIT_SIZES)
-    tp, dp, ep, pp = np.meshgrid(s, s, s, np.array(PP_SIZES), indexing="ij")
+    tp, dp, ep, pp = np.meshgrid(np.array(TP_SIZES), np.array(DP_SIZES), np.array(EP_SIZES), np.array(PP_SIZES), indexing="ij")
     tp, dp, ep, pp = (x.ravel() for x in (tp, dp, ep, pp))
     worker = tp * dp * pp
-    ok = (n_gpus % worker == 0) & ~layout_errors(arch, tp, pp, dp, ep)
+    ok = (worker <= n_gpus) & ~layout_errors(arch, tp, pp, dp, ep)
+    if exact:
+        ok &= n_gpus % worker == 0
     if max_tp is not None:
         ok &= tp <= max_tp
     if arch.moe is not None:
-        # EP only where it is a real choice: ep in {1, ..., tp*dp}; attention-DP implies experts are
-        # spread over the DP ranks (DP-attention + EP-MoE, the layout DeepSeek serves with).
+        # attention-DP only together with expert parallelism (DP-attention + EP-MoE, the layout
+        # DeepSeek serves with); EP within the attention group as tp*dp allows.
         ok &= (dp == 1) | (ep > 1)
     tp, dp, ep, pp = tp[ok], dp[ok], ep[ok], pp[ok]
-    return {"tp": tp, "pp": pp, "dp": dp, "ep": ep, "replicas": n_gpus // (tp * dp * pp)}
+    replicas = n_gpus // (tp * dp * pp)
+    return {"tp": tp, "pp": pp, "dp": dp, "ep": ep, "replicas": replicas, "idle": n_gpus - replicas * tp * dp * pp}

@@ -1,0 +1,194 @@
+"""Memory accounting: weights per GPU, KV cache per token and per sequence, runtime reserve, capacity.
+
+Everything is vectorised over layout arrays (``tp, pp, dp, ep``) so the configuration search can
+size thousands of layouts at once. Per-GPU figures are for the busiest GPU of a worker.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from .architecture import DSA_SCALE_BYTES, ModelArch
+from .hardware import Hardware
+from .models import Model, Precision
+from .params import layer_params
+from .precision import FORMATS, kv_bytes
+from .units import GiB
+
+# --- Runtime reserve (named, documented) ------------------------------------------------------
+# CUDA context, CUDA-graph pools, cuBLAS/attention workspaces and allocator slack per GPU:
+# aiconfigurator systems/*.yaml `other_mem` "for safer deployment" (modeling-notes.md §7).
+RUNTIME_OTHER_BYTES = 3.5 * GiB
+# NCCL / custom all-reduce buffers when a worker spans more than one GPU: aiconfigurator `nccl_mem`
+# 342-392 MB at TP 2-8 (modeling-notes.md §7).
+COMM_BUFFER_BYTES = 0.4 * GiB
+# Share of the memory left after weights and reserve that the engine hands to the KV cache:
+# TensorRT-LLM `free_gpu_memory_fraction` default 0.9 (ecosystem.md §8.3 / §9.3).
+KV_CACHE_FRACTION = 0.90
+# Live hidden-size activation tensors per token in flight (residual, norm output, attention
+# output, MLP input/output, all-reduce staging ...): 8 is a round upper estimate; an 8k-token
+# prefill at H=5120 needs ~80 MB per such tensor (scaling-book inference.md, modeling-notes §7).
+ACTIVATION_TENSORS_PER_TOKEN = 8
+# Token budget per step assumed for activation sizing (vLLM/TRT-LLM default max_num_batched_tokens
+# 8192; ecosystem.md §8).
+DEFAULT_MAX_NUM_TOKENS = 8192
+ACTIVATION_BYTES = 2.0  # BF16 activations
+
+
+def _f(x) -> np.ndarray:
+    return np.asarray(x, dtype=np.float64)
+
+
+def weight_bytes(model: Model, precision: Precision) -> float:
+    """Total bytes of the language-model weights in ``precision`` (one copy)."""
+    pc = model.params
+    b = FORMATS
+    return (
+        pc.attention * b[precision.attention].bytes_per_element
+        + (pc.dense_ffn + pc.shared) * b[precision.dense].bytes_per_element
+        + pc.experts * b[precision.experts].bytes_per_element
+        + (pc.embedding + pc.lm_head) * b[precision.embedding].bytes_per_element
+        + pc.norms * 2.0
+    )
+
+
+def weight_bytes_per_gpu(model: Model, precision: Precision, tp, pp, dp, ep) -> np.ndarray:
+    """Weight bytes held by the busiest GPU of a worker under the layout (replication included).
+
+    Attention, dense FFN and shared experts are split over ``tp`` and replicated over ``dp``;
+    routed experts are split over all ``tp*dp`` GPUs (``ep`` x ``moe_tp``); embedding and LM head
+    are vocab-parallel over ``tp`` and sit on the first and last pipeline stages.
+    """
+    tp, pp, dp, ep = (_f(x) for x in (tp, pp, dp, ep))
+    arch = model.arch
+    b = FORMATS
+    per_layer_tp = 0.0  # bytes split by tp (summed over layers)
+    per_layer_group = 0.0  # bytes split by tp*dp (routed experts)
+    for layer, n in arch.groups().items():
+        lp = layer_params(arch, layer.mixer, layer.ffn, layer.indexer)
+        per_layer_tp += n * (
+            lp.attention * b[precision.attention].bytes_per_element
+            + (lp.dense_ffn + lp.shared) * b[precision.dense].bytes_per_element
+        )
+        per_layer_group += n * lp.experts_total * b[precision.experts].bytes_per_element
+    # the busiest pipeline stage holds ceil(L/pp) of the L layers
+    stage_share = np.ceil(arch.n_layers / pp) / arch.n_layers
+    layers = (per_layer_tp / tp + per_layer_group / (tp * dp)) * stage_share
+    pc = model.params
+    emb = pc.embedding * b[precision.embedding].bytes_per_element
+    head = pc.lm_head * b[precision.embedding].bytes_per_element
+    edge = np.where(pp > 1, np.maximum(emb, head), emb + head) / tp  # vocab-parallel over tp
+    return layers + edge
+
+
+@dataclass(frozen=True)
+class KvGeometry:
+    """KV-cache bytes of one sequence on one GPU, split into parts that scale differently."""
+
+    per_token: np.ndarray  # bytes per context token (full-attention layers, DSA index keys)
+    windowed_per_token: np.ndarray  # bytes per token of sliding/chunked layers, up to their window
+    window: int  # window of those layers (tokens)
+    per_seq: np.ndarray  # constant bytes per sequence (linear-attention recurrent + conv state)
+
+    def seq_bytes(self, context_tokens) -> np.ndarray:
+        """Bytes one sequence of ``context_tokens`` occupies."""
+        ctx = _f(context_tokens)
+        capped = np.minimum(ctx, self.window) if self.window else ctx * 0
+        return self.per_token * ctx + self.windowed_per_token * capped + self.per_seq
+
+
+def kv_geometry(model: Model, kv_dtype: str, tp=1, pp=1) -> KvGeometry:
+    """KV bytes per GPU of one sequence (its requests live on one attention-DP rank).
+
+    GQA: ``2 * ceil(n_kv/tp) * head_dim`` elements per layer (heads replicated when tp > n_kv).
+    MLA: the ``kv_lora_rank + rope`` latent per layer, NOT split by TP. DSA: 128 FP8 index-key
+    bytes + a 4-byte scale per layer that computes its own top-k. Sliding/chunked layers hold at
+    most their window. Linear-attention layers hold a constant FP32 state per sequence, split by TP.
+    """
+    tp, pp = _f(tp), _f(pp)
+    arch = model.arch
+    a = arch.attention
+    b_kv = kv_bytes(kv_dtype)
+    if a.kind == "mla":
+        per_layer = _f(a.mla_kv_elems * b_kv) + 0 * tp  # latent shared by all heads: not split
+    else:
+        kv_heads = np.ceil(a.n_kv_heads / tp)  # replicated once tp exceeds the KV heads
+        per_layer = 2 * kv_heads * a.head_dim * b_kv
+    idx_per_layer = (a.index_head_dim + DSA_SCALE_BYTES) if a.index_topk else 0  # FP8 keys + scale
+    n_full = arch.count(mixer="full")
+    n_win = arch.count(mixer="sliding") + arch.count(mixer="chunked")
+    n_idx = arch.count(indexer="full")
+    n_lin = arch.count(mixer="linear")
+    window = max([l.window for l in arch.layers if l.mixer in ("sliding", "chunked")], default=0)
+    stage = 1.0 / pp  # layers are spread over pipeline stages
+    lin_state = arch.linear.state_bytes_per_seq_layer / tp if arch.linear else 0.0
+    return KvGeometry(
+        per_token=(n_full * per_layer + n_idx * idx_per_layer) * stage,
+        windowed_per_token=n_win * per_layer * stage,
+        window=window,
+        per_seq=n_lin * lin_state * stage,
+    )
+
+
+def kv_bytes_per_token(model: Model, kv_dtype: str) -> float:
+    """Model-wide KV bytes each context token adds (full-attention layers + DSA keys; one copy, TP=1).
+
+    Sliding-window and chunked layers are left out: they stop growing at their window (see
+    :func:`kv_geometry`); linear-attention layers hold a constant state per sequence.
+    """
+    return float(kv_geometry(model, kv_dtype).per_token)
+
+
+def runtime_reserve_bytes(model: Model, tp, pp, dp, ep, max_num_tokens=DEFAULT_MAX_NUM_TOKENS, max_batch=256) -> np.ndarray:
+    """Per-GPU memory that is neither weights nor KV: context/graphs, comm buffers, activations."""
+    tp, pp, dp, ep = (_f(x) for x in (tp, pp, dp, ep))
+    arch = model.arch
+    worker = tp * dp * pp
+    comm = np.where(worker > 1, COMM_BUFFER_BYTES, 0.0)
+    act = ACTIVATION_TENSORS_PER_TOKEN * max_num_tokens * arch.hidden * ACTIVATION_BYTES  # hidden-size buffers
+    logits = max_batch * arch.vocab / tp * 4.0  # FP32 logits of the sampled tokens, vocab-parallel
+    return RUNTIME_OTHER_BYTES + comm + act + logits
+
+
+@dataclass
+class MemoryPlan:
+    weights_bytes: float  # one full copy of the weights
+    weights_bytes_per_gpu: np.ndarray
+    reserve_bytes_per_gpu: np.ndarray
+    kv_budget_bytes_per_gpu: np.ndarray  # bytes left for KV cache on each GPU
+    kv_bytes_per_token: float  # model-wide, TP=1
+    kv_bytes_per_token_per_gpu: np.ndarray
+    seq_bytes_per_gpu: np.ndarray  # one sequence of the workload's context
+    kv_capacity_tokens: np.ndarray  # context tokens one attention-DP rank can hold
+    max_concurrency: np.ndarray  # concurrent sequences of the workload the whole GPU set holds
+    fits: np.ndarray  # weights + reserve fit and at least one sequence fits
+
+
+def plan_memory(model: Model, precision: Precision, hw: Hardware, tp, pp, dp, ep, replicas, context_tokens) -> MemoryPlan:
+    """Memory verdict for layouts (arrays broadcast) serving sequences of ``context_tokens``."""
+    tp, pp, dp, ep, replicas = (_f(x) for x in (tp, pp, dp, ep, replicas))
+    w_gpu = weight_bytes_per_gpu(model, precision, tp, pp, dp, ep)
+    reserve = runtime_reserve_bytes(model, tp, pp, dp, ep)
+    free = hw.hbm_bytes - w_gpu - reserve  # memory left after weights and runtime reserve
+    budget = np.maximum(free, 0.0) * KV_CACHE_FRACTION  # handed to the KV cache
+    geo = kv_geometry(model, precision.kv, tp, pp)
+    seq = geo.seq_bytes(context_tokens)
+    per_tok = geo.per_token + geo.windowed_per_token
+    cap_tokens = np.where(per_tok > 0, np.floor(budget / np.maximum(per_tok, 1e-9)), np.inf)
+    seqs_per_rank = np.floor(budget / np.maximum(seq, 1e-9))
+    max_conc = seqs_per_rank * dp * replicas  # each attention-DP rank and replica holds its own sequences
+    fits = (free > 0) & (seqs_per_rank >= 1)
+    return MemoryPlan(
+        weights_bytes=weight_bytes(model, precision),
+        weights_bytes_per_gpu=w_gpu,
+        reserve_bytes_per_gpu=reserve,
+        kv_budget_bytes_per_gpu=budget,
+        kv_bytes_per_token=kv_bytes_per_token(model, precision.kv),
+        kv_bytes_per_token_per_gpu=per_tok + 0 * tp,
+        seq_bytes_per_gpu=seq,
+        kv_capacity_tokens=cap_tokens,
+        max_concurrency=max_conc,
+        fits=fits,
+    )
