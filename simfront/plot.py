@@ -22,6 +22,7 @@ from simfront.errors import SimfrontError
 MAX_POINTS = 5000  # most dominated points drawn; keeps pages small (~5 MB incl. plotly.js) and fast
 SAMPLE_SEED = 0  # fixed seed so the same inputs always give the same page
 N_STRATA = 64  # log-spaced tok/s/user bins used to stratify the sample of dominated points
+LOG_FLOOR = 1e-12  # zero/negative/NaN x is binned as this tiny value (lowest stratum) instead of -inf
 FAINT_OPACITY = 0.25  # dominated points: visible as a cloud, never competing with the frontier
 FAINT_COLOR = "rgb(140,140,150)"
 FAINT_SIZE = 4
@@ -115,7 +116,7 @@ def sample_indices(x: np.ndarray, keep: np.ndarray, max_points: int = MAX_POINTS
 
 def _stratified_pick(x: np.ndarray, priority: np.ndarray, budget: int) -> np.ndarray:
     """Positions picked per log-x stratum: floor(budget * share) + 1, lowest priority first."""
-    logx = np.log10(np.clip(np.nan_to_num(x, nan=1.0), 1e-12, None))
+    logx = np.log10(np.clip(np.nan_to_num(x, nan=LOG_FLOOR), LOG_FLOOR, None))
     edges = np.linspace(logx.min(), logx.max(), N_STRATA + 1)
     strata = np.digitize(logx, edges[1:-1])  # 0 .. N_STRATA-1
     order = np.lexsort((priority, strata))  # by stratum, then random priority
@@ -133,13 +134,18 @@ def _dominated_trace(points: Sequence[Mapping], frontier: Sequence[Mapping]) -> 
     idx = idx[~on_front[idx]]
     shown = [points[i] for i in idx]
     n_dominated = int((~on_front).sum())
-    count = f"{n_dominated:,}" if len(shown) == n_dominated else f"{len(shown):,} of {n_dominated:,} shown, stratified sample"
-    symbols = np.vectorize(lambda m: MODE_SYMBOL.get(m, "circle"), otypes=[object])(_column(shown, "mode", ""))
+    count = (f"{n_dominated:,}" if len(shown) == n_dominated
+             else f"{len(shown):,} of {n_dominated:,} shown, stratified sample")
     return go.Scatter(
         x=_floats(shown, "tok_s_user"), y=_floats(shown, "tok_s_gpu"), mode="markers",
         name=f"dominated configs ({count})", opacity=FAINT_OPACITY,
-        marker={"color": FAINT_COLOR, "size": FAINT_SIZE, "symbol": list(symbols)},
+        marker={"color": FAINT_COLOR, "size": FAINT_SIZE, "symbol": _symbols(shown)},
         customdata=_customdata(shown), hovertemplate=HOVER_TEMPLATE)
+
+
+def _symbols(rows: Sequence[Mapping]) -> np.ndarray:
+    """Marker symbol per row: disaggregated serving as diamonds, everything else as circles."""
+    return np.where(_column(rows, "mode", "") == "disagg", MODE_SYMBOL["disagg"], MODE_SYMBOL["agg"])
 
 
 def _sorted_by_x(rows: Sequence[Mapping]) -> list[Mapping]:
@@ -151,10 +157,9 @@ def _sorted_by_x(rows: Sequence[Mapping]) -> list[Mapping]:
 def _frontier_trace(frontier: Sequence[Mapping], name: str, color: str) -> go.Scatter:
     """Bold line + markers through the Pareto points, sorted by x."""
     rows = _sorted_by_x(frontier)
-    symbols = [MODE_SYMBOL.get(r.get("mode"), "circle") for r in rows]
     return go.Scatter(
         x=_floats(rows, "tok_s_user"), y=_floats(rows, "tok_s_gpu"), mode="lines+markers", name=name,
-        line={"color": color, "width": 3}, marker={"color": color, "size": 9, "symbol": symbols,
+        line={"color": color, "width": 3}, marker={"color": color, "size": 9, "symbol": _symbols(rows),
                                                     "line": {"color": "white", "width": 1}},
         customdata=_customdata(rows), hovertemplate=HOVER_TEMPLATE)
 

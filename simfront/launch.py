@@ -1,0 +1,655 @@
+"""Engine launch commands, client benchmark commands and the result sidecar for one deployment.
+
+A :class:`Deployment` is one serving configuration simfront predicts. :func:`launch_commands` turns
+it into the launch lines of vLLM, SGLang or TensorRT-LLM (plus the TRT-LLM YAML files),
+:func:`benchmark_command` into the client command that measures the same point, and
+:func:`sidecar_yaml` into the YAML that ``simfront validate`` reads next to the client's result
+file. Flag spellings follow ecosystem.md §8 (/work/shared/reference); anything not confirmed there
+is flagged in ``LaunchPlan.notes``.
+
+Layout convention (as simfront/layout.py, aiconfigurator): a worker has ``tp * pp * attention_dp``
+GPUs; attention runs TP over ``tp`` inside each of ``attention_dp`` groups; MoE layers split the
+same ``tp * attention_dp`` GPUs ``ep`` ways over experts. SGLang's ``--tp-size 8 --dp-size 8
+--enable-dp-attention --ep-size 8`` is ``tp=1, attention_dp=8, ep=8`` here. ``max_batch`` and
+``max_num_tokens`` are per worker (summed over its attention-DP ranks); each engine gets them in
+its own unit (per DP rank or per server).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shlex
+from dataclasses import dataclass, field
+
+import yaml
+
+from .errors import SimfrontError
+from .precision import normalize_format
+
+ENGINES = ("vllm", "sglang", "trtllm")
+BENCH_TOOLS = ("vllm", "sglang", "aiperf")
+MODES = ("agg", "disagg")
+WEIGHT_PRECISIONS = ("bf16", "fp8", "fp8_block", "nvfp4", "mxfp4", "w4a16")
+KV_DTYPES = ("bf16", "fp8")
+SPEC_METHODS = ("mtp", "eagle3", "ngram")
+
+# Memory fraction each engine gets when the deployment does not set one. The three mean different
+# things (ecosystem.md §9.3) and are never converted into each other.
+DEFAULT_MEMORY_FRACTION = {
+    "vllm": 0.90,  # --gpu-memory-utilization default (ecosystem.md §8.1)
+    "sglang": 0.82,  # InferenceX dsr1_fp8_h200.sh recipe (ecosystem.md §5); SGLang's own default varies with GPU/TP (§8.2)
+    "trtllm": 0.90,  # kv_cache_config.free_gpu_memory_fraction default (ecosystem.md §8.3)
+}
+
+# Ports. FRONT_PORT is the vLLM / trtllm-serve default (ecosystem.md §2.1, §8.3); every engine's
+# front end (agg server or disagg router) is put there so one benchmark URL fits all. The role
+# ports are free ports simfront picks, not engine defaults.
+FRONT_PORT = 8000
+ROLE_PORTS = {"prefill": 8100, "decode": 8200}
+SGLANG_DIST_INIT_PORT = 20000  # any free port on the head node for --dist-init-addr
+VLLM_DP_RPC_PORT = 13345  # any free port on the head node for --data-parallel-rpc-port
+VLLM_NIXL_SIDE_CHANNEL_BASE_PORT = 5600  # vLLM NixlConnector side-channel port; one per co-located instance (unverified)
+
+# Client load: num_prompts = 10 x concurrency, as InferenceX runs it (ecosystem.md §5).
+PROMPTS_PER_CONCURRENCY = 10
+
+# Disaggregated serving. The vLLM connector is ecosystem.md §8.1; the front ends are not in
+# ecosystem.md and are marked unverified in the notes.
+VLLM_KV_TRANSFER = {"kv_connector": "NixlConnector", "kv_role": "kv_both"}
+VLLM_PD_PROXY = "tests/v1/kv_connector/nixl_integration/toy_proxy_server.py"
+SGLANG_ROUTER_MODULE = "sglang_router.launch_router"
+SGLANG_TRANSFER_BACKEND = "mooncake"  # SGLang's default transfer backend (ecosystem.md §8.2: mooncake|nixl)
+TRTLLM_CACHE_TRANSCEIVER_BACKEND = "DEFAULT"  # cache_transceiver_config.backend (ecosystem.md §8.3)
+
+# Checkpoint naming when the wanted weight precision differs from the model's native one:
+# (organisation or None for the model's own, suffix). Conventions of published repos, e.g.
+# nvidia/DeepSeek-V3.2-NVFP4 (models/configs), Qwen/Qwen3-32B-FP8; assumptions, said in notes.
+CHECKPOINT_SUFFIX = {
+    "nvfp4": ("nvidia", "-NVFP4"),  # NVIDIA ModelOpt NVFP4 releases
+    "fp8": ("nvidia", "-FP8"),  # NVIDIA ModelOpt per-tensor FP8 releases (used where no online FP8)
+    "fp8_block": (None, "-FP8"),  # block-FP8 releases by the model authors (Qwen, DeepSeek style)
+    "mxfp4": (None, "-MXFP4"),
+    "w4a16": (None, "-AWQ"),
+    "bf16": (None, "-BF16"),
+}
+_PRECISION_TAIL = re.compile(r"[-_](nvfp4|fp4|mxfp4|fp8|fp8[-_]dynamic|bf16|awq|gptq|int4)$", re.I)
+
+
+@dataclass
+class WorkerLayout:
+    """Parallel layout and limits of one disaggregated role (prefill or decode workers)."""
+
+    tp: int = 1
+    pp: int = 1
+    ep: int = 1
+    attention_dp: int = 1
+    max_batch: int = 256  # max running requests per worker
+    workers: int = 1  # workers of this role
+    max_num_tokens: int | None = None  # per-worker token budget; None: the deployment's
+
+    @property
+    def gpus_per_worker(self) -> int:
+        return self.tp * self.pp * self.attention_dp
+
+
+@dataclass
+class Deployment:
+    """One serving configuration: model, parallel layout, limits, precision and the load point."""
+
+    model_id: str  # Hugging Face id, e.g. "deepseek-ai/DeepSeek-R1"
+    mode: str = "agg"  # "agg" | "disagg"
+    tp: int = 1
+    pp: int = 1
+    ep: int = 1  # MoE expert-parallel size (1 = none)
+    attention_dp: int = 1  # attention data-parallel size (1 = off)
+    max_batch: int = 256  # max running requests per worker
+    max_num_tokens: int = 8192  # per-worker token budget per step (chunked-prefill size)
+    max_seq_len: int | None = None  # None: isl + osl
+    kv_dtype: str = "bf16"  # "bf16" | "fp8"
+    weight_precision: str = "bf16"  # one of WEIGHT_PRECISIONS
+    spec_method: str | None = None  # None | "mtp" | "eagle3" | "ngram"
+    spec_k: int = 0  # draft tokens per step
+    replicas: int = 1  # agg workers of this layout
+    gpus_per_node: int = 8
+    num_gpus: int | None = None  # total GPUs; None: derived from the layout
+    isl: int = 1024
+    osl: int = 1024
+    concurrency: int = 64  # client concurrency over the whole deployment
+    gpu_memory_fraction: float | None = None  # None: DEFAULT_MEMORY_FRACTION[engine]
+    prefill: WorkerLayout | None = None  # disagg only
+    decode: WorkerLayout | None = None  # disagg only
+    gpu: str | None = None  # hardware name for the sidecar, e.g. "h200_sxm"
+    checkpoint: str | None = None  # exact checkpoint to serve; None: chosen from model_id + precision
+    draft_model: str | None = None  # EAGLE3 draft checkpoint
+
+    @property
+    def seq_len(self) -> int:
+        return self.max_seq_len if self.max_seq_len is not None else self.isl + self.osl
+
+    def roles(self) -> dict[str, WorkerLayout]:
+        """Worker kinds: {"server": layout} for agg, {"prefill": .., "decode": ..} for disagg."""
+        if self.mode == "disagg":
+            return {"prefill": self.prefill, "decode": self.decode}
+        return {
+            "server": WorkerLayout(
+                self.tp, self.pp, self.ep, self.attention_dp, self.max_batch, self.replicas, self.max_num_tokens
+            )
+        }
+
+    @property
+    def total_gpus(self) -> int:
+        return sum(r.workers * r.gpus_per_worker for r in self.roles().values())
+
+
+@dataclass
+class LaunchPlan:
+    """Launch lines (one per worker kind, plus the disagg router), files they read, and caveats."""
+
+    engine: str
+    commands: list[str]
+    roles: list[str]  # what each command is: "server", "prefill", "decode", "router"
+    files: dict[str, str] = field(default_factory=dict)  # filename -> content
+    notes: list[str] = field(default_factory=list)
+
+
+class _Expand(str):
+    """A shell word that must expand (``$VAR`` placeholders): rendered in double quotes."""
+
+
+def _render(args: list, env: dict[str, str] | None = None) -> str:
+    words = [f"{k}={shlex.quote(str(v))}" for k, v in (env or {}).items()]
+    words += [f'"{a}"' if isinstance(a, _Expand) else shlex.quote(str(a)) for a in args]
+    return " ".join(words)
+
+
+# ---------------------------------------------------------------------------------------------
+# Validation
+
+
+def _engine(engine: str) -> str:
+    e = str(engine).strip().lower().replace("-", "").replace("_", "")
+    e = {"tensorrtllm": "trtllm", "trt": "trtllm"}.get(e, e)
+    if e not in ENGINES:
+        raise SimfrontError(f"unknown engine {engine!r}; valid: {', '.join(ENGINES)}")
+    return e
+
+
+def _check_layout(name: str, lay: WorkerLayout, gpus_per_node: int) -> None:
+    for k in ("tp", "pp", "ep", "attention_dp", "max_batch", "workers"):
+        if int(getattr(lay, k)) < 1:
+            raise SimfrontError(f"{name}.{k} must be >= 1, got {getattr(lay, k)}")
+    if lay.max_num_tokens is not None and lay.max_num_tokens < 1:
+        raise SimfrontError(f"{name}.max_num_tokens must be >= 1, got {lay.max_num_tokens}")
+    group = lay.tp * lay.attention_dp  # GPUs one MoE layer spans (one pipeline stage)
+    if group % lay.ep:
+        raise SimfrontError(
+            f"{name}: ep={lay.ep} must divide tp*attention_dp={group} "
+            f"(tp is the attention TP inside each attention-DP group; GPUs per worker = tp*pp*attention_dp)"
+        )
+    if lay.max_batch < lay.attention_dp:
+        raise SimfrontError(
+            f"{name}: max_batch={lay.max_batch} is below attention_dp={lay.attention_dp} (one request per rank)"
+        )
+    g = lay.gpus_per_worker
+    if g > gpus_per_node and g % gpus_per_node:
+        raise SimfrontError(f"{name}: a {g}-GPU worker does not fill whole {gpus_per_node}-GPU nodes")
+
+
+def check_deployment(dep: Deployment, engine: str | None = None) -> None:
+    """Raise SimfrontError when ``dep`` is inconsistent (or unsupported by ``engine``)."""
+    if dep.mode not in MODES:
+        raise SimfrontError(f"unknown mode {dep.mode!r}; valid: {', '.join(MODES)}")
+    if dep.mode == "disagg" and (dep.prefill is None or dep.decode is None):
+        raise SimfrontError("mode 'disagg' needs both prefill and decode WorkerLayouts")
+    if dep.mode == "agg" and (dep.prefill is not None or dep.decode is not None):
+        raise SimfrontError("prefill/decode layouts are only for mode 'disagg'")
+    if normalize_format(dep.weight_precision) not in WEIGHT_PRECISIONS:
+        raise SimfrontError(f"unknown weight precision {dep.weight_precision!r}; valid: {', '.join(WEIGHT_PRECISIONS)}")
+    if normalize_format(dep.kv_dtype) not in KV_DTYPES:
+        raise SimfrontError(f"unknown KV-cache dtype {dep.kv_dtype!r}; valid: {', '.join(KV_DTYPES)}")
+    if dep.spec_method is not None:
+        if dep.spec_method not in SPEC_METHODS:
+            raise SimfrontError(f"unknown spec_method {dep.spec_method!r}; valid: None, {', '.join(SPEC_METHODS)}")
+        if dep.spec_k < 1:
+            raise SimfrontError(f"spec_method {dep.spec_method!r} needs spec_k >= 1, got {dep.spec_k}")
+    for k in ("isl", "osl", "concurrency", "gpus_per_node", "max_num_tokens", "replicas"):
+        if int(getattr(dep, k)) < 1:
+            raise SimfrontError(f"{k} must be >= 1, got {getattr(dep, k)}")
+    if dep.seq_len < dep.isl + dep.osl:
+        raise SimfrontError(f"max_seq_len={dep.seq_len} is below isl+osl={dep.isl + dep.osl}: requests would be rejected")
+    f = dep.gpu_memory_fraction
+    if f is not None and not 0.0 < f <= 1.0:
+        raise SimfrontError(f"gpu_memory_fraction must be in (0, 1], got {f}")
+    for name, lay in dep.roles().items():
+        _check_layout(name, lay, dep.gpus_per_node)
+    if dep.num_gpus is not None and dep.num_gpus != dep.total_gpus:
+        parts = " + ".join(f"{n}: {r.workers} x {r.tp}*{r.pp}*{r.attention_dp}" for n, r in dep.roles().items())
+        raise SimfrontError(
+            f"num_gpus={dep.num_gpus} but the layout uses {dep.total_gpus} GPUs ({parts}; workers x tp*pp*attention_dp)"
+        )
+    if engine is None:
+        return
+    eng = _engine(engine)
+    for name, lay in dep.roles().items():
+        if eng == "vllm" and lay.ep not in (1, lay.tp * lay.attention_dp):
+            raise SimfrontError(
+                f"{name}: vLLM shards experts over all tp*attention_dp={lay.tp * lay.attention_dp} GPUs "
+                f"(--enable-expert-parallel) or none: ep must be 1 or {lay.tp * lay.attention_dp}, got {lay.ep}"
+            )
+        if eng == "trtllm" and lay.attention_dp > 1 and lay.tp > 1:
+            raise SimfrontError(
+                f"{name}: TensorRT-LLM attention DP runs attention with TP 1 on every rank: "
+                f"use tp=1, attention_dp={lay.tp * lay.attention_dp}"
+            )
+
+
+# ---------------------------------------------------------------------------------------------
+# Checkpoint and precision
+
+
+def _model_info(model_id: str):
+    """(main weight format, MTP layers) from simfront's model catalog, or (None, None) if unknown."""
+    from .models import get_model  # catalog lookup; unknown models are served as given
+
+    try:
+        m = get_model(model_id)
+    except SimfrontError:
+        return None, None
+    p = m.precision
+    return (p.experts if m.arch.is_moe else p.dense), m.arch.mtp_layers
+
+
+def resolve_checkpoint(dep: Deployment, engine: str) -> tuple[str, str | None, list[str]]:
+    """(checkpoint to serve, online ``--quantization`` value or None, notes) for ``dep`` on ``engine``."""
+    want = normalize_format(dep.weight_precision)
+    if dep.checkpoint:
+        return dep.checkpoint, None, [f"serving checkpoint {dep.checkpoint} as given; assumed to hold {want} weights"]
+    native, _ = _model_info(dep.model_id)
+    if native is None:
+        return dep.model_id, None, [
+            f"{dep.model_id} is not in simfront's catalog: assumed it already holds {want} weights "
+            "(engines auto-detect quantization from the checkpoint)"
+        ]
+    native = "bf16" if native == "fp16" else native
+    fp8s = ("fp8", "fp8_block")
+    if want == native:
+        return dep.model_id, None, []
+    if want in fp8s and native in fp8s:
+        return dep.model_id, None, [f"{dep.model_id} ships {native} weights; served as is for {want}"]
+    if want == "fp8" and native == "bf16" and engine in ("vllm", "sglang"):
+        return dep.model_id, "fp8", [f"online FP8 quantization of the BF16 checkpoint (--quantization fp8)"]
+    org, _, name = dep.model_id.rpartition("/")
+    name = _PRECISION_TAIL.sub("", name)
+    new_org, suffix = CHECKPOINT_SUFFIX[want]
+    ckpt = f"{new_org or org}/{name}{suffix}" if (new_org or org) else f"{name}{suffix}"
+    return ckpt, None, [
+        f"assumed checkpoint id {ckpt} for {want} weights ({dep.model_id} ships {native}); "
+        "check it exists on the Hub or set Deployment.checkpoint"
+    ]
+
+
+# ---------------------------------------------------------------------------------------------
+# Per-engine pieces
+
+
+def _per_rank(value: int, ranks: int, what: str, notes: list[str]) -> int:
+    """Split a per-worker limit over attention-DP ranks (floor), noting any remainder."""
+    if value % ranks:
+        notes.append(f"{what}={value} is not a multiple of attention_dp={ranks}: each rank gets {value // ranks}")
+    return value // ranks
+
+
+def _tokens(dep: Deployment, lay: WorkerLayout) -> int:
+    """Per-worker token budget of a role."""
+    return dep.max_num_tokens if lay.max_num_tokens is None else lay.max_num_tokens
+
+
+def _memory_fraction(dep: Deployment, engine: str) -> float:
+    return dep.gpu_memory_fraction if dep.gpu_memory_fraction is not None else DEFAULT_MEMORY_FRACTION[engine]
+
+
+def _kv(dep: Deployment) -> str:
+    return normalize_format(dep.kv_dtype)
+
+
+def _nodes(lay: WorkerLayout, gpus_per_node: int) -> int:
+    return max(1, lay.gpus_per_worker // gpus_per_node)
+
+
+def _draft(dep: Deployment, notes: list[str]) -> str:
+    if dep.draft_model:
+        return dep.draft_model
+    notes.append("EAGLE3 needs a draft checkpoint: replace <eagle3-draft-model> (or set Deployment.draft_model)")
+    return "<eagle3-draft-model>"
+
+
+def _vllm_server(dep, role, lay, ckpt, quant, port, notes, files) -> list:
+    """``vllm serve`` words for one worker kind (ecosystem.md §8.1)."""
+    tokens = _tokens(dep, lay)
+    args = ["vllm", "serve", ckpt, "--host", "0.0.0.0", "--port", port,
+            "--tensor-parallel-size", lay.tp, "--pipeline-parallel-size", lay.pp,
+            "--data-parallel-size", lay.attention_dp]
+    if lay.ep > 1:
+        args.append("--enable-expert-parallel")
+    args += ["--max-num-seqs", _per_rank(lay.max_batch, lay.attention_dp, f"{role}.max_batch", notes),
+             "--max-num-batched-tokens", _per_rank(tokens, lay.attention_dp, f"{role}.max_num_tokens", notes),
+             "--max-model-len", dep.seq_len,
+             "--kv-cache-dtype", "fp8" if _kv(dep) == "fp8" else "auto",  # bf16 -> auto (ecosystem.md §8.4)
+             "--gpu-memory-utilization", _memory_fraction(dep, "vllm")]
+    if quant:
+        args += ["--quantization", quant]
+    if dep.spec_method:
+        spec = {"method": {"mtp": "mtp", "eagle3": "eagle3", "ngram": "ngram"}[dep.spec_method]}
+        if dep.spec_method == "eagle3":
+            spec["model"] = _draft(dep, notes)
+        spec["num_speculative_tokens"] = dep.spec_k
+        if dep.spec_method == "ngram":
+            notes.append("vLLM ngram: prompt_lookup_min/max left at vLLM's defaults (unverified)")
+        args += ["--speculative-config", json.dumps(spec, separators=(",", ":"))]
+    if role in ROLE_PORTS:
+        args += ["--kv-transfer-config", json.dumps(VLLM_KV_TRANSFER, separators=(",", ":"))]
+    nodes = _nodes(lay, dep.gpus_per_node)
+    if nodes > 1:
+        ranks_per_node = dep.gpus_per_node // (lay.tp * lay.pp)
+        if lay.attention_dp > 1 and ranks_per_node >= 1 and lay.attention_dp % ranks_per_node == 0:
+            args += ["--data-parallel-size-local", ranks_per_node,
+                     "--data-parallel-address", _Expand("$HEAD_IP"), "--data-parallel-rpc-port", VLLM_DP_RPC_PORT]
+            notes.append(
+                f"vLLM {role}: {nodes} nodes; this line runs on the head node (HEAD_IP); on node i>0 add "
+                f"--headless --data-parallel-start-rank {ranks_per_node}*i (unverified)"
+            )
+        else:
+            notes.append(f"vLLM {role}: TP/PP spans {nodes} nodes: start a Ray cluster over them and run "
+                         "this on the head node (unverified)")
+    return args
+
+
+def _sglang_server(dep, role, lay, ckpt, quant, port, notes, files) -> list:
+    """``sglang.launch_server`` words for one worker kind (ecosystem.md §8.2)."""
+    tokens = _tokens(dep, lay)
+    args = ["python", "-m", "sglang.launch_server", "--model-path", ckpt, "--host", "0.0.0.0", "--port", port,
+            "--tp-size", lay.tp * lay.attention_dp]  # SGLang's TP size is the whole stage (§8.2)
+    if lay.pp > 1:
+        args += ["--pp-size", lay.pp]
+    if lay.attention_dp > 1:
+        args += ["--dp-size", lay.attention_dp, "--enable-dp-attention"]
+    if lay.ep > 1:
+        args += ["--ep-size", lay.ep]
+    args += ["--max-running-requests", lay.max_batch,  # whole server (split over DP ranks by SGLang)
+             "--chunked-prefill-size", tokens,  # global budget split across dp (ecosystem.md §8.2)
+             "--max-prefill-tokens", tokens,
+             "--context-length", dep.seq_len,
+             "--kv-cache-dtype", "fp8_e4m3" if _kv(dep) == "fp8" else "auto",  # never plain fp8 (§8.2)
+             "--mem-fraction-static", _memory_fraction(dep, "sglang")]
+    if role != "prefill":
+        args += ["--cuda-graph-max-bs", _per_rank(lay.max_batch, lay.attention_dp, f"{role}.max_batch", notes)]
+    if quant:
+        args += ["--quantization", quant]
+    if dep.spec_method:
+        algo = {"mtp": "NEXTN", "eagle3": "EAGLE3", "ngram": "NGRAM"}[dep.spec_method]
+        args += ["--speculative-algorithm", algo]
+        if dep.spec_method == "eagle3":
+            args += ["--speculative-draft-model-path", _draft(dep, notes)]
+        if dep.spec_method != "ngram":
+            # chain drafting: k steps, top-1, k+1 verified tokens (set all three, ecosystem.md §8.2)
+            args += ["--speculative-num-steps", dep.spec_k, "--speculative-eagle-topk", 1]
+        args += ["--speculative-num-draft-tokens", dep.spec_k + 1]
+        if dep.spec_method == "ngram":
+            notes.append("SGLang NGRAM: --speculative-num-draft-tokens k+1, other --speculative-ngram-* flags at "
+                         "defaults (unverified)")
+    if role in ROLE_PORTS:
+        args += ["--disaggregation-mode", role, "--disaggregation-transfer-backend", SGLANG_TRANSFER_BACKEND]
+    nodes = _nodes(lay, dep.gpus_per_node)
+    if nodes > 1:
+        args += ["--nnodes", nodes, "--node-rank", _Expand("$NODE_RANK"),
+                 "--dist-init-addr", _Expand(f"$HEAD_IP:{SGLANG_DIST_INIT_PORT}")]
+        notes.append(f"SGLang {role}: run the line on each of {nodes} nodes with NODE_RANK=0..{nodes - 1} and HEAD_IP = node 0")
+    return args
+
+
+def _trtllm_yaml(dep, role, lay, per_rank_batch, per_rank_tokens, notes) -> dict:
+    """The extra_llm_api_options mapping (LlmArgs keys, ecosystem.md §8.3; unknown keys are errors)."""
+    cfg: dict = {"enable_attention_dp": lay.attention_dp > 1}
+    cfg["kv_cache_config"] = {"dtype": "fp8" if _kv(dep) == "fp8" else "auto",
+                              "free_gpu_memory_fraction": _memory_fraction(dep, "trtllm")}
+    if role != "prefill":
+        cfg["cuda_graph_config"] = {"enable_padding": True, "max_batch_size": per_rank_batch}
+    if dep.isl > per_rank_tokens and role != "decode":
+        cfg["enable_chunked_prefill"] = True  # a prompt longer than the budget must be chunked
+        notes.append(f"TRT-LLM {role}: isl {dep.isl} > max_num_tokens {per_rank_tokens}: enable_chunked_prefill set")
+    if dep.spec_method == "mtp":
+        cfg["speculative_config"] = {"decoding_type": "MTP", "num_nextn_predict_layers": dep.spec_k}
+    elif dep.spec_method == "eagle3":
+        cfg["speculative_config"] = {"decoding_type": "Eagle", "max_draft_len": dep.spec_k,
+                                     "speculative_model_dir": _draft(dep, notes)}
+        notes.append("TRT-LLM EAGLE3: decoding_type 'Eagle' per ecosystem.md §8.3; newer versions may spell "
+                     "it 'Eagle3' (unverified)")
+    elif dep.spec_method == "ngram":
+        cfg["speculative_config"] = {"decoding_type": "NGram", "max_draft_len": dep.spec_k}
+        notes.append("TRT-LLM NGram: only decoding_type and max_draft_len set; other NGram keys left at defaults (unverified)")
+    if role in ROLE_PORTS:
+        cfg["cache_transceiver_config"] = {"backend": TRTLLM_CACHE_TRANSCEIVER_BACKEND}
+        if role == "prefill":
+            cfg["disable_overlap_scheduler"] = True
+    return cfg
+
+
+def _trtllm_server(dep, role, lay, ckpt, quant, port, notes, files) -> list:
+    """``trtllm-serve`` words for one worker kind; writes its YAML into ``files`` (ecosystem.md §8.3)."""
+    tokens = _tokens(dep, lay)
+    batch = _per_rank(lay.max_batch, lay.attention_dp, f"{role}.max_batch", notes)
+    per_rank_tokens = _per_rank(tokens, lay.attention_dp, f"{role}.max_num_tokens", notes)
+    fname = "extra_llm_api_options.yaml" if role == "server" else f"extra_llm_api_options_{role}.yaml"
+    files[fname] = yaml.safe_dump(_trtllm_yaml(dep, role, lay, batch, per_rank_tokens, notes), sort_keys=False)
+    args = ["trtllm-serve", ckpt, "--host", "0.0.0.0", "--port", port, "--backend", "pytorch",
+            "--tp_size", lay.tp * lay.attention_dp,  # the whole stage; the YAML turns on attention DP
+            "--pp_size", lay.pp, "--ep_size", lay.ep,
+            "--max_batch_size", batch, "--max_num_tokens", per_rank_tokens, "--max_seq_len", dep.seq_len,
+            "--kv_cache_free_gpu_memory_fraction", _memory_fraction(dep, "trtllm"),
+            "--extra_llm_api_options", fname]
+    nodes = _nodes(lay, dep.gpus_per_node)
+    if nodes > 1:
+        args += ["--gpus_per_node", dep.gpus_per_node]
+        notes.append(
+            f"TRT-LLM {role}: {nodes} nodes: launch under MPI/Slurm with {lay.gpus_per_worker} ranks, "
+            "e.g. srun ... trtllm-llmapi-launch trtllm-serve ... (unverified)"
+        )
+    return args
+
+
+# ---------------------------------------------------------------------------------------------
+# Disaggregated front ends
+
+
+def _placement(dep: Deployment) -> dict[str, list[str]]:
+    """Host of each disagg worker: localhost when one prefill + one decode fit on one node."""
+    p, d = dep.prefill, dep.decode
+    one_node = p.workers == 1 and d.workers == 1 and dep.total_gpus <= dep.gpus_per_node
+    if one_node:
+        return {"prefill": ["localhost"], "decode": ["localhost"]}
+    return {r: [f"${r.upper()}_HOST_{i}" for i in range(lay.workers)] for r, lay in dep.roles().items()}
+
+
+def _router(engine: str, dep: Deployment, hosts: dict[str, list[str]], files: dict, notes: list[str]) -> list:
+    def url(h, role, scheme=""):
+        s = f"{scheme}{h}:{ROLE_PORTS[role]}"
+        return _Expand(s) if "$" in s else s
+
+    def word(h):
+        return _Expand(h) if "$" in h else h
+
+    if engine == "vllm":
+        notes.append(f"vLLM PD proxy: {VLLM_PD_PROXY} from a vLLM source checkout (path moves between releases; unverified)")
+        return (["python", VLLM_PD_PROXY, "--host", "0.0.0.0", "--port", FRONT_PORT, "--prefiller-hosts"]
+                + [word(h) for h in hosts["prefill"]] + ["--prefiller-ports"] + [ROLE_PORTS["prefill"]] * len(hosts["prefill"])
+                + ["--decoder-hosts"] + [word(h) for h in hosts["decode"]]
+                + ["--decoder-ports"] + [ROLE_PORTS["decode"]] * len(hosts["decode"]))
+    if engine == "sglang":
+        notes.append(f"SGLang PD router: python -m {SGLANG_ROUTER_MODULE} (sglang-router package; older releases ship "
+                     "python -m sglang.srt.disaggregation.mini_lb with the same --prefill/--decode URLs) (unverified)")
+        args = ["python", "-m", SGLANG_ROUTER_MODULE, "--pd-disaggregation"]
+        for h in hosts["prefill"]:
+            args += ["--prefill", url(h, "prefill", "http://")]
+        for h in hosts["decode"]:
+            args += ["--decode", url(h, "decode", "http://")]
+        return args + ["--host", "0.0.0.0", "--port", FRONT_PORT]
+    cfg = {"hostname": "0.0.0.0", "port": FRONT_PORT, "backend": "pytorch",
+           "context_servers": {"num_instances": len(hosts["prefill"]),
+                               "urls": [f"{h}:{ROLE_PORTS['prefill']}" for h in hosts["prefill"]]},
+           "generation_servers": {"num_instances": len(hosts["decode"]),
+                                  "urls": [f"{h}:{ROLE_PORTS['decode']}" for h in hosts["decode"]]}}
+    files["disagg_config.yaml"] = yaml.safe_dump(cfg, sort_keys=False)
+    notes.append("TRT-LLM disagg front end: trtllm-serve disaggregated -c disagg_config.yaml (not in ecosystem.md; unverified)")
+    if any("$" in h for hs in hosts.values() for h in hs):
+        notes.append("disagg_config.yaml holds $..._HOST_i placeholders: substitute them (e.g. envsubst) before starting")
+    return ["trtllm-serve", "disaggregated", "-c", "disagg_config.yaml"]
+
+
+# ---------------------------------------------------------------------------------------------
+# Public API
+
+
+def _engine_notes(dep: Deployment, eng: str) -> list[str]:
+    """Caveats that depend only on the layout and the engine."""
+    notes = []
+    roles = dep.roles()
+    if eng == "vllm" and any(lay.attention_dp > 1 for lay in roles.values()):
+        notes.append("vLLM has no separate attention-DP flag: uses --data-parallel-size with --enable-expert-parallel; "
+                     "--max-num-seqs and --max-num-batched-tokens are per DP rank "
+                     "(max_batch/attention_dp, max_num_tokens/attention_dp)")
+    if eng == "trtllm" and any(lay.attention_dp > 1 for lay in roles.values()):
+        notes.append("TRT-LLM attention DP: --tp_size is tp*attention_dp; --max_batch_size/--max_num_tokens are per rank")
+    for role, lay in roles.items():
+        if role != "prefill" and lay.workers > 1 and dep.mode == "agg":
+            notes.append(f"run {lay.workers} copies of the server line on separate GPUs (CUDA_VISIBLE_DEVICES, "
+                         f"distinct --port) behind a load balancer; concurrency {dep.concurrency} is for all of them")
+        # tokens one decode step of a full batch feeds the model (each request: 1 + k draft tokens)
+        step_tokens = lay.max_batch * (1 + (dep.spec_k if dep.spec_method else 0))
+        if role != "prefill" and _tokens(dep, lay) < step_tokens:
+            notes.append(f"{role}: max_num_tokens={_tokens(dep, lay)} is below max_batch*(1+spec_k)={step_tokens}: a full "
+                         "decode batch cannot run in one step (vLLM rejects max-num-batched-tokens < max-num-seqs)")
+    notes.append(f"memory fraction {_memory_fraction(dep, eng)} is {eng}'s own quantity (ecosystem.md §9.3), "
+                 "not comparable across engines")
+    return notes
+
+
+def _check_mtp(dep: Deployment, eng: str, notes: list[str]) -> None:
+    _, mtp_layers = _model_info(dep.checkpoint or dep.model_id)
+    if mtp_layers == 0:
+        raise SimfrontError(f"{dep.model_id} has no MTP layers; use spec_method 'eagle3' or 'ngram'")
+    if eng == "vllm":
+        notes.append("vLLM MTP: method 'mtp'; releases before the rename spell it 'deepseek_mtp'")
+
+
+def launch_commands(dep: Deployment, engine: str) -> LaunchPlan:
+    """Engine launch lines (+ TRT-LLM YAML files and caveats) that serve ``dep`` on ``engine``."""
+    eng = _engine(engine)
+    check_deployment(dep, eng)
+    ckpt, quant, notes = resolve_checkpoint(dep, eng)
+    if dep.spec_method == "mtp":
+        _check_mtp(dep, eng, notes)
+    server = {"vllm": _vllm_server, "sglang": _sglang_server, "trtllm": _trtllm_server}[eng]
+    files: dict[str, str] = {}
+    commands, roles = [], []
+    hosts = _placement(dep) if dep.mode == "disagg" else None
+    offset = 0  # first GPU of the next co-located worker
+    for i, (role, lay) in enumerate(dep.roles().items()):
+        env: dict[str, str] = {}
+        if hosts and hosts[role] == ["localhost"]:
+            env["CUDA_VISIBLE_DEVICES"] = ",".join(str(g) for g in range(offset, offset + lay.gpus_per_worker))
+            offset += lay.gpus_per_worker
+            if eng == "vllm":
+                env["VLLM_NIXL_SIDE_CHANNEL_PORT"] = str(VLLM_NIXL_SIDE_CHANNEL_BASE_PORT + i)
+        args = server(dep, role, lay, ckpt, quant, ROLE_PORTS.get(role, FRONT_PORT), notes, files)
+        commands.append(_render(args, env))
+        roles.append(role)
+    if hosts is not None:
+        commands.append(_render(_router(eng, dep, hosts, files, notes)))
+        roles.append("router")
+        if hosts["prefill"] != ["localhost"]:
+            notes.append("run the prefill/decode lines once per worker, on the head node given by "
+                         "PREFILL_HOST_i / DECODE_HOST_i; export those variables before the router line")
+    notes += _engine_notes(dep, eng)
+    return LaunchPlan(engine=eng, commands=commands, roles=roles, files=files, notes=list(dict.fromkeys(notes)))
+
+
+def _layout_fields(dep: Deployment) -> dict:
+    main = dep.decode if dep.mode == "disagg" else dep.roles()["server"]
+    return {"tp": main.tp, "pp": main.pp, "ep": main.ep, "attention_dp": main.attention_dp}
+
+
+def _record(dep: Deployment, engine: str | None) -> dict:
+    """Flat description of ``dep`` shared by --metadata and the sidecar."""
+    rec = {"gpu": dep.gpu, "num_gpus": dep.total_gpus, **_layout_fields(dep), "mode": dep.mode,
+           "precision": normalize_format(dep.weight_precision), "kv_dtype": _kv(dep), "engine": engine,
+           "isl": dep.isl, "osl": dep.osl, "concurrency": dep.concurrency,
+           "spec_decoding": dep.spec_method or "none"}
+    if dep.spec_method:
+        rec["spec_k"] = dep.spec_k
+    rec["model"] = dep.model_id
+    return rec
+
+
+def _role_fields(lay: WorkerLayout) -> dict:
+    return {"tp": lay.tp, "pp": lay.pp, "ep": lay.ep, "attention_dp": lay.attention_dp,
+            "max_batch": lay.max_batch, "workers": lay.workers, "num_gpus": lay.workers * lay.gpus_per_worker}
+
+
+def sidecar_yaml(dep: Deployment, engine: str | None = None) -> str:
+    """YAML sidecar describing ``dep``; simfront validate reads it next to a client result file.
+
+    Disagg: the top-level tp/pp/ep/attention_dp are the decode layout; ``prefill``/``decode`` hold both.
+    """
+    check_deployment(dep)
+    rec = _record(dep, _engine(engine) if engine else None)
+    if dep.mode == "disagg":
+        rec["prefill"] = _role_fields(dep.prefill)
+        rec["decode"] = _role_fields(dep.decode)
+    return yaml.safe_dump(rec, sort_keys=False)
+
+
+def default_result_file(dep: Deployment, tool: str) -> str:
+    """Result path for ``tool``: .json (vLLM), .jsonl (SGLang) or an artifact directory (AIPerf)."""
+    name = re.sub(r"[^A-Za-z0-9.]+", "-", dep.model_id.split("/")[-1]).strip("-")
+    stem = f"simfront_{tool}_{name}_isl{dep.isl}_osl{dep.osl}_c{dep.concurrency}"
+    return stem + {"vllm": ".json", "sglang": ".jsonl", "aiperf": ""}[tool]
+
+
+def benchmark_command(dep: Deployment, tool: str = "vllm", result_file: str | None = None, *,
+                      engine: str | None = None, base_url: str | None = None) -> str:
+    """Client command measuring ``dep`` at its ISL/OSL/concurrency; writes ``result_file``.
+
+    ``engine`` (default: ``tool`` for vllm/sglang, else vllm) picks the served checkpoint name.
+    """
+    if tool not in BENCH_TOOLS:
+        raise SimfrontError(f"unknown benchmark tool {tool!r}; valid: {', '.join(BENCH_TOOLS)}")
+    eng = _engine(engine) if engine else (tool if tool in ENGINES else "vllm")
+    check_deployment(dep)
+    model, _, _ = resolve_checkpoint(dep, eng)
+    url = base_url or f"http://localhost:{FRONT_PORT}"
+    out = result_file or default_result_file(dep, tool)
+    prompts = PROMPTS_PER_CONCURRENCY * dep.concurrency
+    if tool == "vllm":
+        meta = {**_record(dep, eng)}
+        if dep.mode == "disagg":
+            for role in ("prefill", "decode"):
+                meta.update({f"{role}_{k}": v for k, v in _role_fields(getattr(dep, role)).items()})
+        args = ["vllm", "bench", "serve", "--base-url", url, "--model", model,
+                "--dataset-name", "random", "--random-input-len", dep.isl, "--random-output-len", dep.osl,
+                "--max-concurrency", dep.concurrency, "--num-prompts", prompts, "--ignore-eos",
+                "--percentile-metrics", "ttft,tpot,itl,e2el", "--metric-percentiles", "50,90,99",
+                "--save-result", "--result-filename", out,
+                "--metadata"] + [f"{k}={v}" for k, v in meta.items() if v is not None]
+    elif tool == "sglang":
+        backend = {"sglang": "sglang", "vllm": "vllm", "trtllm": "sglang-oai"}[eng]
+        args = ["python", "-m", "sglang.bench_serving", "--backend", backend, "--base-url", url, "--model", model,
+                "--dataset-name", "random", "--random-input-len", dep.isl, "--random-output-len", dep.osl,
+                "--random-range-ratio", "1.0",  # fixed lengths: SGLang samples in [ratio*len, len]
+                "--max-concurrency", dep.concurrency, "--num-prompts", prompts, "--output-file", out]
+    else:
+        args = ["aiperf", "profile", "-m", model, "--url", url, "--endpoint-type", "chat", "--streaming",
+                "--concurrency", dep.concurrency, "--synthetic-input-tokens-mean", dep.isl,
+                "--output-tokens-mean", dep.osl, "--extra-inputs", "ignore_eos:true",
+                "--request-count", prompts, "--artifact-dir", out]
+    return _render(args)

@@ -1,0 +1,466 @@
+"""Launch and benchmark command generation (simfront/launch.py)."""
+
+from __future__ import annotations
+
+import json
+import shlex
+
+import pytest
+import yaml
+
+from simfront.errors import SimfrontError
+from simfront.launch import (
+    BENCH_TOOLS,
+    ENGINES,
+    Deployment,
+    WorkerLayout,
+    benchmark_command,
+    check_deployment,
+    launch_commands,
+    sidecar_yaml,
+)
+
+SIDECAR_KEYS = {"gpu", "num_gpus", "tp", "pp", "ep", "attention_dp", "mode", "precision", "kv_dtype", "engine",
+                "isl", "osl", "concurrency", "spec_decoding"}
+
+
+def dsr1_adp(**kw) -> Deployment:
+    """DeepSeek-R1 on 8 GPUs: engine 'TP8 EP8 attention-DP' = tp 1 x attention_dp 8, ep 8."""
+    base = dict(model_id="deepseek-ai/DeepSeek-R1", tp=1, ep=8, attention_dp=8, max_batch=512,
+                max_num_tokens=16384, kv_dtype="fp8", weight_precision="fp8_block", num_gpus=8,
+                isl=1024, osl=1024, concurrency=256, gpu="h200_sxm")
+    base.update(kw)
+    return Deployment(**base)
+
+
+def llama_tp4() -> Deployment:
+    return Deployment("meta-llama/Llama-3.1-70B-Instruct", tp=4, max_batch=128, max_num_tokens=8192,
+                      kv_dtype="fp8", weight_precision="bf16", num_gpus=4, isl=2048, osl=512, concurrency=32)
+
+
+def disagg_1p1d() -> Deployment:
+    return Deployment("deepseek-ai/DeepSeek-R1", mode="disagg", kv_dtype="fp8", weight_precision="fp8_block",
+                      prefill=WorkerLayout(tp=4, max_batch=16, max_num_tokens=16384),
+                      decode=WorkerLayout(tp=1, attention_dp=4, ep=4, max_batch=256, max_num_tokens=4096),
+                      num_gpus=8, isl=4096, osl=1024, concurrency=128)
+
+
+def tokens(cmd: str) -> list[str]:
+    return shlex.split(cmd)
+
+
+def value(cmd: str, flag: str) -> str:
+    t = tokens(cmd)
+    assert flag in t, f"{flag} missing from: {cmd}"
+    return t[t.index(flag) + 1]
+
+
+def flags(cmd: str) -> set[str]:
+    return {t for t in tokens(cmd) if t.startswith("-")}
+
+
+# --- agg DeepSeek-R1 TP8 EP8 attention-DP ------------------------------------------------------
+
+
+def test_vllm_attention_dp_maps_to_data_parallel_with_expert_parallel():
+    plan = launch_commands(dsr1_adp(), "vllm")
+    [cmd] = plan.commands
+    assert tokens(cmd)[:3] == ["vllm", "serve", "deepseek-ai/DeepSeek-R1"]
+    assert value(cmd, "--tensor-parallel-size") == "1"
+    assert value(cmd, "--data-parallel-size") == "8"
+    assert "--enable-expert-parallel" in tokens(cmd)
+    assert value(cmd, "--max-num-seqs") == "64"  # 512 per worker / 8 DP ranks
+    assert value(cmd, "--max-num-batched-tokens") == "2048"
+    assert value(cmd, "--max-model-len") == "2048"
+    assert value(cmd, "--kv-cache-dtype") == "fp8"
+    assert value(cmd, "--gpu-memory-utilization") == "0.9"
+    assert not flags(cmd) & {"--tp-size", "--tp_size", "--quantization", "--ep-size"}
+    assert any("no separate attention-DP flag" in n for n in plan.notes)
+
+
+def test_sglang_attention_dp_flags():
+    [cmd] = launch_commands(dsr1_adp(), "sglang").commands
+    assert tokens(cmd)[:4] == ["python", "-m", "sglang.launch_server", "--model-path"]
+    assert value(cmd, "--tp-size") == "8" and value(cmd, "--dp-size") == "8" and value(cmd, "--ep-size") == "8"
+    assert "--enable-dp-attention" in tokens(cmd)
+    assert value(cmd, "--max-running-requests") == "512"  # SGLang splits it over DP ranks itself
+    assert value(cmd, "--chunked-prefill-size") == "16384"
+    assert value(cmd, "--kv-cache-dtype") == "fp8_e4m3"
+    assert value(cmd, "--mem-fraction-static") == "0.82"
+    assert value(cmd, "--cuda-graph-max-bs") == "64"
+    assert not flags(cmd) & {"--tensor-parallel-size", "--tp", "--dp"}
+
+
+def test_trtllm_attention_dp_cli_and_yaml():
+    plan = launch_commands(dsr1_adp(), "trtllm")
+    [cmd] = plan.commands
+    assert tokens(cmd)[:2] == ["trtllm-serve", "deepseek-ai/DeepSeek-R1"]
+    assert value(cmd, "--backend") == "pytorch"
+    assert value(cmd, "--tp_size") == "8" and value(cmd, "--ep_size") == "8" and value(cmd, "--pp_size") == "1"
+    assert value(cmd, "--max_batch_size") == "64" and value(cmd, "--max_num_tokens") == "2048"
+    assert value(cmd, "--max_seq_len") == "2048"
+    assert value(cmd, "--kv_cache_free_gpu_memory_fraction") == "0.9"
+    assert "--kv_cache_free_gpu_mem_fraction" not in tokens(cmd)  # that is trtllm-bench's spelling
+    assert not any(f.startswith("--") and "-" in f[2:] for f in flags(cmd))  # snake_case only
+    fname = value(cmd, "--extra_llm_api_options")
+    cfg = yaml.safe_load(plan.files[fname])
+    assert cfg["enable_attention_dp"] is True
+    assert cfg["kv_cache_config"] == {"dtype": "fp8", "free_gpu_memory_fraction": 0.9}
+    assert cfg["cuda_graph_config"] == {"enable_padding": True, "max_batch_size": 64}
+    assert "speculative_config" not in cfg and "cache_transceiver_config" not in cfg
+
+
+def test_memory_fraction_override_reaches_every_engine():
+    dep = dsr1_adp(gpu_memory_fraction=0.75)
+    assert value(launch_commands(dep, "vllm").commands[0], "--gpu-memory-utilization") == "0.75"
+    assert value(launch_commands(dep, "sglang").commands[0], "--mem-fraction-static") == "0.75"
+    plan = launch_commands(dep, "trtllm")
+    assert value(plan.commands[0], "--kv_cache_free_gpu_memory_fraction") == "0.75"
+    assert yaml.safe_load(plan.files["extra_llm_api_options.yaml"])["kv_cache_config"]["free_gpu_memory_fraction"] == 0.75
+
+
+# --- MTP ------------------------------------------------------------------------------------
+
+
+def test_mtp_per_engine():
+    dep = dsr1_adp(spec_method="mtp", spec_k=3)
+    v = launch_commands(dep, "vllm").commands[0]
+    assert json.loads(value(v, "--speculative-config")) == {"method": "mtp", "num_speculative_tokens": 3}
+    s = launch_commands(dep, "sglang").commands[0]
+    assert value(s, "--speculative-algorithm") == "NEXTN"
+    assert value(s, "--speculative-num-steps") == "3"
+    assert value(s, "--speculative-eagle-topk") == "1"
+    assert value(s, "--speculative-num-draft-tokens") == "4"
+    plan = launch_commands(dep, "trtllm")
+    cfg = yaml.safe_load(plan.files["extra_llm_api_options.yaml"])
+    assert cfg["speculative_config"] == {"decoding_type": "MTP", "num_nextn_predict_layers": 3}
+
+
+def test_mtp_rejected_for_model_without_mtp_layers():
+    dep = llama_tp4()
+    dep.spec_method, dep.spec_k = "mtp", 2
+    with pytest.raises(SimfrontError, match="no MTP layers"):
+        launch_commands(dep, "sglang")
+
+
+def test_eagle3_uses_draft_model():
+    dep = llama_tp4()
+    dep.spec_method, dep.spec_k, dep.draft_model = "eagle3", 3, "yuhuili/EAGLE3-LLaMA3.1-Instruct-70B"
+    v = launch_commands(dep, "vllm").commands[0]
+    assert json.loads(value(v, "--speculative-config"))["model"] == dep.draft_model
+    s = launch_commands(dep, "sglang").commands[0]
+    assert value(s, "--speculative-algorithm") == "EAGLE3"
+    assert value(s, "--speculative-draft-model-path") == dep.draft_model
+    cfg = yaml.safe_load(launch_commands(dep, "trtllm").files["extra_llm_api_options.yaml"])
+    assert cfg["speculative_config"]["speculative_model_dir"] == dep.draft_model
+
+
+# --- dense Llama TP4, FP8 KV ----------------------------------------------------------------
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+def test_dense_tp4_fp8_kv(engine):
+    plan = launch_commands(llama_tp4(), engine)
+    [cmd] = plan.commands
+    tp_flag = {"vllm": "--tensor-parallel-size", "sglang": "--tp-size", "trtllm": "--tp_size"}[engine]
+    assert value(cmd, tp_flag) == "4"
+    assert not flags(cmd) & {"--enable-expert-parallel", "--enable-dp-attention", "--ep-size", "--dp-size"}
+    if engine == "vllm":
+        assert value(cmd, "--kv-cache-dtype") == "fp8"
+        assert value(cmd, "--max-num-seqs") == "128" and value(cmd, "--max-num-batched-tokens") == "8192"
+    elif engine == "sglang":
+        assert value(cmd, "--kv-cache-dtype") == "fp8_e4m3"
+        assert "fp8" not in [a for f, a in zip(tokens(cmd), tokens(cmd)[1:]) if f == "--kv-cache-dtype"]
+    else:
+        cfg = yaml.safe_load(plan.files[value(cmd, "--extra_llm_api_options")])
+        assert cfg["kv_cache_config"]["dtype"] == "fp8" and cfg["enable_attention_dp"] is False
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+def test_bf16_kv_is_auto(engine):
+    dep = llama_tp4()
+    dep.kv_dtype = "bf16"
+    plan = launch_commands(dep, engine)
+    if engine == "trtllm":
+        assert yaml.safe_load(plan.files["extra_llm_api_options.yaml"])["kv_cache_config"]["dtype"] == "auto"
+    else:
+        assert value(plan.commands[0], "--kv-cache-dtype") == "auto"
+
+
+def test_fp8_weights_of_bf16_checkpoint():
+    dep = llama_tp4()
+    dep.weight_precision = "fp8"
+    for engine in ("vllm", "sglang"):  # online quantisation of the BF16 checkpoint
+        cmd = launch_commands(dep, engine).commands[0]
+        assert value(cmd, "--quantization") == "fp8"
+        assert "meta-llama/Llama-3.1-70B-Instruct" in tokens(cmd)
+    plan = launch_commands(dep, "trtllm")  # no online FP8: a pre-quantised checkpoint
+    assert tokens(plan.commands[0])[1] == "nvidia/Llama-3.1-70B-Instruct-FP8"
+    assert "--quantization" not in tokens(plan.commands[0])
+    assert any("assumed checkpoint id" in n for n in plan.notes)
+
+
+def test_nvfp4_picks_nvidia_checkpoint():
+    plan = launch_commands(dsr1_adp(weight_precision="nvfp4"), "sglang")
+    assert value(plan.commands[0], "--model-path") == "nvidia/DeepSeek-R1-NVFP4"
+    assert "--quantization" not in tokens(plan.commands[0])
+    assert any("nvidia/DeepSeek-R1-NVFP4" in n and "assumed" in n for n in plan.notes)
+
+
+def test_native_precision_served_as_is_and_unknown_model_noted():
+    plan = launch_commands(dsr1_adp(), "vllm")
+    assert not any("checkpoint" in n for n in plan.notes)
+    plan = launch_commands(Deployment("acme/Unknown-7B", tp=1, num_gpus=1), "vllm")
+    assert tokens(plan.commands[0])[2] == "acme/Unknown-7B"
+    assert any("not in simfront's catalog" in n for n in plan.notes)
+
+
+def test_explicit_checkpoint_wins():
+    dep = dsr1_adp(weight_precision="nvfp4", checkpoint="nvidia/DeepSeek-R1-0528-FP4-v2")
+    assert tokens(launch_commands(dep, "trtllm").commands[0])[1] == "nvidia/DeepSeek-R1-0528-FP4-v2"
+
+
+# --- disagg 1P1D ----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+def test_disagg_1p1d_roles_ports_and_gpus(engine):
+    plan = launch_commands(disagg_1p1d(), engine)
+    assert plan.roles == ["prefill", "decode", "router"]
+    pre, dec, router = plan.commands
+    assert value(pre, "--port") == "8100" and value(dec, "--port") == "8200"
+    assert tokens(pre)[0] == "CUDA_VISIBLE_DEVICES=0,1,2,3" and tokens(dec)[0] == "CUDA_VISIBLE_DEVICES=4,5,6,7"
+    if engine == "vllm":
+        for c in (pre, dec):
+            assert json.loads(value(c, "--kv-transfer-config")) == {"kv_connector": "NixlConnector", "kv_role": "kv_both"}
+        assert value(router, "--prefiller-ports") == "8100" and value(router, "--decoder-ports") == "8200"
+        assert value(router, "--port") == "8000"
+    elif engine == "sglang":
+        assert value(pre, "--disaggregation-mode") == "prefill" and value(dec, "--disaggregation-mode") == "decode"
+        assert value(dec, "--dp-size") == "4" and "--enable-dp-attention" in tokens(dec)
+        assert "--enable-dp-attention" not in tokens(pre)
+        assert value(router, "--prefill") == "http://localhost:8100"
+        assert value(router, "--decode") == "http://localhost:8200"
+        assert "--pd-disaggregation" in tokens(router)
+    else:
+        p_cfg = yaml.safe_load(plan.files[value(pre, "--extra_llm_api_options")])
+        d_cfg = yaml.safe_load(plan.files[value(dec, "--extra_llm_api_options")])
+        for cfg in (p_cfg, d_cfg):
+            assert cfg["cache_transceiver_config"]["backend"] == "DEFAULT"
+        assert p_cfg["enable_attention_dp"] is False and d_cfg["enable_attention_dp"] is True
+        assert "cuda_graph_config" not in p_cfg and d_cfg["cuda_graph_config"]["max_batch_size"] == 64
+        assert tokens(router)[:2] == ["trtllm-serve", "disaggregated"]
+        front = yaml.safe_load(plan.files[value(router, "-c")])
+        assert front["context_servers"]["urls"] == ["localhost:8100"]
+        assert front["generation_servers"]["urls"] == ["localhost:8200"]
+        assert front["port"] == 8000
+        assert any("unverified" in n for n in plan.notes)
+
+
+def test_disagg_across_nodes_uses_host_placeholders():
+    dep = disagg_1p1d()
+    dep.prefill = WorkerLayout(tp=8, max_batch=16, workers=2)
+    dep.decode = WorkerLayout(tp=1, attention_dp=8, ep=8, max_batch=512)
+    dep.num_gpus = 24
+    plan = launch_commands(dep, "sglang")
+    router = tokens(plan.commands[-1])
+    assert [router[i + 1] for i, t in enumerate(router) if t == "--prefill"] == [
+        "http://$PREFILL_HOST_0:8100", "http://$PREFILL_HOST_1:8100"]
+    assert '"http://$PREFILL_HOST_0:8100"' in plan.commands[-1]  # double-quoted so the shell expands it
+    assert not tokens(plan.commands[0])[0].startswith("CUDA_VISIBLE_DEVICES")
+
+
+# --- multi-node -----------------------------------------------------------------------------
+
+
+def test_multinode_worker_flags():
+    dep = Deployment("deepseek-ai/DeepSeek-R1", tp=16, ep=16, weight_precision="fp8_block", max_batch=256,
+                     num_gpus=16, gpus_per_node=8)
+    s = launch_commands(dep, "sglang")
+    cmd = s.commands[0]
+    assert value(cmd, "--nnodes") == "2" and value(cmd, "--node-rank") == "$NODE_RANK"
+    assert value(cmd, "--dist-init-addr").startswith("$HEAD_IP:")
+    t = launch_commands(dep, "trtllm")
+    assert value(t.commands[0], "--gpus_per_node") == "8"
+    assert any("nodes" in n for n in t.notes)
+    assert any("Ray" in n for n in launch_commands(dep, "vllm").notes)
+    single = launch_commands(dsr1_adp(), "sglang").commands[0]
+    assert "--nnodes" not in tokens(single)
+
+
+def test_worker_must_fill_whole_nodes():
+    with pytest.raises(SimfrontError, match="whole"):
+        check_deployment(Deployment("deepseek-ai/DeepSeek-R1", tp=12, num_gpus=12, gpus_per_node=8))
+
+
+# --- validation -----------------------------------------------------------------------------
+
+
+def test_unknown_engine_lists_valid():
+    with pytest.raises(SimfrontError, match="vllm, sglang, trtllm"):
+        launch_commands(dsr1_adp(), "tgi")
+
+
+def test_engine_aliases():
+    assert launch_commands(dsr1_adp(), "TensorRT-LLM").engine == "trtllm"
+
+
+def test_gpu_count_must_match_layout():
+    with pytest.raises(SimfrontError, match="num_gpus=8"):  # engine TP8 with attention DP 8 is tp=1 here
+        launch_commands(dsr1_adp(tp=8), "sglang")
+    with pytest.raises(SimfrontError, match="num_gpus"):
+        launch_commands(Deployment("meta-llama/Llama-3.1-70B-Instruct", tp=4, replicas=2, num_gpus=4), "vllm")
+    dep = disagg_1p1d()
+    dep.num_gpus = 12
+    with pytest.raises(SimfrontError, match="uses 8 GPUs"):
+        check_deployment(dep)
+
+
+def test_ep_must_divide_attention_group():
+    with pytest.raises(SimfrontError, match="ep=3"):
+        check_deployment(dsr1_adp(ep=3))
+
+
+def test_engine_specific_layout_limits():
+    partial_ep = dsr1_adp(ep=4)  # MoE-TP 2 x EP 4: fine for SGLang, impossible in vLLM
+    launch_commands(partial_ep, "sglang")
+    with pytest.raises(SimfrontError, match="vLLM"):
+        launch_commands(partial_ep, "vllm")
+    mixed = dsr1_adp(tp=2, attention_dp=4)  # attention TP 2 inside 4 DP groups: TRT-LLM cannot
+    launch_commands(mixed, "sglang")
+    with pytest.raises(SimfrontError, match="TensorRT-LLM"):
+        launch_commands(mixed, "trtllm")
+
+
+@pytest.mark.parametrize(
+    "kw, match",
+    [
+        ({"mode": "both"}, "mode"),
+        ({"kv_dtype": "int4"}, "KV-cache dtype"),
+        ({"weight_precision": "fp2"}, "weight precision"),
+        ({"spec_method": "medusa", "spec_k": 2}, "spec_method"),
+        ({"spec_method": "mtp", "spec_k": 0}, "spec_k"),
+        ({"max_seq_len": 1000}, "max_seq_len"),
+        ({"gpu_memory_fraction": 1.5}, "gpu_memory_fraction"),
+        ({"max_batch": 4}, "max_batch"),
+    ],
+)
+def test_bad_inputs(kw, match):
+    with pytest.raises(SimfrontError, match=match):
+        check_deployment(dsr1_adp(**kw))
+
+
+def test_disagg_needs_both_roles():
+    with pytest.raises(SimfrontError, match="prefill and decode"):
+        check_deployment(Deployment("deepseek-ai/DeepSeek-R1", mode="disagg", prefill=WorkerLayout(tp=8)))
+
+
+# --- shell parsing, benchmark commands, sidecar ---------------------------------------------
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+@pytest.mark.parametrize("dep", [dsr1_adp(), dsr1_adp(spec_method="mtp", spec_k=2), llama_tp4(), disagg_1p1d()])
+def test_commands_are_shell_parseable(engine, dep):
+    plan = launch_commands(dep, engine)
+    assert len(plan.commands) == len(plan.roles)
+    for cmd in plan.commands:
+        assert len(tokens(cmd)) > 3 and "\n" not in cmd
+    for content in plan.files.values():
+        assert isinstance(yaml.safe_load(content), dict)
+
+
+@pytest.mark.parametrize("tool", BENCH_TOOLS)
+def test_benchmark_carries_load_point_and_result_file(tool):
+    dep = dsr1_adp(isl=8192, osl=1024, concurrency=96)
+    out = {"vllm": "res/r1.json", "sglang": "res/r1.jsonl", "aiperf": "res/r1_aiperf"}[tool]
+    cmd = benchmark_command(dep, tool, result_file=out)
+    t = tokens(cmd)
+    if tool == "vllm":
+        assert t[:3] == ["vllm", "bench", "serve"]
+        assert value(cmd, "--random-input-len") == "8192" and value(cmd, "--random-output-len") == "1024"
+        assert value(cmd, "--max-concurrency") == "96" and value(cmd, "--num-prompts") == "960"
+        assert value(cmd, "--result-filename") == out
+        assert "--ignore-eos" in t and "--save-result" in t
+        assert value(cmd, "--percentile-metrics") == "ttft,tpot,itl,e2el"
+        meta = t[t.index("--metadata") + 1:]
+        assert {"tp=1", "ep=8", "attention_dp=8", "isl=8192", "osl=1024", "concurrency=96", "engine=vllm"} <= set(meta)
+    elif tool == "sglang":
+        assert t[:3] == ["python", "-m", "sglang.bench_serving"]
+        assert value(cmd, "--random-input-len") == "8192" and value(cmd, "--random-output-len") == "1024"
+        assert value(cmd, "--random-range-ratio") == "1.0"
+        assert value(cmd, "--max-concurrency") == "96" and value(cmd, "--num-prompts") == "960"
+        assert value(cmd, "--output-file") == out
+        assert value(cmd, "--backend") == "sglang"
+    else:
+        assert t[:2] == ["aiperf", "profile"]
+        assert value(cmd, "--synthetic-input-tokens-mean") == "8192" and value(cmd, "--output-tokens-mean") == "1024"
+        assert value(cmd, "--concurrency") == "96" and value(cmd, "--request-count") == "960"
+        assert value(cmd, "--artifact-dir") == out
+        assert value(cmd, "--endpoint-type") == "chat" and "--streaming" in t
+
+
+def test_benchmark_model_matches_served_checkpoint():
+    dep = llama_tp4()
+    dep.weight_precision = "fp8"
+    assert value(benchmark_command(dep, "aiperf", engine="trtllm"), "-m") == "nvidia/Llama-3.1-70B-Instruct-FP8"
+    assert value(benchmark_command(dep, "vllm"), "--model") == "meta-llama/Llama-3.1-70B-Instruct"
+    assert value(benchmark_command(dep, "sglang", engine="trtllm"), "--backend") == "sglang-oai"
+
+
+def test_benchmark_default_file_and_bad_tool():
+    cmd = benchmark_command(llama_tp4(), "sglang")
+    assert value(cmd, "--output-file").endswith("_isl2048_osl512_c32.jsonl")
+    with pytest.raises(SimfrontError, match="vllm, sglang, aiperf"):
+        benchmark_command(llama_tp4(), "genai-perf")
+
+
+def test_sidecar_agg():
+    side = yaml.safe_load(sidecar_yaml(dsr1_adp(spec_method="mtp", spec_k=3), engine="sglang"))
+    assert SIDECAR_KEYS <= set(side)
+    assert side["gpu"] == "h200_sxm" and side["num_gpus"] == 8
+    assert (side["tp"], side["ep"], side["attention_dp"]) == (1, 8, 8)
+    assert side["engine"] == "sglang" and side["spec_decoding"] == "mtp" and side["spec_k"] == 3
+    assert side["precision"] == "fp8_block" and side["kv_dtype"] == "fp8"
+
+
+def test_sidecar_disagg():
+    side = yaml.safe_load(sidecar_yaml(disagg_1p1d()))
+    assert SIDECAR_KEYS <= set(side)
+    assert side["mode"] == "disagg" and side["num_gpus"] == 8 and side["spec_decoding"] == "none"
+    assert side["prefill"]["tp"] == 4 and side["decode"]["attention_dp"] == 4
+    assert side["tp"] == 1 and side["attention_dp"] == 4  # top level = the decode layout
+
+
+def test_small_token_budget_is_noted():
+    dep = dsr1_adp(max_num_tokens=256)  # 512 running requests cannot decode in a 256-token step
+    assert any("max_num_tokens=256" in n for n in launch_commands(dep, "sglang").notes)
+    assert not any("max_num_tokens=" in n for n in launch_commands(dsr1_adp(), "sglang").notes)
+
+
+def test_agg_replicas_noted():
+    dep = Deployment("meta-llama/Llama-3.1-70B-Instruct", tp=4, replicas=2, num_gpus=8)
+    plan = launch_commands(dep, "vllm")
+    assert len(plan.commands) == 1 and any("2 copies" in n for n in plan.notes)
+
+
+def test_vllm_multinode_data_parallel():
+    dep = dsr1_adp(attention_dp=16, ep=16, max_batch=1024, num_gpus=16)
+    cmd = launch_commands(dep, "vllm").commands[0]
+    assert value(cmd, "--data-parallel-size") == "16" and value(cmd, "--data-parallel-size-local") == "8"
+    assert value(cmd, "--data-parallel-address") == "$HEAD_IP"
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+def test_ngram_per_engine(engine):
+    dep = llama_tp4()
+    dep.spec_method, dep.spec_k = "ngram", 4
+    plan = launch_commands(dep, engine)
+    cmd = plan.commands[0]
+    if engine == "vllm":
+        assert json.loads(value(cmd, "--speculative-config")) == {"method": "ngram", "num_speculative_tokens": 4}
+    elif engine == "sglang":
+        assert value(cmd, "--speculative-algorithm") == "NGRAM" and "--speculative-eagle-topk" not in tokens(cmd)
+    else:
+        spec = yaml.safe_load(plan.files["extra_llm_api_options.yaml"])["speculative_config"]
+        assert spec == {"decoding_type": "NGram", "max_draft_len": 4}
+    assert any("unverified" in n for n in plan.notes)
