@@ -134,3 +134,192 @@ def use_calibration(path: str) -> None:
     if not isinstance(data, dict) or "efficiency" not in data:
         raise SimfrontError(f"{path}: not a simfront calibration profile (missing 'efficiency' section)")
     efficiency.set_override(data["efficiency"])
+
+
+# ---------------------------------------------------------------------------------------------
+# Frontier prediction
+
+FRONTIER_FIELDS = ["mode", "tp", "pp", "ep", "attention_dp", "replicas", "batch", "concurrency", "precision", "kv_dtype", "spec",
+                   "ttft_ms", "tpot_ms", "tok_s_user", "tok_s_gpu", "usd_per_mtok", "requests_s", "gpus_used",
+                   "prefill_tp", "prefill_ep", "prefill_attention_dp", "prefill_workers", "prefill_batch", "decode_workers"]
+INT_FIELDS = {"tp", "pp", "ep", "attention_dp", "replicas", "batch", "concurrency", "gpus_used", "prefill_tp", "prefill_ep",
+              "prefill_attention_dp", "prefill_workers", "prefill_batch", "decode_workers"}
+
+
+def _point(points: dict, i: int) -> dict:
+    d = {}
+    for k in FRONTIER_FIELDS:
+        v = points[k][i]
+        if k in INT_FIELDS:
+            d[k] = int(round(float(v)))
+        elif isinstance(v, (str, np.str_)) or (hasattr(v, "dtype") and v.dtype == object):
+            d[k] = str(v)
+        elif isinstance(v, str):
+            d[k] = v
+        else:
+            fv = float(v)
+            d[k] = round(fv, 4) if math.isfinite(fv) else None
+    d["layout"] = layout_label(d)
+    return d
+
+
+def layout_label(p: dict) -> str:
+    def one(tp, ep, dp, pp=1):
+        s = f"TP{tp}"
+        if dp > 1:
+            s += f" DPA{dp}"
+        if ep > 1:
+            s += f" EP{ep}"
+        if pp > 1:
+            s += f" PP{pp}"
+        return s
+    if p["mode"] == "disagg":
+        return f"{p['prefill_workers']}P[{one(p['prefill_tp'], p['prefill_ep'], p['prefill_attention_dp'])}] + {p['decode_workers']}D[{one(p['tp'], p['ep'], p['attention_dp'], p['pp'])}]"
+    s = one(p["tp"], p["ep"], p["attention_dp"], p["pp"])
+    return s + (f" x{p['replicas']}" if p["replicas"] > 1 else "")
+
+
+def predict(model: str, gpus: str | GpuSet, isl: int = 1024, osl: int = 1024, concurrency: int | None = None, rate: float | None = None,
+            ttft_ms: float | None = None, tpot_ms: float | None = None, min_tok_s_user: float | None = None,
+            precision: list[str] | str | None = None, kv_dtype: list[str] | str | None = None, spec: str | None = None,
+            spec_k: int | None = None, acceptance: float | None = None, modes: list[str] | None = None,
+            price: float | None = None, prefix_hit: float = 0.0, engine: str | None = None, chunk_tokens: int | None = None) -> dict:
+    """The predicted frontier of every configuration of ``model`` on ``gpus`` (JSON-ready dict)."""
+    import time
+
+    from .pareto import knee_index, pareto_mask, sla_mask
+    from .search import SearchSpace, make_spec, search, spec_options
+    from .serving import DEFAULT_CHUNK_TOKENS, Workload
+
+    _check_lengths(isl=isl, osl=osl)
+    if not 0.0 <= prefix_hit < 1.0:
+        raise SimfrontError(f"--prefix-hit {prefix_hit} must be in [0, 1)")
+    if concurrency is not None and concurrency < 1:
+        raise SimfrontError(f"--concurrency {concurrency} must be at least 1")
+    if rate is not None and rate <= 0:
+        raise SimfrontError(f"--rate {rate} must be positive")
+    if price is not None and price < 0:
+        raise SimfrontError(f"--price {price} must be non-negative")
+    t0 = time.perf_counter()
+    m = get_model(model)
+    g = parse_gpus(gpus) if isinstance(gpus, str) else gpus
+    precs = [precision] if isinstance(precision, str) else precision
+    kvs = [kv_dtype] if isinstance(kv_dtype, str) else kv_dtype
+    mem_prec = apply_precision(m, (precs[0] if precs else None) if precs and precs[0] != "native" else (m.name_precision or "native"),
+                               kvs[0] if kvs else "native")
+    verdict = memory_verdict(m, mem_prec, g, isl, osl).to_json()
+    out: dict[str, Any] = {
+        "model": m.id, "gpus": g.label, "workload": {"isl": isl, "osl": osl, "concurrency": concurrency, "rate": rate, "prefix_hit": prefix_hit},
+        "price_usd_per_gpu_hour": g.hardware.price_usd_per_hour if price is None else price,
+        "fits": False, "memory": verdict, "n_configs_evaluated": 0, "n_feasible": 0, "frontier": [], "knee": None,
+        "best_under_sla": None, "sla": {"ttft_ms": ttft_ms, "tpot_ms": tpot_ms, "min_tok_s_user": min_tok_s_user}, "notes": [],
+    }
+    specs = None
+    if spec is not None:
+        specs = [make_spec(s.strip(), spec_k, acceptance, m) for s in spec.split(",")]
+    space = SearchSpace(precisions=precs if precs and precs != ["native"] else None, kv_dtypes=kvs, specs=specs,
+                        modes=tuple(modes) if modes else ("agg", "disagg"), engine=engine)
+    if precs == ["native"]:
+        space.precisions = ["native"]
+    wl = Workload(isl=isl, osl=osl, prefix_hit=prefix_hit, chunk_tokens=chunk_tokens or DEFAULT_CHUNK_TOKENS)
+    res = search(m, g, wl, space, price)
+    out["n_configs_evaluated"] = res.n_evaluated
+    out["n_feasible"] = res.n_feasible
+    if res.n_feasible == 0:
+        out["notes"].append("no configuration fits in memory; see 'memory' for the verdict and alternatives")
+        out["search_time_s"] = time.perf_counter() - t0
+        return out
+    out["fits"] = True
+    pts = res.points
+    keep = np.ones(pts["tok_s_gpu"].size, dtype=bool)
+    if concurrency is not None:
+        # client concurrency: configurations whose in-flight requests match it (within a batch step)
+        keep &= (pts["concurrency"] >= concurrency / 1.25) & (pts["concurrency"] <= concurrency * 1.25)
+        out["notes"].append(f"--concurrency {concurrency}: configurations with {concurrency / 1.25:.0f}-{concurrency * 1.25:.0f} requests in flight")
+    if rate is not None:
+        keep &= pts["requests_s"] >= rate
+        out["notes"].append(f"--rate {rate}: configurations whose capacity is at least {rate} req/s; latency is reported at the configuration's full batch (an upper bound at lower load)")
+    if not keep.any():
+        out["notes"].append("no configuration meets the load constraint")
+        out["search_time_s"] = time.perf_counter() - t0
+        return out
+    sel = np.nonzero(keep)[0]
+    front = sel[pareto_mask(pts["tok_s_user"][sel], pts["tok_s_gpu"][sel])]
+    front = front[np.argsort(pts["tok_s_user"][front])]
+    out["frontier"] = [_point(pts, int(i)) for i in front]
+    k = knee_index(pts["tok_s_user"][front], pts["tok_s_gpu"][front])
+    out["knee"] = out["frontier"][k] if k >= 0 else None
+    ok = sla_mask(pts, ttft_ms, tpot_ms, min_tok_s_user) & keep
+    if ttft_ms is not None or tpot_ms is not None or min_tok_s_user is not None:
+        if ok.any():
+            j = int(np.nonzero(ok)[0][np.argmax(pts["tok_s_gpu"][ok])])
+            out["best_under_sla"] = _point(pts, j)
+        else:
+            out["notes"].append("no configuration meets the SLA")
+    out["search_time_s"] = time.perf_counter() - t0
+    out["_points"] = pts  # all feasible configurations (not serialised; used by --html/--csv)
+    return out
+
+
+def print_predict(res: dict, show_all: bool = False) -> None:
+    from .format import print_table
+    from .pareto import thin_frontier
+
+    wl = res["workload"]
+    print(f"{res['model']} on {res['gpus']}  ISL {wl['isl']} / OSL {wl['osl']}" + (f", prefix hit {wl['prefix_hit']:.0%}" if wl["prefix_hit"] else "")
+          + f"  (${res['price_usd_per_gpu_hour']:.2f}/GPU-h)")
+    if not res["fits"]:
+        print_memory(res["memory"])
+        for n in res["notes"]:
+            print(f"note: {n}")
+        return
+    front = res["frontier"]
+    print(f"{res['n_configs_evaluated']:,} configurations evaluated, {res['n_feasible']:,} feasible, {len(front)} on the frontier "
+          f"({res['search_time_s']:.2f} s)")
+    idx = range(len(front)) if show_all else thin_frontier([p["tok_s_user"] for p in front], 12)
+    rows = []
+    knee = res.get("knee")
+    for i in idx:
+        p = dict(front[i])
+        p["layout"] = ("* " if knee and p == knee else "  ") + p["layout"]
+        rows.append(p)
+    from .cli import FRONTIER_COLUMNS
+    print_table(rows, FRONTIER_COLUMNS)
+    print("lowest latency first; * = knee of the frontier; tok/s/GPU counts output tokens over all GPUs of the set")
+    if knee:
+        print(f"knee: {knee['layout']} {knee['precision']} batch {knee['batch']}: {knee['tok_s_user']:.1f} tok/s/user, {knee['tok_s_gpu']:,.0f} tok/s/GPU, ${knee['usd_per_mtok']:.3f}/Mtok")
+    b = res.get("best_under_sla")
+    sla = {k: v for k, v in res["sla"].items() if v is not None}
+    if sla:
+        if b:
+            print(f"best under SLA {sla}: {b['layout']} {b['mode']} {b['precision']} batch {b['batch']}: TTFT {b['ttft_ms']:.0f} ms, TPOT {b['tpot_ms']:.1f} ms, "
+                  f"{b['tok_s_gpu']:,.0f} tok/s/GPU, ${b['usd_per_mtok']:.3f}/Mtok")
+        else:
+            print(f"no configuration meets the SLA {sla}")
+    for n in res["notes"]:
+        print(f"note: {n}")
+
+
+def write_csv(rows: list[dict], path: str) -> None:
+    import csv
+
+    if not rows:
+        return
+    with open(path, "w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=list(rows[0]))
+        w.writeheader()
+        w.writerows(rows)
+
+
+def write_frontier_html(res: dict, points: dict | None, path: str) -> None:
+    from .plot import frontier_html
+
+    allp = []
+    if points:
+        n = points["tok_s_gpu"].size
+        # the plot module samples dominated points itself; hand it plain dicts
+        step = max(1, n // 20000)
+        for i in range(0, n, step):
+            allp.append(_point(points, i))
+    title = f"{res['model']} on {res['gpus']} - ISL {res['workload']['isl']} / OSL {res['workload']['osl']}"
+    frontier_html(allp, res["frontier"], path=path, title=title)

@@ -87,6 +87,62 @@ def memory_cmd(
     api.print_memory(v)
 
 
+def _csv_list(s: Optional[str]) -> Optional[list]:
+    return [x.strip() for x in s.split(",") if x.strip()] if s else None
+
+
+FRONTIER_COLUMNS = [("layout", "layout"), ("mode", "mode"), ("batch", "batch/rank"), ("concurrency", "conc"), ("precision", "precision"),
+                    ("spec", "spec"), ("ttft_ms", "TTFT ms", "{:,.0f}"), ("tpot_ms", "TPOT ms", "{:.1f}"),
+                    ("tok_s_user", "tok/s/user", "{:,.1f}"), ("tok_s_gpu", "tok/s/GPU", "{:,.0f}"), ("usd_per_mtok", "$/Mtok", "{:.3f}")]
+
+
+@app.command("predict")
+def predict_cmd(
+    model: str = ModelOpt,
+    gpus: str = GpusOpt,
+    isl: int = typer.Option(1024, "--isl", help="Mean input tokens per request."),
+    osl: int = typer.Option(1024, "--osl", help="Mean output tokens per request."),
+    concurrency: Optional[int] = typer.Option(None, "--concurrency", help="Client concurrency: keep configurations with about this many requests in flight."),
+    rate: Optional[float] = typer.Option(None, "--rate", help="Request rate (req/s) the configuration must sustain."),
+    ttft: Optional[float] = typer.Option(None, "--ttft", help="SLA: max mean TTFT in ms."),
+    tpot: Optional[float] = typer.Option(None, "--tpot", help="SLA: max mean TPOT in ms."),
+    min_tok_s_user: Optional[float] = typer.Option(None, "--min-tok-s-user", help="SLA: min tokens/s per user."),
+    precision: Optional[str] = typer.Option(None, "--precision", help="Comma list of weight precisions to search (default: native + cheaper ones the GPU supports)."),
+    kv_dtype: Optional[str] = typer.Option(None, "--kv-dtype", help="Comma list of KV dtypes (default: native, fp8 where supported)."),
+    spec: Optional[str] = typer.Option(None, "--spec", help="Speculative decoding to search: none, mtp, eagle, ngram (comma list). Default: none + MTP if the model ships it."),
+    spec_k: Optional[int] = typer.Option(None, "--spec-k", help="Draft tokens per step."),
+    acceptance: Optional[float] = typer.Option(None, "--acceptance", help="Per-token draft acceptance probability (0-1)."),
+    mode: Optional[str] = typer.Option(None, "--mode", help="agg, disagg or agg,disagg (default both)."),
+    price: Optional[float] = typer.Option(None, "--price", help="USD per GPU-hour (default: the catalog price)."),
+    prefix_hit: float = typer.Option(0.0, "--prefix-hit", help="Share of input tokens served from the prefix cache (0-1)."),
+    engine: Optional[str] = typer.Option(None, "--engine", help="Engine overhead profile: trtllm, sglang, vllm (default: average)."),
+    html: Optional[str] = typer.Option(None, "--html", help="Write a self-contained offline plotly page of the frontier."),
+    csv_path: Optional[str] = typer.Option(None, "--csv", help="Write every frontier point as CSV."),
+    show_all: bool = typer.Option(False, "--all", help="Print every frontier point, not a thinned 8-15."),
+    calibration: Optional[str] = CalOpt,
+    as_json: bool = JsonOpt,
+) -> None:
+    """The predicted latency-throughput frontier of every sensible configuration (the main job)."""
+    _load_calibration(calibration)
+    if mode and any(x not in ("agg", "disagg") for x in _csv_list(mode)):
+        raise SimfrontError(f"--mode {mode!r}: valid values are agg, disagg")
+    res = api.predict(model, gpus, isl=isl, osl=osl, concurrency=concurrency, rate=rate, ttft_ms=ttft, tpot_ms=tpot,
+                      min_tok_s_user=min_tok_s_user, precision=_csv_list(precision), kv_dtype=_csv_list(kv_dtype), spec=spec,
+                      spec_k=spec_k, acceptance=acceptance, modes=_csv_list(mode), price=price, prefix_hit=prefix_hit, engine=engine)
+    points = res.pop("_points", None)
+    if html and res["fits"]:
+        api.write_frontier_html(res, points, html)
+    if csv_path and res["fits"]:
+        api.write_csv(res["frontier"], csv_path)
+    if as_json:
+        return _emit_json(res)
+    api.print_predict(res, show_all=show_all)
+    if html and res["fits"]:
+        print(f"wrote {html}")
+    if csv_path and res["fits"]:
+        print(f"wrote {csv_path}")
+
+
 def main() -> None:
     """Console entry point: one-line errors, non-zero exit, no traceback."""
     try:

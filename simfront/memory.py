@@ -66,6 +66,7 @@ def weight_bytes_per_gpu(model: Model, precision: Precision, tp, pp, dp, ep) -> 
     b = FORMATS
     per_layer_tp = 0.0  # bytes split by tp (summed over layers)
     per_layer_group = 0.0  # bytes split by tp*dp (routed experts)
+    norms = (model.params.norms) * 2.0  # BF16 norm weights, replicated on every GPU
     for layer, n in arch.groups().items():
         lp = layer_params(arch, layer.mixer, layer.ffn, layer.indexer)
         per_layer_tp += n * (
@@ -80,7 +81,7 @@ def weight_bytes_per_gpu(model: Model, precision: Precision, tp, pp, dp, ep) -> 
     emb = pc.embedding * b[precision.embedding].bytes_per_element
     head = pc.lm_head * b[precision.embedding].bytes_per_element
     edge = np.where(pp > 1, np.maximum(emb, head), emb + head) / tp  # vocab-parallel over tp
-    return layers + edge
+    return layers + edge + norms * stage_share
 
 
 @dataclass(frozen=True)
