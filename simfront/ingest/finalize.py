@@ -1,0 +1,167 @@
+"""Turn a parsed record into a validated MeasuredPoint: sidecar and overrides, derived values, ``missing``.
+
+Precedence: file < sidecar YAML < overrides (the CLI), with a warning wherever a later layer
+changes a value the file carried. Derived values say how they were derived (``notes`` for
+layout, ``metric_definitions`` for metrics). ``missing`` lists what is still unknown.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import ValidationError
+
+from ..errors import SimfrontError, unknown
+from ..units import MS
+from .common import Problem, Record, RecordError, coerce, normalize_spec
+from .datasets import dataset_lengths
+from .schema import CONFIG_FIELDS, METRIC_FIELDS, MeasuredPoint
+
+ALWAYS_NEEDED = ("model", "gpu", "num_gpus", "engine", "mode", "precision", "isl", "osl")
+AGG_NEEDED = ("tp", "pp")
+DISAGG_NEEDED = tuple(f"{role}_{k}" for role in ("prefill", "decode") for k in ("workers", "tp", "pp"))
+
+
+def _coerce_layer(values: dict[str, Any]) -> dict[str, Any]:
+    """Canonical types for sidecar/override values (RecordError when one cannot be read)."""
+    return {k: normalize_spec(v) if k == "spec_decoding" else coerce(k, v) for k, v in values.items()}
+
+
+def check_overrides(overrides: dict[str, Any] | None) -> dict[str, Any]:
+    """Validate override keys (configuration fields only) and types; SimfrontError otherwise."""
+    overrides = dict(overrides or {})
+    for key in overrides:
+        if key not in CONFIG_FIELDS:
+            raise unknown("override field", key, CONFIG_FIELDS)
+    try:
+        return _coerce_layer(overrides)
+    except RecordError as err:
+        raise SimfrontError(f"override {err}") from None
+
+
+def sidecar_paths(path: Path) -> list[Path]:
+    """Candidate sidecars: ``<name>.simfront.yaml``, ``<stem>.simfront.yaml``, ``<stem>.yaml``."""
+    cands = [path.with_name(path.name + ".simfront.yaml"), path.with_name(path.stem + ".simfront.yaml"),
+             path.with_name(path.stem + ".yaml")]
+    return [c for c in dict.fromkeys(cands) if c != path]
+
+
+def load_sidecar(path: Path) -> tuple[dict[str, Any], str | None, list[Problem]]:
+    """(values, sidecar label, problems) from the first sidecar that exists next to ``path``."""
+    found = next((c for c in sidecar_paths(path) if c.is_file()), None)
+    if found is None:
+        return {}, None, []
+    label = str(found)
+    try:
+        doc = yaml.safe_load(found.read_text(encoding="utf-8")) or {}
+    except yaml.YAMLError as err:
+        mark = getattr(err, "problem_mark", None)
+        return {}, label, [Problem(label, mark.line + 1 if mark else None, f"invalid YAML ({err}); sidecar ignored")]
+    if not isinstance(doc, dict):
+        return {}, label, [Problem(label, None, "sidecar must be a mapping of field: value; ignored")]
+    problems, values = [], {}
+    for key, value in doc.items():
+        if key not in CONFIG_FIELDS:
+            problems.append(Problem(label, None, f"{unknown('sidecar field', str(key), CONFIG_FIELDS)}; key ignored"))
+            continue
+        try:
+            values.update(_coerce_layer({key: value}))
+        except RecordError as err:
+            problems.append(Problem(label, None, f"{err}; key ignored"))
+    return values, label, problems
+
+
+def _apply(fields: dict, origins: dict, notes: dict, warnings: list, layer: dict, origin: str) -> None:
+    """Set ``layer`` over ``fields``; warn where it changes a value (naming where that value came from)."""
+    for key, value in layer.items():
+        if value is None:
+            continue
+        if fields.get(key) is not None and fields[key] != value:
+            warnings.append(f"{key}: {origins.get(key, 'file')} has {fields[key]!r}, {origin} sets {value!r}")
+        fields[key], origins[key] = value, origin
+    if layer:
+        notes[origin.split()[0]] = f"{', '.join(sorted(layer))} from {origin}"
+
+
+def _derive_gpus(f: dict, notes: dict, warnings: list) -> None:
+    """Role and total GPU counts from the layout: GPUs per worker = tp * pp * attention_dp."""
+    def per_worker(prefix: str) -> int | None:
+        tp = f.get(f"{prefix}tp")
+        return tp * (f.get(f"{prefix}pp") or 1) * (f.get(f"{prefix}attention_dp") or 1) if tp else None
+
+    if f.get("mode") == "disagg":
+        for role in ("prefill_", "decode_"):
+            gpus, workers = per_worker(role), f.get(f"{role}workers")
+            if f.get(f"{role}gpus") is None and gpus and workers:
+                f[f"{role}gpus"] = workers * gpus  # all GPUs of this role
+                notes[f"{role}gpus"] = f"derived {role}workers x tp x pp x attention_dp"
+        derived = f["prefill_gpus"] + f["decode_gpus"] if f.get("prefill_gpus") and f.get("decode_gpus") else None
+        how = "prefill_gpus + decode_gpus"
+    else:
+        derived, how = per_worker(""), "tp x pp x attention_dp (pp, attention_dp taken as 1 where unknown)"
+    if derived is None:
+        return
+    if f.get("num_gpus") is None:
+        f["num_gpus"], notes["num_gpus"] = derived, f"derived {how}"
+    elif f["num_gpus"] != derived:
+        warnings.append(f"num_gpus={f['num_gpus']} but {how} = {derived}")
+
+
+def _derive_metrics(f: dict, defs: dict) -> None:
+    """tok/s/user from TPOT and per-GPU from total output throughput (or the reverse)."""
+    if f.get("tok_s_per_user") is None and f.get("tpot_ms"):
+        f["tok_s_per_user"] = 1.0 / (f["tpot_ms"] * MS)  # tokens per second seen by one request
+        defs["tok_s_per_user"] = "derived 1000/tpot_ms (mean TPOT)"
+    gpus = f.get("num_gpus")
+    if gpus and f.get("output_tok_s_per_gpu") is None and f.get("output_tok_s_total") is not None:
+        f["output_tok_s_per_gpu"] = f["output_tok_s_total"] / gpus  # over all GPUs, prefill + decode
+        defs["output_tok_s_per_gpu"] = "derived output_tok_s_total / num_gpus (all GPUs)"
+    if gpus and f.get("output_tok_s_total") is None and f.get("output_tok_s_per_gpu") is not None:
+        f["output_tok_s_total"] = f["output_tok_s_per_gpu"] * gpus  # whole deployment
+        defs["output_tok_s_total"] = "derived output_tok_s_per_gpu x num_gpus"
+
+
+def _missing(f: dict) -> list[str]:
+    needed = ALWAYS_NEEDED + (DISAGG_NEEDED if f.get("mode") == "disagg" else AGG_NEEDED)
+    missing = [k for k in needed if f.get(k) is None]
+    if f.get("concurrency") is None and f.get("request_rate") is None:
+        missing.append("concurrency")
+    if f.get("acceptance_length") is not None and f.get("spec_decoding") is None:
+        missing.append("spec_decoding")
+    return missing
+
+
+def _validation_message(err: ValidationError) -> str:
+    parts = [f"{'.'.join(map(str, e['loc']))} = {e.get('input')!r}: {e['msg']}" for e in err.errors()]
+    return "; ".join(parts)
+
+
+def finalize(
+    rec: Record, fmt: str, label: str, sidecar: dict, sidecar_label: str | None, overrides: dict
+) -> MeasuredPoint | Problem:
+    """The validated point for ``rec``, or a Problem naming why it was skipped."""
+    fields = {k: v for k, v in rec.fields.items() if v is not None}
+    notes, warnings, defs = dict(rec.notes), list(rec.warnings), dict(rec.metric_definitions)
+    origins: dict[str, str] = {}
+    _apply(fields, origins, notes, warnings, sidecar, f"sidecar {sidecar_label}")
+    _apply(fields, origins, notes, warnings, overrides, "overrides")
+    if fields.get("dataset") and fields.get("isl") is None:
+        lengths = dataset_lengths(fields["dataset"])
+        if lengths:
+            fields["isl"], fields["osl"], cite = lengths
+            defs["isl"] = defs["osl"] = f"dataset {fields['dataset']} mean length ({cite})"
+        else:
+            warnings.append(f"dataset {fields['dataset']!r} has no tabulated mean lengths; isl/osl unknown")
+    if not any(fields.get(m) is not None for m in METRIC_FIELDS):
+        return Problem(label, rec.line, "no metric values; record skipped")
+    _derive_gpus(fields, notes, warnings)
+    _derive_metrics(fields, defs)
+    try:
+        return MeasuredPoint(
+            source_file=label, line=rec.line, format=fmt, **fields, metric_definitions=defs,
+            missing=_missing(fields), notes=notes, extra=rec.extra, warnings=warnings,
+        )
+    except ValidationError as err:
+        return Problem(label, rec.line, f"{_validation_message(err)}; record skipped")

@@ -1,0 +1,114 @@
+"""``load_measurements``: files -> detected format -> parser -> validated points + problem lines."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Callable, Iterable, Iterator
+
+from . import aiperf, genai_perf, guidellm, offline_csv, serving_csv, sglang_serving, trtllm_bench, vllm_serve
+from .checks import run_checks
+from .common import Problem, Record, RecordError
+from .detect import Loaded, format_of, load_file, unknown_format_message
+from .finalize import check_overrides, finalize, load_sidecar, sidecar_paths
+from .schema import IngestResult, MeasuredPoint
+
+JSON_PARSERS: dict[str, Callable[..., Record]] = {
+    "vllm_bench_serve": vllm_serve.parse_record,
+    "sglang_bench_serving": sglang_serving.parse_record,
+    "aiperf": aiperf.parse_record,
+    "genai_perf": genai_perf.parse_record,
+    "trtllm_bench": trtllm_bench.parse_record,
+    "guidellm": guidellm.parse_record,
+}
+CSV_PARSERS = {"serving_csv": serving_csv, "offline_csv": offline_csv}
+
+
+def _json_items(loaded: Loaded, fmt: str) -> list[tuple[int, tuple]]:
+    """(line or record number, parser arguments) per record; GuideLLM has one per benchmark."""
+    if fmt == "guidellm":
+        return [(n, (bench, n, report)) for n, bench, report in guidellm.records(loaded)]
+    return [(line, (obj, line)) for line, obj in loaded.json]
+
+
+def _json_records(loaded: Loaded, fmt: str) -> Iterator[Record | Problem]:
+    try:
+        items = _json_items(loaded, fmt)
+    except RecordError as err:
+        yield Problem(loaded.label, 1, f"{err}; file skipped")
+        return
+    for line, args in items:
+        try:
+            if not isinstance(args[0], dict):
+                raise RecordError("expected a JSON object")
+            yield JSON_PARSERS[fmt](*args)
+        except RecordError as err:
+            yield Problem(loaded.label, line, f"{err}; record skipped")
+
+
+def _csv_records(loaded: Loaded, fmt: str) -> Iterator[Record | Problem]:
+    module = CSV_PARSERS[fmt]
+    lacks = module.missing_columns(loaded.header)
+    if lacks:
+        yield Problem(loaded.label, 1, f"header lacks column(s) {', '.join(lacks)} for {fmt}; "
+                                       f"{len(loaded.rows)} data row(s) not read")
+        return
+    for line, row in loaded.rows:
+        try:
+            yield module.parse_row(row, line)
+        except RecordError as err:
+            yield Problem(loaded.label, line, f"{err}; row skipped")
+
+
+def _one_file(path: Path, overrides: dict) -> tuple[list[MeasuredPoint], list[Problem]]:
+    label = str(path)
+    try:
+        loaded = load_file(path, label)
+    except OSError as err:
+        return [], [Problem(label, None, f"cannot read ({err.strerror or err})")]
+    except UnicodeDecodeError:
+        return [], [Problem(label, None, f"not a text file; {unknown_format_message()}")]
+    if loaded.kind == "empty":
+        return [], [Problem(label, None, "empty file; nothing to read")]
+    fmt = format_of(loaded)
+    problems = list(loaded.problems)  # unreadable lines, with their line numbers
+    if fmt is None:
+        if not problems or loaded.json or loaded.rows:
+            problems.append(Problem(label, None, unknown_format_message()))
+        return [], problems
+    sidecar, sidecar_label, sidecar_problems = load_sidecar(path)
+    problems += sidecar_problems
+    records = _csv_records(loaded, fmt) if loaded.kind == "csv" else _json_records(loaded, fmt)
+    points = []
+    for item in records:
+        if isinstance(item, Record):
+            item = finalize(item, fmt, label, sidecar, sidecar_label, overrides)
+        (problems if isinstance(item, Problem) else points).append(item)
+    return points, problems
+
+
+def load_measurements(
+    paths: str | Path | Iterable[str | Path], overrides: dict[str, Any] | None = None
+) -> IngestResult:
+    """Measured points from result files of any known format, in file then line order.
+
+    ``overrides`` (e.g. from CLI options ``{"gpu": "H200", "tp": 8}``) set configuration
+    fields on every point, over the file and its sidecar YAML. Every row that does not become
+    a point is reported in ``problems`` as ``file:line: message``.
+    """
+    paths = [Path(paths)] if isinstance(paths, (str, Path)) else [Path(p) for p in paths]
+    overrides = check_overrides(overrides)
+    sidecars = {c.resolve() for p in paths for c in sidecar_paths(p)}
+    points: list[MeasuredPoint] = []
+    order: dict[str, int] = {}
+    problems: list[tuple[int, Problem]] = []  # (file index, problem): reported in file then line order
+    for index, path in enumerate(paths):
+        if path.resolve() in sidecars and path.suffix in (".yaml", ".yml"):
+            continue  # a sidecar given alongside its result file is configuration, not a result
+        order[str(path)] = index
+        file_points, file_problems = _one_file(path, overrides)
+        points += file_points
+        problems += [(index, p) for p in file_problems]
+    points, check_problems = run_checks(points)
+    problems += [(order[p.file], p) for p in check_problems]
+    problems.sort(key=lambda item: (item[0], item[1].line or 0))
+    return IngestResult(points=points, problems=[str(p) for _, p in problems])

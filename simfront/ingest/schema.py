@@ -1,0 +1,152 @@
+"""The canonical measured-point record every ingested source is normalised into.
+
+Units: milliseconds for latencies, tokens/s and requests/s for rates, tokens for lengths
+(friendly units, because these are the units every benchmark tool reports; convert to SI at
+the point of comparison with a prediction). ``None`` means the source did not carry the value.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal, get_args
+
+from pydantic import BaseModel, ConfigDict, Field
+
+Format = Literal[
+    "vllm_bench_serve",
+    "sglang_bench_serving",
+    "aiperf",
+    "genai_perf",
+    "guidellm",
+    "trtllm_bench",
+    "serving_csv",
+    "offline_csv",
+]
+FORMATS: tuple[str, ...] = get_args(Format)
+
+Mode = Literal["agg", "disagg"]
+SpecDecoding = Literal["mtp", "eagle", "eagle3", "ngram"]
+
+Count = Annotated[int, Field(ge=1)]  # a parallel size, worker count, GPU count or batch
+Positive = Annotated[float, Field(gt=0)]
+NonNegative = Annotated[float, Field(ge=0)]
+# Accepted tokens per verification step counts the bonus token, so it is at least 1.
+AcceptLength = Annotated[float, Field(ge=1)]
+
+
+class MeasuredPoint(BaseModel):
+    """One measured serving (or offline) point, as the source reported it plus what we derived.
+
+    Parallel layout convention (that of aiconfigurator's serving set, calibration/README.md):
+    ``tp`` is the attention tensor-parallel size inside one attention-DP rank, ``attention_dp``
+    the attention data-parallel size, GPUs per worker = tp * pp * attention_dp; MoE layers
+    split the same GPUs moe_tp * ep. Disagg ``*_gpus`` count all GPUs of that role (all workers).
+    ``line`` is the 1-based line for line-based files (CSV, JSONL) and the record number for
+    a JSON file holding several records (GuideLLM benchmarks).
+    """
+
+    model_config = ConfigDict(extra="forbid")
+
+    # provenance
+    source_file: str
+    line: int
+    format: Format
+    row_id: str | None = None
+
+    # what ran, where
+    model: str | None = None
+    gpu: str | None = None
+    num_gpus: Count | None = None
+    engine: str | None = None
+    engine_version: str | None = None
+
+    # parallel layout
+    mode: Mode | None = None
+    tp: Count | None = None
+    pp: Count | None = None
+    ep: Count | None = None
+    moe_tp: Count | None = None
+    attention_dp: Count | None = None
+    batch_size: Count | None = None
+    prefill_workers: Count | None = None
+    prefill_tp: Count | None = None
+    prefill_pp: Count | None = None
+    prefill_ep: Count | None = None
+    prefill_moe_tp: Count | None = None
+    prefill_attention_dp: Count | None = None
+    prefill_gpus: Count | None = None
+    prefill_batch: Count | None = None
+    decode_workers: Count | None = None
+    decode_tp: Count | None = None
+    decode_pp: Count | None = None
+    decode_ep: Count | None = None
+    decode_moe_tp: Count | None = None
+    decode_attention_dp: Count | None = None
+    decode_gpus: Count | None = None
+    decode_batch: Count | None = None
+
+    # numeric formats (raw strings as written)
+    precision: str | None = None
+    precision_act: str | None = None
+    kv_dtype: str | None = None
+    gemm_quant_mode: str | None = None
+    moe_quant_mode: str | None = None
+
+    # workload and load point
+    isl: Positive | None = None  # mean input tokens per request
+    osl: Positive | None = None  # mean output tokens per request
+    dataset: str | None = None
+    concurrency: Positive | None = None  # client cap on requests in flight
+    request_rate: Positive | None = None  # req/s offered; inf = all requests at once
+
+    # speculative decoding
+    spec_decoding: SpecDecoding | None = None
+    spec_k: Count | None = None
+    acceptance_length: AcceptLength | None = None
+
+    # metrics
+    ttft_ms: NonNegative | None = None
+    tpot_ms: NonNegative | None = None  # per request (E2E - TTFT)/(OSL - 1), averaged
+    itl_ms: NonNegative | None = None  # gaps between streamed chunks (vLLM ITL), not TPOT
+    e2el_ms: NonNegative | None = None
+    tok_s_per_user: NonNegative | None = None
+    output_tok_s_total: NonNegative | None = None
+    output_tok_s_per_gpu: NonNegative | None = None  # output tok/s over ALL GPUs (prefill + decode)
+    total_tok_s: NonNegative | None = None  # input + output tok/s
+    request_throughput: NonNegative | None = None
+
+    # bookkeeping
+    metric_definitions: dict[str, str] = Field(default_factory=dict)
+    missing: list[str] = Field(default_factory=list)
+    notes: dict[str, str] = Field(default_factory=dict)
+    extra: dict[str, Any] = Field(default_factory=dict)
+    warnings: list[str] = Field(default_factory=list)
+
+
+class IngestResult(BaseModel):
+    """Points in input order (file order, then line order) and one line per problem."""
+
+    points: list[MeasuredPoint] = Field(default_factory=list)
+    problems: list[str] = Field(default_factory=list)
+
+
+PROVENANCE_FIELDS = ("source_file", "line", "format", "row_id")
+METRIC_FIELDS = (
+    "ttft_ms",
+    "tpot_ms",
+    "itl_ms",
+    "e2el_ms",
+    "tok_s_per_user",
+    "output_tok_s_total",
+    "output_tok_s_per_gpu",
+    "total_tok_s",
+    "request_throughput",
+)
+BOOKKEEPING_FIELDS = ("metric_definitions", "missing", "notes", "extra", "warnings")
+# Fields a sidecar YAML or an override may set: the configuration, never a metric.
+CONFIG_FIELDS = tuple(
+    f for f in MeasuredPoint.model_fields if f not in PROVENANCE_FIELDS + METRIC_FIELDS + BOOKKEEPING_FIELDS
+)
+INT_FIELDS = frozenset(f for f, info in MeasuredPoint.model_fields.items() if "int" in str(info.annotation))
+FLOAT_FIELDS = frozenset(
+    f for f, info in MeasuredPoint.model_fields.items() if "float" in str(info.annotation)
+)

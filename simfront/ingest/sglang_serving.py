@@ -1,0 +1,83 @@
+"""SGLang ``python -m sglang.bench_serving --output-file X.jsonl``: one JSON object per run.
+
+Keys as in ecosystem.md §2.1: ``mean_e2e_latency_ms`` (vLLM's e2el), ``total_throughput``
+(vLLM's total_token_throughput); TPOT/ITL defined as in vLLM. SGLang's ``concurrency`` key is
+the ACHIEVED mean concurrency (sum of e2e / duration), not the client cap, so it stays in
+``extra`` and the load point comes from ``max_concurrency``.
+
+``server_info`` (the server's /get_server_info dict, newer versions) is read defensively for
+the engine's own arguments (ServerArgs names: tp_size, dp_size, ep_size, enable_dp_attention,
+kv_cache_dtype, speculative_algorithm, ...); its exact content is not pinned down in the
+reference (unverified), so anything absent is simply left missing.
+"""
+
+from __future__ import annotations
+
+from .client_keys import take_config_keys
+from .common import Record, coerce, keep_extra, normalize_engine, set_spec, to_bool, to_float, to_int
+from .vllm_serve import take_flat_latencies, take_mean_lengths
+
+LATENCIES = {
+    "ttft_ms": ("ttft", "time to first token"),
+    "tpot_ms": ("tpot", "per-request (latency - ttft)/(output_len - 1) = TPOT"),
+    "itl_ms": ("itl", "gaps between streamed chunks pooled over requests (chunk ITL, not TPOT)"),
+    "e2el_ms": ("e2e_latency", "request latency"),
+}
+RATES = {
+    "output_tok_s_total": ("output_throughput", "output tokens / benchmark duration"),
+    "total_tok_s": ("total_throughput", "(input + output tokens) / benchmark duration"),
+    "request_throughput": ("request_throughput", "completed requests / benchmark duration"),
+}
+
+
+def _take_server_info(rec: Record, info: dict) -> None:
+    """Layout and formats from SGLang's ServerArgs as dumped in server_info."""
+    rec.fields["model"] = rec.fields.get("model") or info.get("model_path")
+    _, version = normalize_engine(f"v{info['version']}") if info.get("version") else (None, None)
+    rec.fields["engine_version"] = version
+    tp, dp = to_int(info.get("tp_size"), "tp_size"), to_int(info.get("dp_size"), "dp_size")
+    if to_bool(info.get("enable_dp_attention"), "enable_dp_attention") and tp and dp:
+        # With DP attention SGLang's attention-TP size is tp/dp (ecosystem.md §8.2).
+        rec.fields["attention_dp"], rec.fields["tp"] = dp, tp // dp
+        rec.notes["attention_dp"] = f"enable_dp_attention with tp_size={tp}, dp_size={dp}: attention TP = {tp // dp}"
+    else:
+        rec.fields["tp"] = tp
+        if dp and dp > 1:
+            rec.warnings.append(f"dp_size={dp} without DP attention (replicas?): num_gpus not derived from it")
+    rec.fields["pp"] = to_int(info.get("pp_size"), "pp_size")
+    rec.fields["ep"] = to_int(info.get("ep_size"), "ep_size")
+    rec.fields["kv_dtype"] = coerce("kv_dtype", info.get("kv_cache_dtype"))
+    rec.fields["precision"] = coerce("precision", info.get("quantization"))
+    rec.fields["batch_size"] = to_int(info.get("max_running_requests"), "max_running_requests")
+    set_spec(rec, info.get("speculative_algorithm"), "server_info.speculative_algorithm")
+    if rec.fields.get("spec_decoding"):
+        rec.fields["spec_k"] = to_int(info.get("speculative_num_steps"), "speculative_num_steps")
+
+
+def parse_record(obj: dict, line: int) -> Record:
+    rec, used = Record(line), set()
+    engine, _ = normalize_engine(obj.get("backend"))
+    rec.fields["engine"] = engine
+    if engine:
+        rec.notes["engine"] = f"from client backend {obj.get('backend')!r}"
+    rec.fields["concurrency"] = to_float(obj.get("max_concurrency"), "max_concurrency")
+    request_rate = obj.get("request_rate")
+    rec.fields["request_rate"] = None if request_rate == "trace" else to_float(request_rate, "request_rate")
+    used |= {"max_concurrency", "request_rate"}
+    take_flat_latencies(rec, obj, used, "SGLang", LATENCIES)
+    for canon, (key, meaning) in RATES.items():
+        if obj.get(key) is not None:
+            rec.set_metric(canon, obj[key], f"SGLang {key}: {meaning}")
+            used.add(key)
+    take_mean_lengths(rec, obj, used, "SGLang")
+    if obj.get("accept_length") is not None:
+        rec.fields["acceptance_length"] = to_float(obj["accept_length"], "accept_length")
+        used.add("accept_length")
+    dataset = obj.get("dataset_name")
+    if dataset and dataset != "random":
+        rec.fields["dataset"] = dataset
+    if isinstance(obj.get("server_info"), dict):
+        _take_server_info(rec, obj["server_info"])
+    take_config_keys(rec, obj, used)
+    keep_extra(rec, obj, used)
+    return rec

@@ -1,0 +1,404 @@
+"""simfront.ingest: every format parsed to exact values, detection, sidecars/overrides, bad files."""
+
+from __future__ import annotations
+
+import csv
+import json
+import math
+import shutil
+from pathlib import Path
+
+import pytest
+
+from simfront.errors import SimfrontError
+from simfront.ingest import FORMATS, MeasuredPoint, detect_format, load_measurements
+
+DATA = Path(__file__).parent / "data" / "ingest"
+SHARED_E2E = Path("/work/shared/calibration/e2e")
+
+VLLM_JSON = DATA / "vllm_infqps-concurrency64-DeepSeek-R1-20250612-101530.json"
+VLLM_JSONL = DATA / "vllm_llama70b_h100_appended.jsonl"
+SGLANG = DATA / "sglang_0612_1280_1024_1024.jsonl"
+AIPERF = DATA / "aiperf_llama70b_fp8_h100_c32.json"
+GENAI_PERF = DATA / "genai_perf_llama8b_trtllm_c16.json"
+GUIDELLM = DATA / "guidellm_benchmarks.json"
+TRTLLM = DATA / "trtllm_bench_dsr1_fp4_b200.json"
+SERVING = DATA / "serving_excerpt.csv"
+OFFLINE = DATA / "offline_excerpt.csv"
+POINTS = DATA / "measured_points.csv"
+
+
+def load_one(path, **kw):
+    result = load_measurements(path, **kw)
+    return result.points, result.problems
+
+
+def data_lines(path: Path) -> int:
+    with path.open(newline="") as f:
+        return sum(1 for _ in csv.reader(f)) - 1
+
+
+# ---------------------------------------------------------------- detection
+
+@pytest.mark.parametrize(
+    "path, fmt",
+    [
+        (VLLM_JSON, "vllm_bench_serve"),
+        (VLLM_JSONL, "vllm_bench_serve"),
+        (SGLANG, "sglang_bench_serving"),
+        (AIPERF, "aiperf"),
+        (GENAI_PERF, "genai_perf"),
+        (GUIDELLM, "guidellm"),
+        (TRTLLM, "trtllm_bench"),
+        (SERVING, "serving_csv"),
+        (OFFLINE, "offline_csv"),
+        (POINTS, "offline_csv"),
+        (DATA / "bad_truncated_vllm.jsonl", "vllm_bench_serve"),
+        (DATA / "bad_truncated_aiperf.json", "aiperf"),  # recognised from the keys before the cut
+        (DATA / "bad_columns.csv", "serving_csv"),
+    ],
+)
+def test_detect_format(path, fmt):
+    assert detect_format(path) == fmt
+
+
+def test_detect_format_is_by_content_not_name(tmp_path):
+    renamed = tmp_path / "results.txt"
+    shutil.copy(SGLANG, renamed)
+    assert detect_format(renamed) == "sglang_bench_serving"
+
+
+def test_detect_unknown_format_names_known_formats():
+    with pytest.raises(SimfrontError) as err:
+        detect_format(DATA / "unknown_format.json")
+    assert "unknown_format.json" in str(err.value) and all(f in str(err.value) for f in FORMATS)
+
+
+# ---------------------------------------------------------------- client formats
+
+def test_vllm_json_maps_by_definition_and_reads_metadata():
+    (p,), problems = load_one(VLLM_JSON)
+    assert problems == []
+    assert (p.format, p.line, p.model) == ("vllm_bench_serve", 1, "deepseek-ai/DeepSeek-R1")
+    assert (p.ttft_ms, p.tpot_ms, p.itl_ms, p.e2el_ms) == (1850.2, 32.52, 58.43, 35118.2)
+    assert (p.output_tok_s_total, p.total_tok_s, p.request_throughput) == (1866.157, 3732.314, 1.8224)
+    assert (p.isl, p.osl, p.concurrency, p.request_rate) == (1024.0, 1024.0, 64.0, math.inf)
+    # --metadata tp=8 gpu=H200 ... arrive as strings and are typed
+    assert (p.tp, p.gpu, p.precision, p.spec_decoding, p.spec_k) == (8, "H200", "fp8_block", "mtp", 1)
+    assert p.acceptance_length == 1.801
+    assert p.num_gpus == 8 and p.output_tok_s_per_gpu == pytest.approx(1866.157 / 8)
+    assert p.tok_s_per_user == pytest.approx(1000 / 32.52)
+    assert "mean_tpot_ms" in p.metric_definitions["tpot_ms"]
+    assert "not TPOT" in p.metric_definitions["itl_ms"]  # chunk gaps kept apart from TPOT
+    assert p.missing == ["mode", "pp"]
+    assert p.extra["p99_tpot_ms"] == 37.85 and p.extra["median_ttft_ms"] == 1702.9
+
+
+def test_vllm_jsonl_two_appended_runs_in_line_order():
+    points, problems = load_one(VLLM_JSONL)
+    assert problems == []
+    assert [(p.line, p.concurrency, p.tpot_ms, p.output_tok_s_total) for p in points] == [
+        (1, 16.0, 22.41, 711.652),
+        (2, 64.0, 31.84, 1996.945),
+    ]
+    assert points[0].missing == ["gpu", "num_gpus", "mode", "precision", "tp", "pp"]
+
+
+def test_sglang_dp_attention_layout_and_achieved_concurrency():
+    points, problems = load_one(SGLANG)
+    assert problems == [] and len(points) == 2
+    p = points[0]
+    assert (p.engine, p.engine_version, p.model) == ("sglang", "0.4.9.post2", "deepseek-ai/DeepSeek-R1")
+    # tp_size=8 with dp_size=8 DP attention -> attention TP 1 x attention DP 8 = 8 GPUs
+    assert (p.tp, p.attention_dp, p.ep, p.num_gpus) == (1, 8, 8, 8)
+    assert (p.spec_decoding, p.spec_k, p.acceptance_length) == ("mtp", 3, 2.41)
+    assert (p.ttft_ms, p.tpot_ms, p.itl_ms, p.e2el_ms) == (620.4, 24.1, 58.08, 25274.7)
+    assert (p.output_tok_s_total, p.total_tok_s) == (1296.474, 2592.949)
+    assert p.concurrency == 32.0 and p.extra["concurrency"] == 31.62  # cap vs achieved
+    assert p.missing == ["gpu", "mode", "precision"]
+
+
+def test_aiperf_inter_token_latency_is_tpot():
+    (p,), problems = load_one(AIPERF)
+    assert problems == []
+    assert (p.model, p.concurrency, p.isl, p.osl) == ("meta-llama/Llama-3.1-70B-Instruct", 32.0, 1000.0, 498.7)
+    assert (p.ttft_ms, p.tpot_ms, p.itl_ms, p.e2el_ms) == (180.4, 21.53, 21.47, 10895.88)
+    assert (p.output_tok_s_total, p.request_throughput, p.tok_s_per_user) == (1464.63, 2.9369, 46.71)
+    assert p.total_tok_s == pytest.approx((320000 + 159584) / 108.959)
+    assert p.metric_definitions["tpot_ms"].startswith("AIPerf inter_token_latency.avg")
+    assert p.extra["time_to_first_token.p99"] == pytest.approx(180.4 * 2.5, rel=1e-3)
+    assert p.missing == ["gpu", "num_gpus", "engine", "mode", "precision", "tp", "pp"]
+
+
+def test_genai_perf_flat_input_config():
+    (p,), problems = load_one(GENAI_PERF)
+    assert problems == []
+    assert (p.model, p.engine, p.concurrency) == ("meta-llama/Llama-3.1-8B-Instruct", "trtllm", 16.0)
+    assert (p.ttft_ms, p.tpot_ms, p.e2el_ms, p.output_tok_s_total) == (38.2, 8.91, 1807.73, 1766.64)
+    assert (p.isl, p.osl) == (200.0, 199.6)
+    assert p.itl_ms is None  # genai-perf has no chunk-gap metric; never filled from TPOT
+    assert p.tok_s_per_user == pytest.approx(1000 / 8.91)
+
+
+def test_guidellm_one_point_per_benchmark_with_sidecar():
+    points, problems = load_one(GUIDELLM)
+    assert problems == []
+    loads = [(p.line, p.concurrency, p.request_rate) for p in points]
+    assert loads == [(1, 1.0, None), (2, 16.0, None), (3, None, 4.0)]
+    p = points[1]
+    assert p.tpot_ms == 17.5  # inter_token_latency_ms, not time_per_output_token_ms (17.902, includes TTFT)
+    assert p.extra["metrics.time_per_output_token_ms"]["successful"]["mean"] == 17.902
+    assert (p.ttft_ms, p.e2el_ms, p.output_tok_s_total, p.total_tok_s) == (120.3, 4582.8, 893.78, 2681.33)
+    assert (p.isl, p.osl, p.request_throughput) == (512.0, 256.0, 3.4913)
+    # layout from guidellm_benchmarks.yaml
+    layout = (p.model, p.gpu, p.tp, p.pp, p.engine, p.mode, p.precision)
+    assert layout == ("Qwen/Qwen3-32B", "H100", 2, 1, "vllm", "agg", "bf16")
+    assert p.num_gpus == 2 and p.missing == []
+    assert "guidellm_benchmarks.yaml" in p.notes["sidecar"]
+
+
+def test_trtllm_bench_report():
+    (p,), problems = load_one(TRTLLM)
+    assert problems == []
+    assert (p.model, p.engine, p.engine_version, p.mode) == ("nvidia/DeepSeek-R1-0528-FP4", "trtllm", "1.0.0rc4", "agg")
+    assert (p.tp, p.pp, p.ep, p.num_gpus, p.batch_size) == (8, 1, 8, 8, 1024)
+    assert (p.precision, p.kv_dtype) == ("NVFP4", "FP8")
+    assert (p.ttft_ms, p.tpot_ms, p.e2el_ms) == (3100.4, 43.913, 48023.7)
+    assert (p.output_tok_s_total, p.total_tok_s, p.output_tok_s_per_gpu) == (21540.3, 43080.6, 2692.537)
+    assert p.tok_s_per_user == 23.12  # token_output_speed, not output_throughput_per_user (21.323, has TTFT)
+    assert (p.spec_decoding, p.acceptance_length) == ("mtp", 2.63)
+    assert p.extra["request_info.avg_num_concurrent_requests"] == 1010.2
+    assert p.missing == ["gpu", "concurrency"]
+
+
+# ---------------------------------------------------------------- CSV formats
+
+def test_serving_csv_agg_and_disagg_layouts():
+    points, problems = load_one(SERVING)
+    assert problems == [] and len(points) == data_lines(SERVING) == 13
+    by_line = {p.line: p for p in points}
+    d = by_line[4]  # sglang disagg: 7 prefill workers x (1x1x4) + 2 decode workers x (1x1x8)
+    assert (d.mode, d.prefill_workers, d.prefill_attention_dp, d.prefill_gpus, d.decode_gpus, d.num_gpus) == (
+        "disagg", 7, 4, 28, 16, 44)
+    assert (d.prefill_ep, d.decode_ep, d.decode_batch, d.concurrency) == (4, 8, 128, 2048.0)
+    assert (d.ttft_ms, d.tpot_ms) == (9516.669094919265, 39.02457558442612)
+    wide = by_line[5]  # agg tp 64 on b200_sxm, as the source writes it
+    assert (wide.tp, wide.attention_dp, wide.moe_tp, wide.ep, wide.num_gpus, wide.batch_size) == (64, 1, 8, 8, 64, 64)
+    assert (by_line[6].tp, by_line[6].attention_dp, by_line[6].num_gpus) == (1, 64, 64)
+    dense = by_line[7]  # empty attention_dp_size -> 1, said in a note
+    assert (dense.attention_dp, dense.num_gpus, dense.precision) == (1, 1, None)
+    assert "attention_dp" in dense.notes and dense.missing == ["precision"]
+    qwen = by_line[8]  # moe_ep_size 0 = not set, empty concurrency
+    assert qwen.ep is None and "moe_ep_size" in qwen.notes and qwen.missing == ["concurrency"]
+    no_workers = by_line[11]
+    assert no_workers.num_gpus is None and no_workers.missing == ["num_gpus", "prefill_workers", "decode_workers"]
+    # lines 3 and 12 carry identical metrics under different layouts: flagged, both kept
+    assert any("same metrics as" in w and ":3" in w for w in by_line[12].warnings)
+    assert all(p.tok_s_per_user == pytest.approx(1000 / p.tpot_ms) for p in points)
+
+
+def test_offline_csv_excerpt_rows_and_shifted_columns():
+    points, problems = load_one(OFFLINE)
+    assert len(points) + len(problems) == data_lines(OFFLINE) == 7
+    assert [p.line for p in points] == [2, 3, 4, 5, 6]
+    assert [pr.split(": ")[0] for pr in problems] == [f"{OFFLINE}:7", f"{OFFLINE}:8"]
+    assert all("below output_tok_s_total" in pr for pr in problems)
+    p = points[0]
+    assert (p.model, p.gpu, p.num_gpus, p.tp, p.pp, p.mode) == (
+        "nvidia/Llama-4-Scout-17B-16E-Instruct-FP4", "B200 180GB (DGX B200)", 1, 1, 1, "agg")
+    assert (p.engine, p.engine_version, p.precision, p.precision_act) == ("trtllm", "1.0", "FP4", "FP4 (NVFP4)")
+    assert (p.isl, p.osl, p.output_tok_s_total, p.output_tok_s_per_gpu) == (128.0, 128.0, 25342.0, 25342.0)
+    assert p.notes["num_requests"] == "30000" and "metric=Total Output Throughput" in p.metric_definitions[
+        "output_tok_s_total"]
+    online = points[4]  # the Triton online row keeps the source's own caveat in its definition
+    assert (online.tpot_ms, online.ttft_ms, online.total_tok_s) == (21.0, 62.0, 1406.0)
+    assert "holds Mean ITL" in online.metric_definitions["tpot_ms"]
+
+
+def test_measured_points_dp_attention_disagg_layout_and_notes():
+    points, problems = load_one(POINTS)
+    assert problems == [] and len(points) == 4
+    dpa, disagg, plain, dataset = points
+    # dp_attention=true with tp=8: attention DP 8, attention TP 1
+    assert (dpa.tp, dpa.attention_dp, dpa.ep, dpa.num_gpus) == (1, 8, 8, 8)
+    assert "attention TP = 1" in dpa.notes["attention_dp"]
+    assert (dpa.spec_decoding, dpa.spec_k, dpa.acceptance_length) == ("mtp", 3, 2.4)  # from notes
+    assert dpa.notes["recipe"] == "dsr1_fp8_h200_sglang_mtp"
+    assert (disagg.mode, disagg.tp, disagg.ep, disagg.num_gpus) == ("disagg", None, None, 52)
+    assert (disagg.prefill_workers, disagg.prefill_tp, disagg.prefill_attention_dp, disagg.prefill_ep,
+            disagg.prefill_gpus) == (1, 1, 4, 4, 4)
+    assert (disagg.decode_workers, disagg.decode_tp, disagg.decode_attention_dp, disagg.decode_ep,
+            disagg.decode_gpus) == (6, 8, 1, 8, 48)
+    assert disagg.output_tok_s_per_gpu == 507.69 and disagg.warnings == []
+    assert (plain.tp, plain.attention_dp, plain.notes["text"]) == (4, 1, "free-text note without pairs")
+    assert dataset.dataset == "sharegpt" and dataset.isl is None and dataset.osl is None
+    assert dataset.missing == ["isl", "osl"] and any("sharegpt" in w for w in dataset.warnings)
+
+
+# ---------------------------------------------------------------- sidecars and overrides
+
+def test_overrides_fill_layout_and_derive_per_gpu():
+    overrides = {"gpu": "H100", "tp": "4", "pp": 1, "mode": "agg", "precision": "bf16"}
+    points, problems = load_one(VLLM_JSONL, overrides=overrides)
+    assert problems == []
+    p = points[1]
+    assert (p.gpu, p.tp, p.pp, p.num_gpus, p.missing) == ("H100", 4, 1, 4, [])
+    assert p.output_tok_s_per_gpu == pytest.approx(1996.945 / 4)
+    assert "overrides" in p.notes
+
+
+def test_override_beats_file_value_with_warning():
+    (p,), _ = load_one(VLLM_JSON, overrides={"tp": 4})
+    assert p.tp == 4 and p.num_gpus == 4
+    assert any(w.startswith("tp: file has 8, overrides sets 4") for w in p.warnings)
+
+
+def test_unknown_override_key_is_an_error():
+    with pytest.raises(SimfrontError, match="tpp"):
+        load_measurements(VLLM_JSON, overrides={"tpp": 8})
+    with pytest.raises(SimfrontError, match="ttft_ms"):
+        load_measurements(VLLM_JSON, overrides={"ttft_ms": 3})  # metrics cannot be overridden
+
+
+def test_simfront_yaml_sidecar_and_precedence(tmp_path):
+    result = tmp_path / "bench.jsonl"
+    shutil.copy(VLLM_JSONL, result)
+    (tmp_path / "bench.jsonl.simfront.yaml").write_text("gpu: H100\ntp: 4\npp: 1\nmode: agg\nprecision: fp8\n")
+    points, problems = load_one(result, overrides={"precision": "bf16"})
+    assert problems == []
+    assert [(p.gpu, p.tp, p.num_gpus, p.precision, p.missing) for p in points] == [("H100", 4, 4, "bf16", [])] * 2
+    sidecar = tmp_path / "bench.jsonl.simfront.yaml"
+    assert points[0].warnings == [f"precision: sidecar {sidecar} has 'fp8', overrides sets 'bf16'"]
+
+
+def test_sidecar_unknown_key_is_reported_and_rest_applies(tmp_path):
+    result = tmp_path / "bench.jsonl"
+    shutil.copy(VLLM_JSONL, result)
+    (tmp_path / "bench.yaml").write_text("gpu: H100\ntensor_parallel: 4\n")
+    points, problems = load_one(result)
+    assert len(points) == 2 and points[0].gpu == "H100" and points[0].tp is None
+    assert len(problems) == 1 and "bench.yaml" in problems[0] and "tensor_parallel" in problems[0]
+
+
+def test_sidecar_passed_with_its_file_is_not_a_result():
+    result = load_measurements([GUIDELLM, DATA / "guidellm_benchmarks.yaml"])
+    assert result.problems == [] and len(result.points) == 3
+
+
+# ---------------------------------------------------------------- bad files
+
+def test_truncated_jsonl_reports_line_and_keeps_good_runs():
+    points, problems = load_one(DATA / "bad_truncated_vllm.jsonl")
+    assert [p.line for p in points] == [1, 2]
+    assert len(problems) == 1 and problems[0].startswith(f"{DATA / 'bad_truncated_vllm.jsonl'}:3: truncated JSON (")
+
+
+def test_truncated_json_document_reports_line():
+    points, problems = load_one(DATA / "bad_truncated_aiperf.json")
+    assert points == []
+    assert len(problems) == 1 and problems[0].startswith(f"{DATA / 'bad_truncated_aiperf.json'}:76: truncated JSON")
+
+
+def test_duplicate_rows_reported_first_kept():
+    points, problems = load_one(DATA / "bad_duplicates.csv")
+    assert [p.line for p in points] == [2, 3]
+    assert problems == [f"{DATA / 'bad_duplicates.csv'}:4: duplicate of {DATA / 'bad_duplicates.csv'}:2 "
+                        "(same configuration and metrics); skipped"]
+
+
+def test_wrong_column_set_names_missing_columns_and_row_count():
+    points, problems = load_one(DATA / "bad_columns.csv")
+    assert points == []
+    assert len(problems) == 1
+    assert problems[0].startswith(f"{DATA / 'bad_columns.csv'}:1: header lacks column(s) concurrency, silicon_tpot_ms")
+    assert "3 data row(s) not read" in problems[0]
+
+
+def test_seconds_in_ms_fields_caught_by_littles_law():
+    points, problems = load_one(DATA / "bad_units_vllm.json")
+    assert points == []
+    assert len(problems) == 1 and problems[0].startswith(f"{DATA / 'bad_units_vllm.json'}:1: ")
+    assert "1000x" in problems[0] and "seconds" in problems[0]
+
+
+def test_bad_values_each_reported_good_rows_survive():
+    path = DATA / "bad_values.csv"
+    points, problems = load_one(path)
+    assert [p.line for p in points] == [2, 6]
+    assert [pr.split(": ")[0] for pr in problems] == [f"{path}:3", f"{path}:4", f"{path}:5"]
+    assert "ttft_ms = -12.0" in problems[0] and "exceeds 10 s" in problems[1] and "'eight'" in problems[2]
+
+
+def test_unknown_format_problem_names_file_and_known_formats():
+    points, problems = load_one(DATA / "unknown_format.json")
+    assert points == [] and len(problems) == 1
+    assert problems[0].startswith(str(DATA / "unknown_format.json")) and all(f in problems[0] for f in FORMATS)
+
+
+def test_csv_row_with_wrong_cell_count_is_reported(tmp_path):
+    path = tmp_path / "points.csv"
+    lines = POINTS.read_text().splitlines()
+    path.write_text("\n".join([lines[0], lines[3], "a,b,c", lines[4]]) + "\n")
+    points, problems = load_one(path)
+    assert [p.line for p in points] == [2, 4]
+    assert problems == [f"{path}:3: row has 3 cells, header has 24; row skipped"]
+
+
+def test_same_file_twice_every_point_reported_as_duplicate():
+    result = load_measurements([VLLM_JSONL, VLLM_JSONL])
+    assert len(result.points) == 2
+    assert [pr.split(": ")[0] for pr in result.problems] == [f"{VLLM_JSONL}:1", f"{VLLM_JSONL}:2"]
+
+
+def test_inconsistent_e2e_and_total_throughput_rejected(tmp_path):
+    run = json.loads(VLLM_JSONL.read_text().splitlines()[0])
+    run["mean_e2el_ms"] = run["mean_ttft_ms"] / 2  # a request cannot end before its first token
+    bad = tmp_path / "run.json"
+    bad.write_text(json.dumps(run))
+    points, problems = load_one(bad)
+    assert points == [] and "e2el_ms" in problems[0] and problems[0].startswith(f"{bad}:1: ")
+
+
+def test_empty_file_is_reported(tmp_path):
+    empty = tmp_path / "empty.json"
+    empty.write_text("")
+    points, problems = load_one(empty)
+    assert points == [] and problems == [f"{empty}: empty file; nothing to read"]
+
+
+# ---------------------------------------------------------------- ordering and accounting
+
+def test_points_in_file_then_line_order():
+    result = load_measurements([SGLANG, VLLM_JSONL, GUIDELLM])
+    assert [(Path(p.source_file).name, p.line) for p in result.points] == [
+        (SGLANG.name, 1), (SGLANG.name, 2), (VLLM_JSONL.name, 1), (VLLM_JSONL.name, 2),
+        (GUIDELLM.name, 1), (GUIDELLM.name, 2), (GUIDELLM.name, 3)]
+
+
+def test_points_are_validated_records():
+    for p in load_measurements([SERVING, POINTS, TRTLLM]).points:
+        assert isinstance(p, MeasuredPoint)
+        assert MeasuredPoint.model_validate(p.model_dump()) == p
+
+
+def _accounted_lines(path: Path, result) -> tuple[list[int], list[int]]:
+    prefix = f"{path}:"
+    problem_lines = [int(pr[len(prefix):].split(":")[0]) for pr in result.problems if pr.startswith(prefix)]
+    return [p.line for p in result.points], problem_lines
+
+
+@pytest.mark.parametrize("path", [SERVING, OFFLINE, POINTS, DATA / "bad_values.csv", DATA / "bad_duplicates.csv"])
+def test_excerpt_every_row_is_a_point_or_a_problem(path):
+    point_lines, problem_lines = _accounted_lines(path, load_measurements(path))
+    assert sorted(point_lines + problem_lines) == list(range(2, data_lines(path) + 2))
+
+
+@pytest.mark.skipif(not SHARED_E2E.is_dir(), reason="shared calibration data not present")
+@pytest.mark.parametrize("name, rows", [("measured_serving.csv", 2250), ("offline_throughput.csv", 243)])
+def test_shared_csv_every_row_is_a_point_or_a_problem(name, rows):
+    path = SHARED_E2E / name
+    result = load_measurements(path)
+    point_lines, problem_lines = _accounted_lines(path, result)
+    assert len(point_lines) + len(problem_lines) == rows
+    assert sorted(point_lines + problem_lines) == list(range(2, rows + 2))
+    assert all(p.ttft_ms is not None or p.output_tok_s_total is not None for p in result.points)
