@@ -323,3 +323,90 @@ def write_frontier_html(res: dict, points: dict | None, path: str) -> None:
             allp.append(_point(points, i))
     title = f"{res['model']} on {res['gpus']} - ISL {res['workload']['isl']} / OSL {res['workload']['osl']}"
     frontier_html(allp, res["frontier"], path=path, title=title)
+
+
+# ---------------------------------------------------------------------------------------------
+# Per-op roofline of one step
+
+
+def explain(model: str, gpus: str | GpuSet, tp: int = 1, pp: int = 1, ep: int = 1, attention_dp: int = 1, batch: int = 1,
+            ctx: int = 1024, phase: str = "decode", precision: str = "native", kv_dtype: str = "native", spec_k: int = 0) -> dict:
+    """Per-op table of one forward step on one GPU (time, bound, FLOPs, bytes, intensity) and the total."""
+    from .layout import check_layout
+    from .step import StepBatch, forward_step
+
+    if phase not in ("decode", "prefill"):
+        raise SimfrontError(f"--phase {phase!r}: valid values are decode, prefill")
+    if batch < 1:
+        raise SimfrontError(f"--batch {batch} must be at least 1")
+    _check_lengths(ctx=ctx)
+    m = get_model(model)
+    g = parse_gpus(gpus) if isinstance(gpus, str) else gpus
+    worker = tp * pp * attention_dp
+    if worker < 1 or g.count % worker:
+        raise SimfrontError(f"impossible parallelism: tp x pp x attention-dp = {worker} does not divide {g.count} GPUs")
+    lay = Layout(tp, pp, attention_dp, ep, g.count // worker)
+    check_layout(m.arch, lay, g.count)
+    prec = apply_precision(m, precision if precision != "native" else (m.name_precision or "native"), kv_dtype)
+    if phase == "decode":
+        sb = StepBatch(decode_reqs=batch, decode_ctx=ctx, q_tokens=1 + spec_k)
+        tokens = batch * (1 + spec_k)
+    else:
+        sb = StepBatch(prefill_tokens=batch * ctx, prefill_seqs=batch)
+        tokens = batch * ctx
+    st = forward_step(m, prec, g.hardware, tp, pp, attention_dp, ep, sb)
+    rows = []
+    for r in st.ops:
+        cnt = float(np.asarray(r.count))
+        if cnt == 0:
+            continue
+        c = r.cost
+        rows.append({
+            "op": r.name, "layers": r.group, "count": cnt, "time_s": float(c.time_s) * cnt, "time_per_call_s": float(c.time_s),
+            "bound": str(c.bound), "flops": float(c.flops) * cnt, "mem_bytes": float(c.mem_bytes) * cnt,
+            "net_bytes": float(c.net_bytes) * cnt, "arithmetic_intensity": (float(c.arithmetic_intensity) if float(c.mem_bytes) > 0 else None),
+        })
+    total_s = float(st.time_s)
+    flops = float(st.flops)
+    attn_names = ("attn.decode", "attn.prefill", "mla.attn_decode", "mla.attn_prefill", "dsa.indexer_decode", "dsa.indexer_prefill",
+                  "linear_attn.decode", "linear_attn.prefill")
+    model_flops = float(st.model_flops(tp, attention_dp))
+    attn_flops = float(sum(float(np.asarray(r.count)) * float(r.cost.flops) * (1 if r.replicated else tp) for r in st.ops
+                           if r.name in attn_names)) * attention_dp
+    elementwise = ("norms+residual", "rope+kv_write", "mlp.act", "embedding", "final_norm", "sampling")
+    elem_flops = float(sum(float(np.asarray(r.count)) * float(r.cost.flops) * (1 if r.replicated else tp) for r in st.ops
+                           if r.name in elementwise)) * attention_dp
+    pc = m.params
+    sampled = tokens if phase == "decode" else batch
+    n_tok = tokens * attention_dp
+    # reference: 2 FLOPs per active weight per token (embedding lookup excluded; LM head only for
+    # the tokens that are sampled), over every attention-DP rank
+    ref = 2.0 * (pc.active - pc.embedding - pc.lm_head) * n_tok + 2.0 * pc.lm_head * sampled * attention_dp
+    weight_flops = model_flops - attn_flops - elem_flops
+    return {
+        "model": m.id, "gpus": g.label, "layout": lay.label(), "phase": phase, "batch": batch, "ctx": ctx,
+        "precision": prec.label, "kv_dtype": prec.kv, "tokens": tokens, "ops": rows, "step_time_s": total_s,
+        "step_flops_per_gpu": flops, "model_flops": model_flops, "attention_flops": attn_flops, "weight_flops": weight_flops,
+        "weight_flops_reference": ref, "weight_flops_ratio": weight_flops / ref if ref else None,
+        "note": "times and FLOPs are per GPU of one attention-DP rank, all layers (a PP worker spreads them over its stages); "
+                f"model_flops counts the useful work of the whole worker (replicated ops once); reference = 2 x active params x tokens",
+    }
+
+
+def print_explain(res: dict) -> None:
+    from .format import print_table
+
+    print(f"{res['model']} on {res['gpus']}  {res['layout']}  {res['phase']}  batch {res['batch']}  ctx {res['ctx']}  "
+          f"{res['precision']} (KV {res['kv_dtype']})")
+    rows = sorted(res["ops"], key=lambda r: -r["time_s"])
+    tot = res["step_time_s"]
+    for r in rows:
+        r["share"] = 100 * r["time_s"] / tot if tot else 0
+    print_table(rows, [("op", "op"), ("layers", "layers"), ("count", "n", "{:.0f}"), ("time_s", "time us", "{:,.1f}", 1e6),
+                       ("share", "%", "{:.1f}"), ("bound", "bound"), ("flops", "GFLOP", "{:,.2f}", 1e-9),
+                       ("mem_bytes", "HBM MB", "{:,.1f}", 1e-6), ("net_bytes", "net MB", "{:,.2f}", 1e-6),
+                       ("arithmetic_intensity", "FLOP/B", "{:,.1f}")])
+    print(f"step time {tot * 1e3:,.3f} ms; {res['step_flops_per_gpu'] / 1e9:,.1f} GFLOP per GPU; {res['tokens']} tokens per rank")
+    print(f"worker FLOPs {res['model_flops'] / 1e12:,.2f} TFLOP = weights {res['weight_flops'] / 1e12:,.2f} (2 x active params x tokens: "
+          f"{res['weight_flops_reference'] / 1e12:,.2f}, ratio {res['weight_flops_ratio']:.3f}) + attention {res['attention_flops'] / 1e12:,.2f} + elementwise")
+    print(f"note: {res['note']}")

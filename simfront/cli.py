@@ -143,6 +143,31 @@ def predict_cmd(
         print(f"wrote {csv_path}")
 
 
+@app.command("explain")
+def explain_cmd(
+    model: str = ModelOpt,
+    gpus: str = GpusOpt,
+    tp: int = typer.Option(1, "--tp", help="Attention tensor-parallel size."),
+    ep: int = typer.Option(1, "--ep", help="Expert-parallel size (MoE)."),
+    attention_dp: int = typer.Option(1, "--attention-dp", help="Attention data-parallel size."),
+    pp: int = typer.Option(1, "--pp", help="Pipeline-parallel size."),
+    batch: int = typer.Option(..., "--batch", help="Requests per attention-DP rank in the step."),
+    ctx: int = typer.Option(..., "--ctx", help="Decode: cached context per request. Prefill: prompt length."),
+    phase: str = typer.Option("decode", "--phase", help="decode or prefill."),
+    precision: str = PrecisionOpt,
+    kv_dtype: str = KvOpt,
+    calibration: Optional[str] = CalOpt,
+    as_json: bool = JsonOpt,
+) -> None:
+    """The roofline view of one forward step: every op's time, bound, FLOPs, bytes, intensity."""
+    _load_calibration(calibration)
+    res = api.explain(model, gpus, tp=tp, pp=pp, ep=ep, attention_dp=attention_dp, batch=batch, ctx=ctx, phase=phase,
+                      precision=precision, kv_dtype=kv_dtype)
+    if as_json:
+        return _emit_json(res)
+    api.print_explain(res)
+
+
 def main() -> None:
     """Console entry point: one-line errors, non-zero exit, no traceback."""
     try:

@@ -1,10 +1,18 @@
 """Dense GEMM cost: Y[m,n] = X[m,k] W[k,n] on one GPU (m = tokens).
 
 Roofline with the kernel facts that move real GEMMs off it (modeling-notes.md §1.1, §2):
-tile and wave quantization over the SMs, too few CTAs to pull full HBM bandwidth when the
-output is small (split-K only helps when k is long), a pipeline prologue per tile, a fixed
-per-kernel cost, and the activation-quantization pass of block-scaled formats. Efficiencies
-are per dtype class and per architecture family (``hardware/efficiency/gemm.yaml``).
+
+* work is cut into output tiles (M tile = next power of two of m, clipped to the family's tile
+  range), split along k only to fill SMs the tiles leave idle, and run in waves over the SMs
+  (the partial last wave counted by a fitted fraction: stream-K recovers the rest);
+* compute leg = waves x one tile's MMA time at the SM's share of the achieved tensor rate;
+* memory leg = max(all bytes at the achieved HBM bandwidth, waves x one tile's bytes at the rate
+  a single CTA's k-loop streams): few tiles cannot pull full bandwidth;
+* the legs combine through a soft maximum (loads and math overlap imperfectly near the ridge),
+  plus a fixed per-kernel cost and, for dynamically quantized formats, the activation
+  quantization pass.
+
+Efficiencies are per dtype class and per architecture family (``hardware/efficiency/gemm.yaml``).
 """
 
 from __future__ import annotations
@@ -20,7 +28,7 @@ from .precision import FORMATS, Format, gemm_rate_dtype, get_format
 
 # Output of every GEMM is written in BF16 (TRT-LLM / vLLM GEMM epilogues; modeling-notes.md §1.1 b_out).
 OUT_BYTES = 2.0
-# Block-scaled formats quantize BF16 activations in a separate pass: read 2 B, write act_bytes
+# Quantized formats quantize BF16 activations in a separate pass: read 2 B, write act_bytes
 # (AIC prices it as a memory op 2·m·k/BW; modeling-notes.md §1.1).
 ACT_SOURCE_BYTES = 2.0
 
@@ -64,8 +72,13 @@ PARAMS: dict[str, tuple[float, float, float]] = {
     "launch_s_fp8_block": (4e-6, 5e-7, 3e-5),
     "launch_s_fp4": (4e-6, 5e-7, 3e-5),
     "launch_s_wonly": (4e-6, 5e-7, 3e-5),
-    # HBM bandwidth one CTA can pull (bytes/s): sets the small-grid bandwidth penalty
-    "cta_bandwidth_bytes_per_s": (100e9, 10e9, 1e12),
+    # HBM bandwidth one CTA pulls through its k-loop (bytes/s): the small-grid penalty. Block-scaled
+    # kernels pay scale loads and promotion per k-block, so their k-loop is slower.
+    "cta_bandwidth_bytes_per_s_bf16": (100e9, 5e9, 1e12),
+    "cta_bandwidth_bytes_per_s_fp8": (100e9, 5e9, 1e12),
+    "cta_bandwidth_bytes_per_s_fp8_block": (100e9, 5e9, 1e12),
+    "cta_bandwidth_bytes_per_s_fp4": (100e9, 5e9, 1e12),
+    "cta_bandwidth_bytes_per_s_wonly": (100e9, 5e9, 1e12),
     # k elements per split-K slice (how far kernels split k to fill idle SMs); block-scaled
     # kernels (DeepGEMM-style) barely split k
     "split_k_chunk_bf16": (2048.0, 64.0, 1e6),
@@ -73,12 +86,20 @@ PARAMS: dict[str, tuple[float, float, float]] = {
     "split_k_chunk_fp8_block": (2048.0, 64.0, 1e6),
     "split_k_chunk_fp4": (2048.0, 64.0, 1e6),
     "split_k_chunk_wonly": (2048.0, 64.0, 1e6),
+    # most k slices a kernel splits into (split-K / stream-K heuristics cap the reduction cost)
+    "split_k_max": (16.0, 1.0, 256.0),
+    # exponent of the soft maximum of the compute and memory legs (large = hard roofline max)
+    "roofline_sharpness": (4.0, 1.0, 32.0),
     # achieved fraction of HBM bandwidth in the activation-quantization kernels
     "eta_quant": (0.6, 0.1, 1.0),
     # pipeline prologue/epilogue per tile, in equivalent k elements
     "k_overhead": (128.0, 0.0, 2048.0),
     # fraction of the partial last wave that is not recovered by stream-K / persistent scheduling
-    "wave_quantization": (0.5, 0.0, 1.0),
+    "wave_quantization_bf16": (0.5, 0.0, 1.0),
+    "wave_quantization_fp8": (0.5, 0.0, 1.0),
+    "wave_quantization_fp8_block": (0.5, 0.0, 1.0),
+    "wave_quantization_fp4": (0.5, 0.0, 1.0),
+    "wave_quantization_wonly": (0.5, 0.0, 1.0),
     # CTA tile sizes (NVIDIA Matmul Background guide DU-09799-001 §3: 128x128 / 128x256 typical)
     "tile_m": (128.0, 128.0, 128.0),
     "tile_n": (128.0, 128.0, 128.0),
@@ -122,53 +143,70 @@ def _tile_m_for(m, p) -> np.ndarray:
     return np.clip(pow2, p["tile_m_min"], p["tile_m"])
 
 
-def grouped_gemm_times(m, n, k, groups, *, rate_flops_per_s, hbm_bytes_per_s, sm_count, cls, b_act, b_w, b_out, p):
+def class_view(p: dict, cls: str) -> dict[str, Any]:
+    """Parameters as one dtype class sees them: ``name_<cls>`` becomes ``name``."""
+    suffix = f"_{cls}"
+    out = dict(p)
+    for key, val in p.items():
+        if key.endswith(suffix):
+            out[key[: -len(suffix)]] = val
+    return out
+
+
+def grouped_gemm_times(m, n, k, groups, *, rate_flops_per_s, hbm_bytes_per_s, sm_count, b_act, b_w, b_out, q):
     """Compute and memory legs (seconds) of ``groups`` equal GEMMs of m x n x k run in one kernel.
 
-    Returns (compute_s, memory_s, flops, bytes). ``m`` may be fractional (mean rows per group).
+    ``q`` is a :func:`class_view`. Returns (compute_s, memory_s, flops, bytes); ``m`` may be
+    fractional (mean rows per group).
     """
     m = np.maximum(np.asarray(m, dtype=np.float64), 0.0)
     n = np.asarray(n, dtype=np.float64)
     k = np.asarray(k, dtype=np.float64)
     groups = np.asarray(groups, dtype=np.float64)
-    tm = _tile_m_for(m, p)
-    tn = p["tile_n"]
+    tm = _tile_m_for(m, q)
     # output tiles over all groups
-    tiles = np.maximum(groups * np.ceil(m / tm) * np.ceil(n / tn), 1.0)
+    tiles = np.maximum(groups * np.ceil(m / tm) * np.ceil(n / q["tile_n"]), 1.0)
     # split-K slices: only to fill SMs the output tiles leave idle, at most k / chunk
-    split_k = np.clip(np.minimum(k / p[f"split_k_chunk_{cls}"], sm_count / tiles), 1.0, None)
+    split_k = np.clip(np.minimum(k / q["split_k_chunk"], sm_count / tiles), 1.0, q["split_k_max"])
     units = tiles * split_k
     # waves of work units over the SMs, the partial last wave counted by the unrecovered fraction
     waves_exact = units / sm_count
-    waves = waves_exact + p["wave_quantization"] * (np.ceil(waves_exact) - waves_exact)
+    full_waves = np.ceil(waves_exact - 1e-9)  # tolerance: units = tiles x (SMs / tiles) may round above the SM count
+    waves = waves_exact + q["wave_quantization"] * np.maximum(full_waves - waves_exact, 0.0)
     # one SM's share of the achieved tensor rate
-    sm_rate = p[f"eta_compute_{cls}"] * rate_flops_per_s / sm_count
+    sm_rate = q["eta_compute"] * rate_flops_per_s / sm_count
     # time of one wave: one (tm x tn x (k/split + prologue)) unit per SM
-    compute_s = waves * 2.0 * tm * tn * (k / split_k + p["k_overhead"]) / sm_rate
+    compute_s = waves * 2.0 * tm * q["tile_n"] * (k / split_k + q["k_overhead"]) / sm_rate
     # HBM bytes: activations in, weights in, output out (scale bytes are in the format sizes)
     bytes_moved = groups * (m * k * b_act + n * k * b_w + m * n * b_out)
-    # CTAs streaming from HBM, capped at the SM count
-    ctas = np.minimum(units, sm_count)
-    # achieved HBM bandwidth: datasheet x efficiency, or what the CTAs can pull if fewer
-    bw = np.minimum(p[f"eta_memory_{cls}"] * hbm_bytes_per_s, ctas * p["cta_bandwidth_bytes_per_s"])
-    memory_s = bytes_moved / bw
+    # bytes one work unit streams: its A and B slices over k/split, plus its output tile
+    unit_bytes = (tm * b_act + q["tile_n"] * b_w) * (k / split_k) + tm * q["tile_n"] * b_out
+    # HBM time: the whole GPU at its achieved bandwidth, or each SM's units at its CTA k-loop rate
+    memory_s = np.maximum(bytes_moved / (q["eta_memory"] * hbm_bytes_per_s), full_waves * unit_bytes / q["cta_bandwidth_bytes_per_s"])
     flops = 2.0 * groups * m * n * k
     return compute_s, memory_s, flops, bytes_moved
+
+
+def soft_max(a, b, sharpness):
+    """(a^s + b^s)^(1/s): the roofline max, rounded where the two legs are close."""
+    hi = np.maximum(a, b)
+    lo = np.minimum(a, b)
+    return hi * (1.0 + (lo / np.maximum(hi, 1e-30)) ** sharpness) ** (1.0 / sharpness)
 
 
 def gemm_cost(m, n, k, fmt: str, hw, p: dict | None = None) -> Cost:
     """Time of one GEMM X[m,k]·W[k,n] in ``fmt`` on ``hw`` (broadcast over m, n, k)."""
     f = get_format(fmt) if fmt not in FORMATS else FORMATS[fmt]
-    q = resolve_params("gemm", hw, p, PARAMS, FAMILY_DEFAULTS)
     cls = dtype_class(f, hw)
+    q = class_view(resolve_params("gemm", hw, p, PARAMS, FAMILY_DEFAULTS), cls)
     rate = hw.peak_flops_per_s[gemm_rate_dtype(f, hw)]
     bw = hw.hbm_bandwidth_bytes_per_s
     m, n, k = np.broadcast_arrays(*(np.asarray(x, dtype=np.float64) for x in (m, n, k)))
     compute_s, memory_s, flops, mem_bytes = grouped_gemm_times(
         m, n, k, 1.0, rate_flops_per_s=rate, hbm_bytes_per_s=bw, sm_count=hw.sm_count,
-        cls=cls, b_act=f.act_bytes, b_w=f.bytes_per_element, b_out=OUT_BYTES, p=q,
+        b_act=f.act_bytes, b_w=f.bytes_per_element, b_out=OUT_BYTES, q=q,
     )
-    time_s = q[f"launch_s_{cls}"] + np.maximum(compute_s, memory_s)
+    time_s = q["launch_s"] + soft_max(compute_s, memory_s, q["roofline_sharpness"])
     if cls in ACT_QUANT_READS:
         # activation quantization: read the BF16 input (once or twice), write the quantized copy
         quant_bytes = m * k * (ACT_QUANT_READS[cls] * ACT_SOURCE_BYTES + f.act_bytes)

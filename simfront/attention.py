@@ -1,0 +1,262 @@
+"""Softmax attention cost per op (one layer, one GPU): paged decode and causal flash prefill.
+
+Heads are per GPU (after tensor parallelism). Each function returns a :class:`Cost` whose
+``time_s`` is the modelled kernel time; ``compute_s`` / ``memory_s`` are the roofline legs
+after efficiency derating. Efficiency parameters live in ``hardware/efficiency/attention.yaml``
+(one block per architecture family, fitted by ``scripts/calibrate_kernels.py`` through
+:data:`CALIBRATION_OPS` on the measured H100 SXM and B200 kernels in
+``shared/calibration/kernels``; aiconfigurator 0.12.0 database, TensorRT-LLM kernels).
+
+Decode model (per layer, ``batch`` requests of ``q_tokens`` query tokens over ``L`` KV tokens):
+
+* KV bytes ``batch * kv_heads_read * L * 2 * head_dim * kv_bytes`` streamed at
+  ``hbm_eff * BW * occupancy``; occupancy rises with the number of split-KV CTAs.
+* fixed per-CTA work (one CTA per request x KV head, plus per query head) spread over the SMs,
+  combined with the streaming leg in quadrature (they partly overlap), plus a launch cost.
+* GQA/MQA: all query heads of a group share one KV read, up to :data:`MAX_SHARED_GROUP`
+  query heads per KV head; larger groups are read once per query head.
+
+Prefill model (FlashAttention-style, causal, optional cached prefix and sliding window):
+per-pair MMA time overlapped with softmax time, per-query-row prologue/epilogue, per-CTA
+setup, a critical path for the last query tile, and an HBM leg for Q/K/V/O.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from . import efficiency
+from .cost import Cost
+
+KIND = "attention"
+
+# Largest GQA group (query heads per KV head) one decode CTA serves from a single KV read.
+# Observed in the calibration set: TensorRT-LLM grouped (XQA) kernels cover groups up to 32;
+# groups of 48-128 query heads per KV head run ~g times slower, as if each query head re-read
+# the KV (shared/calibration/kernels/*__attention_decode.csv, rows with n_heads/n_kv_heads > 32).
+MAX_SHARED_GROUP = 32
+
+# Query rows per prefill CTA: FlashAttention-2/3 forward kernels tile queries in blocks of 128
+# rows (FA3 paper, arXiv 2407.08608, Hopper forward tile 128 x 128).
+PREFILL_TILE_Q = 128
+
+# Exponent of the soft maximum (p-norm) that combines two partly overlapping legs: 1 would add
+# them, infinity would take the larger. Chosen once on the calibration set (fits of a free
+# exponent gave ~1.5-2 for decode fixed work vs streaming and ~4 for MMA vs softmax in prefill).
+DECODE_OVERLAP_NORM = 2.0
+PREFILL_OVERLAP_NORM = 4.0
+
+BYTES_16BIT = 2.0  # bytes of a BF16/FP16 activation element (Q, O, fresh K/V)
+
+
+def _f(x) -> np.ndarray:
+    return np.asarray(x, dtype=np.float64)
+
+
+def soft_max(a, b, k: float) -> np.ndarray:
+    """p-norm of two non-negative times: between max(a, b) (k -> inf) and a + b (k = 1)."""
+    a, b = _f(a), _f(b)
+    m = np.maximum(np.maximum(a, b), 1e-300)
+    return m * ((a / m) ** k + (b / m) ** k) ** (1.0 / k)
+
+
+def _params(p, hw) -> dict:
+    return dict(efficiency.params(KIND, hw.family)) if p is None else dict(p)
+
+
+def _peak(hw, dtype: str) -> float:
+    return float(hw.peak_flops_per_s.get(dtype, 0.0))
+
+
+def _math_peak(hw, fp8_math, eff_bf16, eff_fp8) -> np.ndarray:
+    """Achieved tensor FLOP/s: FP8 when requested and supported, never below the BF16 path."""
+    bf16 = _peak(hw, "bf16") * eff_bf16
+    fp8 = _peak(hw, "fp8") * eff_fp8 if hw.supports("fp8") else 0.0
+    return np.where(fp8_math, max(bf16, fp8), bf16)
+
+
+def _occupancy(ctas, ctas_half_per_sm, sm_count) -> np.ndarray:
+    """Fraction of streaming bandwidth reached with ``ctas`` concurrent CTAs (saturating)."""
+    x = _f(ctas) / (ctas_half_per_sm * sm_count)
+    return x / (1.0 + x)
+
+
+# ----------------------------------------------------------------------------------- decode
+
+
+def _decode_seconds(batch, kv_len, n_heads, n_kv_heads, head_dim, window, kv_bytes, hw, p, q_tokens=1):
+    """Decode time and its legs; shared by :func:`attention_decode_cost` and calibration."""
+    b, kv, nh, nkv, hd = _f(batch), _f(kv_len), _f(n_heads), _f(n_kv_heads), _f(head_dim)
+    w, kvb, q = _f(window), _f(kv_bytes), _f(q_tokens)
+    L = np.where(w > 0, np.minimum(kv, w), kv)  # KV tokens actually read (sliding window)
+    group = nh / nkv
+    kv_read_heads = np.where(group <= MAX_SHARED_GROUP, nkv, nh)  # KV heads streamed per request
+    per_head_path = kv_read_heads == nh  # one CTA per query head (MHA, or oversized groups)
+    low_bit = kvb < BYTES_16BIT  # FP8 (or narrower) KV cache kernels
+
+    kv_stream_bytes = b * kv_read_heads * L * 2.0 * hd * kvb  # K and V rows read from HBM
+    qo_bytes = b * q * nh * hd * 2.0 * BYTES_16BIT  # Q read + O written, 16-bit
+    flops = 4.0 * b * q * nh * L * hd  # QK^T and PV, 2 flops per MAC
+
+    sm = hw.sm_count
+    bw = p["decode_hbm_eff"] * hw.hbm_bandwidth_bytes_per_s
+    units = b * kv_read_heads  # CTAs before split-KV: one per (request, KV head)
+    ctas = units * np.maximum(L / p["decode_split_tokens"], 1.0)  # split-KV CTAs streaming at once
+    occ = _occupancy(ctas, p["decode_half_occupancy_ctas_per_sm"], sm)
+    memory_s = kv_stream_bytes / (bw * occ) + qo_bytes / bw
+    # Tensor math (binds only for speculative verify with large groups): no decode data constrains
+    # it, so the prefill FLOP efficiencies of the same kind stand in (their priors if absent).
+    eff16 = p.get("prefill_flop_eff", PREFILL_PARAMS["prefill_flop_eff"][0])
+    eff8 = p.get("prefill_flop_eff_fp8", PREFILL_PARAMS["prefill_flop_eff_fp8"][0])
+    compute_s = flops / _math_peak(hw, low_bit, eff16, eff8)
+
+    # Fixed per-CTA work (SM-seconds) spread over the SMs. Grouped kernels with 16-bit KV cost
+    # one lump per (request, KV head); the other kernels pay per CTA plus per query head.
+    grouped16_s = units * p["decode_grouped_kv16_unit_s"]
+    other_s = units * p["decode_unit_s"] + b * q * nh * p["decode_qhead_s"]
+    overhead_16 = np.where(per_head_path, other_s, grouped16_s)
+    launch_16 = p["decode_launch_s"]
+    launch_8 = np.where(per_head_path, 1.0, p["decode_launch_grouped_fp8_frac"]) * launch_16
+    # An FP8 cache never pays more fixed cost than the 16-bit kernel for the same shape
+    # (an engine would pick the cheaper kernel); this keeps "FP8 KV is never slower" exact.
+    overhead = np.where(low_bit, np.minimum(other_s, overhead_16), overhead_16) / sm
+    launch = np.where(low_bit, launch_8, launch_16)
+    time_s = launch + soft_max(overhead, np.maximum(memory_s, compute_s), DECODE_OVERLAP_NORM)
+    return time_s, flops, kv_stream_bytes + qo_bytes, compute_s, memory_s
+
+
+def attention_decode_cost(batch, kv_len, n_heads, n_kv_heads, head_dim, window, kv_bytes, hw, p=None, q_tokens=1) -> Cost:
+    """One paged-attention decode step: ``batch`` requests, ``q_tokens`` query tokens each
+    (>1 for speculative verify) over ``kv_len`` cached tokens; ``window`` 0 = full attention,
+    else only the last ``window`` tokens are read. ``kv_bytes``: bytes per KV element."""
+    p = _params(p, hw)
+    t, fl, by, c, m = _decode_seconds(batch, kv_len, n_heads, n_kv_heads, head_dim, window, kv_bytes, hw, p, q_tokens)
+    return Cost(time_s=t, flops=fl, mem_bytes=by, compute_s=c, memory_s=m)
+
+
+# ----------------------------------------------------------------------------------- prefill
+
+
+def causal_pairs(seq_len, prefix_len=0, window=0) -> np.ndarray:
+    """(query, key) pairs one sequence attends: sum over new tokens i of min(prefix+i+1, window).
+
+    ``window`` 0 means no window (plain causal: ``s*p + s*(s+1)/2``).
+    """
+    s, pf, w = _f(seq_len), _f(prefix_len), _f(window)
+
+    def ramp(n):  # sum_{j=1..n} min(j, w)
+        return np.where(n <= w, n * (n + 1.0) / 2.0, w * (w + 1.0) / 2.0 + (n - w) * w)
+
+    full = s * pf + s * (s + 1.0) / 2.0
+    return np.where(w > 0, ramp(s + pf) - ramp(pf), full)
+
+
+def flash_prefill_seconds(batch, seq_len, prefix_len, n_heads, n_kv_heads, head_dim_qk, head_dim_v, window, kv_bytes, fp8_math, hw, p,
+                          kv_row_bytes=None, extra_bytes=0.0):
+    """Causal flash-attention forward time and legs (shared by GQA and MLA prefill).
+
+    ``p`` holds the ``prefill_*`` parameters (``prefill_window_min_tokens`` optional, default 0).
+    ``kv_row_bytes``: KV-cache bytes per token per sequence (written for new tokens, read for the
+    prefix); default ``n_kv_heads * (d_qk + d_v) * kv_bytes``, MLA passes its latent row. ``extra_bytes`` adds HBM
+    traffic (e.g. rows gathered by sparse attention).
+    """
+    b, s, pf = _f(batch), _f(seq_len), _f(prefix_len)
+    nh, nkv, dqk, dv, w, kvb = _f(n_heads), _f(n_kv_heads), _f(head_dim_qk), _f(head_dim_v), _f(window), _f(kv_bytes)
+    fp8 = np.asarray(fp8_math, dtype=bool)
+    sm = hw.sm_count
+    # Sliding-window kernels visit at least prefill_window_min_tokens keys per query (masked
+    # tiles are not skipped below that granularity).
+    w_eff = np.where(w > 0, np.maximum(w, p.get("prefill_window_min_tokens", 0.0)), 0.0)
+    pairs = causal_pairs(s, pf, w_eff)  # attended (q, k) pairs per sequence and head
+    pairs_nominal = causal_pairs(s, pf, w)
+    flops = 2.0 * b * nh * (dqk + dv) * pairs_nominal  # QK^T (d_qk) + PV (d_v), 2 flops per MAC
+
+    peak = _math_peak(hw, fp8, p["prefill_flop_eff"], p["prefill_flop_eff_fp8"])
+    pair_sm_s = soft_max(2.0 * (dqk + dv) / (peak / sm), p["prefill_score_s"], PREFILL_OVERLAP_NORM)  # SM-s per pair
+    row_sm_s = p["prefill_row_s"] + (dqk + dv) * p["prefill_elem_s"] + np.where(fp8, (dqk + dv) * p["prefill_fp8_elem_s"], 0.0)
+    ctas = b * nh * np.ceil(s / PREFILL_TILE_Q)
+    work_sm_s = ctas * p["prefill_cta_s"] + b * nh * s * row_sm_s + b * nh * pairs * pair_sm_s
+    # Critical path: the last query tile sees the most keys and runs on one SM.
+    tq = np.minimum(s, PREFILL_TILE_Q)
+    keys_last = np.where(w_eff > 0, np.minimum(s + pf, w_eff + tq), s + pf)
+    longest_s = p["prefill_cta_s"] + tq * row_sm_s + tq * keys_last * pair_sm_s
+    compute_s = soft_max(work_sm_s / sm, longest_s, PREFILL_OVERLAP_NORM)
+
+    kv_rows = nkv * (dqk + dv) * kvb if kv_row_bytes is None else _f(kv_row_bytes)
+    hbm_bytes = b * (s * nh * (dqk + dv) * BYTES_16BIT  # Q read, O written
+                     + s * nkv * (dqk + dv) * BYTES_16BIT  # fresh K/V read
+                     + (s + pf) * kv_rows)  # KV cache rows written (new) and read (prefix)
+    hbm_bytes = hbm_bytes + _f(extra_bytes)
+    memory_s = hbm_bytes / (p["prefill_hbm_eff"] * hw.hbm_bandwidth_bytes_per_s)
+    time_s = p["prefill_launch_s"] + soft_max(compute_s, memory_s, PREFILL_OVERLAP_NORM)
+    return time_s, flops, hbm_bytes, compute_s, memory_s
+
+
+def attention_prefill_cost(batch, seq_len, n_heads, n_kv_heads, head_dim, window, hw, p=None, prefix_len=0, head_dim_v=None, kv_bytes=2) -> Cost:
+    """Causal flash attention over ``seq_len`` new tokens per sequence on a cached prefix of
+    ``prefix_len`` tokens (chunked prefill / prefix cache); ``window`` 0 = full attention.
+    ``kv_bytes`` 1 (FP8 KV cache) runs FP8 attention math where the GPU supports it."""
+    p = _params(p, hw)
+    dv = head_dim if head_dim_v is None else head_dim_v
+    fp8 = _f(kv_bytes) < BYTES_16BIT
+    t, fl, by, c, m = flash_prefill_seconds(batch, seq_len, prefix_len, n_heads, n_kv_heads, head_dim, dv, window, kv_bytes, fp8, hw, p)
+    return Cost(time_s=t, flops=fl, mem_bytes=by, compute_s=c, memory_s=m)
+
+
+# ----------------------------------------------------------------------------------- calibration
+
+
+def _kv_bytes_col(cols) -> np.ndarray:
+    return np.where(np.char.lower(np.asarray(cols["kv_cache_dtype"]).astype(str)) == "fp8", 1.0, 2.0)
+
+
+def _predict_decode(cols, hw, p):
+    return _decode_seconds(cols["batch"], cols["kv_len"], cols["n_heads"], cols["n_kv_heads"], cols["head_dim"],
+                           cols["window_size"], _kv_bytes_col(cols), hw, p)[0]
+
+
+def _predict_prefill(cols, hw, p):
+    kvb = _kv_bytes_col(cols)
+    return flash_prefill_seconds(cols["batch"], cols["seq_len"], 0.0, cols["n_heads"], cols["n_kv_heads"], cols["head_dim"],
+                                 cols["head_dim"], cols["window_size"], kvb, kvb < BYTES_16BIT, hw, p)[0]
+
+
+# name: (default = hopper fit, lower bound, upper bound). Names are disjoint between ops of the
+# same kind, so both ops' parameters live in one family block of attention.yaml.
+DECODE_PARAMS = {
+    "decode_launch_s": (8.7e-6, 1e-6, 5e-5),  # fixed kernel cost (launch, split-KV combine)
+    "decode_launch_grouped_fp8_frac": (0.8, 0.2, 1.0),  # fixed cost of grouped FP8-KV kernels / decode_launch_s
+    "decode_hbm_eff": (0.83, 0.3, 1.0),  # achieved fraction of HBM bandwidth for paged KV at full occupancy
+    "decode_split_tokens": (580.0, 16.0, 1e6),  # KV tokens per split-KV CTA
+    "decode_half_occupancy_ctas_per_sm": (0.4, 1e-3, 10.0),  # CTAs per SM at which streaming reaches half its peak
+    "decode_unit_s": (1.2e-6, 1e-10, 1e-4),  # SM-seconds per (request, KV head) CTA
+    "decode_grouped_kv16_unit_s": (4.7e-6, 1e-10, 1e-4),  # same for grouped-query kernels with 16-bit KV
+    "decode_qhead_s": (2.9e-8, 1e-11, 1e-5),  # SM-seconds per (request, query head): Q load, O store
+}
+PREFILL_PARAMS = {
+    "prefill_launch_s": (1.2e-5, 1e-6, 5e-5),  # fixed kernel cost
+    "prefill_flop_eff": (0.58, 0.05, 1.0),  # achieved fraction of BF16 tensor peak in the attention main loop
+    "prefill_flop_eff_fp8": (0.45, 0.05, 1.0),  # same for FP8 attention math (FP8 KV cache)
+    "prefill_score_s": (6e-11, 1e-13, 1e-8),  # SM-seconds per (q, k) score: softmax/exp, overlapped with MMA
+    "prefill_window_min_tokens": (780.0, 1.0, 8192.0),  # fewest keys a sliding-window query visits
+    "prefill_cta_s": (3.6e-6, 1e-9, 1e-4),  # SM-seconds of setup per CTA (query tile x head)
+    "prefill_row_s": (1e-8, 1e-12, 1e-6),  # SM-seconds per query row per head (softmax finalise)
+    "prefill_elem_s": (2.8e-10, 1e-14, 1e-8),  # SM-seconds per Q/O element (prologue/epilogue)
+    "prefill_fp8_elem_s": (1e-12, 1e-15, 1e-8),  # extra SM-seconds per element to quantise to FP8
+    "prefill_hbm_eff": (0.7, 0.5, 1.0),  # achieved fraction of HBM bandwidth for Q/K/V/O
+}
+
+CALIBRATION_OPS = {
+    "attention_decode": {
+        "kind": KIND,
+        "params": DECODE_PARAMS,
+        "predict": _predict_decode,
+        "columns": ["batch", "kv_len", "n_heads", "n_kv_heads", "head_dim", "window_size", "kv_cache_dtype"],
+    },
+    "attention_prefill": {
+        "kind": KIND,
+        "params": PREFILL_PARAMS,
+        "predict": _predict_prefill,
+        "columns": ["batch", "seq_len", "n_heads", "n_kv_heads", "head_dim", "window_size", "kv_cache_dtype"],
+    },
+}

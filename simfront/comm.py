@@ -1,0 +1,162 @@
+"""Collectives and point-to-point transfers: alpha-beta time per NCCL protocol, min over protocols.
+
+Inside the scale-up domain (modeling-notes.md §3): ``t = base + steps·step + S·busfactor / BW_eff``
+for each NCCL protocol (LL, LL128, Simple; Epoch AI inference-economics notebook), the fastest
+protocol wins. ``BW_eff`` is the per-GPU one-direction
+scale-up bandwidth times a fitted link efficiency, reduced when few peers share the ring (NCCL
+drives fewer NVLink paths at 2-4 ranks; specs.md A.3 shows 349 vs 445 GB/s busbw at 4 vs 8
+H100s). Meshes (AMD Infinity Fabric) reach ``(n-1)`` peer links only. Beyond the domain the
+collective is hierarchical: intra-domain phases plus an inter-node ring over the NICs.
+``message_bytes`` is the buffer size as nccl-tests reports it.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .cost import Cost
+from .errors import SimfrontError
+from .gemm import resolve_params
+
+KINDS = ("all_reduce", "all_gather", "reduce_scatter", "alltoall", "p2p")
+PROTOCOLS = ("ll", "ll128", "simple")
+
+PARAMS: dict[str, tuple[float, float, float]] = {
+    # fixed and per-ring-step latency of each protocol (Epoch defaults: LL 6.8 + 0.6/step µs,
+    # LL128 14 + 1.25/step, Simple 28/step; AIC NCCL data: 16 µs at 8 KiB on 8xH100, specs.md A.3)
+    # (each protocol's fixed latency is the previous one's plus an extra, keeping LL < LL128 < Simple)
+    "ll_base_s": (5e-6, 1e-6, 5e-5),
+    "ll_step_s": (0.6e-6, 1e-8, 2e-5),
+    "ll128_extra_base_s": (5e-6, 1e-8, 1e-4),
+    "ll128_step_s": (1.25e-6, 1e-8, 2e-5),
+    "simple_extra_base_s": (5e-6, 1e-8, 2e-4),
+    "simple_step_s": (3e-6, 1e-8, 5e-5),
+    # bandwidth fraction each protocol reaches (Epoch notebook: LL x0.5, LL128 x0.95, Simple x1)
+    "ll_bw_fraction": (0.5, 0.05, 1.0),
+    "ll128_bw_fraction": (0.95, 0.05, 1.0),
+    "simple_bw_fraction": (1.0, 1.0, 1.0),
+    # all-to-all sends to all peers at once: latency steps per peer as a fraction of a ring step
+    "alltoall_peer_step_fraction": (0.25, 0.01, 2.0),
+    # achieved fraction of one-direction scale-up bandwidth (busbw / link; specs.md A.3: 0.75-1.0)
+    "link_efficiency_all_reduce": (0.9, 0.2, 1.2),
+    "link_efficiency_all_gather": (0.8, 0.2, 1.2),
+    "link_efficiency_reduce_scatter": (0.8, 0.2, 1.2),
+    "link_efficiency_alltoall": (0.7, 0.2, 1.2),
+    # ring-peer shortfall: BW_eff scales by (n-1)/(n-1+c)
+    "few_peer_penalty": (0.3, 0.0, 3.0),
+    # scale-out (not in the calibration data): IB/RoCE ~0.95 of line rate (specs.md A.3),
+    # 10 µs per transfer (AIC p2p_latency), 5 µs per inter-node ring step (Epoch LL: 5·log2 nodes)
+    "net_efficiency": (0.95, 0.95, 0.95),
+    "net_base_s": (10e-6, 10e-6, 10e-6),
+    "net_step_s": (5e-6, 5e-6, 5e-6),
+}
+
+FAMILY_DEFAULTS: dict[str, dict[str, float]] = {}
+
+
+def _bus_factor(kind: str, n):
+    """Bytes each GPU sends per message byte (nccl-tests PERFORMANCE.md busbw factors)."""
+    if kind == "all_reduce":
+        return 2.0 * (n - 1.0) / n
+    if kind in ("all_gather", "reduce_scatter", "alltoall"):
+        return (n - 1.0) / n
+    return np.ones_like(n)  # p2p: the whole message
+
+
+def _ring_steps(kind: str, n, q):
+    """Sequential latency steps of the collective."""
+    if kind == "all_reduce":
+        return 2.0 * (n - 1.0)
+    if kind in ("all_gather", "reduce_scatter"):
+        return n - 1.0
+    if kind == "alltoall":
+        return (n - 1.0) * q["alltoall_peer_step_fraction"]
+    return np.ones_like(n)
+
+
+def _link_bandwidth(n, hw):
+    """One-direction bytes/s a GPU drives into its scale-up peers (mesh: only n-1 links)."""
+    su = hw.scaleup
+    if su.topology == "mesh" and su.peer_bandwidth_bytes_per_s:
+        return np.minimum(su.bandwidth_bytes_per_s, (n - 1.0) * su.peer_bandwidth_bytes_per_s)
+    return np.full_like(n, su.bandwidth_bytes_per_s)
+
+
+def _intra(kind: str, S, n, hw, q):
+    """Time of a collective among ``n`` GPUs of one scale-up domain."""
+    eff_key = "all_gather" if kind == "p2p" else kind
+    peers = np.maximum(n - 1.0, 1.0)
+    # achieved per-GPU bandwidth: link x efficiency x ring-peer shortfall
+    bw = _link_bandwidth(np.maximum(n, 2.0), hw) * q[f"link_efficiency_{eff_key}"] * peers / (peers + q["few_peer_penalty"])
+    wire = S * _bus_factor(kind, n)  # bytes on the busiest link
+    steps = _ring_steps(kind, n, q)
+    best = None
+    base = {"ll": q["ll_base_s"]}
+    base["ll128"] = base["ll"] + q["ll128_extra_base_s"]
+    base["simple"] = base["ll128"] + q["simple_extra_base_s"]
+    for proto in PROTOCOLS:
+        t = base[proto] + steps * q[f"{proto}_step_s"] + wire / (bw * q[f"{proto}_bw_fraction"])
+        best = t if best is None else np.minimum(best, t)
+    return best, wire
+
+
+def _inter(kind: str, S, nodes, hw, q):
+    """Ring over ``nodes`` scale-out peers (one NIC per GPU), message ``S`` per GPU."""
+    bw = hw.scaleout_bandwidth_bytes_per_s * q["net_efficiency"]
+    wire = S * _bus_factor(kind, nodes)
+    steps = _ring_steps(kind, nodes, {"alltoall_peer_step_fraction": 1.0})
+    t = q["net_base_s"] + steps * q["net_step_s"] + wire / bw
+    return np.where(nodes > 1, t, 0.0), np.where(nodes > 1, wire, 0.0)
+
+
+def collective_cost(kind: str, message_bytes, n_gpus, hw, p: dict | None = None) -> Cost:
+    """Time of one collective of ``message_bytes`` over ``n_gpus`` GPUs (broadcasts; 0 for n <= 1)."""
+    if kind not in KINDS:
+        raise SimfrontError(f"unknown collective {kind!r}; valid: {', '.join(KINDS)}")
+    q = resolve_params("comm", hw, p, PARAMS, FAMILY_DEFAULTS)
+    S, n = np.broadcast_arrays(np.asarray(message_bytes, dtype=np.float64), np.asarray(n_gpus, dtype=np.float64))
+    S = np.maximum(S, 0.0)
+    n = np.maximum(n, 1.0)
+    domain = float(hw.scaleup.domain_gpus)
+    local = np.minimum(n, domain)  # GPUs per scale-up domain taking part
+    nodes = np.ceil(n / local)
+    if kind == "p2p":
+        t, wire = _intra("p2p", S, np.full_like(n, 2.0), hw, q)
+    elif kind == "all_reduce":
+        # reduce-scatter inside, all-reduce of the 1/local shard across domains, all-gather inside
+        flat, wire_flat = _intra(kind, S, local, hw, q)
+        rs, w1 = _intra("reduce_scatter", S, local, hw, q)
+        ag, w2 = _intra("all_gather", S, local, hw, q)
+        x, w3 = _inter(kind, S / local, nodes, hw, q)
+        t = np.where(nodes > 1, rs + x + ag, flat)
+        wire = np.where(nodes > 1, w1 + w2 + w3, wire_flat)
+    elif kind in ("all_gather", "reduce_scatter"):
+        a, w1 = _intra(kind, S, local, hw, q)
+        x, w2 = _inter(kind, S / local, nodes, hw, q)
+        t, wire = a + x, w1 + w2
+    else:  # alltoall: the off-domain share goes through the NIC while the rest uses the scale-up links
+        a, w1 = _intra(kind, S * local / n, local, hw, q)
+        remote = S * (n - local) / n
+        x = q["net_base_s"] + remote / (hw.scaleout_bandwidth_bytes_per_s * q["net_efficiency"])
+        t = np.where(nodes > 1, np.maximum(a, x), a)
+        wire = w1 + np.where(nodes > 1, remote, 0.0)
+    t = np.where(n > 1, t, 0.0)
+    wire = np.where(n > 1, wire, 0.0)
+    zero = np.zeros_like(t)
+    return Cost(time_s=t, flops=zero, mem_bytes=zero, net_bytes=wire, network_s=t)
+
+
+def p2p_cost(message_bytes, hw, scope: str = "scaleup", p: dict | None = None) -> Cost:
+    """One point-to-point send (pipeline stage boundary, KV transfer) inside or across domains."""
+    if scope not in ("scaleup", "scaleout"):
+        raise SimfrontError(f"unknown p2p scope {scope!r}; valid: scaleup, scaleout")
+    q = resolve_params("comm", hw, p, PARAMS, FAMILY_DEFAULTS)
+    S = np.maximum(np.asarray(message_bytes, dtype=np.float64), 0.0)
+    if scope == "scaleup":
+        t, wire = _intra("p2p", S, np.full_like(S, 2.0), hw, q)
+    else:
+        t = q["net_base_s"] + S / (hw.scaleout_bandwidth_bytes_per_s * q["net_efficiency"])
+        wire = S
+    t = np.where(S > 0, t, 0.0)
+    zero = np.zeros_like(t)
+    return Cost(time_s=t, flops=zero, mem_bytes=zero, net_bytes=wire, network_s=t)

@@ -1,0 +1,129 @@
+"""Registry of calibration ops: how each kernel-CSV op maps onto a cost function and its parameters.
+
+``OPS[name]`` = ``{"kind": efficiency-file kind, "params": {name: (default, lo, hi)},
+"family_defaults": {family: {name: value}}, "predict": fn(cols, hw, p) -> seconds,
+"columns": required CSV columns, "vary": column varied inside one shape group}``.
+Op names are the calibration file ops (``<gpu>__<op>.csv``). Attention and MLA entries come from
+``simfront.attention.CALIBRATION_OPS`` and ``simfront.mla.CALIBRATION_OPS`` when those modules
+import; ``p`` is a complete parameter dict for the op's kind.
+"""
+
+from __future__ import annotations
+
+import importlib
+import re
+from typing import Any, Callable
+
+import numpy as np
+
+from . import comm, gemm, moe
+
+# Calibration-file dtype spellings that precision.normalize_format does not map the way the
+# kernels ran them: W4A16-MXFP4 MoE is 4-bit weight-only with BF16 math (aiconfigurator
+# MoEQuantMode), W4A8-MXFP4 is MXFP4 weights x MXFP8 activations.
+_DTYPE_TO_FORMAT = {
+    "bfloat16": "bf16",
+    "float16": "fp16",
+    "w4a16_mxfp4": "w4a16",
+    "w4a8_mxfp4_mxfp8": "mxfp4",
+}
+# nccl-tests collective names to simfront kinds
+_COLLECTIVE = {"all_reduce": "all_reduce", "allreduce": "all_reduce", "all_gather": "all_gather", "allgather": "all_gather",
+               "reduce_scatter": "reduce_scatter", "reducescatter": "reduce_scatter", "alltoall": "alltoall", "all_to_all": "alltoall"}
+
+
+def csv_format(dtype: str) -> str:
+    """simfront format for a calibration-file dtype string."""
+    from .precision import normalize_format
+
+    d = str(dtype).strip().lower()
+    return _DTYPE_TO_FORMAT.get(d, normalize_format(d))
+
+
+def routing_alpha(distribution: str) -> float | None:
+    """``balanced`` -> None; ``power_law_1.2`` -> 1.2."""
+    m = re.match(r"power_?law_?([0-9.]+)", str(distribution).strip().lower())
+    return float(m.group(1)) if m else None
+
+
+def _by_values(out: np.ndarray, keys: list[np.ndarray], fn: Callable[[np.ndarray, tuple], np.ndarray]) -> np.ndarray:
+    """Fill ``out`` group by group over the unique combinations of ``keys`` (not per row)."""
+    combo = np.array(["|".join(map(str, t)) for t in zip(*keys)]) if len(keys) > 1 else np.asarray(keys[0]).astype(str)
+    for val in np.unique(combo):
+        sel = combo == val
+        first = np.argmax(sel)
+        out[sel] = fn(sel, tuple(np.asarray(k)[first] for k in keys))
+    return out
+
+
+def _f(cols, name, sel):
+    return np.asarray(cols[name], dtype=np.float64)[sel]
+
+
+def predict_gemm(cols: dict, hw, p: dict) -> np.ndarray:
+    out = np.empty(len(cols["m"]))
+
+    def one(sel, key):
+        return gemm.gemm_cost(_f(cols, "m", sel), _f(cols, "n", sel), _f(cols, "k", sel), csv_format(key[0]), hw, p).time_s
+
+    return _by_values(out, [cols["dtype"]], one)
+
+
+def predict_moe(cols: dict, hw, p: dict) -> np.ndarray:
+    out = np.empty(len(cols["num_tokens"]))
+
+    def one(sel, key):
+        return moe.moe_cost(
+            _f(cols, "num_tokens", sel), _f(cols, "hidden_size", sel), _f(cols, "inter_size", sel), _f(cols, "topk", sel),
+            _f(cols, "num_experts", sel), _f(cols, "moe_tp_size", sel), _f(cols, "moe_ep_size", sel), csv_format(key[0]), hw,
+            alpha=routing_alpha(key[1]), gated=True, p=p,
+        ).time_s
+
+    return _by_values(out, [cols["dtype"], cols["distribution"]], one)
+
+
+def predict_nccl(cols: dict, hw, p: dict) -> np.ndarray:
+    out = np.empty(len(cols["message_bytes"]))
+
+    def one(sel, key):
+        kind = _COLLECTIVE.get(str(key[0]).strip().lower(), str(key[0]))
+        return comm.collective_cost(kind, _f(cols, "message_bytes", sel), _f(cols, "num_gpus", sel), hw, p).time_s
+
+    return _by_values(out, [cols["collective"]], one)
+
+
+def _entry(kind, module, predict, columns, vary) -> dict[str, Any]:
+    return {"kind": kind, "params": module.PARAMS, "family_defaults": module.FAMILY_DEFAULTS,
+            "predict": predict, "columns": columns, "vary": vary}
+
+
+OPS: dict[str, dict[str, Any]] = {
+    "gemm": _entry("gemm", gemm, predict_gemm, ["dtype", "m", "n", "k"], "m"),
+    "moe": _entry("moe", moe, predict_moe, ["dtype", "num_tokens", "hidden_size", "inter_size", "topk", "num_experts",
+                                            "moe_tp_size", "moe_ep_size", "distribution"], "num_tokens"),
+    "nccl": _entry("comm", comm, predict_nccl, ["collective", "num_gpus", "message_bytes"], "message_bytes"),
+}
+
+# Modules of other op families exporting CALIBRATION_OPS of the same shape.
+EXTERNAL_MODULES = ("simfront.attention", "simfront.mla")
+
+
+def all_ops() -> dict[str, dict[str, Any]]:
+    """OPS plus whatever attention/MLA entries import now (absent modules are skipped)."""
+    ops = dict(OPS)
+    for mod_name in EXTERNAL_MODULES:
+        try:
+            mod = importlib.import_module(mod_name)
+        except ImportError:
+            continue
+        for name, entry in getattr(mod, "CALIBRATION_OPS", {}).items():
+            e = dict(entry)
+            e.setdefault("family_defaults", {})
+            e.setdefault("vary", "batch" if "batch" in e.get("columns", []) else e.get("columns", [None])[0])
+            ops[name] = e
+    return ops
+
+
+def op_params(entry: dict, hw, p: dict | None = None) -> dict[str, Any]:
+    """Complete parameter dict of an op for ``hw``: defaults, family defaults, fitted file, then ``p``."""
+    return gemm.resolve_params(entry["kind"], hw, p, entry["params"], entry.get("family_defaults", {}))

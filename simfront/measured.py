@@ -1,0 +1,323 @@
+"""Predict the metrics of measured serving points (one configuration each) for validation.
+
+A measured point names its model, GPU, layout, precision, workload and load (client concurrency,
+or an offline max-throughput run). Points that share model, GPU, precision, engine and workload
+are predicted together as arrays. A point simfront cannot predict gets ``reason`` instead.
+
+Load model (closed loop, C clients):
+- aggregated: requests spread over workers x attention-DP ranks x PP micro-batches; a rank runs
+  ``min(C_rank, max batch)`` at once and the rest wait in the engine queue (Little's law adds
+  the wait to TTFT);
+- disaggregated: decode ranks hold ``C / (decode workers x DP x PP)`` requests; prefill workers
+  serve the resulting request rate with an M/D/1 queue in front (TTFT = wait + prefill + KV move);
+- offline max-throughput rows: the best output rate over batch sizes that fit the KV cache
+  (and the engine's max batch when the row gives one).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any, Iterable
+
+import numpy as np
+
+from .errors import SimfrontError
+from .hardware import get_hardware
+from .layout import layout_errors
+from .memory import plan_memory
+from .models import Model, apply_precision, get_model
+from .precision import normalize_format
+from .search import BATCH_SIZES, make_spec
+from .serving import NO_SPEC, Workload
+
+METRICS = ("ttft_ms", "tpot_ms", "tok_s_per_user", "output_tok_s_total", "output_tok_s_per_gpu", "request_throughput")
+# Queueing iterations for the disaggregated prefill fixed point (converges in a few).
+DISAGG_ITERATIONS = 6
+MAX_RHO = 0.95  # utilisation cap of the prefill queue (beyond it the measured system was overloaded)
+
+
+def _get(p: Any, key: str, default=None):
+    if isinstance(p, dict):
+        v = p.get(key, default)
+    else:
+        v = getattr(p, key, default)
+    if v is None:
+        return default
+    if isinstance(v, float) and math.isnan(v):
+        return default
+    return v
+
+
+def _int(p, key, default=1) -> int:
+    v = _get(p, key)
+    try:
+        return int(round(float(v))) if v is not None and v != "" else default
+    except (TypeError, ValueError):
+        return default
+
+
+@dataclass
+class Resolved:
+    model: Model
+    hw: Any
+    precision: Any
+    engine: str | None
+    isl: float
+    osl: float
+    spec: Any
+
+
+def _precision_for(model: Model, p) -> Any:
+    """Per-component formats from the row's precision fields (gemm / moe quant modes, weights, KV)."""
+    gemm = _get(p, "gemm_quant_mode")
+    moe = _get(p, "moe_quant_mode")
+    w = _get(p, "precision")
+    kv = _get(p, "kv_dtype")
+    if gemm or moe:
+        base = apply_precision(model, normalize_format(moe or gemm))
+        from dataclasses import replace
+
+        g = normalize_format(gemm or moe)
+        base = replace(base, dense=g, attention=g if g not in ("nvfp4", "mxfp4", "w4a16") else base.attention)
+    elif w:
+        base = apply_precision(model, normalize_format(str(w)))
+    else:
+        base = model.precision
+    if kv:
+        base = apply_precision_kv(base, kv)
+    elif (gemm or moe or w) and normalize_format(str(moe or gemm or w)) in ("fp8", "fp8_block", "nvfp4"):
+        # Quantised serving recipes in these sources run an FP8 KV cache (TensorRT-LLM / SGLang
+        # DeepSeek and Llama FP8/FP4 recipes, ecosystem.md §5); assumed when the row does not say.
+        base = apply_precision_kv(base, "fp8")
+    return base
+
+
+def apply_precision_kv(prec, kv):
+    from dataclasses import replace
+
+    k = normalize_format(str(kv))
+    k = "fp8" if k.startswith("fp8") else ("bf16" if k in ("bf16", "fp16", "auto") else k)
+    return replace(prec, kv=k)
+
+
+def resolve(p) -> tuple[Resolved | None, str | None]:
+    """Model, GPU, precision and workload of a point, or a reason it cannot be predicted."""
+    try:
+        model = get_model(str(_get(p, "model", "")))
+    except SimfrontError as e:
+        return None, f"model unresolved: {e}"
+    try:
+        hw = get_hardware(str(_get(p, "gpu", "")))
+    except SimfrontError as e:
+        return None, f"GPU unresolved: {e}"
+    isl, osl = _get(p, "isl"), _get(p, "osl")
+    if isl is None or osl is None:
+        return None, "no ISL/OSL (named dataset with unknown mean lengths)"
+    try:
+        prec = _precision_for(model, p)
+    except SimfrontError as e:
+        return None, str(e)
+    spec = NO_SPEC
+    sd = _get(p, "spec_decoding")
+    if sd and str(sd).lower() not in ("none", "false", "off"):
+        try:
+            spec = make_spec(str(sd).lower().replace("eagle3", "eagle").replace("nextn", "mtp"), _get(p, "spec_k"), None, model)
+        except SimfrontError as e:
+            return None, f"speculative decoding: {e}"
+    return Resolved(model, hw, prec, _get(p, "engine"), float(isl), float(osl), spec), None
+
+
+@dataclass
+class PointGroup:
+    """Points predicted together; ``metrics(profile)`` applies an engine profile to cached raw times."""
+
+    idx: list[int]
+    engine: str | None
+    ok: np.ndarray
+    why: list[str]
+    metrics: Any  # callable(profile dict) -> {metric: array}
+    mode: str
+
+
+def build_groups(points: Iterable[Any]) -> tuple[list[PointGroup], list[dict]]:
+    """Resolve and group points, computing raw step times once. Returns (groups, per-point base dicts)."""
+    pts = list(points)
+    out: list[dict] = [dict() for _ in pts]
+    keyed: dict[tuple, list[int]] = {}
+    resolved: dict[int, Resolved] = {}
+    for i, p in enumerate(pts):
+        r, why = resolve(p)
+        if r is None:
+            out[i]["reason"] = why
+            continue
+        resolved[i] = r
+        mode = _get(p, "mode", "agg")
+        # offline max-throughput runs (all requests queued at once): the measured-point CSV without a
+        # client concurrency; rate-driven client runs (GuideLLM) are not offline
+        offline = _get(p, "concurrency") is None and _get(p, "format") == "offline_csv"
+        if mode != "disagg" and not offline and _get(p, "concurrency") is None:
+            out[i]["reason"] = "no client concurrency (rate-driven runs are not predicted point by point)"
+            continue
+        key = (r.model.id, r.hw.id, r.precision, r.engine, r.isl, r.osl, r.spec, mode, offline)
+        keyed.setdefault(key, []).append(i)
+    groups = []
+    for key, idx in keyed.items():
+        r = resolved[idx[0]]
+        mode, offline = key[7], key[8]
+        try:
+            if mode == "disagg":
+                groups.append(_group_disagg(pts, idx, r))
+            elif offline:
+                groups.append(_group_offline(pts, idx, r))
+            else:
+                groups.append(_group_agg(pts, idx, r))
+        except SimfrontError as e:
+            for i in idx:
+                out[i]["reason"] = str(e)
+    return groups, out
+
+
+def evaluate(groups: list[PointGroup], out: list[dict], profile_for=None) -> list[dict]:
+    """Fill ``predicted_*`` (or ``reason``) for every grouped point under engine profiles."""
+    from .serving import engine_profile
+
+    profile_for = profile_for or engine_profile
+    res = [dict(o) for o in out]
+    for g in groups:
+        m = g.metrics(profile_for(g.engine))
+        _finish(res, g.idx, g.ok, g.why, **m)
+    return res
+
+
+def predict_points(points: Iterable[Any]) -> list[dict]:
+    """Predicted metrics for each point, in order: ``predicted_<metric>`` or ``reason``."""
+    groups, out = build_groups(points)
+    return evaluate(groups, out)
+
+
+def _layout(pts, idx, prefix="", dense=False):
+    tp = np.maximum([_int(pts[i], prefix + "tp") for i in idx], 1)
+    pp = np.maximum([_int(pts[i], prefix + "pp") for i in idx], 1)
+    dp = np.maximum([_int(pts[i], prefix + "attention_dp") for i in idx], 1)
+    ep = np.maximum([_int(pts[i], prefix + "ep", _int(pts[i], prefix + "moe_ep")) for i in idx], 1)
+    if dense:  # MoE fields carry no meaning for dense models (calibration README)
+        ep = np.ones_like(ep)
+    return tp, pp, dp, ep
+
+
+def _finish(out, idx, ok, why, **metrics):
+    for j, i in enumerate(idx):
+        if not ok[j]:
+            out[i]["reason"] = why[j] if isinstance(why, list) else why
+            continue
+        for k, v in metrics.items():
+            val = float(np.ravel(v)[j] if np.size(v) > 1 else np.ravel(v)[0])
+            out[i][f"predicted_{k}"] = val if math.isfinite(val) else None
+
+
+def _group_agg(pts, idx, r: Resolved) -> PointGroup:
+    from .serving import aggregated_raw, finish_aggregated
+
+    tp, pp, dp, ep = _layout(pts, idx, dense=not r.model.arch.is_moe)
+    bad = layout_errors(r.model.arch, tp, pp, dp, ep)
+    worker = tp * pp * dp
+    conc = np.array([float(_get(pts[i], "concurrency", 1) or 1) for i in idx])
+    max_b = np.array([float(_get(pts[i], "batch_size", 0) or 0) for i in idx])
+    given = np.array([_int(pts[i], "num_gpus", 0) for i in idx])
+    # Workers: from the GPU count when the row gives one; else as many as the client load needs at
+    # the engine's max batch per rank (rows with concurrency = workers x batch x DP).
+    need = np.where(max_b > 0, np.ceil(conc / np.maximum(max_b * dp * pp, 1)), 1)
+    workers = np.maximum(np.maximum(given // worker, 1), need)
+    n_gpus = workers * worker
+    ranks = workers * dp * pp
+    c_rank = conc / ranks  # requests in flight per micro-batch per rank
+    # the engine's max batch is per attention-DP rank (aiconfigurator convention)
+    b = np.maximum(np.where(max_b > 0, np.minimum(c_rank, max_b), c_rank), 1.0)
+    mem = plan_memory(r.model, r.precision, r.hw, tp, pp, dp, ep, 1, r.isl + r.osl)
+    b = np.minimum(b, np.maximum(np.floor(mem.max_concurrency / dp / pp), 1))
+    raw = aggregated_raw(r.model, r.precision, r.hw, tp, pp, dp, ep, b, Workload(isl=r.isl, osl=r.osl), r.spec)
+
+    def metrics(prof):
+        res = finish_aggregated(raw, prof)
+        x = res.requests_s_worker * workers  # requests/s of the whole deployment
+        queue = np.maximum(conc / x - res.e2e_s, 0.0)  # clients beyond the running batch wait (Little's law)
+        tok_total = x * r.osl
+        return dict(ttft_ms=(res.ttft_s + queue) * 1e3, tpot_ms=res.tpot_s * 1e3, tok_s_per_user=res.tok_s_user,
+                    output_tok_s_total=tok_total, output_tok_s_per_gpu=tok_total / n_gpus, request_throughput=x)
+
+    ok = ~bad & mem.fits & (worker <= n_gpus)
+    why = ["layout invalid for the model" if bad[j] else ("does not fit in memory" if not mem.fits[j] else "layout uses more GPUs than given")
+           for j in range(len(idx))]
+    return PointGroup(idx, r.engine, ok, why, metrics, "agg")
+
+
+def _group_offline(pts, idx, r: Resolved) -> PointGroup:
+    from .serving import aggregated_raw, finish_aggregated
+
+    tp, pp, dp, ep = _layout(pts, idx, dense=not r.model.arch.is_moe)
+    bad = layout_errors(r.model.arch, tp, pp, dp, ep)
+    worker = tp * pp * dp
+    n_gpus = np.array([_int(pts[i], "num_gpus", 0) or worker[j] for j, i in enumerate(idx)])
+    workers = np.maximum(n_gpus // worker, 1)
+    max_b = np.array([float(_get(pts[i], "batch_size", 0) or 0) for i in idx])
+    mem = plan_memory(r.model, r.precision, r.hw, tp, pp, dp, ep, 1, r.isl + r.osl)
+    cap = np.floor(mem.max_concurrency / dp / pp)[:, None]
+    B = BATCH_SIZES[None, :].astype(float)
+    lim = np.where(max_b[:, None] > 0, np.minimum(cap, max_b[:, None] / dp[:, None]), cap)
+    raw = aggregated_raw(r.model, r.precision, r.hw, tp[:, None], pp[:, None], dp[:, None], ep[:, None], B, Workload(isl=r.isl, osl=r.osl), r.spec)
+
+    def metrics(prof):
+        res = finish_aggregated(raw, prof)
+        tok = np.where(B <= np.maximum(lim, 1), res.output_tok_s_worker, 0.0).max(axis=1) * workers
+        return dict(output_tok_s_total=tok, output_tok_s_per_gpu=tok / n_gpus)
+
+    ok = ~bad & mem.fits
+    return PointGroup(idx, r.engine, ok, ["layout invalid or does not fit in memory"] * len(idx), metrics, "offline")
+
+
+def _group_disagg(pts, idx, r: Resolved) -> PointGroup:
+    from .serving import decode_raw, finish_decode, finish_prefill, prefill_raw
+
+    dense = not r.model.arch.is_moe
+    ptp, ppp, pdp, pep = _layout(pts, idx, "prefill_", dense=dense)
+    dtp, dpp, ddp, dep = _layout(pts, idx, "decode_", dense=dense)
+    # rows without worker counts: the smallest deployment, one prefill and one decode worker
+    # (reported as an assumption by the validation summary)
+    pw = np.array([_int(pts[i], "prefill_workers") for i in idx])
+    dw = np.array([_int(pts[i], "decode_workers") for i in idx])
+    pb = np.array([float(_get(pts[i], "prefill_batch", 1) or 1) for i in idx])
+    db = np.array([float(_get(pts[i], "decode_batch", 0) or 0) for i in idx])
+    conc = np.array([float(_get(pts[i], "concurrency", 0) or 0) for i in idx])
+    arch = r.model.arch
+    bad = layout_errors(arch, ptp, ppp, pdp, pep) | layout_errors(arch, dtp, dpp, ddp, dep) | (conc <= 0)
+    conc = np.maximum(conc, 1.0)
+    d_ranks = dw * ddp * dpp
+    b = np.maximum(conc / d_ranks, 1.0)
+    b = np.where(db > 0, np.minimum(b, db), b)
+    dmem = plan_memory(r.model, r.precision, r.hw, dtp, dpp, ddp, dep, 1, r.isl + r.osl)
+    b = np.minimum(b, np.maximum(np.floor(dmem.max_concurrency / ddp / dpp), 1))
+    wl = Workload(isl=r.isl, osl=r.osl)
+    d_raw = decode_raw(r.model, r.precision, r.hw, dtp, dpp, ddp, dep, b, wl, r.spec)
+    p_gpus = ptp * ppp * pdp
+    total_gpus = pw * p_gpus + dw * dtp * dpp * ddp
+    link = np.where(total_gpus <= r.hw.scaleup.domain_gpus, r.hw.scaleup.bandwidth_bytes_per_s, r.hw.scaleout_bandwidth_bytes_per_s * p_gpus)
+    p_raw = prefill_raw(r.model, r.precision, r.hw, ptp, ppp, pdp, pep, np.maximum(pb / pdp, 1), wl, link)
+
+    def metrics(prof):
+        dec = finish_decode(*d_raw, r.osl, prof)
+        pre = finish_prefill(*p_raw, prof)
+        cap_p = pre.requests_s_worker * pw  # prefill capacity, requests/s
+        ttft = pre.ttft_s
+        for _ in range(DISAGG_ITERATIONS):  # closed loop: the request rate depends on TTFT
+            x = conc / (ttft + (r.osl - 1) * dec.tpot_s)
+            x = np.minimum(x, np.minimum(cap_p, dec.requests_s_worker * dw))
+            rho = np.minimum(x / cap_p, MAX_RHO)
+            ttft = pre.ttft_s + pre.prefill_s * rho / (2 * (1 - rho))  # M/D/1 wait for a prefill slot
+        x = conc / (ttft + (r.osl - 1) * dec.tpot_s)
+        tok_total = x * r.osl
+        return dict(ttft_ms=ttft * 1e3, tpot_ms=dec.tpot_s * 1e3, tok_s_per_user=1.0 / dec.tpot_s, output_tok_s_total=tok_total,
+                    output_tok_s_per_gpu=tok_total / total_gpus, request_throughput=x)
+
+    ok = ~bad & dmem.fits
+    return PointGroup(idx, r.engine, ok, ["layout invalid, no concurrency, or decode worker does not fit in memory"] * len(idx), metrics, "disagg")

@@ -1,0 +1,256 @@
+"""Serving metrics of configurations under a workload: TTFT, TPOT, tok/s/user, tok/s/GPU, $/Mtok.
+
+Aggregated serving (continuous batching with chunked prefill), mean-field steady state:
+every step runs the ``b`` decode requests of a micro-batch on each attention-DP rank plus the
+prefill tokens that keep the batch full. With ``N`` steps in a request's life, ``b/N`` requests
+finish per step, so ``p = b * isl_new / N`` prompt tokens join each step; the step time, and so
+TPOT, includes that interference. TTFT is the prefill of one prompt spread over
+``ceil(isl_new / chunk)`` mixed steps, plus the wait for the current step and for the prefill queue
+(an M/D/1 wait at the prefill utilisation of the token budget).
+
+Disaggregated serving: prefill workers run whole prompts (TTFT = queue + prefill + KV transfer
+over the real link), decode workers run pure decode steps; worker counts are matched to the
+traffic (see :mod:`search`).
+
+Speculative decoding: ``k`` drafts per step accepted with per-token probability ``a`` give
+``AL = (1 - a^(k+1)) / (1 - a)`` tokens per verify step (Leviathan et al. 2023); the step verifies
+``k+1`` tokens per request and pays the draft's own cost; TPOT = step / AL.
+
+All arrays broadcast: one call evaluates every configuration of a search.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from . import efficiency
+from .hardware import Hardware
+from .memory import kv_bytes_per_token
+from .models import Model, Precision
+from .step import StepBatch, forward_step
+
+# Default engine token budget per step (max_num_batched_tokens / max_num_tokens; 8192 is the
+# vLLM V1 and TensorRT-LLM default for serving; ecosystem.md §8).
+DEFAULT_CHUNK_TOKENS = 8192
+
+
+@dataclass(frozen=True)
+class Workload:
+    isl: float = 1024  # mean input tokens per request
+    osl: float = 1024  # mean output tokens per request
+    prefix_hit: float = 0.0  # share of input tokens whose KV is reused from the prefix cache
+    chunk_tokens: float = DEFAULT_CHUNK_TOKENS  # engine token budget per step per rank
+
+
+@dataclass(frozen=True)
+class Speculation:
+    method: str = "none"  # none, mtp, eagle, ngram
+    k: int = 0  # draft tokens per step
+    acceptance: float = 0.0  # per-token acceptance probability
+    draft_layers: float = 0.0  # target-size layers the drafter costs per draft token (MTP/EAGLE: 1)
+
+    @property
+    def accepted_per_step(self) -> float:
+        """Expected tokens emitted per verify step, bonus token included."""
+        a, k = self.acceptance, self.k
+        if k <= 0:
+            return 1.0
+        if a >= 1.0:
+            return float(k + 1)
+        return (1.0 - a ** (k + 1)) / (1.0 - a)
+
+
+NO_SPEC = Speculation()
+
+
+def engine_profile(engine: str | None = None) -> dict:
+    """Per-engine overheads fitted on measured serving runs (hardware/efficiency/serving.yaml)."""
+    try:
+        p = efficiency.params("serving", engine or "default")
+    except Exception:
+        p = {}
+    return {
+        # share of per-kernel fixed latency hidden by CUDA graphs / PDL / fusion inside a step
+        "kernel_overlap": float(p.get("kernel_overlap", 0.0)),
+        # share of the other requests' prompts (of the same arrival wave) a new prompt queues behind
+        "burst_fraction": float(p.get("burst_fraction", 0.0)),
+        "step_overhead_s": float(p.get("step_overhead_s", 0.0)),  # CPU scheduling + launch per step
+        "step_scale": float(p.get("step_scale", 1.0)),  # multiplicative efficiency of the engine's kernels
+        "ttft_overhead_s": float(p.get("ttft_overhead_s", 0.0)),  # API / tokenisation / queue per request
+        "ttft_scale": float(p.get("ttft_scale", 1.0)),
+    }
+
+
+def _f(x) -> np.ndarray:
+    return np.asarray(x, dtype=np.float64)
+
+
+def _split(st, model: Model, spec: Speculation) -> np.ndarray:
+    """Step time as a stacked (roofline, fixed-latency) pair, drafts included."""
+    roof, extra = st.split()
+    if spec.k > 0 and spec.method not in ("none", "ngram"):
+        layers = [0.0, 0.0]
+        head = [0.0, 0.0]
+        for r in st.ops:
+            parts = st.parts(r)
+            tgt = head if (r.group == "model" and r.name in ("lm_head", "sampling")) else (layers if r.group != "model" else None)
+            if tgt is not None:
+                tgt[0] = tgt[0] + parts[0]
+                tgt[1] = tgt[1] + parts[1]
+        # k sequential draft passes, each ``draft_layers`` average layers plus the LM head
+        f = spec.k * spec.draft_layers / model.arch.n_layers
+        roof = roof + f * layers[0] + spec.k * head[0]
+        extra = extra + f * layers[1] + spec.k * head[1]
+    return np.stack(np.broadcast_arrays(roof, extra))
+
+
+def _apply(split: np.ndarray, prof: dict) -> np.ndarray:
+    """Engine step time from a (roofline, fixed) pair under an engine profile."""
+    return (split[0] + (1.0 - prof["kernel_overlap"]) * split[1]) * prof["step_scale"] + prof["step_overhead_s"]
+
+
+@dataclass
+class AggRaw:
+    """Engine-independent step times of aggregated workers (profile not yet applied)."""
+
+    step_s: np.ndarray  # (roofline, fixed) pair: decode batch + its share of prefill, drafts included
+    chunk_step_s: np.ndarray  # (roofline, fixed) pair: a step that carries one full prefill chunk
+    pre_steps: np.ndarray  # steps one prompt's prefill spans
+    wave_tokens: np.ndarray  # prompt tokens of the other requests of one arrival wave (b - 1) * isl_new
+    chunk: float
+    isl_new: float  # prompt tokens of one request that need computing (prefix-cache hits excluded)
+    rho: np.ndarray  # share of the step token budget spent on prefill
+    al: float  # tokens per verify step
+    osl: float
+    slots: np.ndarray  # requests in flight per worker (batch x DP x PP)
+
+
+@dataclass
+class AggResult:
+    ttft_s: np.ndarray
+    tpot_s: np.ndarray
+    step_s: np.ndarray
+    tok_s_user: np.ndarray
+    output_tok_s_worker: np.ndarray  # output tokens/s of one worker
+    requests_s_worker: np.ndarray
+    e2e_s: np.ndarray
+
+
+def aggregated_raw(model: Model, precision: Precision, hw: Hardware, tp, pp, dp, ep, batch, wl: Workload,
+                   spec: Speculation = NO_SPEC) -> AggRaw:
+    b = _f(batch)
+    isl_new = wl.isl * (1.0 - wl.prefix_hit)  # prompt tokens that need computing
+    prefix = wl.isl * wl.prefix_hit
+    al = spec.accepted_per_step
+    q = spec.k + 1
+    decode_steps = np.maximum(np.ceil((wl.osl - 1) / al), 1.0)  # verify steps after the first token
+    ctx = wl.isl + wl.osl / 2.0  # mean cached context of a decoding request
+    chunk = float(wl.chunk_tokens)
+    pre_steps = np.maximum(np.ceil(isl_new / chunk), 1.0)  # steps one prompt's prefill spans
+    n_life = decode_steps + pre_steps  # steps in one request's life
+    p = b * isl_new / n_life  # prompt tokens per step that keep the batch full
+    sb = StepBatch(decode_reqs=b, decode_ctx=ctx, q_tokens=q, prefill_tokens=p,
+                   prefill_seqs=np.minimum(b / n_life * pre_steps, b), prefill_prefix=prefix)
+    st = forward_step(model, precision, hw, tp, pp, dp, ep, sb)
+    step = _split(st, model, spec)
+    # a step carrying a full chunk of prompt tokens (what a prompt's own TTFT sees)
+    sb_chunk = StepBatch(decode_reqs=b, decode_ctx=ctx, q_tokens=q, prefill_tokens=chunk + 0 * b,
+                         prefill_seqs=np.maximum(chunk / max(isl_new, 1.0), 1.0), prefill_prefix=prefix)
+    chunk_step = _split(forward_step(model, precision, hw, tp, pp, dp, ep, sb_chunk), model, NO_SPEC)
+    rho = np.clip(p / chunk, 0.0, 0.95)
+    return AggRaw(step_s=step, chunk_step_s=chunk_step, pre_steps=pre_steps + 0 * b, wave_tokens=np.maximum(b - 1.0, 0.0) * isl_new,
+                  chunk=chunk, isl_new=isl_new, rho=rho + 0 * b, al=al, osl=wl.osl, slots=b * _f(dp) * _f(pp))
+
+
+def finish_aggregated(raw: AggRaw, prof: dict) -> AggResult:
+    """Apply an engine profile to raw step times: TTFT, TPOT, throughput of one worker."""
+    step = _apply(raw.step_s, prof)
+    t_chunk = _apply(raw.chunk_step_s, prof)
+    tpot = step / raw.al
+    wait = step * (0.5 + raw.rho / (2 * (1 - raw.rho)))  # finish current step + M/D/1 queue for the budget
+    # prompt chunks this request waits for: its own, plus on average half of the other prompts of
+    # its arrival wave (closed-loop clients with equal lengths arrive in waves; burst_fraction says
+    # how synchronised the waves stay)
+    ahead = prof["burst_fraction"] * raw.wave_tokens / 2.0
+    tokens = raw.pre_steps * 0 + raw.wave_tokens * 0 + ahead + raw.isl_new  # prompt tokens computed before our first token
+    steps = np.maximum(1.0, tokens / raw.chunk)  # steps those tokens span at the token budget
+    per_token = np.maximum(t_chunk - step, 0.0) / raw.chunk  # extra step time per prompt token
+    ttft = (wait + steps * step + tokens * per_token) * prof["ttft_scale"] + prof["ttft_overhead_s"]
+    e2e = ttft + (raw.osl - 1) * tpot
+    reqs = raw.slots / e2e  # closed loop (Little's law): requests in flight / latency
+    return AggResult(ttft, tpot, step, 1.0 / tpot, reqs * raw.osl, reqs, e2e)
+
+
+def aggregated(model: Model, precision: Precision, hw: Hardware, tp, pp, dp, ep, batch, wl: Workload,
+               spec: Speculation = NO_SPEC, engine: str | None = None) -> AggResult:
+    """Steady-state metrics of aggregated workers; ``batch`` = requests per micro-batch per DP rank."""
+    return finish_aggregated(aggregated_raw(model, precision, hw, tp, pp, dp, ep, batch, wl, spec), engine_profile(engine))
+
+
+@dataclass
+class PrefillResult:
+    ttft_s: np.ndarray  # wait for the batch + prefill + KV transfer
+    prefill_s: np.ndarray
+    transfer_s: np.ndarray
+    requests_s_worker: np.ndarray
+
+
+def prefill_raw(model: Model, precision: Precision, hw: Hardware, tp, pp, dp, ep, batch, wl: Workload, link_bytes_per_s) -> tuple:
+    """(step seconds for ``batch`` prompts per DP rank, KV transfer seconds, prompts per step per worker)."""
+    b = _f(batch)
+    isl_new = wl.isl * (1.0 - wl.prefix_hit)
+    sb = StepBatch(decode_reqs=0, prefill_tokens=b * isl_new, prefill_seqs=b, prefill_prefix=wl.isl * wl.prefix_hit, sampled=b)
+    t = _split(forward_step(model, precision, hw, tp, pp, dp, ep, sb), model, NO_SPEC)
+    kv = kv_bytes_per_token(model, precision.kv) * wl.isl  # KV of one prompt, all layers
+    transfer = kv / _f(link_bytes_per_s)  # streamed to the decode worker
+    return t, transfer + 0 * t[0], b * _f(dp) * _f(pp)
+
+
+def finish_prefill(t_raw, transfer, slots, prof: dict) -> PrefillResult:
+    t = _apply(t_raw, prof)
+    # a prompt waits on average half a prefill step for its batch to start, then runs it
+    ttft = (1.5 * t + transfer) * prof["ttft_scale"] + prof["ttft_overhead_s"]
+    return PrefillResult(ttft, t, transfer, slots / t)
+
+
+def prefill_worker(model: Model, precision: Precision, hw: Hardware, tp, pp, dp, ep, batch, wl: Workload,
+                   link_bytes_per_s, engine: str | None = None) -> PrefillResult:
+    """A disaggregated prefill worker running ``batch`` prompts per DP rank per step."""
+    return finish_prefill(*prefill_raw(model, precision, hw, tp, pp, dp, ep, batch, wl, link_bytes_per_s), engine_profile(engine))
+
+
+@dataclass
+class DecodeResult:
+    tpot_s: np.ndarray
+    requests_s_worker: np.ndarray
+    output_tok_s_worker: np.ndarray
+
+
+def decode_raw(model: Model, precision: Precision, hw: Hardware, tp, pp, dp, ep, batch, wl: Workload,
+               spec: Speculation = NO_SPEC) -> tuple:
+    """(raw step seconds, tokens per step, requests in flight per worker)."""
+    b = _f(batch)
+    sb = StepBatch(decode_reqs=b, decode_ctx=wl.isl + wl.osl / 2.0, q_tokens=spec.k + 1)
+    st = forward_step(model, precision, hw, tp, pp, dp, ep, sb)
+    return _split(st, model, spec), spec.accepted_per_step, b * _f(dp) * _f(pp)
+
+
+def finish_decode(step_raw, al, slots, osl, prof: dict) -> DecodeResult:
+    step = _apply(step_raw, prof)
+    tpot = step / al
+    reqs = slots / (tpot * max(osl - 1, 1))
+    return DecodeResult(tpot, reqs, reqs * osl)
+
+
+def decode_worker(model: Model, precision: Precision, hw: Hardware, tp, pp, dp, ep, batch, wl: Workload,
+                  spec: Speculation = NO_SPEC, engine: str | None = None) -> DecodeResult:
+    """A disaggregated decode worker holding ``batch`` requests per micro-batch per DP rank."""
+    return finish_decode(*decode_raw(model, precision, hw, tp, pp, dp, ep, batch, wl, spec), wl.osl, engine_profile(engine))
+
+
+def usd_per_mtok(price_usd_per_gpu_hour: float, tok_s_per_gpu) -> np.ndarray:
+    """Dollars per million output tokens at a GPU-hour price."""
+    with np.errstate(divide="ignore"):
+        return price_usd_per_gpu_hour / (np.asarray(tok_s_per_gpu) * 3600.0 / 1e6)

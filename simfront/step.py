@@ -1,0 +1,270 @@
+"""One forward step of a serving engine: the op list per layer kind and phase, and its time.
+
+A step runs, on every GPU of a worker, the decode tokens of the requests on that attention-DP
+rank plus an optional prefill chunk (continuous batching with chunked prefill). All inputs are
+numpy arrays that broadcast, so one call costs thousands of configurations.
+
+Overlap assumption (documented, deliberately simple): ops run back to back; communication is not
+overlapped with compute. Engines that overlap (two-batch overlap, DeepEP hooks) run somewhat
+faster at large batch; the serving calibration's per-engine factors absorb the average effect.
+
+Pipeline parallelism: a token passes all ``pp`` stages, so the step latency sums every layer plus
+the stage-to-stage sends; each GPU only computes ``1/pp`` of the layers (``StepCost.stage_s``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from .architecture import ModelArch
+from .attention import attention_decode_cost, attention_prefill_cost
+from .comm import collective_cost, p2p_cost
+from .cost import Cost
+from .elementwise import memory_op_cost
+from .gemm import gemm_cost
+from .hardware import Hardware
+from .linear_attention import linear_attention_decode_cost, linear_attention_prefill_cost
+from .mla import dsa_indexer_cost, mla_decode_cost, mla_prefill_cost
+from .models import Model, Precision
+from .moe import moe_cost
+from .precision import kv_bytes
+
+ACT_BYTES = 2.0  # BF16 activations between ops
+DISPATCH_BYTES = 1.0  # EP dispatch sends FP8 activations (DeepEP low-latency; modeling-notes §3)
+COMBINE_BYTES = 2.0  # EP combine returns BF16
+LOGIT_BYTES = 4.0  # FP32 logits
+# Routing skew of real traffic: power-law exponent of tokens over experts, the "typical production"
+# alpha aiconfigurator collects MoE kernels under (docs/POWER_LAW_DISTRIBUTION.md, modeling-notes §1.8).
+DEFAULT_ROUTING_ALPHA = 1.01
+
+
+@dataclass
+class StepBatch:
+    """What one attention-DP rank processes in a step (arrays broadcast)."""
+
+    decode_reqs: object = 0  # decode requests on the rank
+    decode_ctx: object = 1  # mean cached context of those requests (tokens)
+    q_tokens: object = 1  # tokens verified per decode request (1 + speculative drafts)
+    prefill_tokens: object = 0  # new prompt tokens in this step (a chunk, or whole prompts)
+    prefill_seqs: object = 0  # how many sequences those prompt tokens belong to
+    prefill_prefix: object = 0  # cached prefix each prefill sequence attends to (chunked prefill, prefix cache)
+    sampled: object | None = None  # requests that sample a token (default: decode reqs*q + prefill seqs)
+
+
+@dataclass
+class OpRow:
+    name: str
+    group: str  # layer group or "model"
+    count: object  # times per step (layers of the group)
+    cost: Cost
+    replicated: bool = False  # every TP rank computes the whole op (not split)
+
+
+@dataclass
+class StepCost:
+    ops: list[OpRow] = field(default_factory=list)
+    link_bytes_per_s: float = float("inf")  # scale-up bandwidth, to split collectives into wire time + latency
+
+    def total(self, attr: str = "time_s") -> np.ndarray:
+        out = 0.0
+        for r in self.ops:
+            out = out + np.asarray(r.count) * getattr(r.cost, attr)
+        return np.asarray(out)
+
+    @property
+    def time_s(self) -> np.ndarray:
+        return self.total("time_s")
+
+    def parts(self, r: OpRow) -> tuple[np.ndarray, np.ndarray]:
+        """(roofline, fixed) seconds of one op row, counts applied."""
+        c = r.cost
+        # collectives: only the wire time at link bandwidth is "roofline"; the rest is latency
+        net = np.where(c.net_bytes > 0, c.net_bytes / self.link_bytes_per_s, c.network_s)
+        leg = np.minimum(np.maximum(np.maximum(c.compute_s, c.memory_s), net), c.time_s)
+        n = np.asarray(r.count)
+        return n * leg, n * (c.time_s - leg)
+
+    def split(self) -> tuple[np.ndarray, np.ndarray]:
+        """(roofline part, fixed/latency part) of the step time.
+
+        The roofline part sums each op's dominant leg (compute, memory or network time); the rest
+        (launch latency, pipeline fill, tail effects) is what CUDA graphs, programmatic dependent
+        launch and kernel fusion in a serving engine partly hide (see serving.engine_profile).
+        """
+        roof = 0.0
+        extra = 0.0
+        for r in self.ops:
+            leg, rest = self.parts(r)
+            roof = roof + leg
+            extra = extra + rest
+        return np.asarray(roof), np.asarray(extra)
+
+    @property
+    def flops(self) -> np.ndarray:
+        """FLOPs one GPU executes in the step (replicated work included)."""
+        return self.total("flops")
+
+    def model_flops(self, tp, dp) -> np.ndarray:
+        """Useful FLOPs of the whole worker for one step: split ops x tp, replicated ops once, x dp ranks."""
+        out = 0.0
+        for r in self.ops:
+            mult = 1.0 if r.replicated else np.asarray(tp, dtype=float)
+            out = out + np.asarray(r.count) * r.cost.flops * mult
+        return np.asarray(out) * np.asarray(dp, dtype=float)
+
+
+def _f(x) -> np.ndarray:
+    return np.asarray(x, dtype=np.float64)
+
+
+def forward_step(model: Model, precision: Precision, hw: Hardware, tp, pp, dp, ep, batch: StepBatch,
+                 routing_alpha: float | None = DEFAULT_ROUTING_ALPHA) -> StepCost:
+    """Per-GPU op list of one step, with time, FLOPs and bytes of each op (per rank, all layers)."""
+    arch = model.arch
+    tp, pp, dp, ep = (_f(x) for x in (tp, pp, dp, ep))
+    B = _f(batch.decode_reqs)
+    ctx = _f(batch.decode_ctx)
+    q = _f(batch.q_tokens)
+    P = _f(batch.prefill_tokens)
+    nps = _f(batch.prefill_seqs)
+    prefix = _f(batch.prefill_prefix)
+    seq = np.where(nps > 0, P / np.maximum(nps, 1), 0.0)  # new tokens per prefill sequence
+    T = B * q + P  # tokens through the dense parts of the model on this rank
+    has_dec = B > 0
+    has_pre = P > 0
+    Bd = np.maximum(B, 1.0)  # decode kernels are costed at >= 1 request and counted only when present
+    H = arch.hidden
+    st = StepCost(link_bytes_per_s=hw.scaleup.bandwidth_bytes_per_s)
+    kvb = kv_bytes(precision.kv)
+
+    def add(name, group, count, cost, replicated=False):
+        st.ops.append(OpRow(name, group, count, cost, replicated))
+
+    def gemm(name, group, count, m, n, k, fmt, replicated=False):
+        add(name, group, count, gemm_cost(m, n, k, fmt, hw), replicated)
+
+    def allreduce(name, group, count, tokens, width):
+        msg = tokens * width * ACT_BYTES  # one BF16 activation row per token
+        c = collective_cost("all_reduce", msg, tp, hw)
+        add(name, group, count * (tp > 1), c)
+
+    for layer, n in arch.groups().items():
+        g = f"{layer.mixer}/{layer.ffn}" + (f"/idx-{layer.indexer}" if layer.indexer else "")
+        add("norms+residual", g, n, memory_op_cost(2 * 2 * T * H * ACT_BYTES, hw, flops=2 * 5 * T * H), replicated=True)
+        # ---------------- token mixer ----------------
+        if layer.mixer == "linear":
+            la = arch.linear
+            width = (2 * la.n_k_heads * la.head_k_dim + la.n_v_heads * la.head_v_dim) / tp
+            gemm("linear_attn.qkv_proj", g, n, T, width, H, precision.attention)
+            if la.kind == "gdn":  # output gate z (full width) + beta and decay per value head
+                gemm("linear_attn.gates", g, n, T, (la.n_v_heads * la.head_v_dim + 2 * la.n_v_heads) / tp, H, precision.attention)
+            else:  # KDA: decay gate f (full rank or low rank), low-rank output gate g, beta per head
+                f_full = la.n_k_heads * la.head_k_dim if la.full_rank_gate else 0
+                gemm("linear_attn.gates", g, n, T, (f_full + la.n_v_heads) / tp, H, precision.attention)
+                down = (0 if la.full_rank_gate else la.head_k_dim) + la.head_v_dim
+                gemm("linear_attn.gate_down", g, n, T, down, H, precision.attention, replicated=True)
+                up_f = 0 if la.full_rank_gate else la.n_k_heads * la.head_k_dim
+                gemm("linear_attn.gate_up", g, n, T, (up_f + la.n_v_heads * la.head_v_dim) / tp, la.head_v_dim, precision.attention)
+            add("linear_attn.decode", g, n * has_dec, linear_attention_decode_cost(
+                Bd, la.n_v_heads / tp, la.head_k_dim, la.head_v_dim, hw, conv_dim=la.conv_channels / tp, conv_kernel=la.conv_kernel, q_tokens=q))
+            add("linear_attn.prefill", g, n * has_pre, linear_attention_prefill_cost(
+                np.maximum(nps, 1), np.maximum(seq, 1), la.n_v_heads / tp, la.head_k_dim, la.head_v_dim, hw))
+            gemm("linear_attn.o_proj", g, n, T, H, la.n_v_heads * la.head_v_dim / tp, precision.attention)
+        elif arch.attention.kind == "mla":
+            a = arch.attention
+            heads = a.n_heads / tp
+            qk = a.qk_nope_dim + a.qk_rope_dim
+            if a.q_lora_rank:
+                gemm("mla.q_a_proj", g, n, T, a.q_lora_rank, H, precision.attention, replicated=True)
+                gemm("mla.q_b_proj", g, n, T, heads * qk, a.q_lora_rank, precision.attention)
+            else:
+                gemm("mla.q_proj", g, n, T, heads * qk, H, precision.attention)
+            gemm("mla.kv_a_proj", g, n, T, a.kv_lora_rank + a.qk_rope_dim, H, precision.attention, replicated=True)
+            topk = a.index_topk if layer.indexer else None
+            if layer.indexer:
+                q_in = a.q_lora_rank or H
+                gemm("dsa.indexer_proj", g, n, T, a.index_n_heads * a.index_head_dim + a.index_head_dim + a.index_n_heads, q_in, precision.attention, replicated=True)
+                if layer.indexer == "full":
+                    add("dsa.indexer_decode", g, n * has_dec, dsa_indexer_cost(Bd, q, ctx, a.index_n_heads, a.index_head_dim, hw), replicated=True)
+                    add("dsa.indexer_prefill", g, n * has_pre, dsa_indexer_cost(np.maximum(nps, 1), np.maximum(seq, 1), prefix + seq, a.index_n_heads, a.index_head_dim, hw), replicated=True)
+            # decode: weight absorption (W_UK into q, W_UV after attention) as batched GEMMs
+            gemm("mla.absorb_uk", g, n * has_dec, Bd * q, heads * a.kv_lora_rank, a.qk_nope_dim, "bf16")
+            add("mla.attn_decode", g, n * has_dec, mla_decode_cost(
+                Bd, ctx, heads, kvb, hw, kv_lora_rank=a.kv_lora_rank, qk_rope_dim=a.qk_rope_dim, qk_nope_dim=a.qk_nope_dim,
+                v_head_dim=a.head_dim_v, q_tokens=q, topk=topk))
+            gemm("mla.absorb_uv", g, n * has_dec, Bd * q, heads * a.head_dim_v, a.kv_lora_rank, "bf16")
+            # prefill: decompress K_nope, V for the new tokens and run ordinary causal attention
+            gemm("mla.kv_b_proj", g, n * has_pre, np.maximum(P, 1), heads * (a.qk_nope_dim + a.head_dim_v), a.kv_lora_rank, precision.attention)
+            add("mla.attn_prefill", g, n * has_pre, mla_prefill_cost(
+                np.maximum(nps, 1), np.maximum(seq, 1), heads, hw, prefix_len=prefix, kv_lora_rank=a.kv_lora_rank,
+                qk_rope_dim=a.qk_rope_dim, qk_nope_dim=a.qk_nope_dim, v_head_dim=a.head_dim_v, kv_bytes=kvb, topk=topk))
+            if a.output_gate:
+                gemm("mla.output_gate", g, n, T, heads * a.head_dim_v, H, precision.attention)
+            gemm("mla.o_proj", g, n, T, H, heads * a.head_dim_v, precision.attention)
+        else:
+            a = arch.attention
+            heads = a.n_heads / tp
+            kv_heads = np.ceil(a.n_kv_heads / tp)  # replicated once TP exceeds the KV heads
+            width = heads * a.head_dim + 2 * kv_heads * a.head_dim + (heads * a.head_dim if a.output_gate else 0)
+            gemm("attn.qkv_proj", g, n, T, width, H, precision.attention)
+            window = layer.window
+            add("attn.decode", g, n * has_dec, attention_decode_cost(Bd, ctx, heads, kv_heads, a.head_dim, window, kvb, hw, q_tokens=q))
+            add("attn.prefill", g, n * has_pre, attention_prefill_cost(
+                np.maximum(nps, 1), np.maximum(seq, 1), heads, kv_heads, a.head_dim, window, hw, prefix_len=prefix, kv_bytes=kvb))
+            gemm("attn.o_proj", g, n, T, H, heads * a.head_dim_v, precision.attention)
+        add("rope+kv_write", g, n * (layer.mixer != "linear"), memory_op_cost(T * H * ACT_BYTES, hw), replicated=True)
+        allreduce("tp.allreduce_attn", g, n, T, H)
+        # ---------------- FFN ----------------
+        if layer.ffn == "dense":
+            inter = arch.dense_inter / tp
+            gemm("mlp.gate_up", g, n, T, 2 * inter, H, precision.dense)
+            add("mlp.act", g, n, memory_op_cost(3 * T * inter * ACT_BYTES, hw, flops=4 * T * inter))
+            gemm("mlp.down", g, n, T, H, inter, precision.dense)
+            allreduce("tp.allreduce_mlp", g, n, T, H)
+        else:
+            m = arch.moe
+            gemm("moe.router", g, n, T, m.n_experts, H, "bf16", replicated=True)
+            if m.n_shared:
+                sh = m.n_shared * m.shared_inter / tp
+                gemm("moe.shared_gate_up", g, n, T, 2 * sh, H, precision.dense)
+                gemm("moe.shared_down", g, n, T, H, sh, precision.dense)
+            width = m.latent_dim or H
+            if m.latent_dim:
+                gemm("moe.latent_down", g, n, T, m.latent_dim, H, precision.dense, replicated=True)
+            group = tp * dp
+            moe_tp = group / ep
+            # Tokens entering the experts of this GPU's EP group: every attention-DP rank's tokens
+            # (TP ranks of one DP group share theirs).
+            tokens_group = T * dp
+            add("moe.experts", g, n, moe_cost(tokens_group, width, m.expert_inter, m.top_k, m.n_experts, moe_tp, ep,
+                                              precision.experts, hw, alpha=routing_alpha, gated=m.gated))
+            if m.latent_dim:
+                gemm("moe.latent_up", g, n, T, H, m.latent_dim, precision.dense, replicated=True)
+            # Communication around the experts. With attention-DP each rank owns distinct tokens:
+            # dispatch them to the experts' ranks and combine the results (all-to-all); the TP ranks
+            # of a DP group share the sending (tokens / tp each). Without attention-DP every GPU
+            # already holds all tokens: each computes its experts' part and one all-reduce sums them.
+            a2a = dp > 1
+            t_loc = T / tp
+            disp = collective_cost("alltoall", t_loc * m.top_k * width * DISPATCH_BYTES, group, hw)
+            comb = collective_cost("alltoall", t_loc * m.top_k * width * COMBINE_BYTES, group, hw)
+            add("ep.dispatch", g, n * a2a, disp)
+            add("ep.combine", g, n * a2a, comb)
+            allreduce("tp.allreduce_moe", g, n * ~a2a, T, H)
+    # ---------------- model edges ----------------
+    sampled = _f(batch.sampled) if batch.sampled is not None else B * q + np.minimum(nps, P)
+    add("embedding", "model", 1, memory_op_cost(T * H * ACT_BYTES * 2, hw), replicated=True)
+    add("final_norm", "model", 1, memory_op_cost(2 * T * H * ACT_BYTES, hw), replicated=True)
+    gemm("lm_head", "model", 1, np.maximum(sampled, 1), arch.vocab / tp, H, precision.embedding)
+    add("sampling", "model", 1, memory_op_cost(sampled * arch.vocab / tp * LOGIT_BYTES * 2, hw))
+    gather = collective_cost("all_gather", sampled * arch.vocab * LOGIT_BYTES, tp, hw)
+    add("tp.gather_logits", "model", 1 * (tp > 1), gather)
+    add("pp.send", "model", pp - 1, p2p_cost(T * H * ACT_BYTES, hw, scope="scaleup"))
+    return st
+
+
+def step_time_s(model: Model, precision: Precision, hw: Hardware, tp, pp, dp, ep, batch: StepBatch, **kw) -> np.ndarray:
+    """Latency of one step (all layers, all stages) for the given layouts and batches."""
+    return forward_step(model, precision, hw, tp, pp, dp, ep, batch, **kw).time_s

@@ -1,0 +1,219 @@
+"""Softmax attention cost: hand-derived work, physical invariants, calibration fit quality."""
+
+import csv
+import os
+from pathlib import Path
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from simfront import efficiency
+from simfront.attention import (
+    CALIBRATION_OPS,
+    MAX_SHARED_GROUP,
+    attention_decode_cost,
+    attention_prefill_cost,
+    causal_pairs,
+    soft_max,
+)
+from simfront.hardware import get_hardware
+
+H100 = get_hardware("h100_sxm")
+B200 = get_hardware("b200_sxm")
+MI300X = get_hardware("mi300x")  # cdna3: no fitted block, falls back to hopper
+GPUS = [H100, B200, MI300X]
+DATA = Path(os.environ.get("SIMFRONT_KERNEL_DATA", "/work/shared/calibration/kernels"))
+FAST = settings(max_examples=60, deadline=None)
+
+
+# ------------------------------------------------------------------ work formulas (hand-derived)
+
+
+def test_causal_pairs_hand_values():
+    # s=4, no prefix: 1+2+3+4 = 10 pairs; prefix 3: each of the 4 queries also sees 3 cached keys -> 10 + 12
+    assert causal_pairs(4) == 10
+    assert causal_pairs(4, 3) == 22
+    # window 2: keys per query min(i+1, 2) = 1, 2, 2, 2
+    assert causal_pairs(4, 0, 2) == 7
+    # window 2 with prefix 3: positions 4..7 all see 2 keys
+    assert causal_pairs(4, 3, 2) == 8
+
+
+@given(s=st.integers(1, 60), p=st.integers(0, 60), w=st.integers(0, 80))
+@FAST
+def test_causal_pairs_matches_brute_force(s, p, w):
+    brute = sum(min(p + i + 1, w) if w > 0 else p + i + 1 for i in range(s))
+    assert causal_pairs(s, p, w) == brute
+
+
+def test_prefill_flops_convention():
+    # F = 2 * n_h * (d_qk + d_v) * pairs * batch  (QK^T + PV, 2 flops per multiply-add)
+    c = attention_prefill_cost(batch=3, seq_len=1000, n_heads=8, n_kv_heads=2, head_dim=128, window=0, hw=H100)
+    assert float(c.flops) == pytest.approx(2 * 8 * (128 + 128) * (1000 * 1001 / 2) * 3)
+    # separate value head dim and a cached prefix of 500 tokens
+    c = attention_prefill_cost(1, 100, 4, 4, 192, 0, H100, prefix_len=500, head_dim_v=128)
+    assert float(c.flops) == pytest.approx(2 * 4 * (192 + 128) * (100 * 500 + 100 * 101 / 2))
+
+
+def test_decode_flops_and_kv_bytes():
+    # F = 4 * b * q * n_h * L * d; KV bytes = b * n_kv * L * 2 (K and V) * d * kv_bytes; Q/O = b*q*n_h*d*2*2
+    c = attention_decode_cost(batch=2, kv_len=1000, n_heads=8, n_kv_heads=2, head_dim=128, window=0, kv_bytes=2, hw=H100)
+    assert float(c.flops) == pytest.approx(4 * 2 * 8 * 1000 * 128)
+    assert float(c.mem_bytes) == pytest.approx(2 * 2 * 1000 * 2 * 128 * 2 + 2 * 8 * 128 * 2 * 2)
+    # a 256-token window reads only 256 tokens
+    w = attention_decode_cost(2, 1000, 8, 2, 128, 256, 2, H100)
+    assert float(w.flops) == pytest.approx(4 * 2 * 8 * 256 * 128)
+
+
+def test_gqa_kv_read_shared_by_group():
+    # doubling query heads with the same KV heads adds only Q/O bytes, not KV bytes
+    a = attention_decode_cost(4, 8192, 8, 8, 128, 0, 2, H100)
+    b = attention_decode_cost(4, 8192, 32, 8, 128, 0, 2, H100)
+    kv = 4 * 8 * 8192 * 2 * 128 * 2
+    assert float(a.mem_bytes) - kv == pytest.approx(4 * 8 * 128 * 4)
+    assert float(b.mem_bytes) - kv == pytest.approx(4 * 32 * 128 * 4)
+    # groups above MAX_SHARED_GROUP are read once per query head
+    big = attention_decode_cost(1, 1000, 2 * MAX_SHARED_GROUP, 1, 128, 0, 2, H100)
+    assert float(big.mem_bytes) > 2 * MAX_SHARED_GROUP * 1000 * 2 * 128 * 2
+
+
+def test_speculative_verify_reads_kv_once():
+    one = attention_decode_cost(32, 32768, 32, 8, 128, 0, 2, H100, q_tokens=1)
+    four = attention_decode_cost(32, 32768, 32, 8, 128, 0, 2, H100, q_tokens=4)
+    assert float(four.flops) == pytest.approx(4 * float(one.flops))
+    assert float(one.time_s) <= float(four.time_s) < 2 * float(one.time_s)
+
+
+def test_soft_max_limits():
+    assert soft_max(3.0, 4.0, 2.0) == pytest.approx(5.0)
+    assert soft_max(3.0, 4.0, 1.0) == pytest.approx(7.0)
+    assert float(soft_max(0.0, 0.0, 2.0)) == 0.0
+
+
+def test_decode_is_memory_bound_and_long_context_near_bandwidth():
+    c = attention_decode_cost(64, 32768, 64, 8, 128, 0, 2, H100)
+    assert c.bound == "memory"
+    achieved = float(c.mem_bytes / c.time_s) / H100.hbm_bandwidth_bytes_per_s
+    assert 0.6 < achieved <= 1.0
+
+
+def test_prefill_long_sequence_is_compute_bound_below_peak():
+    c = attention_prefill_cost(1, 16384, 64, 8, 128, 0, H100)
+    assert c.bound == "compute"
+    mfu = float(c.flops / c.time_s) / H100.peak_flops_per_s["bf16"]
+    assert 0.3 < mfu < 0.8  # FA3-class: ~50-75% of BF16 peak (modeling-notes.md §1.2)
+
+
+# ------------------------------------------------------------------ invariants (hypothesis)
+
+heads = st.sampled_from([(1, 1), (8, 1), (8, 8), (32, 8), (64, 8), (16, 2), (64, 1), (128, 2)])
+dims = st.sampled_from([64, 128, 256])
+gpus = st.sampled_from(GPUS)
+
+
+@given(b=st.integers(1, 2048), kv=st.integers(1, 200_000), h=heads, d=dims, w=st.sampled_from([0, 128, 4096]),
+       kvb=st.sampled_from([1, 2]), q=st.integers(1, 4), hw=gpus, f=st.floats(1.0, 4.0))
+@FAST
+def test_decode_monotone_in_kv_len_and_batch(b, kv, h, d, w, kvb, q, hw, f):
+    t = float(attention_decode_cost(b, kv, h[0], h[1], d, w, kvb, hw, q_tokens=q).time_s)
+    assert np.isfinite(t) and t > 0
+    assert float(attention_decode_cost(b, int(kv * f) + 1, h[0], h[1], d, w, kvb, hw, q_tokens=q).time_s) >= t * (1 - 1e-12)
+    assert float(attention_decode_cost(int(b * f) + 1, kv, h[0], h[1], d, w, kvb, hw, q_tokens=q).time_s) >= t * (1 - 1e-12)
+
+
+@given(b=st.integers(1, 2048), kv=st.integers(1, 200_000), h=heads, d=dims, w=st.sampled_from([0, 128, 4096]),
+       hw=gpus, q=st.integers(1, 4))
+@FAST
+def test_decode_window_fp8_and_bandwidth(b, kv, h, d, w, hw, q):
+    full16 = attention_decode_cost(b, kv, h[0], h[1], d, 0, 2, hw, q_tokens=q)
+    win16 = attention_decode_cost(b, kv, h[0], h[1], d, w, 2, hw, q_tokens=q)
+    full8 = attention_decode_cost(b, kv, h[0], h[1], d, 0, 1, hw, q_tokens=q)
+    assert float(win16.time_s) <= float(full16.time_s) * (1 + 1e-12)  # a window never costs more
+    assert float(full8.time_s) <= float(full16.time_s) * (1 + 1e-12)  # FP8 KV never slower
+    faster = hw.model_copy(update={"hbm_bandwidth_bytes_per_s": 2 * hw.hbm_bandwidth_bytes_per_s})
+    assert float(attention_decode_cost(b, kv, h[0], h[1], d, w, 2, faster, q_tokens=q).time_s) <= float(win16.time_s) * (1 + 1e-12)
+
+
+@given(b=st.integers(1, 256), s=st.integers(1, 32768), p=st.integers(0, 65536), h=heads, d=dims,
+       w=st.sampled_from([0, 128, 1024, 8192]), kvb=st.sampled_from([1, 2]), hw=gpus, f=st.floats(1.0, 4.0))
+@FAST
+def test_prefill_monotone_window_and_finite(b, s, p, h, d, w, kvb, hw, f):
+    c = attention_prefill_cost(b, s, h[0], h[1], d, w, hw, prefix_len=p, kv_bytes=kvb)
+    t = float(c.time_s)
+    assert np.isfinite(t) and t > 0 and float(c.flops) > 0 and float(c.mem_bytes) > 0
+    assert float(attention_prefill_cost(b, int(s * f) + 1, h[0], h[1], d, w, hw, prefix_len=p, kv_bytes=kvb).time_s) >= t * (1 - 1e-12)
+    assert float(attention_prefill_cost(int(b * f) + 1, s, h[0], h[1], d, w, hw, prefix_len=p, kv_bytes=kvb).time_s) >= t * (1 - 1e-12)
+    full = attention_prefill_cost(b, s, h[0], h[1], d, 0, hw, prefix_len=p, kv_bytes=kvb)
+    assert t <= float(full.time_s) * (1 + 1e-12)
+
+
+def test_arrays_broadcast():
+    c = attention_decode_cost(np.array([1, 8, 64]), np.array([[128], [8192]]), 32, 8, 128, 0, 2, H100)
+    assert c.time_s.shape == (2, 3)
+    assert np.all(np.diff(c.time_s, axis=1) >= 0)
+
+
+# ------------------------------------------------------------------ calibration contract
+
+
+def test_calibration_ops_contract():
+    names = set()
+    for op, entry in CALIBRATION_OPS.items():
+        assert entry["kind"] == "attention"
+        for name, (default, lo, hi) in entry["params"].items():
+            assert 0 < lo <= default <= hi, name
+            assert name not in names, f"{name} shared between ops of one kind"
+            names.add(name)
+        # every parameter has a fitted value for both calibrated families
+        for fam in ("hopper", "blackwell"):
+            assert set(entry["params"]) <= set(efficiency.params("attention", fam)), (op, fam)
+
+
+def _load(gpu, op):
+    with (DATA / f"{gpu}__{op}.csv").open() as fh:
+        rows = list(csv.DictReader(fh))
+    cols = {}
+    for k in rows[0]:
+        vals = [r[k] for r in rows]
+        try:
+            cols[k] = np.array(vals, dtype=float)
+        except ValueError:
+            cols[k] = np.array(vals)
+    return cols
+
+
+@pytest.mark.skipif(not DATA.exists(), reason="calibration kernels not available")
+@pytest.mark.parametrize("op,limit", [("attention_decode", 0.25), ("attention_prefill", 0.20)])
+@pytest.mark.parametrize("gpu", ["h100_sxm", "b200_sxm"])
+def test_loose_accuracy_on_calibration_rows(op, limit, gpu):
+    cols = _load(gpu, op)
+    pick = np.random.default_rng(7).choice(len(cols["latency_us"]), 48, replace=False)
+    cols = {k: v[pick] for k, v in cols.items()}
+    hw = get_hardware(gpu)
+    pred = CALIBRATION_OPS[op]["predict"](cols, hw, efficiency.params("attention", hw.family))
+    ape = np.abs(pred / (cols["latency_us"] * 1e-6) - 1)
+    assert np.all(np.isfinite(pred)) and ape.mean() < limit
+
+
+@pytest.mark.parametrize("hw", GPUS, ids=lambda h: h.id)
+def test_decode_monotone_dense_sweep(hw):
+    # a dense kv_len sweep catches narrow non-monotone regions random sampling can miss
+    kv = np.unique(np.geomspace(1, 262144, 600).astype(int))[:, None]
+    for b in (1, 3, 64):
+        for nh, nkv in ((32, 1), (64, 8), (8, 8), (128, 2)):
+            for kvb in (1, 2):
+                for q in (1, 4):
+                    t = attention_decode_cost(b, kv, nh, nkv, 128, np.array([0, 1024]), kvb, hw, q_tokens=q).time_s
+                    assert np.all(np.diff(t, axis=0) >= -1e-15), (b, nh, nkv, kvb, q)
+
+
+@pytest.mark.parametrize("hw", GPUS, ids=lambda h: h.id)
+def test_prefill_monotone_dense_sweep(hw):
+    s = np.unique(np.geomspace(1, 65536, 400).astype(int))[:, None]
+    for b in (1, 16):
+        for nh, nkv in ((4, 1), (64, 8)):
+            for kvb in (1, 2):
+                t = attention_prefill_cost(b, s, nh, nkv, 128, np.array([0, 128, 4096]), hw, prefix_len=1000, kv_bytes=kvb).time_s
+                assert np.all(np.diff(t, axis=0) >= -1e-15), (b, nh, kvb)

@@ -1,0 +1,115 @@
+"""Collectives and point-to-point transfers (simfront/comm.py): invariants, topology, calibration."""
+
+from __future__ import annotations
+
+import csv
+from pathlib import Path
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from simfront.comm import KINDS, collective_cost, p2p_cost
+from simfront.errors import SimfrontError
+from simfront.hardware import catalog, get_hardware
+
+KERNELS = Path("/work/shared/calibration/kernels")
+GPUS = sorted(catalog())
+SIZES = np.exp2(np.arange(6, 34, 0.5))  # 64 B .. 16 GiB
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_one_gpu_costs_nothing(kind):
+    c = collective_cost(kind, SIZES, 1, get_hardware("h100_sxm"))
+    assert np.all(c.time_s == 0) and np.all(c.net_bytes == 0)
+
+
+@settings(max_examples=40, deadline=None)
+@given(gpu=st.sampled_from(GPUS), kind=st.sampled_from(KINDS), n=st.sampled_from([2, 3, 4, 8, 16, 64, 72, 144]))
+def test_time_never_decreases_with_message_size_and_is_finite(gpu, kind, n):
+    c = collective_cost(kind, SIZES, n, get_hardware(gpu))
+    assert np.all(np.isfinite(c.time_s)) and np.all(c.time_s > 0)
+    assert np.all(np.diff(c.time_s) >= 0)
+    np.testing.assert_array_equal(c.network_s, c.time_s)
+
+
+@settings(max_examples=40, deadline=None)
+@given(gpu=st.sampled_from(GPUS), kind=st.sampled_from(KINDS), n=st.sampled_from([2, 4, 8, 16]), factor=st.floats(1.0, 4.0))
+def test_more_link_bandwidth_never_slows_a_collective(gpu, kind, n, factor):
+    hw = get_hardware(gpu)
+    su = hw.scaleup.model_copy(update={
+        "bandwidth_bytes_per_s": hw.scaleup.bandwidth_bytes_per_s * factor,
+        "peer_bandwidth_bytes_per_s": (hw.scaleup.peer_bandwidth_bytes_per_s or 0) * factor or None,
+    })
+    faster = hw.model_copy(update={"scaleup": su, "scaleout_bandwidth_bytes_per_s": hw.scaleout_bandwidth_bytes_per_s * factor})
+    assert np.all(collective_cost(kind, SIZES, n, faster).time_s <= collective_cost(kind, SIZES, n, hw).time_s * (1 + 1e-12))
+
+
+def test_bytes_on_the_wire_follow_the_nccl_bus_factors_inside_one_domain():
+    hw = get_hardware("h100_sxm")
+    S = 1 << 26
+    assert collective_cost("all_reduce", S, 8, hw).net_bytes == pytest.approx(2 * 7 / 8 * S)
+    for kind in ("all_gather", "reduce_scatter", "alltoall"):
+        assert collective_cost(kind, S, 8, hw).net_bytes == pytest.approx(7 / 8 * S)
+
+
+def test_large_all_reduce_approaches_the_link_and_small_ones_pay_latency():
+    hw = get_hardware("h100_sxm")
+    big = collective_cost("all_reduce", 1 << 29, 8, hw).time_s
+    busbw = (1 << 29) * 2 * 7 / 8 / big
+    assert 0.5 * hw.scaleup.bandwidth_bytes_per_s < busbw <= 1.2 * hw.scaleup.bandwidth_bytes_per_s
+    small = collective_cost("all_reduce", 8192, 8, hw).time_s
+    assert 5e-6 < small < 60e-6  # NCCL floor: 16 µs at 8 KiB on 8xH100 (specs.md A.3)
+
+
+def test_leaving_the_scale_up_domain_drops_to_nic_bandwidth():
+    h100, gb200 = get_hardware("h100_sxm"), get_hardware("gb200")
+    S = 1 << 28
+    inside, across = collective_cost("all_reduce", S, np.array([8, 16]), h100).time_s
+    # 16 GPUs span two HGX nodes: the 1/8 shard crosses 50 GB/s NICs on top of the NVLink phases
+    assert across > 1.3 * inside
+    assert collective_cost("all_reduce", S, 16, h100).net_bytes > collective_cost("all_reduce", S, 8, h100).net_bytes
+    # NVL72 keeps 16 GPUs on NVLink (900 GB/s)
+    assert collective_cost("all_reduce", S, 16, gb200).time_s < across / 2
+    for kind in ("all_gather", "reduce_scatter", "alltoall"):
+        assert collective_cost(kind, S, 16, h100).time_s > collective_cost(kind, S, 8, h100).time_s
+
+
+def test_mesh_topology_uses_only_the_peer_links_it_has():
+    mi = get_hardware("mi300x")
+    S = 1 << 28
+    two, eight = collective_cost("all_gather", S, np.array([2, 8]), mi).time_s
+    # 2 GPUs share one 64 GB/s link; 8 GPUs drive seven links at once
+    bw2 = S / 2 / two
+    bw8 = S * 7 / 8 / eight
+    assert bw2 <= mi.scaleup.peer_bandwidth_bytes_per_s * 1.2
+    assert bw8 > 3 * bw2
+
+
+def test_p2p_inside_and_across_domains():
+    hw = get_hardware("b200_sxm")
+    S = np.array([0.0, 1e3, 1e8])
+    up, out = p2p_cost(S, hw, "scaleup"), p2p_cost(S, hw, "scaleout")
+    assert up.time_s[0] == 0 and out.time_s[0] == 0
+    assert out.time_s[2] > 5 * up.time_s[2]
+    assert out.time_s[2] >= 1e8 / hw.scaleout_bandwidth_bytes_per_s
+    np.testing.assert_array_equal(out.net_bytes, S)
+    with pytest.raises(SimfrontError):
+        p2p_cost(1.0, hw, "moon")
+
+
+def test_unknown_collective_is_a_user_error():
+    with pytest.raises(SimfrontError):
+        collective_cost("broadcast_all", 1, 2, get_hardware("h100_sxm"))
+
+
+@pytest.mark.skipif(not KERNELS.exists(), reason="calibration data not available")
+@pytest.mark.parametrize("gpu", ["h100_sxm", "b200_sxm"])
+def test_calibrated_predictions_land_near_measured_collectives(gpu):
+    with (KERNELS / f"{gpu}__nccl.csv").open() as fh:
+        rows = list(csv.DictReader(fh))[::25]
+    hw = get_hardware(gpu)
+    pred = np.array([collective_cost(r["collective"], float(r["message_bytes"]), float(r["num_gpus"]), hw).time_s for r in rows]) * 1e6
+    meas = np.array([float(r["latency_us"]) for r in rows])
+    assert np.mean(np.abs(pred / meas - 1)) < 0.25

@@ -1,0 +1,142 @@
+"""GEMM cost (simfront/gemm.py) and memory-bound kernels (simfront/elementwise.py): invariants and calibration."""
+
+from __future__ import annotations
+
+import csv
+from pathlib import Path
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from simfront.elementwise import memory_op_cost
+from simfront.errors import SimfrontError
+from simfront.gemm import PARAMS, dtype_class, gemm_cost
+from simfront.hardware import catalog, get_hardware
+from simfront.kernel_ops import OPS, op_params
+from simfront.precision import FORMATS
+
+KERNELS = Path("/work/shared/calibration/kernels")
+GPUS = sorted(catalog())
+FMTS = sorted(FORMATS)
+
+
+def _shapes(seed: int, size: int = 400):
+    rng = np.random.default_rng(seed)
+    m = np.round(np.exp(rng.uniform(0, np.log(65536), size)))
+    n = np.round(np.exp(rng.uniform(0, np.log(131072), size)))
+    k = np.round(np.exp(rng.uniform(0, np.log(131072), size)))
+    return m, n, k
+
+
+@pytest.mark.parametrize("fmt", FMTS)
+def test_flops_are_exactly_2mnk(fmt):
+    m, n, k = _shapes(1)
+    for gpu in ("h100_sxm", "b200_sxm", "mi300x", "a100_sxm"):
+        c = gemm_cost(m, n, k, fmt, get_hardware(gpu))
+        np.testing.assert_array_equal(c.flops, 2.0 * m * n * k)
+
+
+@settings(max_examples=25, deadline=None)
+@given(gpu=st.sampled_from(GPUS), fmt=st.sampled_from(FMTS), seed=st.integers(0, 2**16), axis=st.sampled_from("mnk"),
+       step=st.floats(1.0, 4096.0))
+def test_time_never_decreases_when_a_dimension_grows(gpu, fmt, seed, axis, step):
+    hw = get_hardware(gpu)
+    m, n, k = _shapes(seed)
+    base = gemm_cost(m, n, k, fmt, hw).time_s
+    grown = {"m": (m + step, n, k), "n": (m, n + step, k), "k": (m, n, k + step)}[axis]
+    after = gemm_cost(*grown, fmt, hw).time_s
+    assert np.all(after >= base * (1 - 1e-12))
+
+
+@settings(max_examples=25, deadline=None)
+@given(gpu=st.sampled_from(GPUS), fmt=st.sampled_from(FMTS), seed=st.integers(0, 2**16), factor=st.floats(1.0, 4.0))
+def test_more_hbm_bandwidth_never_slows_a_gemm(gpu, fmt, seed, factor):
+    hw = get_hardware(gpu)
+    faster = hw.model_copy(update={"hbm_bandwidth_bytes_per_s": hw.hbm_bandwidth_bytes_per_s * factor})
+    m, n, k = _shapes(seed)
+    assert np.all(gemm_cost(m, n, k, fmt, faster).time_s <= gemm_cost(m, n, k, fmt, hw).time_s * (1 + 1e-12))
+
+
+def test_no_nan_or_negative_over_wide_shapes_including_zero_tokens():
+    rng = np.random.default_rng(7)
+    m = np.concatenate([[0, 1, 2], np.round(np.exp(rng.uniform(0, np.log(1e6), 3000)))])
+    n = np.concatenate([[1, 1, 7], np.round(np.exp(rng.uniform(0, np.log(1e6), 3000)))])
+    k = np.concatenate([[1, 3, 1], np.round(np.exp(rng.uniform(0, np.log(1e6), 3000)))])
+    for gpu in GPUS:
+        for fmt in FMTS:
+            c = gemm_cost(m, n, k, fmt, get_hardware(gpu))
+            for leg in (c.time_s, c.compute_s, c.memory_s, c.mem_bytes, c.flops):
+                assert np.all(np.isfinite(leg)) and np.all(leg >= 0), (gpu, fmt)
+            assert np.all(c.time_s > 0)
+
+
+def test_decode_gemms_are_memory_bound_and_big_prefill_gemms_compute_bound():
+    hw = get_hardware("h100_sxm")
+    c = gemm_cost(np.array([1, 8, 16384]), 8192, 8192, "bf16", hw)
+    assert list(c.bound) == ["memory", "memory", "compute"]
+    # decode time is set by streaming the weights: close to N·K·2 B at datasheet bandwidth, never faster
+    weight_s = 8192 * 8192 * 2 / hw.hbm_bandwidth_bytes_per_s
+    assert weight_s < c.time_s[0] < 2.0 * weight_s
+
+
+def test_formats_trade_bytes_and_rate_as_the_hardware_allows():
+    h100, b200 = get_hardware("h100_sxm"), get_hardware("b200_sxm")
+    big, one = (8192, 8192, 8192), (1, 8192, 8192)
+    assert gemm_cost(*big, "fp8", h100).time_s < gemm_cost(*big, "bf16", h100).time_s
+    assert gemm_cost(*big, "nvfp4", b200).time_s < gemm_cost(*big, "fp8", b200).time_s
+    # weight-only 4-bit: fewer bytes at decode, no faster math at prefill
+    assert gemm_cost(*one, "w4a16", h100).time_s < gemm_cost(*one, "bf16", h100).time_s
+    assert gemm_cost(*big, "w4a16", h100).time_s >= gemm_cost(*big, "bf16", h100).time_s
+    # Hopper has no FP4 tensor cores: NVFP4 runs weight-only at the BF16 rate
+    assert dtype_class(FORMATS["nvfp4"], h100) == "wonly"
+    assert dtype_class(FORMATS["nvfp4"], b200) == "fp4"
+    assert gemm_cost(*big, "nvfp4", h100).time_s > gemm_cost(*big, "fp8", h100).time_s
+
+
+def test_explicit_parameters_override_the_fitted_file():
+    hw = get_hardware("h100_sxm")
+    p = op_params(OPS["gemm"], hw)
+    slow = dict(p, eta_compute_bf16=0.25)
+    assert gemm_cost(8192, 8192, 8192, "bf16", hw, slow).time_s > 1.5 * gemm_cost(8192, 8192, 8192, "bf16", hw, p).time_s
+    assert set(PARAMS) <= set(p)
+
+
+def test_unknown_format_is_a_user_error():
+    with pytest.raises(SimfrontError):
+        gemm_cost(1, 1, 1, "fp3", get_hardware("h100_sxm"))
+
+
+@pytest.mark.skipif(not KERNELS.exists(), reason="calibration data not available")
+@pytest.mark.parametrize("gpu", ["h100_sxm", "b200_sxm"])
+def test_calibrated_predictions_land_near_measured_kernels(gpu):
+    with (KERNELS / f"{gpu}__gemm.csv").open() as fh:
+        rows = list(csv.DictReader(fh))[::150]  # 40 rows spread over the file
+    hw = get_hardware(gpu)
+    pred = np.array([gemm_cost(float(r["m"]), float(r["n"]), float(r["k"]), r["dtype"], hw).time_s for r in rows]) * 1e6
+    meas = np.array([float(r["latency_us"]) for r in rows])
+    assert np.mean(np.abs(pred / meas - 1)) < 0.25
+
+
+# ------------------------------------------------------------------ memory-bound kernels (elementwise.py)
+
+
+def test_memory_op_time_is_fixed_cost_plus_bytes_over_achieved_bandwidth():
+    hw = get_hardware("h100_sxm")
+    c = memory_op_cost(np.array([0.0, 1e9]), hw)
+    assert c.time_s[0] > 0  # fixed per-kernel cost
+    per_byte = (c.time_s[1] - c.time_s[0]) / 1e9
+    assert 1 / hw.hbm_bandwidth_bytes_per_s < per_byte < 2 / hw.hbm_bandwidth_bytes_per_s
+    assert c.mem_bytes[1] == 1e9 and c.bound[1] == "memory"
+
+
+@settings(max_examples=30, deadline=None)
+@given(gpu=st.sampled_from(GPUS), nbytes=st.floats(0, 1e12), flops=st.floats(0, 1e13), factor=st.floats(1.0, 8.0))
+def test_memory_op_never_slower_with_more_bandwidth_and_never_nan(gpu, nbytes, flops, factor):
+    hw = get_hardware(gpu)
+    faster = hw.model_copy(update={"hbm_bandwidth_bytes_per_s": hw.hbm_bandwidth_bytes_per_s * factor})
+    a, b = memory_op_cost(nbytes, hw, flops=flops), memory_op_cost(nbytes, faster, flops=flops)
+    assert np.isfinite(a.time_s) and a.time_s > 0
+    assert b.time_s <= a.time_s * (1 + 1e-12)
+    assert memory_op_cost(nbytes * 2, hw, flops=flops).time_s >= a.time_s

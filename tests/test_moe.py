@@ -1,0 +1,124 @@
+"""Fused MoE cost on one rank (simfront/moe.py): work accounting, invariants, calibration."""
+
+from __future__ import annotations
+
+import csv
+from pathlib import Path
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from simfront.hardware import catalog, get_hardware
+from simfront.kernel_ops import csv_format, routing_alpha
+from simfront.moe import moe_cost, power_law_rank_load
+
+KERNELS = Path("/work/shared/calibration/kernels")
+GPUS = sorted(catalog())
+FMTS = ["bf16", "fp8", "fp8_block", "nvfp4", "mxfp4", "w4a16"]
+# (hidden, inter, topk, experts): DeepSeek-V3, Qwen3-235B, Llama-4-Maverick-like, Mixtral-like
+SHAPES = [(7168, 2048, 8, 256), (4096, 1536, 8, 128), (5120, 8192, 1, 128), (4096, 14336, 2, 8)]
+
+
+@pytest.mark.parametrize("gated,mats", [(True, 3), (False, 2)])
+def test_balanced_flops_are_2_tokens_topk_mats_hidden_inter_over_tp_ep(gated, mats):
+    T = np.array([1.0, 7.0, 64.0, 1000.0, 16384.0])
+    for H, I, k, E in SHAPES:
+        for tp, ep in [(1, 1), (2, 4), (8, 8), (1, 32)]:
+            c = moe_cost(T, H, I, k, E, tp, ep, "fp8", get_hardware("h100_sxm"), gated=gated)
+            np.testing.assert_allclose(c.flops, 2 * T * k * mats * H * I / (tp * ep), rtol=1e-12)
+
+
+@settings(max_examples=30, deadline=None)
+@given(gpu=st.sampled_from(GPUS), fmt=st.sampled_from(FMTS), shape=st.sampled_from(SHAPES),
+       tp=st.sampled_from([1, 2, 4, 8]), ep=st.sampled_from([1, 2, 8, 32]), alpha=st.sampled_from([None, 1.01, 1.2]))
+def test_time_never_decreases_when_tokens_grow(gpu, fmt, shape, tp, ep, alpha):
+    H, I, k, E = shape
+    if E % ep:
+        return
+    T = np.unique(np.round(np.exp(np.linspace(0, np.log(65536), 200))))
+    t = moe_cost(T, H, I, k, E, tp, ep, fmt, get_hardware(gpu), alpha=alpha).time_s
+    assert np.all(np.isfinite(t)) and np.all(t > 0)
+    assert np.all(np.diff(t) >= -1e-12 * t[1:])
+
+
+@settings(max_examples=30, deadline=None)
+@given(gpu=st.sampled_from(GPUS), fmt=st.sampled_from(FMTS), shape=st.sampled_from(SHAPES), factor=st.floats(1.0, 4.0),
+       alpha=st.sampled_from([None, 1.2]))
+def test_more_hbm_bandwidth_never_slows_the_moe(gpu, fmt, shape, factor, alpha):
+    hw = get_hardware(gpu)
+    faster = hw.model_copy(update={"hbm_bandwidth_bytes_per_s": hw.hbm_bandwidth_bytes_per_s * factor})
+    T = np.array([1.0, 8.0, 64.0, 512.0, 4096.0])
+    a = moe_cost(T, *shape, 1, 8 if shape[3] % 8 == 0 else 1, fmt, hw, alpha=alpha).time_s
+    b = moe_cost(T, *shape, 1, 8 if shape[3] % 8 == 0 else 1, fmt, faster, alpha=alpha).time_s
+    assert np.all(b <= a * (1 + 1e-12))
+
+
+def test_no_nan_or_negative_for_zero_tokens_and_extreme_layouts():
+    T = np.array([0.0, 1.0, 3.0, 1e6])
+    for gpu in ("h100_sxm", "b200_sxm", "mi355x", "l40s"):
+        for fmt in FMTS:
+            for alpha in (None, 1.01, 1.2, 2.0):
+                c = moe_cost(T, 7168, 2048, 8, 256, np.array([1, 2, 4, 32]), np.array([256, 128, 1, 8]), fmt, get_hardware(gpu), alpha=alpha)
+                for leg in (c.time_s, c.flops, c.mem_bytes, c.compute_s, c.memory_s):
+                    assert np.all(np.isfinite(leg)) and np.all(leg >= 0)
+                assert c.flops[0] == 0
+
+
+def test_tiny_batches_read_the_touched_experts_weights():
+    hw = get_hardware("h100_sxm")
+    H, I, E = 7168, 2048, 256
+    expert_bytes = 3 * H * I * 1.0  # FP8
+    one = moe_cost(1, H, I, 8, E, 1, 1, "fp8", hw)
+    # one token with top-8 touches ~8 experts: all their weights stream even though FLOPs are tiny
+    assert 7.5 * expert_bytes < one.mem_bytes < 9 * expert_bytes
+    assert one.bound == "memory"
+    # many tokens touch every local expert: weight bytes saturate at E / EP experts
+    many = moe_cost(16384, H, I, 8, E, 1, 8, "fp8", hw)
+    assert many.mem_bytes > E / 8 * expert_bytes
+
+
+def test_expert_parallelism_splits_the_work():
+    hw = get_hardware("b200_sxm")
+    a = moe_cost(8192, 7168, 2048, 8, 256, 1, 1, "nvfp4", hw)
+    b = moe_cost(8192, 7168, 2048, 8, 256, 1, 8, "nvfp4", hw)
+    assert b.flops == pytest.approx(a.flops / 8)
+    assert b.time_s < a.time_s / 4
+
+
+def test_skewed_routing_loads_the_busiest_rank_more_and_touches_fewer_experts():
+    pairs, touched = power_law_rank_load(np.array([4096.0]), 8, 256, 32, 1.2)
+    mean = 4096 * 8 / 32
+    assert pairs[0] > 1.2 * mean
+    assert touched[0] <= 256 / 32
+    hw = get_hardware("h100_sxm")
+    bal = moe_cost(8192, 4096, 1536, 8, 128, 1, 32, "bf16", hw)
+    skew = moe_cost(8192, 4096, 1536, 8, 128, 1, 32, "bf16", hw, alpha=1.2)
+    assert skew.time_s > bal.time_s
+    # without expert parallelism every expert is local: skew changes nothing about the rank's pairs
+    np.testing.assert_allclose(moe_cost(8192, 4096, 1536, 8, 128, 1, 1, "bf16", hw, alpha=1.2).flops,
+                               moe_cost(8192, 4096, 1536, 8, 128, 1, 1, "bf16", hw).flops)
+
+
+def test_calibration_dtype_and_distribution_spellings():
+    assert csv_format("bfloat16") == "bf16"
+    assert csv_format("w4a16_mxfp4") == "w4a16"
+    assert csv_format("w4a8_mxfp4_mxfp8") == "mxfp4"
+    assert routing_alpha("balanced") is None
+    assert routing_alpha("power_law_1.01") == pytest.approx(1.01)
+
+
+@pytest.mark.skipif(not KERNELS.exists(), reason="calibration data not available")
+@pytest.mark.parametrize("gpu", ["h100_sxm", "b200_sxm"])
+def test_calibrated_predictions_land_near_measured_kernels(gpu):
+    with (KERNELS / f"{gpu}__moe.csv").open() as fh:
+        rows = list(csv.DictReader(fh))[::100]  # 60 rows spread over the file
+    hw = get_hardware(gpu)
+    pred = np.array([
+        moe_cost(float(r["num_tokens"]), float(r["hidden_size"]), float(r["inter_size"]), float(r["topk"]), float(r["num_experts"]),
+                 float(r["moe_tp_size"]), float(r["moe_ep_size"]), csv_format(r["dtype"]), hw, alpha=routing_alpha(r["distribution"])).time_s
+        for r in rows]) * 1e6
+    meas = np.array([float(r["latency_us"]) for r in rows])
+    assert np.median(np.abs(pred / meas - 1)) < 0.25
+    assert np.mean(np.abs(np.log(pred / meas))) < 0.35

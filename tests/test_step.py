@@ -1,0 +1,99 @@
+"""Forward-step invariants: FLOPs, monotonicity, no NaN, split-independence of useful FLOPs."""
+
+import numpy as np
+import pytest
+from hypothesis import given, settings, strategies as st
+
+from simfront.hardware import get_hardware
+from simfront.models import get_model
+from simfront.step import StepBatch, forward_step
+
+MODELS = ["deepseek-r1", "llama-3.1-70b", "kimi-k3", "qwen3.5-397b-a17b", "gpt-oss-120b", "glm-5.3", "llama-4-scout", "mixtral-8x7b"]
+
+
+def _weights_ratio(model_id, tp, dp, ep, phase, tokens_per_req=1024, batch=8):
+    """Useful weight FLOPs of a balanced step over 2 x active params x tokens (LM head on sampled tokens)."""
+    m = get_model(model_id)
+    hw = get_hardware("b200")
+    if phase == "decode":
+        sb = StepBatch(decode_reqs=batch, decode_ctx=tokens_per_req)
+        tokens, sampled = batch, batch
+    else:
+        sb = StepBatch(prefill_tokens=batch * tokens_per_req, prefill_seqs=batch)
+        tokens, sampled = batch * tokens_per_req, batch
+    s = forward_step(m, m.native, hw, tp, 1, dp, ep, sb, routing_alpha=None)
+    attn = ("attn.decode", "attn.prefill", "mla.attn_decode", "mla.attn_prefill", "dsa.indexer_decode", "dsa.indexer_prefill",
+            "linear_attn.decode", "linear_attn.prefill", "norms+residual", "rope+kv_write", "mlp.act", "embedding", "final_norm", "sampling")
+    w = sum(float(np.asarray(r.count)) * float(r.cost.flops) * (1 if r.replicated else tp) for r in s.ops if r.name not in attn) * dp
+    pc = m.params
+    ref = (2.0 * (pc.active - pc.embedding - pc.lm_head) * tokens + 2.0 * pc.lm_head * sampled) * dp
+    return w / ref
+
+
+@pytest.mark.parametrize("mid", MODELS)
+@pytest.mark.parametrize("phase", ["decode", "prefill"])
+def test_step_flops_match_active_params(mid, phase):
+    """Weight FLOPs = 2 x active params x tokens within 5% (attention and elementwise excluded)."""
+    tp = 8 if mid != "mixtral-8x7b" else 2
+    ep = tp if get_model(mid).arch.is_moe else 1
+    assert abs(_weights_ratio(mid, tp, 1, ep, phase) - 1) < 0.05
+
+
+def test_useful_flops_do_not_depend_on_split():
+    m = get_model("deepseek-r1")
+    hw = get_hardware("h200")
+    totals = []
+    for tp, dp, ep in [(8, 1, 8), (1, 8, 8), (2, 4, 8), (4, 2, 4)]:
+        # the same 64 requests spread over the dp ranks
+        sb = StepBatch(decode_reqs=64 / dp, decode_ctx=2048)
+        s = forward_step(m, m.native, hw, tp, 1, dp, ep, sb, routing_alpha=None)
+        totals.append(float(s.model_flops(tp, dp)))
+    assert max(totals) / min(totals) - 1 < 0.02, totals
+
+
+@settings(max_examples=30, deadline=None)
+@given(mid=st.sampled_from(MODELS), gpu=st.sampled_from(["h100", "b200", "mi355x", "l40s", "gb200"]),
+       b=st.integers(1, 512), ctx=st.integers(1, 200_000), pre=st.integers(0, 16384), tp=st.sampled_from([1, 2, 4, 8]))
+def test_no_nan_or_negative(mid, gpu, b, ctx, pre, tp):
+    m = get_model(mid)
+    if m.arch.attention.n_heads % tp:
+        tp = 1
+    s = forward_step(m, m.native, get_hardware(gpu), tp, 1, 1, tp if m.arch.is_moe else 1,
+                     StepBatch(decode_reqs=b, decode_ctx=ctx, prefill_tokens=pre, prefill_seqs=1 if pre else 0))
+    for r in s.ops:
+        for leg in (r.cost.time_s, r.cost.flops, r.cost.mem_bytes):
+            assert np.all(np.isfinite(leg)) and np.all(np.asarray(leg) >= 0), r.name
+    assert float(s.time_s) > 0
+
+
+@pytest.mark.parametrize("mid", ["deepseek-r1", "llama-3.1-70b", "kimi-k3"])
+def test_more_work_never_faster(mid):
+    m = get_model(mid)
+    hw = get_hardware("h200" if mid != "kimi-k3" else "b300")
+    b = np.array([1, 2, 4, 8, 16, 32, 64, 128, 256])
+    t_b = forward_step(m, m.native, hw, 8, 1, 1, 8 if m.arch.is_moe else 1, StepBatch(decode_reqs=b, decode_ctx=4096)).time_s
+    assert np.all(np.diff(t_b) >= -1e-12)
+    ctx = np.array([128, 1024, 8192, 65536])
+    t_c = forward_step(m, m.native, hw, 8, 1, 1, 8 if m.arch.is_moe else 1, StepBatch(decode_reqs=32, decode_ctx=ctx)).time_s
+    assert np.all(np.diff(t_c) >= -1e-12)
+
+
+def test_more_bandwidth_never_slows_decode():
+    m = get_model("llama-3.1-70b")
+    hw = get_hardware("h100")
+    fast = hw.model_copy(update={"hbm_bandwidth_bytes_per_s": hw.hbm_bandwidth_bytes_per_s * 2})
+    sb = StepBatch(decode_reqs=16, decode_ctx=4096)
+    assert float(forward_step(m, m.native, fast, 8, 1, 1, 1, sb).time_s) < float(forward_step(m, m.native, hw, 8, 1, 1, 1, sb).time_s)
+
+
+def test_vectorised_equals_scalar():
+    m = get_model("deepseek-r1")
+    hw = get_hardware("h200")
+    tp = np.array([8, 1, 2])[:, None]
+    dp = np.array([1, 8, 4])[:, None]
+    b = np.array([1, 16, 128])[None, :]
+    vec = forward_step(m, m.native, hw, tp, 1, dp, 8, StepBatch(decode_reqs=b, decode_ctx=3000)).time_s
+    for i in range(3):
+        for j in range(3):
+            one = forward_step(m, m.native, hw, int(tp[i, 0]), 1, int(dp[i, 0]), 8, StepBatch(decode_reqs=int(b[0, j]), decode_ctx=3000)).time_s
+            assert vec[i, j] == pytest.approx(float(one), rel=1e-9)
