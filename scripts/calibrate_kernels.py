@@ -44,6 +44,11 @@ TARGETS = {"gemm": 10, "attention_decode": 15, "mla_decode": 15, "attention_pref
 LOGO_TARGET = 25
 FOLDS = 5
 QUICK_ROWS = 1200  # rows per (op, GPU) used for fitting with --quick
+# DeepSeek-V3 MLA geometry of the calibration rows (shared/calibration/README.md): kv_lora_rank 512,
+# rope 64, qk_nope 128, v_head 128
+MLA_KV_ELEMS = 512 + 64  # latent KV row read per cached token
+MLA_DECODE_ELEMS = MLA_KV_ELEMS + 512  # per KV token per head: QK^T over 576 + PV over 512
+MLA_PREFILL_ELEMS = (128 + 64) + 128  # d_qk + d_v of the decompressed heads
 # soft-L1 scale in log units: residuals beyond ~10% count linearly, so a few odd kernels do not steer the fit
 LOSS_SCALE = 0.1
 # stop when the cost or the log-parameters move by less than this (relative); tighter changes nothing visible
@@ -157,7 +162,7 @@ def score(pred: np.ndarray, meas: np.ndarray) -> dict:
 
 
 def naive_roofline_us(op: str, cols: dict, hw) -> np.ndarray | None:
-    """max(F/peak, B/BW) at datasheet peaks for the ops this script owns (None for others)."""
+    """max(F/peak, B/BW) at datasheet peaks, no efficiency (None for ops it does not know)."""
     from simfront.kernel_ops import csv_format, routing_alpha
     from simfront.precision import gemm_rate_dtype, get_format
 
@@ -216,12 +221,12 @@ def _attention_roofline_us(op: str, cols: dict, hw) -> np.ndarray:
             byts = B * (2 * s * heads * 2 * d + b_kv * s * kv_heads * 2 * d)  # Q, O in BF16; K, V
     elif op == "mla_decode":
         s = cols["kv_len"]
-        flops = 2 * B * heads * 1088 * s  # latent attention, 576 + 512 per KV token per head
-        byts = B * (heads * 1088 * 2 + s * 576 * b_kv)
+        flops = 2 * B * heads * MLA_DECODE_ELEMS * s  # latent attention over s cached tokens
+        byts = B * (heads * MLA_DECODE_ELEMS * 2 + s * MLA_KV_ELEMS * b_kv)
     else:
         s = cols["seq_len"]
-        flops = B * heads * 320 * s * s  # d_qk 192 + d_v 128, causal half
-        byts = B * heads * (b_kv * s * 320 + 2 * s * 320)
+        flops = B * heads * MLA_PREFILL_ELEMS * s * s  # 2·heads·(d_qk + d_v)·s²/2, causal half
+        byts = B * heads * (b_kv * s * MLA_PREFILL_ELEMS + 2 * s * MLA_PREFILL_ELEMS)
     return np.maximum(flops / peak, byts / bw) * 1e6
 
 
@@ -428,6 +433,19 @@ def report_lines(data, ops, hws, cv_pred, logo_pred, final, fitted_names, args, 
           f"Rows are split into {FOLDS} folds by shape group (every column except the varied "
           "m / num_tokens / batch / message_bytes); each fold is predicted by parameters fitted on the other four, "
           "per architecture family. No scored row was fitted.", lambda op: TARGETS.get(op))
+    split_by = {"gemm": "dtype", "moe": "dtype", "nccl": "collective"}
+    out.extend(["Cross-validated MAPE % by format / collective:", "", "| op | GPU | " + "breakdown (rows) |", "|---|---|---|"])
+    for op, col in split_by.items():
+        for gpu in sorted(data.get(op, {})):
+            if (op, gpu) not in cv_pred:
+                continue
+            c = data[op][gpu]
+            parts = []
+            for v in np.unique(c[col]):
+                sel = c[col] == v
+                parts.append(f"{v} {score(cv_pred[(op, gpu)][sel], c['latency_us'][sel])['mape']:.1f} ({int(sel.sum())})")
+            out.append(f"| {op} | {gpu} | {'; '.join(parts)} |")
+    out.append("")
     table("(b) Leave one GPU out", logo_pred,
           "Parameters fitted on the other GPU's family, applied to this GPU's datasheet peaks. Formats the other "
           "GPU lacks (NVFP4 on H100) fall back to the unfitted priors.", lambda op: LOGO_TARGET)

@@ -246,14 +246,20 @@ def predict(model: str, gpus: str | GpuSet, isl: int = 1024, osl: int = 1024, co
     sel = np.nonzero(keep)[0]
     front = sel[pareto_mask(pts["tok_s_user"][sel], pts["tok_s_gpu"][sel])]
     front = front[np.argsort(pts["tok_s_user"][front])]
-    out["frontier"] = [_point(pts, int(i)) for i in front]
+    from .calibration import add_bands, prediction_bands
+
+    q, widen = prediction_bands(g.hardware.id, m.id)
+    out["frontier"] = [add_bands(_point(pts, int(i)), q, widen) for i in front]
+    out["uncertainty"] = {"band": "p10-p90 of measured/predicted from leave-one-model-out validation", "widening": widen,
+                          "note": "wider (x%.1f on log scale) for GPUs or models outside the calibration data" % widen if widen > 1 else
+                          "GPU and model are inside the calibration data"}
     k = knee_index(pts["tok_s_user"][front], pts["tok_s_gpu"][front])
     out["knee"] = out["frontier"][k] if k >= 0 else None
     ok = sla_mask(pts, ttft_ms, tpot_ms, min_tok_s_user) & keep
     if ttft_ms is not None or tpot_ms is not None or min_tok_s_user is not None:
         if ok.any():
             j = int(np.nonzero(ok)[0][np.argmax(pts["tok_s_gpu"][ok])])
-            out["best_under_sla"] = _point(pts, j)
+            out["best_under_sla"] = add_bands(_point(pts, j), q, widen)
         else:
             out["notes"].append("no configuration meets the SLA")
     out["search_time_s"] = time.perf_counter() - t0
@@ -322,7 +328,11 @@ def write_frontier_html(res: dict, points: dict | None, path: str) -> None:
         for i in range(0, n, step):
             allp.append(_point(points, i))
     title = f"{res['model']} on {res['gpus']} - ISL {res['workload']['isl']} / OSL {res['workload']['osl']}"
-    frontier_html(allp, res["frontier"], path=path, title=title)
+    f = res["frontier"]
+    bands = None
+    if f and "tok_s_gpu_low" in f[0]:
+        bands = {"x": [p["tok_s_user"] for p in f], "y_low": [p["tok_s_gpu_low"] for p in f], "y_high": [p["tok_s_gpu_high"] for p in f]}
+    frontier_html(allp, f, path=path, title=title, bands=bands)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -410,3 +420,221 @@ def print_explain(res: dict) -> None:
     print(f"worker FLOPs {res['model_flops'] / 1e12:,.2f} TFLOP = weights {res['weight_flops'] / 1e12:,.2f} (2 x active params x tokens: "
           f"{res['weight_flops_reference'] / 1e12:,.2f}, ratio {res['weight_flops_ratio']:.3f}) + attention {res['attention_flops'] / 1e12:,.2f} + elementwise")
     print(f"note: {res['note']}")
+
+
+# ---------------------------------------------------------------------------------------------
+# Validation
+
+
+def builtin_measurements() -> list[str]:
+    from .validation import builtin_files
+
+    return builtin_files()
+
+
+def validate(paths: list[str], overrides: dict | None = None) -> dict:
+    """Measured vs predicted for kernel and serving files (see simfront.validation)."""
+    from .validation import validate_files
+
+    return validate_files(paths, overrides)
+
+
+def validation_flat(res: dict) -> dict:
+    from .validation import flat
+
+    return flat(res)
+
+
+def print_validation(res: dict, rows: bool = False) -> None:
+    from .format import print_table
+
+    if "kernels" in res:
+        k = res["kernels"]
+        print("kernels: measured vs predicted latency")
+        print_table([{"op": op, **st} for op, st in k["summary"].items()],
+                    ["op", "count", ("mape_pct", "MAPE %", "{:.1f}"), ("median_ape_pct", "median APE %", "{:.1f}")])
+        unsupported = [r for r in k["rows"] if r.get("predicted_latency_us") is None]
+        if unsupported:
+            print(f"{len(unsupported)} rows not predicted, e.g.: {unsupported[0].get('reason')}")
+        print()
+    if "serving" in res:
+        s = res["serving"]["summary"]
+        print(f"serving: {s['predicted_rows']:,} of {s['rows']:,} rows predicted ({s['coverage_pct']}%)")
+        print_table([{"metric": m, **st} for m, st in s["metrics"].items()],
+                    ["metric", "count", ("mape_pct", "MAPE %", "{:.1f}"), ("median_ape_pct", "median APE %", "{:.1f}"),
+                     ("p90_ape_pct", "p90 APE %", "{:.1f}"), ("bias_pct", "median bias %", "{:+.1f}")])
+        for dim in ("engine", "mode", "gpu", "model"):
+            groups = s["by"].get(dim, {})
+            if not groups:
+                continue
+            print(f"\nby {dim}:")
+            out = []
+            for g, ms in groups.items():
+                row = {dim: g}
+                for m in ("ttft_ms", "tpot_ms", "output_tok_s_total"):
+                    if m in ms:
+                        row[f"{m}_n"] = ms[m]["count"]
+                        row[m] = ms[m]["mape_pct"]
+                out.append(row)
+            print_table(out, [dim, ("ttft_ms_n", "n"), ("ttft_ms", "TTFT MAPE %", "{:.1f}"), ("tpot_ms", "TPOT MAPE %", "{:.1f}"),
+                              ("output_tok_s_total", "tok/s MAPE %", "{:.1f}")])
+        reasons: dict[str, int] = {}
+        for r in res["serving"]["rows"]:
+            if "reason" in r:
+                reasons[r["reason"][:100]] = reasons.get(r["reason"][:100], 0) + 1
+        for why, n in sorted(reasons.items(), key=lambda x: -x[1]):
+            print(f"not predicted: {n} x {why}")
+        if rows:
+            print()
+            print_table(res["serving"]["rows"], ["source_file", "line", "model", "gpu", "engine", "mode", "concurrency",
+                                                 ("ttft_ms", "TTFT", "{:.0f}"), ("predicted_ttft_ms", "pred", "{:.0f}"),
+                                                 ("tpot_ms", "TPOT", "{:.2f}"), ("predicted_tpot_ms", "pred", "{:.2f}"), "reason"])
+    if res.get("problems"):
+        print(f"\n{len(res['problems'])} problems in the input (rows skipped, each named):")
+        for p in res["problems"][:20]:
+            print(f"  {p}")
+        if len(res["problems"]) > 20:
+            print(f"  ... and {len(res['problems']) - 20} more (see --json)")
+
+
+def write_validation_html(res: dict, path: str) -> None:
+    from .plot import validation_html
+
+    rows = []
+    for r in (res.get("serving") or {}).get("rows", []):
+        d = {"model": r.get("model"), "gpu": r.get("gpu"), "engine": r.get("engine"), "mode": r.get("mode")}
+        for m, key in (("ttft_ms", "predicted_ttft_ms"), ("tpot_ms", "predicted_tpot_ms"), ("tok_s_per_user", "predicted_tok_s_per_user"),
+                       ("output_tok_s_per_gpu", "predicted_tok_s_per_gpu"), ("output_tok_s_total", "predicted_output_tok_s_total")):
+            d[f"measured_{m if m != 'output_tok_s_per_gpu' else 'tok_s_per_gpu'}"] = r.get(m)
+            d[f"predicted_{m if m != 'output_tok_s_per_gpu' else 'tok_s_per_gpu'}"] = r.get(key)
+        rows.append(d)
+    validation_html(rows, path=path, title="simfront validation: measured vs predicted")
+
+
+# ---------------------------------------------------------------------------------------------
+# Frontier comparison: does a knob move configurations along the frontier or push it out?
+
+COMPARE_KNOBS = ("precision", "kv_dtype", "spec", "mode", "gpus")
+# relative throughput change below which two frontiers count as the same (model noise)
+SAME_FRONTIER_TOLERANCE = 0.05
+
+
+def frontier_compare(model: str, gpus: str, knob: str, values: list[str], isl: int = 1024, osl: int = 1024, **kw) -> dict:
+    """Frontiers for each value of one knob, and how each moves relative to the first value."""
+    from .pareto import interp_frontier
+
+    knob = knob.replace("-", "_")
+    if knob == "kv":
+        knob = "kv_dtype"
+    if knob not in COMPARE_KNOBS:
+        raise SimfrontError(f"--compare {knob!r}: valid knobs are {', '.join(COMPARE_KNOBS)} (e.g. precision=fp8,nvfp4)")
+    if len(values) < 2:
+        raise SimfrontError(f"--compare {knob}=... needs at least two comma-separated values")
+    sets = []
+    for v in values:
+        args = dict(kw)
+        g = gpus
+        if knob == "gpus":
+            g = v
+        elif knob == "mode":
+            args["modes"] = [v]
+        elif knob == "spec":
+            args["spec"] = v
+        elif knob == "precision":
+            args["precision"] = [v]
+        elif knob == "kv_dtype":
+            args["kv_dtype"] = [v]
+        res = predict(model, g, isl=isl, osl=osl, **args)
+        res.pop("_points", None)
+        sets.append({"value": v, "gpus": res["gpus"], "fits": res["fits"], "frontier": res["frontier"], "memory": res["memory"],
+                     "n_configs_evaluated": res["n_configs_evaluated"]})
+    base = sets[0]
+    verdicts = []
+    for s in sets[1:]:
+        if not (base["frontier"] and s["frontier"]):
+            verdicts.append({"value": s["value"], "verdict": "unknown", "reason": "one of the two does not fit"})
+            continue
+        bx = np.array([p["tok_s_user"] for p in base["frontier"]])
+        by = np.array([p["tok_s_gpu"] for p in base["frontier"]])
+        sx = np.array([p["tok_s_user"] for p in s["frontier"]])
+        sy = np.array([p["tok_s_gpu"] for p in s["frontier"]])
+        lo, hi = max(bx.min(), sx.min()), min(bx.max(), sx.max())
+        if hi <= lo:
+            verdicts.append({"value": s["value"], "verdict": "disjoint", "reason": "the frontiers cover different tok/s/user ranges"})
+            continue
+        xq = np.geomspace(lo, hi, 12)
+        gain = interp_frontier(sx, sy, xq) / interp_frontier(bx, by, xq) - 1.0  # throughput change at equal tok/s/user
+        best, worst, med = float(np.nanmax(gain)), float(np.nanmin(gain)), float(np.nanmedian(gain))
+        reach = float(sx.max() / bx.max() - 1.0)  # change of the fastest tok/s/user reachable
+        ok = np.isfinite(gain)
+        better = float(np.mean(gain[ok] > SAME_FRONTIER_TOLERANCE)) if ok.any() else 0.0
+        worse = float(np.mean(gain[ok] < -SAME_FRONTIER_TOLERANCE)) if ok.any() else 0.0
+        # judged over the whole shared tok/s/user range, so a single tail point does not flip it
+        if better >= 0.5 and worse <= 0.25:
+            verdict = "pushes the frontier out"
+        elif worse >= 0.5 and better <= 0.25:
+            verdict = "pulls the frontier in"
+        elif better <= 0.25 and worse <= 0.25:
+            verdict = "moves configurations along the same frontier"
+        else:
+            verdict = "trades: better in part of the range, worse elsewhere"
+        verdicts.append({"value": s["value"], "verdict": verdict, "median_gain_pct": round(100 * med, 1),
+                         "max_gain_pct": round(100 * best, 1), "min_gain_pct": round(100 * worst, 1),
+                         "max_tok_s_user_change_pct": round(100 * reach, 1),
+                         "gain_at": [{"tok_s_user": round(float(x), 2), "gain_pct": (round(100 * float(gv), 1) if np.isfinite(gv) else None)}
+                                     for x, gv in zip(xq, gain)]})
+    return {"model": model, "knob": knob, "baseline": values[0], "sets": sets, "verdicts": verdicts,
+            "workload": {"isl": isl, "osl": osl}}
+
+
+def print_compare(res: dict) -> None:
+    print(f"{res['model']}: --compare {res['knob']}={','.join(s['value'] for s in res['sets'])}  (baseline {res['baseline']})")
+    for s in res["sets"]:
+        f = s["frontier"]
+        if f:
+            print(f"  {s['value']:>12}: {len(f)} frontier points, best {max(p['tok_s_gpu'] for p in f):,.0f} tok/s/GPU, "
+                  f"fastest {max(p['tok_s_user'] for p in f):,.1f} tok/s/user")
+        else:
+            print(f"  {s['value']:>12}: does not fit ({s['memory'].get('reason')})")
+    for v in res["verdicts"]:
+        if "median_gain_pct" in v:
+            print(f"  {v['value']} vs {res['baseline']}: {v['verdict']}: throughput at equal tok/s/user {v['median_gain_pct']:+.1f}% median "
+                  f"({v['min_gain_pct']:+.1f}% to {v['max_gain_pct']:+.1f}%); fastest tok/s/user {v['max_tok_s_user_change_pct']:+.1f}%")
+        else:
+            print(f"  {v['value']} vs {res['baseline']}: {v['verdict']} ({v['reason']})")
+
+
+def calibrate(paths: list[str], output: str, folds: int = 5, overrides: dict | None = None) -> dict:
+    """Fit the serving profile to measured files, write a profile YAML for ``--calibration``."""
+    import yaml
+
+    from .calibration import calibrate_measurements
+    from .ingest import load_measurements
+
+    ing = load_measurements(paths, overrides=overrides)
+    rep = calibrate_measurements(ing.points, folds=folds)
+    rep["problems"] = ing.problems
+    rep["files"] = list(paths)
+    if rep["fitted_rows"] == 0:
+        raise SimfrontError("no measured row could be predicted, nothing to calibrate (see `simfront validate` for the reasons)")
+    profile = {"simfront_profile": 1, "fitted_on": list(paths), "fitted_rows": rep["fitted_rows"],
+               "efficiency": {"serving": rep["profiles"]}, "uncertainty": rep["bands"],
+               "error": {"before": rep["before"], "after_cross_validated": rep["after_cv"], "after_in_sample": rep["after_in_sample"]}}
+    Path(output).write_text(yaml.safe_dump(profile, sort_keys=False))
+    rep["output"] = output
+    return rep
+
+
+def print_calibration(rep: dict) -> None:
+    print(f"fitted the serving profile on {rep['fitted_rows']} measured rows from {len(rep['files'])} file(s); {rep['folds']}-fold cross-validation")
+    rows = []
+    for m in rep["before"]:
+        rows.append({"metric": m, "n": rep["before"][m]["count"], "before": rep["before"][m]["mape_pct"],
+                     "after_cv": rep["after_cv"].get(m, {}).get("mape_pct"), "in_sample": rep["after_in_sample"].get(m, {}).get("mape_pct")})
+    from .format import print_table
+
+    print_table(rows, ["metric", "n", ("before", "MAPE before %", "{:.1f}"), ("after_cv", "MAPE after (k-fold CV) %", "{:.1f}"),
+                       ("in_sample", "in-sample %", "{:.1f}")])
+    print(f"wrote {rep['output']} (use it with --calibration {rep['output']})")
+    for p in rep.get("problems", [])[:10]:
+        print(f"problem: {p}")

@@ -168,6 +168,98 @@ def explain_cmd(
     api.print_explain(res)
 
 
+@app.command("validate")
+def validate_cmd(
+    files: Optional[List[str]] = typer.Argument(None, help="Kernel CSVs (calibration format), serving CSVs, measured-point CSVs, or benchmark result files (vLLM, SGLang, AIPerf, genai-perf, GuideLLM, trtllm-bench)."),
+    builtin: bool = typer.Option(False, "--builtin", help="Validate against simfront's shipped measured dataset (measurements/)."),
+    html: Optional[str] = typer.Option(None, "--html", help="Write a predicted-vs-measured report page."),
+    model: Optional[str] = typer.Option(None, "--model", help="Model for result files that do not name it."),
+    gpu: Optional[str] = typer.Option(None, "--gpu", help="GPU type for result files that do not name it."),
+    num_gpus: Optional[int] = typer.Option(None, "--num-gpus"),
+    tp: Optional[int] = typer.Option(None, "--tp"),
+    pp: Optional[int] = typer.Option(None, "--pp"),
+    ep: Optional[int] = typer.Option(None, "--ep"),
+    attention_dp: Optional[int] = typer.Option(None, "--attention-dp"),
+    engine: Optional[str] = typer.Option(None, "--engine"),
+    precision: Optional[str] = typer.Option(None, "--precision"),
+    kv_dtype: Optional[str] = typer.Option(None, "--kv-dtype"),
+    rows_out: bool = typer.Option(False, "--rows", help="Print every row, not just the summary."),
+    calibration: Optional[str] = CalOpt,
+    as_json: bool = JsonOpt,
+) -> None:
+    """Measured vs predicted for every row and metric; error summary by model, GPU, engine and mode."""
+    _load_calibration(calibration)
+    paths = list(files or [])
+    if builtin:
+        paths += api.builtin_measurements()
+    if not paths:
+        raise SimfrontError("give files to validate or --builtin")
+    overrides = {k: v for k, v in dict(model=model, gpu=gpu, num_gpus=num_gpus, tp=tp, pp=pp, ep=ep, attention_dp=attention_dp,
+                                       engine=engine, precision=precision, kv_dtype=kv_dtype).items() if v is not None}
+    res = api.validate(paths, overrides=overrides or None)
+    if html:
+        api.write_validation_html(res, html)
+    if as_json:
+        return _emit_json(api.validation_flat(res))
+    api.print_validation(res, rows=rows_out)
+    if html:
+        print(f"wrote {html}")
+
+
+@app.command("frontier")
+def frontier_cmd(
+    model: str = ModelOpt,
+    gpus: Optional[str] = typer.Option(None, "--gpus", "-g", help="GPU set (not needed with --compare gpus=...)."),
+    compare: str = typer.Option(..., "--compare", help="KNOB=V1,V2,...: precision, kv_dtype, spec, mode or gpus (e.g. precision=fp8,nvfp4; gpus=8xH200,8xB200)."),
+    isl: int = typer.Option(1024, "--isl"),
+    osl: int = typer.Option(1024, "--osl"),
+    prefix_hit: float = typer.Option(0.0, "--prefix-hit"),
+    engine: Optional[str] = typer.Option(None, "--engine"),
+    html: Optional[str] = typer.Option(None, "--html", help="Write the overlaid frontiers as an offline plotly page."),
+    calibration: Optional[str] = CalOpt,
+    as_json: bool = JsonOpt,
+) -> None:
+    """Overlay frontiers for values of one knob and say whether it moves along or pushes out the frontier."""
+    _load_calibration(calibration)
+    if "=" not in compare:
+        raise SimfrontError(f"--compare {compare!r}: expected KNOB=V1,V2 such as precision=fp8,nvfp4")
+    knob, vals = compare.split("=", 1)
+    if knob.strip() != "gpus" and not gpus:
+        raise SimfrontError("--gpus is required unless comparing gpus=...")
+    res = api.frontier_compare(model, gpus or "", knob.strip(), _csv_list(vals), isl=isl, osl=osl, prefix_hit=prefix_hit, engine=engine)
+    if html:
+        from .plot import compare_html
+        compare_html({s["value"]: s["frontier"] for s in res["sets"] if s["frontier"]}, path=html,
+                     title=f"{model}: {knob} comparison (ISL {isl} / OSL {osl})")
+    if as_json:
+        return _emit_json(res)
+    api.print_compare(res)
+    if html:
+        print(f"wrote {html}")
+
+
+@app.command("calibrate")
+def calibrate_cmd(
+    files: List[str] = typer.Argument(..., help="Measured serving results (any format `simfront validate` reads)."),
+    output: str = typer.Option(..., "--output", "-o", help="Profile YAML to write."),
+    folds: int = typer.Option(5, "--folds", help="k for k-fold cross-validation of the fit."),
+    gpu: Optional[str] = typer.Option(None, "--gpu", help="GPU type for result files that do not name it."),
+    model: Optional[str] = typer.Option(None, "--model"),
+    tp: Optional[int] = typer.Option(None, "--tp"),
+    ep: Optional[int] = typer.Option(None, "--ep"),
+    engine: Optional[str] = typer.Option(None, "--engine"),
+    as_json: bool = JsonOpt,
+) -> None:
+    """Fit simfront's serving efficiency parameters to your measurements; report before/after error (k-fold CV)."""
+    if folds < 2:
+        raise SimfrontError(f"--folds {folds} must be at least 2")
+    overrides = {k: v for k, v in dict(gpu=gpu, model=model, tp=tp, ep=ep, engine=engine).items() if v is not None}
+    rep = api.calibrate(files, output, folds=folds, overrides=overrides or None)
+    if as_json:
+        return _emit_json(rep)
+    api.print_calibration(rep)
+
+
 def main() -> None:
     """Console entry point: one-line errors, non-zero exit, no traceback."""
     try:

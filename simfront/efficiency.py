@@ -25,7 +25,6 @@ from typing import Any
 
 import yaml
 
-from .errors import SimfrontError
 
 EFFICIENCY_DIR = Path(__file__).resolve().parent.parent / "hardware" / "efficiency"
 
@@ -36,7 +35,7 @@ _overrides: dict[str, dict[str, dict[str, Any]]] = {}
 def _load(kind: str) -> dict[str, Any]:
     path = EFFICIENCY_DIR / f"{kind}.yaml"
     if not path.exists():
-        raise SimfrontError(f"no efficiency parameters for {kind!r} (expected {path})")
+        return {}  # nothing fitted yet: callers fall back to their documented priors
     return yaml.safe_load(path.read_text()) or {}
 
 

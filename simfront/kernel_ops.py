@@ -48,10 +48,13 @@ def routing_alpha(distribution: str) -> float | None:
 
 def _by_values(out: np.ndarray, keys: list[np.ndarray], fn: Callable[[np.ndarray, tuple], np.ndarray]) -> np.ndarray:
     """Fill ``out`` group by group over the unique combinations of ``keys`` (not per row)."""
-    combo = np.array(["|".join(map(str, t)) for t in zip(*keys)]) if len(keys) > 1 else np.asarray(keys[0]).astype(str)
-    for val in np.unique(combo):
-        sel = combo == val
-        first = np.argmax(sel)
+    codes = np.zeros(len(out), dtype=np.int64)
+    for key in keys:
+        uniq, inv = np.unique(np.asarray(key), return_inverse=True)
+        codes = codes * len(uniq) + inv.reshape(-1)
+    for code in np.unique(codes):
+        sel = codes == code
+        first = int(np.argmax(sel))
         out[sel] = fn(sel, tuple(np.asarray(k)[first] for k in keys))
     return out
 

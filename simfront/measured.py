@@ -159,6 +159,9 @@ def build_groups(points: Iterable[Any]) -> tuple[list[PointGroup], list[dict]]:
         if mode != "disagg" and not offline and _get(p, "concurrency") is None:
             out[i]["reason"] = "no client concurrency (rate-driven runs are not predicted point by point)"
             continue
+        if mode == "disagg" and (_get(p, "prefill_workers") is None or _get(p, "decode_workers") is None):
+            out[i]["reason"] = "disaggregated run without prefill/decode worker counts: the deployment cannot be sized"
+            continue
         key = (r.model.id, r.hw.id, r.precision, r.engine, r.isl, r.osl, r.spec, mode, offline)
         keyed.setdefault(key, []).append(i)
     groups = []
@@ -282,8 +285,6 @@ def _group_disagg(pts, idx, r: Resolved) -> PointGroup:
     dense = not r.model.arch.is_moe
     ptp, ppp, pdp, pep = _layout(pts, idx, "prefill_", dense=dense)
     dtp, dpp, ddp, dep = _layout(pts, idx, "decode_", dense=dense)
-    # rows without worker counts: the smallest deployment, one prefill and one decode worker
-    # (reported as an assumption by the validation summary)
     pw = np.array([_int(pts[i], "prefill_workers") for i in idx])
     dw = np.array([_int(pts[i], "decode_workers") for i in idx])
     pb = np.array([float(_get(pts[i], "prefill_batch", 1) or 1) for i in idx])

@@ -2,10 +2,12 @@
 
 Tokens are routed over ``num_experts`` experts with top-``topk``; this rank holds
 ``num_experts / moe_ep`` of them, each sliced to ``inter / moe_tp``. Work follows modeling-notes.md
-§1.8: FLOPs ``2·pairs·(3 if gated else 2)·H·I/TP`` for the token-expert pairs on the rank, weight
-bytes for the experts actually touched ``L·(1 − exp(−pairs/L))`` (BLIS nEff). The expert GEMMs
-reuse the GEMM physics (tiles, waves, CTA bandwidth) with their own efficiencies
-(``hardware/efficiency/moe.yaml``). With a skewed router (``alpha``) the busiest rank sets the time.
+§1.8: FLOPs ``2·pairs·(3 if gated else 2)·H·I/TP`` for the token-expert pairs on the rank; weights
+for the experts actually touched, ``L·(1 − exp(−pairs/L))`` (BLIS nEff), so a tiny batch still
+streams its experts. The expert GEMMs reuse the GEMM physics (tiles, waves, CTA k-loop rate) with
+their own efficiencies (``hardware/efficiency/moe.yaml``); token- and pair-level passes (quantize,
+permute, finalize, router) are memory traffic. With a skewed router (``alpha``) the busiest rank
+sets the time and fewer experts are touched.
 """
 
 from __future__ import annotations
@@ -40,10 +42,12 @@ PARAMS: dict[str, tuple[float, float, float]] = {
     "expert_overhead_s": (0.1e-6, 1e-9, 5e-6),
     # fraction of the partial last wave not recovered (grouped GEMMs run persistent tile schedulers)
     "wave_quantization": (0.5, 0.0, 1.0),
-    # tile geometry of the grouped GEMM (CUTLASS grouped GEMM 128x128; not fitted)
+    # tile geometry of the grouped GEMM (CUTLASS grouped GEMM 128x128; decode-size experts run
+    # swap-AB / small-M tiles down to 16 rows); not fitted
     "tile_m": (128.0, 128.0, 128.0),
     "tile_n": (128.0, 128.0, 128.0),
     "tile_m_min": (16.0, 16.0, 16.0),
+    # per-tile prologue/epilogue (scale loads, epilogue stores) in equivalent k elements
     "k_overhead": (128.0, 0.0, 8192.0),
     # grouped GEMMs do not split k (not fitted); with few tiles each CTA's k-loop rate binds
     "split_k_chunk": (1e9, 1e9, 1e9),
@@ -53,6 +57,7 @@ PARAMS: dict[str, tuple[float, float, float]] = {
     "cta_bandwidth_bytes_per_s_fp8_block": (100e9, 5e9, 1e12),
     "cta_bandwidth_bytes_per_s_fp4": (100e9, 5e9, 1e12),
     "cta_bandwidth_bytes_per_s_wonly": (100e9, 5e9, 1e12),
+    # soft-max exponent of the compute and memory legs; near 1 the legs add (no overlap)
     "roofline_sharpness": (4.0, 1.0, 32.0),
     # achieved HBM fraction of the permute / finalize / quantize passes
     "eta_aux": (0.5, 0.05, 1.0),
@@ -159,4 +164,7 @@ def moe_cost(num_tokens, hidden, inter, topk, num_experts, moe_tp, moe_ep, fmt, 
     memory_s = m1 + m2 + aux_s
     gemm_s = soft_max(c1, m1, q["roofline_sharpness"]) + soft_max(c2, m2, q["roofline_sharpness"])
     time_s = q["launch_s"] + touched * q["expert_overhead_s"] + gemm_s + aux_s
-    return Cost(time_s=time_s, flops=fl1 + fl2, mem_bytes=b1 + b2 + aux_bytes, compute_s=compute_s, memory_s=memory_s)
+    # FLOPs reported are the rank's share of the useful work (balanced routing): the time above is
+    # set by the busiest rank, but skew does not create work, it only moves it
+    useful_flops = 2.0 * mean_pairs * (up_width * H + H * inter_local)
+    return Cost(time_s=time_s, flops=useful_flops, mem_bytes=b1 + b2 + aux_bytes, compute_s=compute_s, memory_s=memory_s)

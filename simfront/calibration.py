@@ -1,0 +1,187 @@
+"""Fit the serving profile to measurements, cross-validate it, and derive prediction intervals.
+
+The serving profile is six physical parameters per engine (see :func:`simfront.serving.engine_profile`):
+the share of per-kernel fixed latency a step hides, a step-time scale, a per-step CPU overhead,
+how synchronised arrival waves stay, a TTFT scale and a per-request TTFT overhead. Kernel
+efficiencies are not refitted here. Fits are bounded scipy least squares on relative errors.
+
+Uncertainty: the spread of out-of-sample log errors (measured / predicted) gives a p10-p90 band
+per metric; predictions for hardware or models outside the calibration data get a wider band.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from typing import Any, Callable, Iterable
+
+import numpy as np
+from scipy.optimize import least_squares
+
+from .measured import build_groups, evaluate
+
+PARAMS = {  # name: (initial, low, high)
+    "kernel_overlap": (0.5, 0.0, 0.95),
+    "step_scale": (1.0, 0.5, 2.0),
+    "step_overhead_s": (5e-4, 0.0, 5e-3),
+    "burst_fraction": (0.5, 0.0, 1.0),
+    "ttft_scale": (1.0, 0.3, 5.0),
+    "ttft_overhead_s": (0.05, 0.0, 0.5),
+}
+NAMES = list(PARAMS)
+FIT_METRICS = ("ttft_ms", "tpot_ms", "output_tok_s_total")
+MIN_ROWS_PER_ENGINE = 20  # fewer rows than this: the engine uses the pooled profile
+# Band widening outside the calibration data (log-width multiplier): an unprofiled GPU family or
+# a model absent from the fit sees errors like leave-one-out ones at least; 1.5x is a round guard.
+EXTRAPOLATION_WIDENING = 1.5
+
+
+def profile(x) -> dict:
+    return dict(zip(NAMES, map(float, x)))
+
+
+class Fitter:
+    """Cached raw predictions of measured points; fits profiles on any subset of rows quickly."""
+
+    def __init__(self, points: list):
+        self.points = points
+        self.groups, self.base = build_groups(points)
+        self.rows = {i for i, b in enumerate(self.base) if "reason" not in b}
+
+    def predict(self, profiles: dict, rows: Iterable[int] | None = None) -> list[dict]:
+        groups = self.groups if rows is None else [g for g in self.groups if any(i in rows for i in g.idx)]
+        return evaluate(groups, self.base, lambda e: profiles.get(e, profiles.get("default")))
+
+    def residuals(self, prof: dict, rows: set[int], groups) -> np.ndarray:
+        pred = evaluate(groups, self.base, lambda e: prof)
+        res = []
+        for i in rows:
+            p, m = pred[i], self.points[i]
+            for k in FIT_METRICS:
+                v, y = p.get(f"predicted_{k}"), getattr(m, k, None)
+                if v and y and v > 0 and y > 0:
+                    res.append(v / y - 1.0)  # relative error: the fit targets the mean absolute % error
+        return np.asarray(res)
+
+    def _solve(self, rows: set[int], start: dict | None = None) -> dict:
+        groups = [g for g in self.groups if any(i in rows for i in g.idx)]
+        x0 = np.array([(start or {}).get(n, PARAMS[n][0]) for n in NAMES])
+        lo = np.array([PARAMS[n][1] for n in NAMES])
+        hi = np.array([PARAMS[n][2] for n in NAMES])
+        x0 = np.clip(x0, lo, hi)
+        r = least_squares(lambda x: self.residuals(profile(x), rows, groups), x0, bounds=(lo, hi), loss="soft_l1",
+                          f_scale=0.05, x_scale=hi - lo, max_nfev=60)
+        return profile(r.x)
+
+    def fit(self, rows: set[int] | None = None, start: dict | None = None) -> dict:
+        """Per-engine profiles fitted on ``rows`` (default: all predictable rows) plus a pooled default."""
+        rows = self.rows if rows is None else rows
+        start = start or {}
+        out = {"default": self._solve(rows, start.get("default"))}
+        for e in sorted({self.points[i].engine for i in rows if self.points[i].engine}):
+            er = {i for i in rows if self.points[i].engine == e}
+            if len(er) >= MIN_ROWS_PER_ENGINE:
+                out[e] = self._solve(er, start.get(e, out["default"]))
+        return out
+
+    def cross_validate(self, folds: int = 5, key: Callable[[Any], str] | None = None, start: dict | None = None) -> list[dict]:
+        """Out-of-sample predictions: k folds over groups of ``key`` (default: row index), each fold
+        predicted by profiles fitted on the others. Never scores a fitted row."""
+        rows = sorted(self.rows)
+        if key is None:
+            labels = {i: i % folds for i in rows}
+        else:
+            names = sorted({key(self.points[i]) for i in rows})
+            fold_of = {n: j % folds for j, n in enumerate(names)}
+            labels = {i: fold_of[key(self.points[i])] for i in rows}
+        out = [dict(b) for b in self.base]
+        for f in sorted(set(labels.values())):
+            held = {i for i in rows if labels[i] == f}
+            prof = self.fit(self.rows - held, start)
+            pred = self.predict(prof, held)
+            for i in held:
+                out[i] = pred[i]
+        return out
+
+
+def error_table(points: list, preds: list[dict], rows: Iterable[int]) -> dict:
+    """MAPE / median APE per metric over ``rows``."""
+    acc = defaultdict(list)
+    for i in rows:
+        for k in FIT_METRICS:
+            v, y = preds[i].get(f"predicted_{k}"), getattr(points[i], k, None)
+            if v and y:
+                acc[k].append(abs(v / y - 1.0) * 100)
+    return {k: {"count": len(v), "mape_pct": round(float(np.mean(v)), 2), "median_ape_pct": round(float(np.median(v)), 2)}
+            for k, v in acc.items()}
+
+
+def band_quantiles(points: list, preds: list[dict], rows: Iterable[int]) -> dict:
+    """p10 / p90 of log(measured / predicted) per metric: multiply a prediction by exp(q) for its band."""
+    acc = defaultdict(list)
+    for i in rows:
+        for k in FIT_METRICS:
+            v, y = preds[i].get(f"predicted_{k}"), getattr(points[i], k, None)
+            if v and y and v > 0 and y > 0:
+                acc[k].append(np.log(y / v))
+    return {k: {"p10": round(float(np.percentile(v, 10)), 4), "p90": round(float(np.percentile(v, 90)), 4), "count": len(v)}
+            for k, v in acc.items() if len(v) >= 10}
+
+
+def calibrate_measurements(points: list, folds: int = 5) -> dict:
+    """Fit profiles to the user's points and report before/after error with k-fold cross-validation."""
+    from .serving import engine_profile
+
+    f = Fitter(points)
+    if not f.rows:
+        return {"fitted_rows": 0, "profiles": {}, "before": {}, "after_cv": {}, "after_in_sample": {}, "bands": {}}
+    current = {e: engine_profile(e) for e in ("default", *{points[i].engine for i in f.rows if points[i].engine})}
+    before = error_table(points, f.predict(current), f.rows)
+    start = {k: v for k, v in current.items()}
+    profiles = f.fit(start=start)
+    in_sample = error_table(points, f.predict(profiles), f.rows)
+    k = max(2, min(folds, len(f.rows)))
+    cv = f.cross_validate(k, start=start)
+    return {"fitted_rows": len(f.rows), "profiles": profiles, "before": before, "after_in_sample": in_sample,
+            "after_cv": error_table(points, cv, f.rows), "folds": k, "bands": band_quantiles(points, cv, f.rows)}
+
+
+def prediction_bands(gpu_id: str, model_id: str) -> tuple[dict, float]:
+    """(p10/p90 log-ratio quantiles per metric, widening factor) for a GPU and model.
+
+    The quantiles come from the leave-one-model-out residuals of the shipped calibration
+    (hardware/efficiency/serving.yaml); a GPU or model outside the calibration data widens them.
+    """
+    from .efficiency import _load
+
+    data = _load("serving")
+    q = data.get("uncertainty") or {}
+    widen = 1.0
+    if gpu_id not in (data.get("calibrated_gpus") or []):
+        widen *= EXTRAPOLATION_WIDENING
+    if model_id not in (data.get("calibrated_models") or []):
+        widen *= EXTRAPOLATION_WIDENING
+    return q, widen
+
+
+def add_bands(point: dict, q: dict, widen: float) -> dict:
+    """Add ``*_low`` / ``*_high`` (p10-p90 of where the measured value should land) to a frontier point."""
+    def rng(metric):
+        b = q.get(metric)
+        if not b:
+            return None
+        return float(np.exp(b["p10"] * widen)), float(np.exp(b["p90"] * widen))
+
+    r = rng("ttft_ms")
+    if r:
+        point["ttft_ms_low"], point["ttft_ms_high"] = round(point["ttft_ms"] * r[0], 3), round(point["ttft_ms"] * r[1], 3)
+    r = rng("tpot_ms")
+    if r:
+        point["tpot_ms_low"], point["tpot_ms_high"] = round(point["tpot_ms"] * r[0], 4), round(point["tpot_ms"] * r[1], 4)
+        point["tok_s_user_low"], point["tok_s_user_high"] = round(1000 / point["tpot_ms_high"], 3), round(1000 / point["tpot_ms_low"], 3)
+    r = rng("output_tok_s_total") or rng("tpot_ms") and tuple(1 / x for x in reversed(rng("tpot_ms")))
+    if r:
+        point["tok_s_gpu_low"], point["tok_s_gpu_high"] = round(point["tok_s_gpu"] * r[0], 3), round(point["tok_s_gpu"] * r[1], 3)
+        if point.get("usd_per_mtok"):
+            point["usd_per_mtok_low"] = round(point["usd_per_mtok"] / r[1], 4)
+            point["usd_per_mtok_high"] = round(point["usd_per_mtok"] / r[0], 4)
+    return point

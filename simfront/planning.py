@@ -1,0 +1,537 @@
+"""Capacity planning and GPU comparison: the fewest GPUs of each type that serve a request rate.
+
+A deployment is ``k`` identical aggregated workers of one configuration, or ``x`` prefill plus
+``y`` decode workers (disaggregated). Per GPU type and workload the worker tables are evaluated
+once and cached, with the search's own serving functions, memory check and worker efficiencies
+(:mod:`simfront.search`): every layout x batch x precision x speculation as an aggregated worker, a
+decode worker and a prefill worker. A rate and an SLA then only select rows:
+``k = ceil(rate / worker requests/s)``; TTFT depends only on the prefill side and TPOT only on the
+decode side, so the two sides of a disaggregated deployment are sized separately.
+
+Latency is the configuration's at full batch (as the search reports it): an upper
+bound when the deployment runs below capacity.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any, Callable, Iterable, Mapping, Sequence
+
+import numpy as np
+
+from . import efficiency
+from .api import _check_lengths, layout_label
+from .errors import SimfrontError
+from .hardware import GpuSet, Hardware, get_hardware
+from .launch import Deployment, LaunchPlan, WorkerLayout, benchmark_command, launch_commands, sidecar_yaml
+from .layout import enumerate_layouts
+from .memory import plan_memory
+from .models import Model, apply_precision, get_model
+from .pareto import interp_frontier
+from .search import (DISAGG_DECODE_EFF, DISAGG_PREFILL_EFF, PREFILL_BATCHES, SearchSpace, _spec_label, precision_options,
+                     spec_options)
+from .serving import (DEFAULT_CHUNK_TOKENS, Workload, aggregated, decode_worker, engine_profile, finish_prefill, prefill_raw,
+                      usd_per_mtok)
+from .sizing import min_gpus as fewest_gpus
+
+# GPU types planned when none are named: the current NVIDIA HGX / NVL72 parts and AMD's newest.
+DEFAULT_HARDWARE = ("h100_sxm", "h200_sxm", "b200_sxm", "b300_sxm", "gb200", "mi355x")
+HOURS_PER_MONTH = 730.0  # 8760 h per year / 12: the billing month of cloud price sheets
+DEFAULT_MAX_GPUS = 512  # largest deployment considered (the top of sizing.CANDIDATE_COUNTS)
+# Largest worker on GPUs whose scale-up domain is smaller: 8 nodes of 8, room for the wide expert
+# parallelism (EP 32-64 across nodes) DeepSeek-style MoE serving uses (modeling-notes §5). NVL72
+# parts also get their whole 72-GPU rack; a model that needs more GPUs to fit gets its minimum.
+WORKER_SEARCH_GPUS = 64
+COMPARE_LEVELS = 6  # tok/s/user levels of the comparison table
+_CACHE_MAX = 64  # worker tables kept in memory (GPU type x workload x search options)
+_ROUND = 4  # decimals of float fields in point dicts (as api._point)
+
+
+# ---------------------------------------------------------------------------------------------
+# Worker tables (rate- and SLA-independent, cached)
+
+AGG_COLS = ("tp", "pp", "ep", "dp", "batch", "prec", "spec", "ttft_s", "tpot_s", "rate")
+DEC_COLS = ("tp", "pp", "ep", "dp", "batch", "prec", "spec", "tpot_s", "rate")
+PRE_COLS = ("tp", "ep", "dp", "batch", "prec", "ttft_up_s", "ttft_out_s", "rate")
+
+
+@dataclass
+class _Tables:
+    """Workers one GPU type offers for one workload; arrays per configuration."""
+
+    hw: Hardware
+    set_gpus: int  # largest worker evaluated (GPUs)
+    precisions: list  # Precision objects, indexed by the "prec" columns
+    specs: list  # Speculation objects, indexed by the "spec" columns
+    min_gpus: int | None  # fewest GPUs that hold the model (first precision option)
+    parts: dict[str, dict[str, np.ndarray]] | None = None  # {"agg"|"dec"|"pre": columns}, filled on first use
+
+
+_TABLE_CACHE: dict[tuple, _Tables] = {}
+
+
+def clear_cache() -> None:
+    """Forget cached worker tables (e.g. after editing hardware or model files)."""
+    _TABLE_CACHE.clear()
+
+
+def _as_list(v) -> list[str] | None:
+    if v is None:
+        return None
+    if isinstance(v, str):
+        return [s.strip() for s in v.split(",") if s.strip()]
+    return list(v)
+
+
+def _tables(m: Model, hw: Hardware, wl: Workload, space: SearchSpace, max_gpus: int) -> _Tables:
+    key = (m.id, m.name_precision, hw.id, wl, tuple(space.precisions or ()), tuple(space.kv_dtypes or ()), space.modes,
+           space.engine, max_gpus, repr(getattr(efficiency, "_overrides", None)))  # calibration overrides change results
+    if key not in _TABLE_CACHE:
+        if len(_TABLE_CACHE) >= _CACHE_MAX:
+            _TABLE_CACHE.pop(next(iter(_TABLE_CACHE)))
+        precs = precision_options(m, GpuSet(count=1, hardware=hw), space)
+        need = fewest_gpus(m, precs[0], hw, int(wl.isl + wl.osl))
+        top = min(max_gpus, max(hw.scaleup.domain_gpus, WORKER_SEARCH_GPUS, need or 0))
+        _TABLE_CACHE[key] = _Tables(hw, top, precs, spec_options(m, space), need)
+    return _TABLE_CACHE[key]
+
+
+def _evaluate(m: Model, t: _Tables, wl: Workload, space: SearchSpace) -> dict:
+    """Aggregated, decode and prefill workers of up to ``t.set_gpus`` GPUs, by the search's rules."""
+    hw = t.hw
+    lay = enumerate_layouts(m.arch, t.set_gpus, max_tp=space.max_tp or hw.scaleup.domain_gpus)
+    cols = {part: {c: [] for c in names} for part, names in (("agg", AGG_COLS), ("dec", DEC_COLS), ("pre", PRE_COLS))}
+    ctx = wl.isl + wl.osl
+    prof = engine_profile(space.engine)
+    for pi, prec in enumerate(t.precisions):  # a handful of formats; each is one vectorised evaluation
+        if lay["tp"].size == 0:
+            break
+        mem = plan_memory(m, prec, hw, lay["tp"], lay["pp"], lay["dp"], lay["ep"], 1, ctx)
+        fit = mem.fits
+        if not fit.any():
+            continue
+        L = {k: v[fit][:, None] for k, v in lay.items()}
+        cap_b = (np.floor(mem.max_concurrency[fit] / lay["dp"][fit]) / lay["pp"][fit])[:, None]  # requests per micro-batch per rank
+        B = space.batches[None, :].astype(float)
+        ok = B <= cap_b
+        for si, spec in enumerate(t.specs):
+            if "agg" in space.modes:
+                r = aggregated(m, prec, hw, L["tp"], L["pp"], L["dp"], L["ep"], B, wl, spec, space.engine)
+                _add(cols["agg"], ok & np.isfinite(r.tpot_s) & (r.tpot_s > 0), tp=L["tp"], pp=L["pp"], ep=L["ep"], dp=L["dp"],
+                     batch=B, prec=pi, spec=si, ttft_s=r.ttft_s, tpot_s=r.tpot_s, rate=r.requests_s_worker)
+            if "disagg" in space.modes:
+                d = decode_worker(m, prec, hw, L["tp"], L["pp"], L["dp"], L["ep"], B, wl, spec, space.engine)
+                _add(cols["dec"], ok & np.isfinite(d.tpot_s) & (d.tpot_s > 0), tp=L["tp"], pp=L["pp"], ep=L["ep"], dp=L["dp"],
+                     batch=B, prec=pi, spec=si, tpot_s=d.tpot_s,
+                     rate=d.requests_s_worker * DISAGG_DECODE_EFF)  # the search's decode worker-ratio efficiency
+        one = L["pp"][:, 0] == 1  # prefill workers run without pipeline stages (as in the search)
+        if "disagg" not in space.modes or not one.any():
+            continue
+        P = {k: v[one] for k, v in L.items()}
+        pb = PREFILL_BATCHES[None, :].astype(float)
+        # one step evaluation; prefill_raw's transfer is KV bytes / link, so a unit link gives the bytes
+        step, kv_bytes, slots = prefill_raw(m, prec, hw, P["tp"], P["pp"], P["dp"], P["ep"], pb, wl, 1.0)
+        # KV moves over the scale-up link when the deployment fits one scale-up domain, else over the
+        # prefill worker's NICs (the search's rule for a GPU set of that size)
+        up = finish_prefill(step, kv_bytes / hw.scaleup.bandwidth_bytes_per_s, slots, prof)
+        out = finish_prefill(step, kv_bytes / (hw.scaleout_bandwidth_bytes_per_s * P["tp"] * P["dp"]), slots, prof)
+        _add(cols["pre"], np.isfinite(up.ttft_s) & np.isfinite(out.ttft_s), tp=P["tp"], ep=P["ep"], dp=P["dp"], batch=pb, prec=pi,
+             ttft_up_s=up.ttft_s, ttft_out_s=out.ttft_s,
+             rate=up.requests_s_worker * DISAGG_PREFILL_EFF)  # the search's prefill worker-ratio efficiency
+    return {part: {c: (np.concatenate(v) if v else np.zeros(0)) for c, v in cc.items()} for part, cc in cols.items()}
+
+
+def _add(cols: dict, mask: np.ndarray, **values) -> None:
+    """Append the masked elements of broadcast arrays (or scalars) to the columns."""
+    for k, v in values.items():
+        cols[k].append(np.broadcast_to(np.asarray(v, dtype=float), mask.shape)[mask])
+
+
+# ---------------------------------------------------------------------------------------------
+# Selection
+
+
+def _launchable(hw: Hardware, tp, dp, pp, ep, engine: str | None) -> np.ndarray:
+    """Layouts simfront.launch can write for ``engine`` (its check_deployment rules, vectorised)."""
+    g = tp * dp * pp
+    node = hw.gpus_per_node
+    ok = (g <= node) | (g % node == 0)  # a multi-node worker fills whole nodes
+    if engine == "vllm":
+        ok &= (ep == 1) | (ep == tp * dp)  # vLLM shards experts over all GPUs of the stage or none
+    elif engine == "trtllm":
+        ok &= (dp == 1) | (tp == 1)  # TRT-LLM attention DP runs attention with TP 1
+    return ok
+
+
+def _engine_name(engine: str | None) -> str | None:
+    if engine is None:
+        return None
+    from .launch import _engine
+
+    return _engine(engine)
+
+
+def _sla_side(sla: dict, ttft_s=None, tpot_s=None) -> np.ndarray:
+    """Rows meeting the SLA bounds that concern the given latencies."""
+    ok = True
+    if ttft_s is not None and sla.get("ttft_ms") is not None:
+        ok = ok & (ttft_s * 1e3 <= sla["ttft_ms"])
+    if tpot_s is not None and sla.get("tpot_ms") is not None:
+        ok = ok & (tpot_s * 1e3 <= sla["tpot_ms"])
+    if tpot_s is not None and sla.get("min_tok_s_user") is not None:
+        ok = ok & (1.0 / tpot_s >= sla["min_tok_s_user"])
+    return ok
+
+
+def _base_point(t: _Tables, mode: str, tp, pp, ep, dp, batch, prec, spec, ttft_s, tpot_s) -> dict:
+    p = t.precisions[int(prec)]
+    return {"mode": mode, "tp": int(tp), "pp": int(pp), "ep": int(ep), "attention_dp": int(dp), "replicas": 1, "batch": int(batch),
+            "concurrency": 0, "precision": p.label, "kv_dtype": p.kv, "spec": _spec_label(t.specs[int(spec)]),
+            "ttft_ms": round(float(ttft_s) * 1e3, _ROUND), "tpot_ms": round(float(tpot_s) * 1e3, _ROUND),
+            "tok_s_user": round(1.0 / float(tpot_s), _ROUND), "tok_s_gpu": None, "usd_per_mtok": None, "requests_s": None,
+            "gpus_used": 0, "prefill_tp": 0, "prefill_ep": 0, "prefill_attention_dp": 0, "prefill_workers": 0, "prefill_batch": 0,
+            "decode_workers": 0}
+
+
+def _best_agg(t: _Tables, A: dict, rate: float, sla: dict, max_gpus: int, engine: str | None) -> tuple[dict | None, dict]:
+    """(fewest-GPU aggregated choice or None, latencies reachable without the SLA)."""
+    if A["rate"].size == 0:
+        return None, {}
+    ok = _launchable(t.hw, A["tp"], A["dp"], A["pp"], A["ep"], engine)
+    reach = {"ttft_ms": A["ttft_s"][ok] * 1e3, "tpot_ms": A["tpot_s"][ok] * 1e3}
+    ok &= _sla_side(sla, A["ttft_s"], A["tpot_s"])
+    w = A["tp"] * A["dp"] * A["pp"]  # GPUs per worker
+    k = np.ceil(rate / A["rate"])  # workers the rate needs
+    n = k * w
+    ok &= n <= max_gpus
+    if not ok.any():
+        return None, reach
+    idx = np.nonzero(ok)[0]
+    i = int(idx[np.lexsort((-k[idx] * A["rate"][idx], n[idx]))[0]])  # fewest GPUs, then most capacity
+    pt = _base_point(t, "agg", *(A[c][i] for c in ("tp", "pp", "ep", "dp", "batch", "prec", "spec", "ttft_s", "tpot_s")))
+    pt.update(replicas=int(k[i]), concurrency=int(A["batch"][i] * A["dp"][i] * A["pp"][i] * k[i]))
+    return {"point": pt, "num_gpus": int(n[i]), "capacity": float(k[i] * A["rate"][i]), "search_n": int(w[i])}, reach
+
+
+def _best_disagg(t: _Tables, D: dict, R: dict, rate: float, sla: dict, max_gpus: int, engine: str | None) -> tuple[dict | None, dict]:
+    """Fewest-GPU disaggregated choice: decode and prefill sides sized separately, one precision."""
+    if D["rate"].size == 0 or R["rate"].size == 0:
+        return None, {}
+    d_ok = _launchable(t.hw, D["tp"], D["dp"], D["pp"], D["ep"], engine)
+    p_ok = _launchable(t.hw, R["tp"], R["dp"], 1, R["ep"], engine)
+    reach = {"tpot_ms": D["tpot_s"][d_ok] * 1e3, "ttft_ms": R["ttft_up_s"][p_ok] * 1e3}
+    d_ok &= _sla_side(sla, tpot_s=D["tpot_s"])
+    y = np.ceil(rate / D["rate"])  # decode workers
+    d_gpus = y * D["tp"] * D["dp"] * D["pp"]
+    x = np.ceil(rate / R["rate"])  # prefill workers
+    p_gpus = x * R["tp"] * R["dp"]
+    domain = t.hw.scaleup.domain_gpus
+    di = _cheapest_per_precision(d_ok, d_gpus, y * D["rate"], D["prec"])
+    best = None
+    for link in ("up", "out"):  # the two KV-transfer paths
+        pl = p_ok & _sla_side(sla, ttft_s=R[f"ttft_{link}_s"])
+        pi = _cheapest_per_precision(pl, p_gpus, x * R["rate"], R["prec"])
+        for prec in sorted(set(di) & set(pi)):  # a few precisions
+            a, b = di[prec], pi[prec]
+            n = int(d_gpus[a] + p_gpus[b])
+            if n > max_gpus or (link == "up") != (n <= domain):
+                continue  # the KV link must be the one a set of n GPUs has
+            cap = float(min(y[a] * D["rate"][a], x[b] * R["rate"][b]))
+            if best is None or (n, -cap) < (best["num_gpus"], -best["capacity"]):
+                best = {"a": a, "b": b, "link": link, "num_gpus": n, "capacity": cap}
+    if best is None:
+        return None, reach
+    a, b = best["a"], best["b"]
+    pt = _base_point(t, "disagg", *(D[c][a] for c in ("tp", "pp", "ep", "dp", "batch", "prec", "spec")),
+                     R[f"ttft_{best['link']}_s"][b], D["tpot_s"][a])
+    pt.update(replicas=int(y[a]), concurrency=int(D["batch"][a] * D["dp"][a] * D["pp"][a] * y[a]), prefill_tp=int(R["tp"][b]),
+              prefill_ep=int(R["ep"][b]), prefill_attention_dp=int(R["dp"][b]), prefill_workers=int(x[b]),
+              prefill_batch=int(R["batch"][b]), decode_workers=int(y[a]))
+    dg, pg = int(D["tp"][a] * D["dp"][a] * D["pp"][a]), int(R["tp"][b] * R["dp"][b])
+    # smallest GPU set whose search holds this prefill/decode pair with the same KV link
+    best["search_n"] = dg + pg if best["link"] == "up" else max(dg + pg, domain + 1)
+    best["point"] = pt
+    return best, reach
+
+
+def _cheapest_per_precision(ok: np.ndarray, gpus: np.ndarray, cap: np.ndarray, prec: np.ndarray) -> dict[int, int]:
+    """Index of the fewest-GPU (then highest-capacity) allowed row of each precision."""
+    idx = np.nonzero(ok)[0]
+    if idx.size == 0:
+        return {}
+    order = idx[np.lexsort((-cap[idx], gpus[idx], prec[idx]))]
+    _, first = np.unique(prec[order], return_index=True)
+    return {int(prec[order[j]]): int(order[j]) for j in first}
+
+
+def _choose(m: Model, t: _Tables, wl: Workload, space: SearchSpace, rate: float, sla: dict, max_gpus: int,
+            engine: str | None) -> tuple[dict | None, list[dict]]:
+    """Fewest-GPU choice (aggregated or disaggregated) and the latencies reachable regardless of SLA."""
+    if t.parts is None:
+        t.parts = _evaluate(m, t, wl, space)
+    T = t.parts
+    a, ra = _best_agg(t, T["agg"], rate, sla, max_gpus, engine)
+    d, rd = _best_disagg(t, T["dec"], T["pre"], rate, sla, max_gpus, engine)
+    cands = [c for c in (a, d) if c is not None]
+    best = min(cands, key=lambda c: (c["num_gpus"], -c["capacity"])) if cands else None
+    return best, [ra, rd]
+
+
+def _finish_row(hw: Hardware, choice: dict, rate: float, osl: float, price: float) -> dict:
+    pt = dict(choice["point"])
+    n = choice["num_gpus"]
+    cap = choice["capacity"]
+    tok_gpu = cap * osl / n  # output tokens/s per GPU at full capacity
+    pt.update(tok_s_gpu=round(tok_gpu, _ROUND), usd_per_mtok=round(float(usd_per_mtok(price, tok_gpu)), _ROUND),
+              requests_s=round(cap, _ROUND), gpus_used=n)
+    pt["layout"] = layout_label(pt)
+    usd_h = n * price  # rent of every GPU of the deployment
+    return {
+        "gpu": hw.id, "feasible": True, "num_gpus": n, "layout": pt["layout"], "mode": pt["mode"], "precision": pt["precision"],
+        "kv_dtype": pt["kv_dtype"], "spec": pt["spec"], "replicas": pt["replicas"], "batch": pt["batch"],
+        "prefill_workers": pt["prefill_workers"], "decode_workers": pt["decode_workers"],
+        "usd_per_gpu_hour": price, "usd_per_hour": usd_h, "monthly_usd": usd_h * HOURS_PER_MONTH,
+        # cost of the asked traffic (what the deployment bills per output token served) and at full capacity
+        "usd_per_mtok": float(usd_per_mtok(usd_h, rate * osl)), "usd_per_mtok_at_capacity": pt["usd_per_mtok"],
+        "ttft_ms": pt["ttft_ms"], "tpot_ms": pt["tpot_ms"], "tok_s_user": pt["tok_s_user"], "tok_s_gpu": pt["tok_s_gpu"],
+        "capacity_requests_s": cap, "headroom": cap / rate, "search_gpus": f"{choice['search_n']}x{hw.id}",
+        "point": pt,
+    }
+
+
+def _fmt_sla(sla: dict) -> str:
+    parts = []
+    if sla.get("ttft_ms") is not None:
+        parts.append(f"TTFT <= {sla['ttft_ms']:g} ms")
+    if sla.get("tpot_ms") is not None:
+        parts.append(f"TPOT <= {sla['tpot_ms']:g} ms")
+    if sla.get("min_tok_s_user") is not None:
+        parts.append(f">= {sla['min_tok_s_user']:g} tok/s/user")
+    return ", ".join(parts) or "no SLA"
+
+
+def _infeasible(m: Model, t: _Tables, reach: list[dict], sla: dict, rate: float, max_gpus: int, isl: int, osl: int) -> dict:
+    hw = t.hw
+    ttft = np.concatenate([r["ttft_ms"] for r in reach if r] or [np.zeros(0)])
+    tpot = np.concatenate([r["tpot_ms"] for r in reach if r] or [np.zeros(0)])
+    if ttft.size == 0 or tpot.size == 0:
+        from .sizing import memory_verdict
+
+        v = memory_verdict(m, t.precisions[0], GpuSet(count=t.set_gpus, hardware=hw), isl, osl, alternatives=False)
+        if v.fits:
+            why = f"no configuration of {m.id} on up to {t.set_gpus}x{hw.id} can be launched (workers must fill whole nodes)"
+        elif t.min_gpus is None:
+            why = f"does not fit: {v.reason}; nothing up to {DEFAULT_MAX_GPUS}x{hw.id} holds it"
+        else:
+            why = f"does not fit within max_gpus {max_gpus}: {v.reason}"
+        return {"gpu": hw.id, "feasible": False, "reason": why, "min_gpus": t.min_gpus}
+    best = f"best reachable TTFT {ttft.min():,.0f} ms, TPOT {tpot.min():,.2f} ms ({1e3 / tpot.min():,.0f} tok/s/user)"
+    sla_ok = ((sla.get("ttft_ms") is None or ttft.min() <= sla["ttft_ms"])
+              and (sla.get("tpot_ms") is None or tpot.min() <= sla["tpot_ms"])
+              and (sla.get("min_tok_s_user") is None or 1e3 / tpot.min() >= sla["min_tok_s_user"]))
+    if sla_ok:  # each bound is reachable on its own: not together, or not within max_gpus
+        why = f"no configuration meets {_fmt_sla(sla)} at {rate:g} req/s within {max_gpus} GPUs ({best}, each on its own)"
+    else:
+        why = f"SLA {_fmt_sla(sla)} out of reach: {best}"
+    return {"gpu": hw.id, "feasible": False, "reason": why, "min_gpus": t.min_gpus}
+
+
+def _prices(prices: Mapping[str, float] | None) -> dict[str, float]:
+    out = {}
+    for k, v in (prices or {}).items():
+        if v is None or not float(v) >= 0:
+            raise SimfrontError(f"price for {k!r} must be a non-negative USD per GPU-hour, got {v!r}")
+        out[get_hardware(k).id] = float(v)
+    return out
+
+
+def plan(model: str, rate: float, isl: int = 1024, osl: int = 1024, ttft_ms: float | None = None, tpot_ms: float | None = None,
+         min_tok_s_user: float | None = None, hardware: Sequence[str] | str | None = None, prices: Mapping[str, float] | None = None,
+         engine: str | None = None, precision: Sequence[str] | str | None = None, max_gpus: int | None = None,
+         progress: Callable[[str], Any] | None = None, kv_dtype: Sequence[str] | str | None = None, prefix_hit: float = 0.0,
+         modes: Iterable[str] = ("agg", "disagg")) -> dict:
+    """Fewest GPUs of each type serving ``rate`` requests/s of ISL/OSL within the SLA, cheapest first.
+
+    Returns ``{model, workload, sla, max_gpus, engine, rows, search_time_s}``. Feasible rows carry
+    the configuration (``point``: api.predict's frontier-point fields for the whole deployment),
+    ``num_gpus``, ``usd_per_hour``, ``monthly_usd``, ``headroom`` and ``search_gpus`` (the
+    smallest GPU set whose search holds the configuration); infeasible rows ``reason``.
+    ``engine`` selects its serving profile and keeps only layouts that engine can launch.
+    """
+    import time
+
+    t0 = time.perf_counter()
+    _check_lengths(isl=isl, osl=osl)
+    if rate is None or not rate > 0:
+        raise SimfrontError(f"--rate {rate} must be a positive request rate (requests/s)")
+    for name, v in (("ttft", ttft_ms), ("tpot", tpot_ms), ("min-tok-s-user", min_tok_s_user)):
+        if v is not None and not v > 0:
+            raise SimfrontError(f"--{name} {v} must be positive")
+    if not 0.0 <= prefix_hit < 1.0:
+        raise SimfrontError(f"--prefix-hit {prefix_hit} must be in [0, 1)")
+    max_gpus = DEFAULT_MAX_GPUS if max_gpus is None else int(max_gpus)
+    if max_gpus < 1:
+        raise SimfrontError(f"--max-gpus {max_gpus} must be at least 1")
+    modes = tuple(modes)
+    if not modes or set(modes) - {"agg", "disagg"}:
+        raise SimfrontError(f"modes {modes!r}: valid values are agg, disagg")
+    m = get_model(model)
+    hws = list({h.id: h for h in (get_hardware(x) for x in (_as_list(hardware) or DEFAULT_HARDWARE))}.values())
+    price_of = _prices(prices)
+    eng = _engine_name(engine)
+    space = SearchSpace(precisions=_as_list(precision) or None, kv_dtypes=_as_list(kv_dtype) or None, modes=modes, engine=eng)
+    for p in space.precisions or ():
+        apply_precision(m, p)  # unknown formats fail here with a one-line error
+    for k in space.kv_dtypes or ():
+        apply_precision(m, None, k)
+    wl = Workload(isl=isl, osl=osl, prefix_hit=prefix_hit, chunk_tokens=DEFAULT_CHUNK_TOKENS)
+    sla = {"ttft_ms": ttft_ms, "tpot_ms": tpot_ms, "min_tok_s_user": min_tok_s_user}
+    rows = []
+    for hw in hws:  # one set of worker tables per GPU type
+        price = price_of.get(hw.id, hw.price_usd_per_hour)
+        t = _tables(m, hw, wl, space, max_gpus)
+        c, reach = _choose(m, t, wl, space, rate, sla, max_gpus, eng)
+        if c is not None:
+            row = _finish_row(hw, c, rate, osl, price)
+            msg = (f"{hw.id}: {row['num_gpus']} GPUs, {row['layout']} ({row['mode']}, {row['precision']}), "
+                   f"${row['usd_per_hour']:,.2f}/h, headroom {row['headroom']:.2f}")
+        else:
+            row = _infeasible(m, t, reach, sla, rate, max_gpus, isl, osl)
+            row["usd_per_gpu_hour"] = price
+            msg = f"{hw.id}: not feasible: {row['reason']}"
+        rows.append(row)
+        if progress is not None:
+            progress(msg)
+    ok = sorted((r for r in rows if r["feasible"]), key=lambda r: (r["usd_per_hour"], r["gpu"]))
+    return {"model": m.id, "workload": {"isl": isl, "osl": osl, "rate": rate, "prefix_hit": prefix_hit}, "sla": sla,
+            "max_gpus": max_gpus, "engine": eng, "rows": ok + [r for r in rows if not r["feasible"]],
+            "search_time_s": time.perf_counter() - t0}
+
+
+# ---------------------------------------------------------------------------------------------
+# Launch commands for a frontier point or plan row
+
+
+def _spec_of(label: str | None) -> tuple[str | None, int]:
+    """('mtp'|'eagle3'|'ngram'|None, k) from a search spec label such as ``mtp-k1@0.8``."""
+    if not label or label == "none":
+        return None, 0
+    method, _, rest = label.partition("-k")
+    k = int(rest.split("@")[0]) if rest else 1
+    return {"eagle": "eagle3"}.get(method, method), k
+
+
+def _weights(label: str) -> str:
+    """Weight format of a precision label (``fp8_block+kvfp8`` -> ``fp8_block``)."""
+    w = label.split("+kv")[0]
+    return "bf16" if w == "fp16" else w  # engines serve FP16 checkpoints as they are (dtype auto)
+
+
+def deployment_for(point: Mapping[str, Any], model: str, gpu: str, isl: int, osl: int) -> Deployment:
+    """The :class:`simfront.launch.Deployment` that runs exactly ``point``'s configuration."""
+    need = ("mode", "tp", "pp", "ep", "attention_dp", "batch", "precision", "kv_dtype")
+    miss = [k for k in need if point.get(k) is None]
+    if miss:
+        raise SimfrontError(f"point lacks {', '.join(miss)}: pass a frontier point or a plan row's 'point'")
+    m = get_model(model)
+    hw = get_hardware(gpu)
+    method, k = _spec_of(point.get("spec"))
+    q = 1 + k  # tokens per request per decode step
+    tp, pp, ep, dp, b = (int(point[x]) for x in ("tp", "pp", "ep", "attention_dp", "batch"))
+    kv = "bf16" if point["kv_dtype"] in ("bf16", "fp16") else point["kv_dtype"]
+    # per-rank token budget: the search's prefill chunk, at least a full decode batch
+    tokens = max(DEFAULT_CHUNK_TOKENS, b * q)
+    common = dict(model_id=m.hf_id or m.id, mode=point["mode"], kv_dtype=kv, weight_precision=_weights(point["precision"]),
+                  spec_method=method, spec_k=k, gpus_per_node=hw.gpus_per_node, isl=int(isl), osl=int(osl), gpu=hw.id,
+                  concurrency=max(1, int(point.get("concurrency") or b * dp * pp)))
+    if point["mode"] == "disagg":
+        pdp, pb = int(point["prefill_attention_dp"]), int(point["prefill_batch"])
+        prefill = WorkerLayout(tp=int(point["prefill_tp"]), pp=1, ep=int(point["prefill_ep"]), attention_dp=pdp,
+                               max_batch=pb * pdp, workers=int(point["prefill_workers"]),
+                               max_num_tokens=max(pb * int(isl), DEFAULT_CHUNK_TOKENS) * pdp)  # whole prompts per rank
+        decode = WorkerLayout(tp=tp, pp=pp, ep=ep, attention_dp=dp, max_batch=b * dp * pp,
+                              workers=int(point["decode_workers"]), max_num_tokens=b * q * dp)
+        return Deployment(prefill=prefill, decode=decode, **common)
+    return Deployment(tp=tp, pp=pp, ep=ep, attention_dp=dp, max_batch=b * dp * pp, max_num_tokens=tokens * dp,
+                      replicas=int(point.get("replicas") or 1), **common)
+
+
+def launch_for(point: Mapping[str, Any], model: str, gpu: str, engine: str = "vllm", isl: int = 1024, osl: int = 1024) -> dict:
+    """Launch lines, files, notes, client benchmark and sidecar for a frontier point or plan row point."""
+    dep = deployment_for(point, model, gpu, isl, osl)
+    lp: LaunchPlan = launch_commands(dep, engine)
+    tool = lp.engine if lp.engine in ("vllm", "sglang") else "vllm"  # TRT-LLM serves an OpenAI API vLLM's client measures
+    return {"engine": lp.engine, "commands": lp.commands, "roles": lp.roles, "files": lp.files, "notes": lp.notes,
+            "benchmark": benchmark_command(dep, tool, engine=lp.engine), "sidecar": sidecar_yaml(dep, lp.engine),
+            "num_gpus": dep.total_gpus}
+
+
+# ---------------------------------------------------------------------------------------------
+# Comparing GPU sets at equal interactivity
+
+
+def _levels(fronts: list[list[dict]], n: int) -> np.ndarray:
+    """``n`` tok/s/user levels, log-spaced over the range every frontier reaches."""
+    xs = [np.array([p["tok_s_user"] for p in f], float) for f in fronts if f]
+    if not xs:
+        return np.zeros(0)
+    lo, hi = max(x.min() for x in xs), min(x.max() for x in xs)
+    if lo > hi:  # no overlap: span what every set can reach (interp_frontier serves x <= its max)
+        lo = min(x.min() for x in xs)
+    if hi <= 0:
+        return np.zeros(0)
+    lo = max(lo, hi * 1e-3)
+    return np.unique(np.round(np.geomspace(lo, hi, n), 2))
+
+
+def compare(model: str, gpu_sets: Sequence[str], isl: int = 1024, osl: int = 1024, prices: Mapping[str, float] | None = None,
+            levels: int = COMPARE_LEVELS, html: str | None = None, title: str | None = None, **predict_kwargs) -> dict:
+    """Frontiers of ``model`` on several GPU sets and a table at equal tok/s/user.
+
+    ``predict_kwargs`` go to :func:`simfront.api.predict` (precision, kv_dtype, spec, modes, ttft_ms ...).
+    Table rows: ``{tok_s_user, gpus, tok_s_gpu, tok_s_per_usd_hour, usd_per_mtok}`` (NaN-free:
+    None where a set cannot reach the level). ``html``: write an offline comparison page there.
+    """
+    from . import api
+
+    sets_in = _as_list(gpu_sets) or []
+    if not sets_in:
+        raise SimfrontError("compare needs at least one GPU set, e.g. 8xH200,8xB200")
+    price_of = _prices(prices)
+    sets = []
+    for s in sets_in:  # one prediction per set
+        g = api.parse_gpus(s)
+        res = api.predict(model, g, isl=isl, osl=osl, price=price_of.get(g.hardware.id), **predict_kwargs)
+        sets.append({"gpus": res["gpus"], "fits": res["fits"], "price_usd_per_gpu_hour": res["price_usd_per_gpu_hour"],
+                     "frontier": res["frontier"], "knee": res["knee"], "best_under_sla": res["best_under_sla"],
+                     "memory": res["memory"], "notes": res["notes"]})
+    lv = _levels([s["frontier"] for s in sets], levels)
+    table = []
+    for x in lv:  # a handful of levels
+        for s in sets:
+            f = s["frontier"]
+            y = float(interp_frontier([p["tok_s_user"] for p in f], [p["tok_s_gpu"] for p in f], x)[0]) if f else math.nan
+            price = s["price_usd_per_gpu_hour"]
+            ok = math.isfinite(y) and y > 0
+            table.append({"tok_s_user": float(x), "gpus": s["gpus"], "tok_s_gpu": y if ok else None,
+                          # output tok/s bought per USD/hour of rent (tok/s/GPU over USD per GPU-hour)
+                          "tok_s_per_usd_hour": (y / price if price > 0 else None) if ok else None,
+                          "usd_per_mtok": float(usd_per_mtok(price, y)) if ok else None})
+    out = {"model": get_model(model).id, "workload": {"isl": isl, "osl": osl}, "levels": [float(x) for x in lv],
+           "sets": sets, "table": table}
+    if html:
+        from .plot import compare_html
+
+        names: dict[str, list] = {}
+        for s in sets:
+            name, i = s["gpus"], 2
+            while name in names:  # the same set twice (e.g. two prices)
+                name, i = f"{s['gpus']} ({i})", i + 1
+            names[name] = s["frontier"]
+        compare_html(names, path=html, title=title or f"{out['model']} - ISL {isl} / OSL {osl}")
+        out["html"] = str(html)
+    return out
+
+
+__all__ = ["plan", "launch_for", "deployment_for", "compare", "clear_cache", "DEFAULT_HARDWARE", "HOURS_PER_MONTH"]

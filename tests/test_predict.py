@@ -1,0 +1,121 @@
+"""simfront predict: the frontier, its invariants, SLA, outputs (table, JSON, CSV, HTML)."""
+
+import json
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from simfront import api
+from simfront.hardware import get_hardware
+from simfront.memory import weight_bytes
+from simfront.models import get_model
+from simfront.pareto import pareto_mask
+from simfront.precision import FORMATS
+
+from test_plot import _screenshot, needs_chromium
+from pngcheck import is_blank
+
+
+@pytest.fixture(scope="module")
+def r1_h200():
+    return api.predict("deepseek-r1", "8xH200", isl=1024, osl=1024)
+
+
+def test_kimi_k3_8xb200_explains_what_would_fit():
+    res = api.predict("kimi-k3", "8xB200")
+    assert res["fits"] is False and res["frontier"] == []
+    assert res["memory"]["min_gpus"] == 16 and "8xb300_sxm" in res["memory"]["alternatives"]
+    p = subprocess.run([sys.executable, "-m", "simfront.cli", "predict", "--model", "kimi-k3", "--gpus", "8xB200"],
+                       capture_output=True, text=True, timeout=300)
+    assert p.returncode == 0 and "NO" in p.stdout and "16 x b200_sxm" in p.stdout
+
+
+@pytest.mark.parametrize("gpus", ["8xB300", "72xGB200"])
+def test_kimi_k3_frontiers(gpus):
+    res = api.predict("kimi-k3", gpus)
+    assert res["fits"] and len(res["frontier"]) >= 3
+
+
+def test_frontier_is_non_dominated(r1_h200):
+    pts = r1_h200.pop("_points")
+    x, y = pts["tok_s_user"], pts["tok_s_gpu"]
+    for p in r1_h200["frontier"]:
+        dominated = np.any((x > p["tok_s_user"] * (1 + 1e-6)) & (y > p["tok_s_gpu"] * (1 + 1e-6)))  # JSON values are rounded
+        assert not dominated, p
+    assert pareto_mask(x, y).sum() == len(r1_h200["frontier"])
+    xs = [p["tok_s_user"] for p in r1_h200["frontier"]]
+    assert xs == sorted(xs)
+
+
+def test_tok_s_user_times_tpot_is_1000(r1_h200):
+    for p in r1_h200["frontier"]:
+        assert p["tok_s_user"] * p["tpot_ms"] == pytest.approx(1000, rel=1e-3)
+
+
+def test_no_point_beats_the_hbm_bound(r1_h200):
+    """Every step reads at least the non-expert weights once: TPOT >= those bytes / (worker HBM bandwidth) / tokens per step."""
+    m = get_model("deepseek-r1")
+    hw = get_hardware("h200")
+    pc = m.params
+    for p in r1_h200["frontier"]:
+        prec = m.native
+        dense_bytes = weight_bytes(m, prec) - pc.experts * FORMATS[prec.experts].bytes_per_element
+        worker_gpus = p["tp"] * p["attention_dp"] * p["pp"]
+        al = 2.0 if p["spec"].startswith("mtp") else 1.0  # at most k+1 = 2 tokens per verify step with MTP k=1
+        bound_ms = 1e3 * dense_bytes / (worker_gpus * hw.hbm_bandwidth_bytes_per_s) / al
+        assert p["tpot_ms"] >= bound_ms * 0.999, p
+
+
+def test_sla_best_point_meets_sla():
+    res = api.predict("llama-3.1-70b", "8xH100", isl=2048, osl=512, ttft_ms=1000, tpot_ms=40)
+    b = res["best_under_sla"]
+    assert b and b["ttft_ms"] <= 1000 and b["tpot_ms"] <= 40
+    strict = api.predict("llama-3.1-70b", "8xH100", tpot_ms=0.01)
+    assert strict["best_under_sla"] is None and any("SLA" in n for n in strict["notes"])
+
+
+def test_json_schema_and_cli_outputs(tmp_path):
+    csv_path = tmp_path / "f.csv"
+    p = subprocess.run([sys.executable, "-m", "simfront.cli", "predict", "--model", "gpt-oss-120b", "--gpus", "2xH100",
+                        "--json", "--csv", str(csv_path)], capture_output=True, text=True, timeout=300)
+    assert p.returncode == 0, p.stderr
+    res = json.loads(p.stdout)
+    assert res["fits"] and res["n_configs_evaluated"] > 0 and res["frontier"]
+    keys = {"mode", "tp", "pp", "ep", "attention_dp", "batch", "precision", "ttft_ms", "tpot_ms", "tok_s_user", "tok_s_gpu", "usd_per_mtok"}
+    assert keys <= set(res["frontier"][0])
+    assert csv_path.read_text().splitlines()[0].startswith("mode,")
+    human = subprocess.run([sys.executable, "-m", "simfront.cli", "predict", "--model", "gpt-oss-120b", "--gpus", "2xH100"],
+                           capture_output=True, text=True, timeout=300).stdout
+    assert "tok/s/GPU" in human and "knee" in human
+    rows = [l for l in human.splitlines() if "TP" in l and ("agg" in l or "disagg" in l)]
+    assert 3 <= len(rows) <= 15
+
+
+def test_prefix_hit_and_precision_push_out():
+    base = api.predict("deepseek-r1", "8xB200", isl=8192, osl=1024, precision=["fp8_block"], spec="none", modes=["agg"])
+    hit = api.predict("deepseek-r1", "8xB200", isl=8192, osl=1024, precision=["fp8_block"], spec="none", modes=["agg"], prefix_hit=0.8)
+    assert max(p["tok_s_gpu"] for p in hit["frontier"]) > max(p["tok_s_gpu"] for p in base["frontier"])
+    fp4 = api.predict("deepseek-r1", "8xB200", isl=8192, osl=1024, precision=["nvfp4"], spec="none", modes=["agg"])
+    assert max(p["tok_s_gpu"] for p in fp4["frontier"]) > max(p["tok_s_gpu"] for p in base["frontier"])
+
+
+def test_bad_predict_input():
+    for args, needle in [(("--prefix-hit", "1.5"), "prefix-hit"), (("--mode", "both"), "--mode"), (("--spec", "medusa"), "speculative"),
+                         (("--concurrency", "0"), "concurrency")]:
+        p = subprocess.run([sys.executable, "-m", "simfront.cli", "predict", "--model", "llama-3.1-8b", "--gpus", "1xH100", *args],
+                           capture_output=True, text=True, timeout=300)
+        assert p.returncode == 2 and needle in p.stderr and "Traceback" not in p.stderr
+
+
+@needs_chromium
+def test_predict_html_renders_offline(tmp_path):
+    page = tmp_path / "frontier.html"
+    p = subprocess.run([sys.executable, "-m", "simfront.cli", "predict", "--model", "llama-3.1-70b", "--gpus", "8xH100",
+                        "--html", str(page)], capture_output=True, text=True, timeout=300)
+    assert p.returncode == 0, p.stderr
+    html = page.read_text()
+    assert "<script src=\"http" not in html
+    img = _screenshot(page, tmp_path)
+    assert not is_blank(img)
