@@ -246,7 +246,7 @@ def predict(model: str, gpus: str | GpuSet, isl: int = 1024, osl: int = 1024, co
     sel = np.nonzero(keep)[0]
     front = sel[pareto_mask(pts["tok_s_user"][sel], pts["tok_s_gpu"][sel])]
     front = front[np.argsort(pts["tok_s_user"][front])]
-    from .calibration import add_bands, prediction_bands
+    from .uncertainty import add_bands, prediction_bands
 
     q, widen = prediction_bands(g.hardware.id, m.id)
     out["frontier"] = [add_bands(_point(pts, int(i)), q, widen) for i in front]
@@ -283,6 +283,7 @@ def print_predict(res: dict, show_all: bool = False) -> None:
     print(f"{res['n_configs_evaluated']:,} configurations evaluated, {res['n_feasible']:,} feasible, {len(front)} on the frontier "
           f"({res['search_time_s']:.2f} s)")
     idx = range(len(front)) if show_all else thin_frontier([p["tok_s_user"] for p in front], 12)
+    idx = sorted(idx, reverse=True)  # lowest latency (most tok/s/user) first, highest throughput last
     rows = []
     knee = res.get("knee")
     for i in idx:

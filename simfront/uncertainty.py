@@ -1,0 +1,51 @@
+"""Prediction intervals: p10-p90 bands from validation residuals, wider off the calibration data."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .efficiency import _load
+
+# Band widening outside the calibration data (log-width multiplier): an unprofiled GPU or a model
+# absent from the fit sees errors at least like leave-one-model-out ones; 1.5x is a round guard.
+EXTRAPOLATION_WIDENING = 1.5
+
+
+def prediction_bands(gpu_id: str, model_id: str) -> tuple[dict, float]:
+    """(p10/p90 log-ratio quantiles per metric, widening factor) for a GPU and model.
+
+    The quantiles come from the leave-one-model-out residuals of the shipped calibration
+    (hardware/efficiency/serving.yaml); a GPU or model outside the calibration data widens them.
+    """
+    data = _load("serving")
+    q = data.get("uncertainty") or {}
+    widen = 1.0
+    if gpu_id not in (data.get("calibrated_gpus") or []):
+        widen *= EXTRAPOLATION_WIDENING
+    if model_id not in (data.get("calibrated_models") or []):
+        widen *= EXTRAPOLATION_WIDENING
+    return q, widen
+
+
+def add_bands(point: dict, q: dict, widen: float) -> dict:
+    """Add ``*_low`` / ``*_high`` (p10-p90 of where the measured value should land) to a frontier point."""
+    def rng(metric):
+        b = q.get(metric)
+        if not b:
+            return None
+        return float(np.exp(b["p10"] * widen)), float(np.exp(b["p90"] * widen))
+
+    r = rng("ttft_ms")
+    if r:
+        point["ttft_ms_low"], point["ttft_ms_high"] = round(point["ttft_ms"] * r[0], 3), round(point["ttft_ms"] * r[1], 3)
+    r = rng("tpot_ms")
+    if r:
+        point["tpot_ms_low"], point["tpot_ms_high"] = round(point["tpot_ms"] * r[0], 4), round(point["tpot_ms"] * r[1], 4)
+        point["tok_s_user_low"], point["tok_s_user_high"] = round(1000 / point["tpot_ms_high"], 3), round(1000 / point["tpot_ms_low"], 3)
+    r = rng("output_tok_s_total") or rng("tpot_ms") and tuple(1 / x for x in reversed(rng("tpot_ms")))
+    if r:
+        point["tok_s_gpu_low"], point["tok_s_gpu_high"] = round(point["tok_s_gpu"] * r[0], 3), round(point["tok_s_gpu"] * r[1], 3)
+        if point.get("usd_per_mtok"):
+            point["usd_per_mtok_low"] = round(point["usd_per_mtok"] / r[1], 4)
+            point["usd_per_mtok_high"] = round(point["usd_per_mtok"] / r[0], 4)
+    return point

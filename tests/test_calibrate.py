@@ -1,0 +1,73 @@
+"""simfront calibrate, --calibration profiles, and prediction bands."""
+
+import json
+import math
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from simfront import api, efficiency
+
+ROOT = Path(__file__).resolve().parent.parent
+SERVING = ROOT / "measurements" / "measured_serving.csv"
+
+
+def run(*args):
+    return subprocess.run([sys.executable, "-m", "simfront.cli", *args], capture_output=True, text=True, timeout=600)
+
+
+@pytest.fixture()
+def small_serving(tmp_path):
+    """~150 rows of the shipped serving set (Llama-3.1-70B and Qwen3-32B agg runs)."""
+    lines = SERVING.read_text().splitlines()
+    keep = [lines[0]] + [l for l in lines[1:] if (",agg," in l and ("Llama-3.1-70B" in l or "Qwen3-32B" in l))][:150]
+    p = tmp_path / "serving.csv"
+    p.write_text("\n".join(keep) + "\n")
+    return p
+
+
+def test_calibrate_writes_profile_and_reports_cv(small_serving, tmp_path):
+    out = tmp_path / "profile.yaml"
+    p = run("calibrate", str(small_serving), "-o", str(out), "--folds", "3", "--json")
+    assert p.returncode == 0, p.stderr
+    rep = json.loads(p.stdout)
+    assert rep["fitted_rows"] > 50 and rep["folds"] == 3
+    assert set(rep["after_cv"]) >= {"ttft_ms", "tpot_ms"} and set(rep["before"]) >= {"ttft_ms", "tpot_ms"}
+    prof = yaml.safe_load(out.read_text())
+    assert "serving" in prof["efficiency"] and "default" in prof["efficiency"]["serving"]
+    human = run("predict", "--model", "llama-3.1-70b", "--gpus", "8xH100", "--calibration", str(out))
+    assert human.returncode == 0 and "tok/s/GPU" in human.stdout
+    efficiency.set_override(None)
+
+
+def test_calibration_profile_changes_predictions(tmp_path):
+    prof = {"efficiency": {"serving": {"default": {"step_overhead_s": 0.004, "kernel_overlap": 0.0, "step_scale": 1.0,
+                                                   "burst_fraction": 0.0, "ttft_scale": 1.0, "ttft_overhead_s": 0.0}}}}
+    f = tmp_path / "slow.yaml"
+    f.write_text(yaml.safe_dump(prof))
+    base = json.loads(run("predict", "--model", "llama-3.1-8b", "--gpus", "1xH100", "--mode", "agg", "--json").stdout)
+    slow = json.loads(run("predict", "--model", "llama-3.1-8b", "--gpus", "1xH100", "--mode", "agg", "--json", "--calibration", str(f)).stdout)
+    assert min(p["tpot_ms"] for p in slow["frontier"]) > min(p["tpot_ms"] for p in base["frontier"]) + 3.0
+
+
+def test_bad_profile_is_one_line_error(tmp_path):
+    f = tmp_path / "bad.yaml"
+    f.write_text("just: text\n")
+    p = run("predict", "--model", "llama-3.1-8b", "--gpus", "1xH100", "--calibration", str(f))
+    assert p.returncode == 2 and "calibration profile" in p.stderr and "Traceback" not in p.stderr
+
+
+def test_bands_contain_prediction_and_widen_off_calibration():
+    inside = api.predict("llama-3.1-70b", "8xH100", modes=["agg"])
+    outside = api.predict("llama-3.1-70b", "8xMI355X", modes=["agg"])
+    for res in (inside, outside):
+        for p in res["frontier"]:
+            assert p["tpot_ms_low"] <= p["tpot_ms"] <= p["tpot_ms_high"]
+            assert p["tok_s_gpu_low"] <= p["tok_s_gpu"] <= p["tok_s_gpu_high"]
+            assert p["ttft_ms_low"] <= p["ttft_ms"] <= p["ttft_ms_high"]
+    w_in = math.log(inside["frontier"][0]["tpot_ms_high"] / inside["frontier"][0]["tpot_ms_low"])
+    w_out = math.log(outside["frontier"][0]["tpot_ms_high"] / outside["frontier"][0]["tpot_ms_low"])
+    assert w_out > w_in * 1.2
