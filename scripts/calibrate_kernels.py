@@ -1,7 +1,7 @@
 #!/usr/bin/env python
 """Fit the per-family kernel efficiency parameters and report how well they predict.
 
-Reads ``<gpu>__<op>.csv`` kernel timings (default: /work/shared/calibration/kernels, the
+Reads ``<gpu>__<op>.csv`` kernel timings (default: ../shared/calibration/kernels beside the repo, the
 aiconfigurator 0.12.0 perf database, Apache-2.0), fits each efficiency kind's few parameters per
 architecture family with bounded ``scipy.optimize.least_squares`` on log-space relative residuals
 (soft-L1 loss), writes ``hardware/efficiency/<kind>.yaml``, and writes docs/calibration_kernels.md
@@ -33,7 +33,7 @@ from simfront import comm, elementwise, gemm, moe  # noqa: E402
 from simfront.hardware import get_hardware  # noqa: E402
 from simfront.kernel_ops import all_ops  # noqa: E402
 
-DEFAULT_DATA = Path(os.environ.get("SIMFRONT_KERNEL_DATA", "/work/shared/calibration/kernels"))
+DEFAULT_DATA = Path(os.environ.get("SIMFRONT_KERNEL_DATA", Path(__file__).resolve().parents[2] / "shared" / "calibration" / "kernels"))
 EFF_DIR = ROOT / "hardware" / "efficiency"
 REPORT = ROOT / "docs" / "calibration_kernels.md"
 # Families with no calibration data borrow the nearest measured architecture: Ampere/Ada and CDNA3

@@ -1,6 +1,6 @@
 """Check kernel timings in the calibration CSV format against the cost model.
 
-Rows look like ``/work/shared/calibration/kernels/<gpu>__<op>.csv`` (any catalog GPU). The op comes
+Rows look like ``shared/calibration/kernels/<gpu>__<op>.csv`` (any catalog GPU). The op comes
 from an ``op`` column, the file name, or the column set. Predictions are vectorised per
 (op, GPU, categorical values) group with the fitted parameters in ``hardware/efficiency``.
 """

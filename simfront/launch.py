@@ -4,7 +4,7 @@ A :class:`Deployment` is one serving configuration simfront predicts. :func:`lau
 it into the launch lines of vLLM, SGLang or TensorRT-LLM (plus the TRT-LLM YAML files),
 :func:`benchmark_command` into the client command that measures the same point, and
 :func:`sidecar_yaml` into the YAML that ``simfront validate`` reads next to the client's result
-file. Flag spellings follow ecosystem.md §8 (/work/shared/reference); anything not confirmed there
+file. Flag spellings follow ecosystem.md §8 (shared/reference); anything not confirmed there
 is flagged in ``LaunchPlan.notes``.
 
 Layout convention (as simfront/layout.py, aiconfigurator): a worker has ``tp * pp * attention_dp``

@@ -19,12 +19,13 @@ from simfront.attention import (
     soft_max,
 )
 from simfront.hardware import get_hardware
+from kernel_data import KERNEL_DIR, load_columns
 
 H100 = get_hardware("h100_sxm")
 B200 = get_hardware("b200_sxm")
 MI300X = get_hardware("mi300x")  # cdna3: no fitted block, falls back to hopper
 GPUS = [H100, B200, MI300X]
-DATA = Path(os.environ.get("SIMFRONT_KERNEL_DATA", "/work/shared/calibration/kernels"))
+DATA = KERNEL_DIR
 FAST = settings(max_examples=60, deadline=None)
 
 
@@ -171,17 +172,7 @@ def test_calibration_ops_contract():
             assert set(entry["params"]) <= set(efficiency.params("attention", fam)), (op, fam)
 
 
-def _load(gpu, op):
-    with (DATA / f"{gpu}__{op}.csv").open() as fh:
-        rows = list(csv.DictReader(fh))
-    cols = {}
-    for k in rows[0]:
-        vals = [r[k] for r in rows]
-        try:
-            cols[k] = np.array(vals, dtype=float)
-        except ValueError:
-            cols[k] = np.array(vals)
-    return cols
+_load = load_columns
 
 
 @pytest.mark.skipif(not DATA.exists(), reason="calibration kernels not available")

@@ -13,8 +13,9 @@ from hypothesis import strategies as st
 from simfront.comm import KINDS, collective_cost, p2p_cost
 from simfront.errors import SimfrontError
 from simfront.hardware import catalog, get_hardware
+from kernel_data import KERNEL_DIR
 
-KERNELS = Path("/work/shared/calibration/kernels")
+KERNELS = KERNEL_DIR
 GPUS = sorted(catalog())
 SIZES = np.exp2(np.arange(6, 34, 0.5))  # 64 B .. 16 GiB
 

@@ -16,8 +16,9 @@ from simfront.gemm import PARAMS, dtype_class, gemm_cost
 from simfront.hardware import catalog, get_hardware
 from simfront.kernel_ops import OPS, op_params
 from simfront.precision import FORMATS
+from kernel_data import KERNEL_DIR
 
-KERNELS = Path("/work/shared/calibration/kernels")
+KERNELS = KERNEL_DIR
 GPUS = sorted(catalog())
 FMTS = sorted(FORMATS)
 

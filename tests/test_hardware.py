@@ -11,8 +11,9 @@ import yaml
 from simfront.errors import SimfrontError
 from simfront.hardware import HARDWARE_DIR, Hardware, catalog, get_hardware, parse_gpus
 from simfront.units import GiB, MiB
+from kernel_data import KERNEL_DIR
 
-CALIBRATION_E2E = Path("/work/shared/calibration/e2e")
+CALIBRATION_E2E = KERNEL_DIR.parent / "e2e"
 
 EXPECTED_IDS = {
     "a100_sxm", "h20", "h100_sxm", "h200_sxm", "b200_sxm", "b300_sxm", "gb200", "gb300",

@@ -12,9 +12,10 @@ import pytest
 
 from simfront.errors import SimfrontError
 from simfront.ingest import FORMATS, MeasuredPoint, detect_format, load_measurements
+from kernel_data import KERNEL_DIR
 
 DATA = Path(__file__).parent / "data" / "ingest"
-SHARED_E2E = Path("/work/shared/calibration/e2e")
+SHARED_E2E = KERNEL_DIR.parent / "e2e"
 
 VLLM_JSON = DATA / "vllm_infqps-concurrency64-DeepSeek-R1-20250612-101530.json"
 VLLM_JSONL = DATA / "vllm_llama70b_h100_appended.jsonl"

@@ -12,8 +12,9 @@ import pytest
 from simfront.hardware import get_hardware
 from simfront.kernel_ops import OPS, all_ops, op_params
 from simfront.kernel_validate import PREDICTED, SIGNATURES, detect_kernel_op, validate_kernel_rows
+from kernel_data import KERNEL_DIR
 
-KERNELS = Path("/work/shared/calibration/kernels")
+KERNELS = KERNEL_DIR
 needs_data = pytest.mark.skipif(not KERNELS.exists(), reason="calibration data not available")
 
 

@@ -12,12 +12,13 @@ from hypothesis import strategies as st
 from simfront import efficiency
 from simfront.hardware import get_hardware
 from simfront.mla import CALIBRATION_OPS, MLA_HEAD_TILE, dsa_indexer_cost, mla_decode_cost, mla_prefill_cost
+from kernel_data import KERNEL_DIR, load_columns
 
 H100 = get_hardware("h100_sxm")
 B200 = get_hardware("b200_sxm")
 MI355X = get_hardware("mi355x")  # cdna4: falls back to blackwell
 GPUS = [H100, B200, MI355X]
-DATA = Path(os.environ.get("SIMFRONT_KERNEL_DATA", "/work/shared/calibration/kernels"))
+DATA = KERNEL_DIR
 FAST = settings(max_examples=60, deadline=None)
 
 
@@ -128,17 +129,7 @@ def test_calibration_ops_contract():
             assert set(entry["params"]) <= set(efficiency.params("mla", fam)), (op, fam)
 
 
-def _load(gpu, op):
-    with (DATA / f"{gpu}__{op}.csv").open() as fh:
-        rows = list(csv.DictReader(fh))
-    cols = {}
-    for k in rows[0]:
-        vals = [r[k] for r in rows]
-        try:
-            cols[k] = np.array(vals, dtype=float)
-        except ValueError:
-            cols[k] = np.array(vals)
-    return cols
+_load = load_columns
 
 
 @pytest.mark.skipif(not DATA.exists(), reason="calibration kernels not available")

@@ -13,8 +13,9 @@ from hypothesis import strategies as st
 from simfront.hardware import catalog, get_hardware
 from simfront.kernel_ops import csv_format, routing_alpha
 from simfront.moe import moe_cost, power_law_rank_load
+from kernel_data import KERNEL_DIR
 
-KERNELS = Path("/work/shared/calibration/kernels")
+KERNELS = KERNEL_DIR
 GPUS = sorted(catalog())
 FMTS = ["bf16", "fp8", "fp8_block", "nvfp4", "mxfp4", "w4a16"]
 # (hidden, inter, topk, experts): DeepSeek-V3, Qwen3-235B, Llama-4-Maverick-like, Mixtral-like

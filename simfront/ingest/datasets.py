@@ -1,6 +1,6 @@
 """Mean request lengths of named benchmark datasets, for rows that give a dataset but no ISL/OSL.
 
-Only datasets whose mean lengths can be cited from a file in /work/shared/reference belong
+Only datasets whose mean lengths can be cited from a file in shared/reference belong
 here. None can at present: ecosystem.md names ShareGPT as vLLM's default dataset (§1.2) but
 gives no lengths, and modeling-notes.md only covers the synthetic random dataset (mean =
 0.9 x nominal for range ratio 0.8, §harness definitions), which always carries its lengths.

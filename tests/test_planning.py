@@ -1,0 +1,242 @@
+"""Capacity planning, launch commands for planned points, GPU-set comparison (simfront/planning.py)."""
+
+from __future__ import annotations
+
+import math
+import shlex
+
+import numpy as np
+import pytest
+import yaml
+
+from simfront import api
+from simfront.errors import SimfrontError
+from simfront.hardware import get_hardware, parse_gpus
+from simfront.models import get_model
+from simfront.pareto import sla_mask
+from simfront.planning import DEFAULT_HARDWARE, HOURS_PER_MONTH, compare, launch_for, plan
+from simfront.search import SearchSpace, make_spec, search
+from simfront.serving import Workload
+
+MODEL = "deepseek-r1"
+ISL, OSL, RATE, TTFT, TPOT = 8192, 1024, 20.0, 2000.0, 30.0
+LAYOUT_KEYS = ("mode", "tp", "pp", "ep", "attention_dp", "batch", "precision", "kv_dtype", "spec",
+               "prefill_tp", "prefill_ep", "prefill_attention_dp", "prefill_batch")
+
+
+@pytest.fixture(scope="module")
+def planned() -> dict:
+    return plan(MODEL, RATE, ISL, OSL, ttft_ms=TTFT, tpot_ms=TPOT)
+
+
+def _feasible(res: dict) -> list[dict]:
+    return [r for r in res["rows"] if r["feasible"]]
+
+
+def test_plan_has_every_default_gpu_sorted_by_cost(planned):
+    rows = planned["rows"]
+    assert sorted(r["gpu"] for r in rows) == sorted(DEFAULT_HARDWARE)
+    ok = _feasible(planned)
+    assert len(ok) >= 4, [r.get("reason") for r in rows]
+    costs = [r["usd_per_hour"] for r in ok]
+    assert costs == sorted(costs)
+    assert all(r["feasible"] for r in rows[: len(ok)])  # infeasible rows come last
+    for r in rows[len(ok):]:
+        assert r["reason"] and "\n" not in r["reason"]
+
+
+def test_feasible_rows_meet_sla_and_rate(planned):
+    for r in _feasible(planned):
+        p = r["point"]
+        assert r["ttft_ms"] <= TTFT and r["tpot_ms"] <= TPOT
+        assert r["headroom"] >= 1.0 and r["capacity_requests_s"] >= RATE
+        assert r["headroom"] == pytest.approx(r["capacity_requests_s"] / RATE)
+        price = get_hardware(r["gpu"]).price_usd_per_hour
+        assert r["usd_per_hour"] == pytest.approx(r["num_gpus"] * price)
+        assert r["monthly_usd"] == pytest.approx(r["usd_per_hour"] * HOURS_PER_MONTH)
+        # the GPUs counted are exactly the workers of the configuration
+        if r["mode"] == "agg":
+            assert r["num_gpus"] == p["replicas"] * p["tp"] * p["attention_dp"] * p["pp"]
+        else:
+            assert r["num_gpus"] == (p["decode_workers"] * p["tp"] * p["attention_dp"] * p["pp"]
+                                     + p["prefill_workers"] * p["prefill_tp"] * p["prefill_attention_dp"])
+        assert p["layout"] == r["layout"] == api.layout_label(p)
+        assert p["gpus_used"] == r["num_gpus"]
+        assert set(api.FRONTIER_FIELDS) <= set(p)
+        assert p["requests_s"] == pytest.approx(r["capacity_requests_s"], rel=1e-4)
+
+
+def _space_for(p: dict, model) -> SearchSpace:
+    weights = p["precision"].split("+kv")[0]
+    spec = None
+    if p["spec"] != "none":
+        method, rest = p["spec"].split("-k")
+        k, acc = rest.split("@")
+        spec = [make_spec(method, int(k), float(acc), model)]
+    return SearchSpace(precisions=[weights], kv_dtypes=[p["kv_dtype"]], specs=spec or [make_spec("none")], modes=(p["mode"],))
+
+
+def test_feasible_row_is_a_configuration_of_the_search(planned):
+    """Each row's layout is in the search of its GPU set, with the same latencies."""
+    m = get_model(MODEL)
+    for r in _feasible(planned):
+        p = r["point"]
+        gset = parse_gpus(r["search_gpus"])
+        assert gset.hardware.id == r["gpu"] and gset.count <= r["num_gpus"]
+        pts = search(m, gset, Workload(isl=ISL, osl=OSL), _space_for(p, m)).points
+        hit = np.ones(pts["tp"].size, dtype=bool)
+        for k in LAYOUT_KEYS:
+            col = pts[k]
+            hit &= (col.astype(str) == p[k]) if isinstance(p[k], str) else (np.round(col.astype(float)) == p[k])
+        assert hit.any(), f"{r['gpu']}: {r['layout']} not in the search of {r['search_gpus']}"
+        i = np.nonzero(hit)[0]
+        same = np.isclose(pts["ttft_ms"][i], p["ttft_ms"], rtol=1e-5) & np.isclose(pts["tpot_ms"][i], p["tpot_ms"], rtol=1e-5)
+        assert same.any()
+        j = i[same][0]
+        # the search's rate for this configuration on its smallest set: one worker (agg), or one prefill and
+        # one decode worker (disagg), so the per-worker rates the plan scales must reproduce it
+        if p["mode"] == "agg":
+            assert pts["requests_s"][j] / pts["replicas"][j] == pytest.approx(r["worker_requests_s"], rel=1e-9)
+        else:
+            assert (pts["decode_workers"][j], pts["prefill_workers"][j]) == (1, 1)
+            assert pts["requests_s"][j] == pytest.approx(min(r["worker_requests_s"], r["prefill_worker_requests_s"]), rel=1e-9)
+        n_dec, n_pre = p["decode_workers"], p["prefill_workers"]
+        if p["mode"] == "disagg":  # fewest workers of each role that carry the rate
+            assert n_dec == math.ceil(RATE / r["worker_requests_s"]) and n_pre == math.ceil(RATE / r["prefill_worker_requests_s"])
+
+
+def test_aggregated_plan_is_the_fewest_gpus_over_the_search():
+    """Brute force over the search's own points: k = ceil(rate / per-worker rate) workers."""
+    rate = 7.0
+    res = plan(MODEL, rate, ISL, OSL, ttft_ms=TTFT, tpot_ms=TPOT, hardware=["h200"], modes=["agg"])
+    row = res["rows"][0]
+    assert row["feasible"] and row["mode"] == "agg"
+    pts = search(get_model(MODEL), parse_gpus("64xh200"), Workload(isl=ISL, osl=OSL), SearchSpace(modes=("agg",))).points
+    ok = sla_mask(pts, TTFT, TPOT)
+    worker = pts["tp"] * pts["attention_dp"] * pts["pp"]
+    need = np.ceil(rate / (pts["requests_s"] / pts["replicas"])) * worker
+    assert row["num_gpus"] == int(need[ok].min())
+    k = row["replicas"]
+    assert row["capacity_requests_s"] * (k - 1) / k < rate <= row["capacity_requests_s"]  # one worker fewer falls short
+
+
+def test_impossible_sla_gives_reasons(planned):
+    res = plan(MODEL, RATE, ISL, OSL, ttft_ms=TTFT, tpot_ms=0.1)
+    assert len(res["rows"]) == len(DEFAULT_HARDWARE)
+    for r in res["rows"]:
+        assert r["feasible"] is False
+        assert "TPOT" in r["reason"] and "best reachable" in r["reason"]
+
+
+def test_memory_reason_names_fewest_gpus():
+    res = plan(MODEL, 1.0, ISL, OSL, hardware=["h100"], max_gpus=8)
+    r = res["rows"][0]
+    assert r["feasible"] is False and "fit" in r["reason"] and r["min_gpus"] and r["min_gpus"] > 8
+
+
+def test_prices_override_changes_cost(planned):
+    res = plan(MODEL, RATE, ISL, OSL, ttft_ms=TTFT, tpot_ms=TPOT, prices={"H200": 1.0, "gb200": 100.0})
+    by = {r["gpu"]: r for r in res["rows"]}
+    base = {r["gpu"]: r for r in planned["rows"]}
+    assert by["h200_sxm"]["usd_per_hour"] == pytest.approx(by["h200_sxm"]["num_gpus"] * 1.0)
+    assert by["h200_sxm"]["usd_per_hour"] < base["h200_sxm"]["usd_per_hour"]
+    assert by["gb200"]["usd_per_hour"] == pytest.approx(by["gb200"]["num_gpus"] * 100.0)
+    assert res["rows"][0]["gpu"] != "gb200" and [r["usd_per_hour"] for r in _feasible(res)] == sorted(r["usd_per_hour"] for r in _feasible(res))
+    with pytest.raises(SimfrontError):
+        plan(MODEL, RATE, ISL, OSL, prices={"H200": -1.0}, hardware=["h200"])
+
+
+def test_progress_called_per_gpu_type():
+    seen = []
+    plan(MODEL, RATE, ISL, OSL, ttft_ms=TTFT, tpot_ms=TPOT, hardware=["b200", "gb200"], progress=seen.append)
+    assert len(seen) == 2 and seen[0].startswith("b200_sxm") and seen[1].startswith("gb200")
+
+
+@pytest.mark.parametrize("bad", [dict(rate=0), dict(rate=-1), dict(rate=1, hardware=["nosuchgpu"]), dict(rate=1, tpot_ms=-5),
+                                 dict(rate=1, precision="fp7")])
+def test_bad_input_is_one_line_error(bad):
+    with pytest.raises(SimfrontError):
+        plan(MODEL, isl=ISL, osl=OSL, **bad)
+
+
+# ---------------------------------------------------------------------------------------------
+# launch_for
+
+
+def _val(cmd: str, flag: str) -> str:
+    t = shlex.split(cmd)
+    assert flag in t, f"{flag} missing from {cmd}"
+    return t[t.index(flag) + 1]
+
+
+def test_launch_for_disagg_plan_row_names_both_roles(planned):
+    row = next(r for r in _feasible(planned) if r["mode"] == "disagg")
+    p = row["point"]
+    out = launch_for(p, MODEL, row["gpu"], "sglang", ISL, OSL)
+    assert out["roles"] == ["prefill", "decode", "router"]
+    pre, dec = out["commands"][0], out["commands"][1]
+    assert _val(pre, "--tp-size") == str(p["prefill_tp"] * p["prefill_attention_dp"])
+    assert _val(dec, "--tp-size") == str(p["tp"] * p["attention_dp"])
+    if p["ep"] > 1:
+        assert _val(dec, "--ep-size") == str(p["ep"])
+    if p["attention_dp"] > 1:
+        assert _val(dec, "--dp-size") == str(p["attention_dp"]) and "--enable-dp-attention" in dec
+    assert _val(dec, "--cuda-graph-max-bs") == str(p["batch"])
+    assert _val(dec, "--kv-cache-dtype") == ("fp8_e4m3" if p["kv_dtype"] == "fp8" else "auto")
+    if p["spec"].startswith("mtp"):
+        assert _val(dec, "--speculative-algorithm") == "NEXTN"
+    assert out["commands"][2].count("--prefill") == p["prefill_workers"]
+    side = yaml.safe_load(out["sidecar"])
+    assert side["num_gpus"] == row["num_gpus"] == out["num_gpus"]
+    assert side["prefill"]["workers"] == p["prefill_workers"] and side["decode"]["workers"] == p["decode_workers"]
+    assert (side["tp"], side["ep"], side["attention_dp"], side["pp"]) == (p["tp"], p["ep"], p["attention_dp"], p["pp"])
+    assert _val(out["benchmark"], "--max-concurrency") == str(p["concurrency"])
+
+
+def test_launch_for_aggregated_frontier_point_all_engines():
+    res = api.predict(MODEL, "8xH200", isl=1024, osl=1024, modes=["agg"], precision="fp8_block", kv_dtype="fp8")
+    p = next(q for q in res["frontier"] if q["attention_dp"] > 1 and q["ep"] == q["tp"] * q["attention_dp"] and q["tp"] == 1)
+    v = launch_for(p, MODEL, "8xH200", "vllm", 1024, 1024)["commands"][0]
+    assert _val(v, "--tensor-parallel-size") == str(p["tp"]) and _val(v, "--data-parallel-size") == str(p["attention_dp"])
+    assert "--enable-expert-parallel" in v and _val(v, "--max-num-seqs") == str(p["batch"] * p["pp"])
+    assert _val(v, "--kv-cache-dtype") == "fp8"
+    t = launch_for(p, MODEL, "h200_sxm", "trtllm", 1024, 1024)
+    cmd = t["commands"][0]
+    assert _val(cmd, "--tp_size") == str(p["tp"] * p["attention_dp"]) and _val(cmd, "--ep_size") == str(p["ep"])
+    assert _val(cmd, "--max_batch_size") == str(p["batch"] * p["pp"])
+    assert yaml.safe_load(t["files"]["extra_llm_api_options.yaml"])["enable_attention_dp"] is True
+    with pytest.raises(SimfrontError):
+        launch_for({"mode": "agg", "tp": 8}, MODEL, "h200", "vllm")
+
+
+def test_engine_restricted_plan_is_launchable():
+    res = plan(MODEL, RATE, ISL, OSL, ttft_ms=TTFT, tpot_ms=TPOT, hardware=["h200", "h100"], engine="trtllm")
+    for r in _feasible(res):
+        out = launch_for(r["point"], MODEL, r["gpu"], "trtllm", ISL, OSL)
+        assert out["num_gpus"] == r["num_gpus"]
+
+
+# ---------------------------------------------------------------------------------------------
+# compare
+
+
+def test_compare_sets_and_table(tmp_path):
+    html = tmp_path / "cmp.html"
+    res = compare(MODEL, ["8xH200", "8xB200"], isl=1024, osl=1024, prices={"b200": 6.0}, html=str(html))
+    assert [s["gpus"] for s in res["sets"]] == ["8xh200_sxm", "8xb200_sxm"]
+    assert all(s["fits"] and s["frontier"] for s in res["sets"])
+    assert res["sets"][1]["price_usd_per_gpu_hour"] == 6.0
+    lv = res["levels"]
+    assert 3 <= len(lv) <= 6 and lv == sorted(lv)
+    assert len(res["table"]) == len(lv) * 2
+    for row in res["table"]:  # levels lie inside both frontiers
+        s = next(s for s in res["sets"] if s["gpus"] == row["gpus"])
+        assert row["tok_s_gpu"] is not None and row["tok_s_gpu"] > 0
+        assert row["tok_s_per_usd_hour"] == pytest.approx(row["tok_s_gpu"] / s["price_usd_per_gpu_hour"])
+        reach = [q["tok_s_gpu"] for q in s["frontier"] if q["tok_s_user"] >= row["tok_s_user"]]
+        assert row["tok_s_gpu"] == pytest.approx(max(reach))
+    assert html.exists() and "8xb200_sxm" in html.read_text()
+    assert res["html"] == str(html)
+    with pytest.raises(SimfrontError):
+        compare(MODEL, [])
+    assert not math.isnan(res["table"][0]["usd_per_mtok"])
