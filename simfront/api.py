@@ -141,8 +141,8 @@ def use_calibration(path: str) -> None:
 
 FRONTIER_FIELDS = ["mode", "tp", "pp", "ep", "attention_dp", "replicas", "batch", "concurrency", "precision", "kv_dtype", "spec",
                    "ttft_ms", "tpot_ms", "tok_s_user", "tok_s_gpu", "usd_per_mtok", "requests_s", "gpus_used",
-                   "prefill_tp", "prefill_ep", "prefill_attention_dp", "prefill_workers", "prefill_batch", "decode_workers"]
-INT_FIELDS = {"tp", "pp", "ep", "attention_dp", "replicas", "batch", "concurrency", "gpus_used", "prefill_tp", "prefill_ep",
+                   "chunk_tokens", "prefill_tp", "prefill_ep", "prefill_attention_dp", "prefill_workers", "prefill_batch", "decode_workers"]
+INT_FIELDS = {"tp", "pp", "ep", "attention_dp", "replicas", "batch", "concurrency", "gpus_used", "chunk_tokens", "prefill_tp", "prefill_ep",
               "prefill_attention_dp", "prefill_workers", "prefill_batch", "decode_workers"}
 
 
@@ -639,3 +639,71 @@ def print_calibration(rep: dict) -> None:
     print(f"wrote {rep['output']} (use it with --calibration {rep['output']})")
     for p in rep.get("problems", [])[:10]:
         print(f"problem: {p}")
+
+
+# ---------------------------------------------------------------------------------------------
+# Capacity planning, GPU comparison, launch commands (logic in simfront.planning / simfront.launch)
+
+
+def plan(model: str, rate: float, **kw) -> dict:
+    from .planning import plan as _plan
+
+    return _plan(model, rate, **kw)
+
+
+def compare_gpus(model: str, gpu_sets: list[str], **kw) -> dict:
+    from .planning import compare
+
+    return compare(model, gpu_sets, **kw)
+
+
+def launch_for(point: dict, model: str, gpus: str, engine: str, isl: int, osl: int) -> dict:
+    from .planning import launch_for as _launch_for
+
+    gpu = gpus.split("x", 1)[1] if "x" in gpus.lower() and gpus.split("x", 1)[0].strip().isdigit() else gpus
+    return _launch_for(point, model, gpu, engine=engine, isl=isl, osl=osl)
+
+
+def print_launch(lp: dict) -> None:
+    print(f"\nlaunch ({lp['engine']}):")
+    for c in lp["commands"]:
+        print(f"  {c}")
+    for name, content in (lp.get("files") or {}).items():
+        print(f"  --- {name} ---")
+        for line in content.splitlines():
+            print(f"  {line}")
+    print(f"benchmark (its result file is what `simfront validate` reads back):\n  {lp['benchmark']}")
+    if lp.get("sidecar"):
+        print("sidecar YAML to save next to the result file (<result>.simfront.yaml):")
+        for line in lp["sidecar"].splitlines():
+            print(f"  {line}")
+    for n in lp.get("notes", [])[:8]:
+        print(f"note: {n}")
+
+
+def print_plan(res: dict) -> None:
+    from .format import print_table
+
+    wl = res.get("workload", {})
+    print(f"{res['model']}: {wl.get('rate')} req/s, ISL {wl.get('isl')} / OSL {wl.get('osl')}, SLA {res.get('sla')}")
+    feas = [r for r in res["rows"] if r.get("feasible", True) and "num_gpus" in r]
+    if feas:
+        print_table(feas, ["gpu", ("num_gpus", "GPUs"), "layout", "mode", "precision", ("replicas", "workers"),
+                           ("usd_per_hour", "$/hour", "{:,.2f}"), ("monthly_usd", "$/month", "{:,.0f}"), ("usd_per_mtok", "$/Mtok", "{:.3f}"),
+                           ("ttft_ms", "TTFT ms", "{:,.0f}"), ("tpot_ms", "TPOT ms", "{:.1f}"), ("headroom", "headroom", "{:.2f}x")])
+    for r in res["rows"]:
+        if not r.get("feasible", True) or "num_gpus" not in r:
+            print(f"{r['gpu']}: not feasible: {r.get('reason')}")
+    print(f"({res.get('search_time_s', 0):.2f} s)")
+
+
+def print_gpu_compare(res: dict) -> None:
+    from .format import print_table
+
+    for s in res["sets"]:
+        f = s.get("frontier") or []
+        status = f"{len(f)} frontier points" if s.get("fits") else f"does not fit: {(s.get('memory') or {}).get('reason')}"
+        print(f"{s['gpus']}: {status}")
+    if res.get("table"):
+        print_table(res["table"], [("tok_s_user", "tok/s/user", "{:,.1f}"), "gpus", ("tok_s_gpu", "tok/s/GPU", "{:,.0f}"),
+                                   ("tok_s_per_usd_hour", "tok/s per $/h", "{:,.1f}"), ("usd_per_mtok", "$/Mtok", "{:.3f}")])

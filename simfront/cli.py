@@ -119,6 +119,7 @@ def predict_cmd(
     html: Optional[str] = typer.Option(None, "--html", help="Write a self-contained offline plotly page of the frontier."),
     csv_path: Optional[str] = typer.Option(None, "--csv", help="Write every frontier point as CSV."),
     show_all: bool = typer.Option(False, "--all", help="Print every frontier point, not a thinned 8-15."),
+    launch: Optional[str] = typer.Option(None, "--launch", help="Print the engine launch and benchmark commands (vllm, sglang, trtllm) for the best point under the SLA, else the knee."),
     calibration: Optional[str] = CalOpt,
     as_json: bool = JsonOpt,
 ) -> None:
@@ -130,6 +131,9 @@ def predict_cmd(
                       min_tok_s_user=min_tok_s_user, precision=_csv_list(precision), kv_dtype=_csv_list(kv_dtype), spec=spec,
                       spec_k=spec_k, acceptance=acceptance, modes=_csv_list(mode), price=price, prefix_hit=prefix_hit, engine=engine)
     points = res.pop("_points", None)
+    if launch and res["fits"]:
+        target = res.get("best_under_sla") or res.get("knee")
+        res["launch"] = api.launch_for(target, model, gpus, launch, isl, osl) if target else None
     if html and res["fits"]:
         api.write_frontier_html(res, points, html)
     if csv_path and res["fits"]:
@@ -137,6 +141,8 @@ def predict_cmd(
     if as_json:
         return _emit_json(res)
     api.print_predict(res, show_all=show_all)
+    if res.get("launch"):
+        api.print_launch(res["launch"])
     if html and res["fits"]:
         print(f"wrote {html}")
     if csv_path and res["fits"]:
@@ -258,6 +264,85 @@ def calibrate_cmd(
     if as_json:
         return _emit_json(rep)
     api.print_calibration(rep)
+
+
+def _prices(items: Optional[List[str]]) -> Optional[dict]:
+    if not items:
+        return None
+    out = {}
+    for it in items:
+        for part in it.split(","):
+            if "=" not in part:
+                raise SimfrontError(f"--price {part!r}: expected GPU=USD_PER_HOUR such as h200=3.5")
+            k, v = part.split("=", 1)
+            try:
+                out[k.strip()] = float(v)
+            except ValueError:
+                raise SimfrontError(f"--price {part!r}: {v!r} is not a number of dollars per GPU-hour") from None
+    return out
+
+
+@app.command("plan")
+def plan_cmd(
+    model: str = ModelOpt,
+    rate: float = typer.Option(..., "--rate", help="Requests per second to serve."),
+    isl: int = typer.Option(1024, "--isl"),
+    osl: int = typer.Option(1024, "--osl"),
+    ttft: Optional[float] = typer.Option(None, "--ttft", help="SLA: max mean TTFT in ms."),
+    tpot: Optional[float] = typer.Option(None, "--tpot", help="SLA: max mean TPOT in ms."),
+    min_tok_s_user: Optional[float] = typer.Option(None, "--min-tok-s-user", help="SLA: min tokens/s per user."),
+    hardware: Optional[str] = typer.Option(None, "--hardware", help="Comma list of GPU types (default h100,h200,b200,b300,gb200,mi355x)."),
+    price: Optional[List[str]] = typer.Option(None, "--price", help="GPU=USD per GPU-hour overrides, e.g. --price h200=3.2 --price b200=5."),
+    precision: Optional[str] = typer.Option(None, "--precision", help="Comma list of weight precisions to consider."),
+    prefix_hit: float = typer.Option(0.0, "--prefix-hit"),
+    engine: Optional[str] = typer.Option(None, "--engine", help="Plan for an engine (its overhead profile and the layouts it can launch)."),
+    max_gpus: Optional[int] = typer.Option(None, "--max-gpus"),
+    launch: Optional[str] = typer.Option(None, "--launch", help="Print launch + benchmark commands for the cheapest row (vllm, sglang, trtllm)."),
+    quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress lines on stderr."),
+    calibration: Optional[str] = CalOpt,
+    as_json: bool = JsonOpt,
+) -> None:
+    """Capacity planning: the fewest GPUs of each type that serve the rate within the SLA, ranked by cost."""
+    _load_calibration(calibration)
+    progress = None if (quiet or as_json) else (lambda msg: sys.stderr.write(f"... {msg}\n"))
+    res = api.plan(model, rate, isl=isl, osl=osl, ttft_ms=ttft, tpot_ms=tpot, min_tok_s_user=min_tok_s_user,
+                   hardware=_csv_list(hardware), prices=_prices(price), engine=engine, precision=_csv_list(precision),
+                   max_gpus=max_gpus, progress=progress, prefix_hit=prefix_hit)
+    if launch:
+        best = next((r for r in res["rows"] if r.get("feasible", True) and r.get("point")), None)
+        res["launch"] = api.launch_for(best["point"], model, best["gpu"], launch, isl, osl) if best else None
+    if as_json:
+        return _emit_json(res)
+    api.print_plan(res)
+    if res.get("launch"):
+        api.print_launch(res["launch"])
+
+
+@app.command("compare")
+def compare_cmd(
+    model: str = ModelOpt,
+    gpus: List[str] = typer.Option(..., "--gpus", "-g", help="GPU sets to compare; repeat: --gpus 8xH200 --gpus 8xB200."),
+    isl: int = typer.Option(1024, "--isl"),
+    osl: int = typer.Option(1024, "--osl"),
+    price: Optional[List[str]] = typer.Option(None, "--price", help="GPU=USD per GPU-hour overrides."),
+    html: Optional[str] = typer.Option(None, "--html", help="Write the overlaid frontiers as an offline plotly page."),
+    quiet: bool = typer.Option(False, "--quiet", "-q"),
+    calibration: Optional[str] = CalOpt,
+    as_json: bool = JsonOpt,
+) -> None:
+    """Frontiers of several GPU sets, and throughput per GPU and per dollar at equal tok/s/user."""
+    _load_calibration(calibration)
+    sets = [g for item in gpus for g in item.split(",") if g.strip()]
+    if len(sets) < 2:
+        raise SimfrontError("compare needs at least two --gpus sets")
+    if not (quiet or as_json):
+        sys.stderr.write(f"... predicting {len(sets)} GPU sets\n")
+    res = api.compare_gpus(model, sets, isl=isl, osl=osl, prices=_prices(price), html=html)
+    if as_json:
+        return _emit_json(res)
+    api.print_gpu_compare(res)
+    if html:
+        print(f"wrote {html}")
 
 
 def main() -> None:

@@ -15,7 +15,7 @@ bound when the deployment runs below capacity.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import replace, dataclass
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
 import numpy as np
@@ -23,10 +23,10 @@ import numpy as np
 from . import efficiency
 from .api import _check_lengths, layout_label
 from .errors import SimfrontError
-from .hardware import GpuSet, Hardware, get_hardware
+from .hardware import GpuSet, Hardware, get_hardware, parse_gpus
 from .launch import Deployment, LaunchPlan, WorkerLayout, benchmark_command, launch_commands, sidecar_yaml
 from .layout import enumerate_layouts
-from .memory import plan_memory
+from .memory import plan_memory, weight_bytes
 from .models import Model, apply_precision, get_model
 from .pareto import interp_frontier
 from .search import (DISAGG_DECODE_EFF, DISAGG_PREFILL_EFF, PREFILL_BATCHES, SearchSpace, _spec_label, precision_options,
@@ -51,7 +51,7 @@ _ROUND = 4  # decimals of float fields in point dicts (as api._point)
 # ---------------------------------------------------------------------------------------------
 # Worker tables (rate- and SLA-independent, cached)
 
-AGG_COLS = ("tp", "pp", "ep", "dp", "batch", "prec", "spec", "ttft_s", "tpot_s", "rate")
+AGG_COLS = ("tp", "pp", "ep", "dp", "batch", "prec", "spec", "ttft_s", "tpot_s", "rate", "chunk")
 DEC_COLS = ("tp", "pp", "ep", "dp", "batch", "prec", "spec", "tpot_s", "rate")
 PRE_COLS = ("tp", "ep", "dp", "batch", "prec", "ttft_up_s", "ttft_out_s", "rate")
 
@@ -64,7 +64,7 @@ class _Tables:
     set_gpus: int  # largest worker evaluated (GPUs)
     precisions: list  # Precision objects, indexed by the "prec" columns
     specs: list  # Speculation objects, indexed by the "spec" columns
-    min_gpus: int | None  # fewest GPUs that hold the model (first precision option)
+    min_gpus: int | None  # fewest GPUs that hold the model (in its smallest precision option)
     parts: dict[str, dict[str, np.ndarray]] | None = None  # {"agg"|"dec"|"pre": columns}, filled on first use
 
 
@@ -91,10 +91,15 @@ def _tables(m: Model, hw: Hardware, wl: Workload, space: SearchSpace, max_gpus: 
         if len(_TABLE_CACHE) >= _CACHE_MAX:
             _TABLE_CACHE.pop(next(iter(_TABLE_CACHE)))
         precs = precision_options(m, GpuSet(count=1, hardware=hw), space)
-        need = fewest_gpus(m, precs[0], hw, int(wl.isl + wl.osl))
+        need = fewest_gpus(m, _smallest(m, precs), hw, int(wl.isl + wl.osl))
         top = min(max_gpus, max(hw.scaleup.domain_gpus, WORKER_SEARCH_GPUS, need or 0))
         _TABLE_CACHE[key] = _Tables(hw, top, precs, spec_options(m, space), need)
     return _TABLE_CACHE[key]
+
+
+def _smallest(m: Model, precs: list):
+    """The precision option with the fewest weight bytes (the one that fits on the fewest GPUs)."""
+    return min(precs, key=lambda p: weight_bytes(m, p))
 
 
 def _evaluate(m: Model, t: _Tables, wl: Workload, space: SearchSpace) -> dict:
@@ -117,9 +122,10 @@ def _evaluate(m: Model, t: _Tables, wl: Workload, space: SearchSpace) -> dict:
         ok = B <= cap_b
         for si, spec in enumerate(t.specs):
             if "agg" in space.modes:
-                r = aggregated(m, prec, hw, L["tp"], L["pp"], L["dp"], L["ep"], B, wl, spec, space.engine)
-                _add(cols["agg"], ok & np.isfinite(r.tpot_s) & (r.tpot_s > 0), tp=L["tp"], pp=L["pp"], ep=L["ep"], dp=L["dp"],
-                     batch=B, prec=pi, spec=si, ttft_s=r.ttft_s, tpot_s=r.tpot_s, rate=r.requests_s_worker)
+                for chunk in space.chunk_tokens if wl.chunk_tokens == DEFAULT_CHUNK_TOKENS else (wl.chunk_tokens,):
+                    r = aggregated(m, prec, hw, L["tp"], L["pp"], L["dp"], L["ep"], B, replace(wl, chunk_tokens=float(chunk)), spec, space.engine)
+                    _add(cols["agg"], ok & np.isfinite(r.tpot_s) & (r.tpot_s > 0), tp=L["tp"], pp=L["pp"], ep=L["ep"], dp=L["dp"],
+                         batch=B, prec=pi, spec=si, ttft_s=r.ttft_s, tpot_s=r.tpot_s, rate=r.requests_s_worker, chunk=chunk)
             if "disagg" in space.modes:
                 d = decode_worker(m, prec, hw, L["tp"], L["pp"], L["dp"], L["ep"], B, wl, spec, space.engine)
                 _add(cols["dec"], ok & np.isfinite(d.tpot_s) & (d.tpot_s > 0), tp=L["tp"], pp=L["pp"], ep=L["ep"], dp=L["dp"],
@@ -190,7 +196,7 @@ def _base_point(t: _Tables, mode: str, tp, pp, ep, dp, batch, prec, spec, ttft_s
             "concurrency": 0, "precision": p.label, "kv_dtype": p.kv, "spec": _spec_label(t.specs[int(spec)]),
             "ttft_ms": round(float(ttft_s) * 1e3, _ROUND), "tpot_ms": round(float(tpot_s) * 1e3, _ROUND),
             "tok_s_user": round(1.0 / float(tpot_s), _ROUND), "tok_s_gpu": None, "usd_per_mtok": None, "requests_s": None,
-            "gpus_used": 0, "prefill_tp": 0, "prefill_ep": 0, "prefill_attention_dp": 0, "prefill_workers": 0, "prefill_batch": 0,
+            "gpus_used": 0, "chunk_tokens": 0, "prefill_tp": 0, "prefill_ep": 0, "prefill_attention_dp": 0, "prefill_workers": 0, "prefill_batch": 0,
             "decode_workers": 0}
 
 
@@ -210,8 +216,10 @@ def _best_agg(t: _Tables, A: dict, rate: float, sla: dict, max_gpus: int, engine
     idx = np.nonzero(ok)[0]
     i = int(idx[np.lexsort((-k[idx] * A["rate"][idx], n[idx]))[0]])  # fewest GPUs, then most capacity
     pt = _base_point(t, "agg", *(A[c][i] for c in ("tp", "pp", "ep", "dp", "batch", "prec", "spec", "ttft_s", "tpot_s")))
+    pt["chunk_tokens"] = int(A["chunk"][i])
     pt.update(replicas=int(k[i]), concurrency=int(A["batch"][i] * A["dp"][i] * A["pp"][i] * k[i]))
-    return {"point": pt, "num_gpus": int(n[i]), "capacity": float(k[i] * A["rate"][i]), "search_n": int(w[i])}, reach
+    return {"point": pt, "num_gpus": int(n[i]), "capacity": float(k[i] * A["rate"][i]), "search_n": int(w[i]),
+            "worker_rate": float(A["rate"][i]), "prefill_rate": None}, reach
 
 
 def _best_disagg(t: _Tables, D: dict, R: dict, rate: float, sla: dict, max_gpus: int, engine: str | None) -> tuple[dict | None, dict]:
@@ -239,7 +247,8 @@ def _best_disagg(t: _Tables, D: dict, R: dict, rate: float, sla: dict, max_gpus:
                 continue  # the KV link must be the one a set of n GPUs has
             cap = float(min(y[a] * D["rate"][a], x[b] * R["rate"][b]))
             if best is None or (n, -cap) < (best["num_gpus"], -best["capacity"]):
-                best = {"a": a, "b": b, "link": link, "num_gpus": n, "capacity": cap}
+                best = {"a": a, "b": b, "link": link, "num_gpus": n, "capacity": cap, "worker_rate": float(D["rate"][a]),
+                        "prefill_rate": float(R["rate"][b])}
     if best is None:
         return None, reach
     a, b = best["a"], best["b"]
@@ -296,6 +305,8 @@ def _finish_row(hw: Hardware, choice: dict, rate: float, osl: float, price: floa
         "usd_per_mtok": float(usd_per_mtok(usd_h, rate * osl)), "usd_per_mtok_at_capacity": pt["usd_per_mtok"],
         "ttft_ms": pt["ttft_ms"], "tpot_ms": pt["tpot_ms"], "tok_s_user": pt["tok_s_user"], "tok_s_gpu": pt["tok_s_gpu"],
         "capacity_requests_s": cap, "headroom": cap / rate, "search_gpus": f"{choice['search_n']}x{hw.id}",
+        # requests/s one worker carries (agg worker or decode worker) and one prefill worker (disagg)
+        "worker_requests_s": choice["worker_rate"], "prefill_worker_requests_s": choice["prefill_rate"],
         "point": pt,
     }
 
@@ -318,7 +329,7 @@ def _infeasible(m: Model, t: _Tables, reach: list[dict], sla: dict, rate: float,
     if ttft.size == 0 or tpot.size == 0:
         from .sizing import memory_verdict
 
-        v = memory_verdict(m, t.precisions[0], GpuSet(count=t.set_gpus, hardware=hw), isl, osl, alternatives=False)
+        v = memory_verdict(m, _smallest(m, t.precisions), GpuSet(count=t.set_gpus, hardware=hw), isl, osl, alternatives=False)
         if v.fits:
             why = f"no configuration of {m.id} on up to {t.set_gpus}x{hw.id} can be launched (workers must fill whole nodes)"
         elif t.min_gpus is None:
@@ -435,7 +446,10 @@ def deployment_for(point: Mapping[str, Any], model: str, gpu: str, isl: int, osl
     if miss:
         raise SimfrontError(f"point lacks {', '.join(miss)}: pass a frontier point or a plan row's 'point'")
     m = get_model(model)
-    hw = get_hardware(gpu)
+    try:
+        hw = get_hardware(gpu)
+    except SimfrontError:
+        hw = parse_gpus(gpu).hardware  # "8xH200" names the GPU too
     method, k = _spec_of(point.get("spec"))
     q = 1 + k  # tokens per request per decode step
     tp, pp, ep, dp, b = (int(point[x]) for x in ("tp", "pp", "ep", "attention_dp", "batch"))
@@ -482,7 +496,7 @@ def _levels(fronts: list[list[dict]], n: int) -> np.ndarray:
     if hi <= 0:
         return np.zeros(0)
     lo = max(lo, hi * 1e-3)
-    return np.unique(np.round(np.geomspace(lo, hi, n), 2))
+    return np.unique(np.floor(np.geomspace(lo, hi, n) * 100) / 100)  # 2 decimals, never above the reach
 
 
 def compare(model: str, gpu_sets: Sequence[str], isl: int = 1024, osl: int = 1024, prices: Mapping[str, float] | None = None,
@@ -501,7 +515,7 @@ def compare(model: str, gpu_sets: Sequence[str], isl: int = 1024, osl: int = 102
     price_of = _prices(prices)
     sets = []
     for s in sets_in:  # one prediction per set
-        g = api.parse_gpus(s)
+        g = parse_gpus(s)
         res = api.predict(model, g, isl=isl, osl=osl, price=price_of.get(g.hardware.id), **predict_kwargs)
         sets.append({"gpus": res["gpus"], "fits": res["fits"], "price_usd_per_gpu_hour": res["price_usd_per_gpu_hour"],
                      "frontier": res["frontier"], "knee": res["knee"], "best_under_sla": res["best_under_sla"],

@@ -18,10 +18,17 @@ from .hardware import GpuSet
 from .layout import enumerate_layouts
 from .memory import plan_memory
 from .models import Model, Precision, apply_precision
-from .serving import NO_SPEC, Speculation, Workload, aggregated, decode_worker, prefill_worker, usd_per_mtok
+from .pareto import pareto_mask
+from .serving import DEFAULT_CHUNK_TOKENS, NO_SPEC, Speculation, Workload, aggregated, decode_worker, prefill_worker, usd_per_mtok
 
 BATCH_SIZES = np.array([1, 2, 4, 8, 12, 16, 24, 32, 48, 64, 96, 128, 192, 256, 384, 512, 768, 1024])
 PREFILL_BATCHES = np.array([1, 2, 4, 8])
+CHUNK_TOKEN_OPTIONS = (2048, 8192)
+# above this many prefill x decode pairs, dominated sides are pruned before pairing (keeps big GPU
+# sets such as 72xGB200 interactive; every pair that could reach the frontier is still scored)
+MAX_FULL_PAIRS = 200_000
+# MTP draft lengths searched (DeepSeek-style MTP reuses its next-n layer autoregressively for k > 1)
+MTP_DRAFT_LENGTHS = (1, 2)
 # Default per-token draft acceptance for MTP heads: DeepSeek-V3 reports 85-90% acceptance of the
 # second token with its 1-layer MTP (DeepSeek-V3 report §5.4.3; modeling-notes §6). Users override.
 DEFAULT_MTP_ACCEPTANCE = 0.8
@@ -42,6 +49,9 @@ class SearchSpace:
     batches: np.ndarray = field(default_factory=lambda: BATCH_SIZES)
     max_tp: int | None = None  # default: the scale-up domain
     engine: str | None = None
+    # engine token budget per step (chunked-prefill size) for aggregated workers: a real serving knob
+    # trading TTFT against TPOT (vLLM max_num_batched_tokens / SGLang chunked_prefill_size)
+    chunk_tokens: tuple[int, ...] = CHUNK_TOKEN_OPTIONS
 
 
 def precision_options(model: Model, gpus: GpuSet, space: SearchSpace) -> list[Precision]:
@@ -52,8 +62,9 @@ def precision_options(model: Model, gpus: GpuSet, space: SearchSpace) -> list[Pr
         names = ["native"]
         if hw.supports("fp8") and model.native.experts in ("bf16", "fp16"):
             names.append("fp8_block")
-        for f4 in hw.fp4_formats:
-            names.append(f4)
+        if hw.fp4_formats and model.native.experts not in ("nvfp4", "mxfp4"):
+            # one 4-bit format per GPU: NVFP4 where supported (finer scales, full FP4 rate), else MXFP4
+            names.append("nvfp4" if "nvfp4" in hw.fp4_formats else "mxfp4")
     kvs = space.kv_dtypes or (["native", "fp8"] if hw.supports("fp8") else ["native"])
     out: list[Precision] = []
     for n in names:
@@ -70,7 +81,7 @@ def spec_options(model: Model, space: SearchSpace) -> list[Speculation]:
         return space.specs
     out = [NO_SPEC]
     if model.arch.mtp_layers:
-        out.append(Speculation("mtp", DEFAULT_SPEC_K["mtp"], DEFAULT_ACCEPTANCE["mtp"], draft_layers=1.0))
+        out += [Speculation("mtp", k, DEFAULT_ACCEPTANCE["mtp"], draft_layers=1.0) for k in MTP_DRAFT_LENGTHS]
     return out
 
 
@@ -105,7 +116,7 @@ class SearchResult:
 
 def _empty_cols() -> dict[str, list]:
     keys = ["mode", "tp", "pp", "ep", "attention_dp", "replicas", "batch", "concurrency", "precision", "kv_dtype", "spec",
-            "ttft_ms", "tpot_ms", "tok_s_user", "tok_s_gpu", "usd_per_mtok", "requests_s", "gpus_used",
+            "ttft_ms", "tpot_ms", "tok_s_user", "tok_s_gpu", "usd_per_mtok", "requests_s", "gpus_used", "chunk_tokens",
             "prefill_tp", "prefill_ep", "prefill_attention_dp", "prefill_workers", "prefill_batch", "decode_workers"]
     return {k: [] for k in keys}
 
@@ -134,18 +145,20 @@ def search(model: Model, gpus: GpuSet, wl: Workload, space: SearchSpace | None =
         B = space.batches[None, :].astype(float)
         for spec in spec_options(model, space):
             ok = B <= cap_b
-            n_eval += ok.size
             if "agg" in space.modes:
-                r = aggregated(model, prec, hw, L["tp"], L["pp"], L["dp"], L["ep"], B, wl, spec, space.engine)
-                workers = L["replicas"]
-                tok_gpu = r.output_tok_s_worker * workers / n  # idle GPUs of the set count against it
-                m = ok & np.isfinite(r.tpot_s) & (r.tpot_s > 0)
-                _append(cols, m, mode="agg", tp=L["tp"], pp=L["pp"], ep=L["ep"], attention_dp=L["dp"], replicas=workers, batch=B,
-                        concurrency=B * L["dp"] * L["pp"] * workers, precision=prec.label, kv_dtype=prec.kv, spec=_spec_label(spec),
-                        ttft_ms=r.ttft_s * 1e3, tpot_ms=r.tpot_s * 1e3, tok_s_user=r.tok_s_user, tok_s_gpu=tok_gpu,
-                        usd_per_mtok=usd_per_mtok(price, tok_gpu), requests_s=r.requests_s_worker * workers,
-                        gpus_used=workers * L["tp"] * L["dp"] * L["pp"], prefill_tp=0, prefill_ep=0, prefill_attention_dp=0,
-                        prefill_workers=0, prefill_batch=0, decode_workers=0)
+                for chunk in space.chunk_tokens if wl.chunk_tokens == DEFAULT_CHUNK_TOKENS else (wl.chunk_tokens,):
+                    wlc = replace(wl, chunk_tokens=float(chunk))
+                    r = aggregated(model, prec, hw, L["tp"], L["pp"], L["dp"], L["ep"], B, wlc, spec, space.engine)
+                    n_eval += ok.size
+                    workers = L["replicas"]
+                    tok_gpu = r.output_tok_s_worker * workers / n  # idle GPUs of the set count against it
+                    m = ok & np.isfinite(r.tpot_s) & (r.tpot_s > 0)
+                    _append(cols, m, mode="agg", tp=L["tp"], pp=L["pp"], ep=L["ep"], attention_dp=L["dp"], replicas=workers, batch=B,
+                            concurrency=B * L["dp"] * L["pp"] * workers, precision=prec.label, kv_dtype=prec.kv, spec=_spec_label(spec),
+                            ttft_ms=r.ttft_s * 1e3, tpot_ms=r.tpot_s * 1e3, tok_s_user=r.tok_s_user, tok_s_gpu=tok_gpu,
+                            usd_per_mtok=usd_per_mtok(price, tok_gpu), requests_s=r.requests_s_worker * workers,
+                            gpus_used=workers * L["tp"] * L["dp"] * L["pp"], chunk_tokens=chunk, prefill_tp=0, prefill_ep=0,
+                            prefill_attention_dp=0, prefill_workers=0, prefill_batch=0, decode_workers=0)
             if "disagg" in space.modes and n >= 2:
                 n_eval += _disagg(cols, model, prec, hw, gpus, L, B, ok, wl, spec, space, price)
     pts = {k: np.asarray(v if not v or not isinstance(v[0], np.ndarray) else np.concatenate(v)) for k, v in cols.items()}
@@ -203,8 +216,20 @@ def _disagg(cols, model, prec, hw, gpus, L, B, ok, wl, spec, space, price) -> in
     p_ttft = pr.ttft_s[p_idx]
     if d_rate.size == 0 or p_rate.size == 0:
         return 0
-    # keep the decode side manageable: the best batch per decode layout is not knowable in
-    # advance, so every pair is evaluated (arrays of n_dec x n_pre).
+    n_sides = int(d_rate.size + p_rate.size)
+    # Large spaces prune dominated sides before pairing (smaller ones score every pair): a decode configuration that is slower per token AND serves fewer
+    # requests/s per GPU than another of the same worker size can never make a better pair (TPOT comes
+    # from decode alone, TTFT from prefill alone); likewise for prefill on (TTFT, requests/s per GPU).
+    if d_rate.size * p_rate.size > MAX_FULL_PAIRS:
+        keep_d = _front_per_size(1.0 / d_tpot, d_rate / d_gpus, d_gpus)
+        keep_p = _front_per_size(1.0 / p_ttft, p_rate / p_gpus, p_gpus)
+    else:
+        keep_d = np.ones(d_rate.size, dtype=bool)
+        keep_p = np.ones(p_rate.size, dtype=bool)
+    di = (di[0][keep_d], di[1][keep_d])
+    d_gpus, d_rate, d_tpot = d_gpus[keep_d], d_rate[keep_d], d_tpot[keep_d]
+    p_idx = (p_idx[0][keep_p], p_idx[1][keep_p])
+    p_gpus, p_rate, p_ttft = p_gpus[keep_p], p_rate[keep_p], p_ttft[keep_p]
     Dg, Pg = d_gpus[:, None], p_gpus[None, :]
     Dr, Pr = d_rate[:, None], p_rate[None, :]
     best = np.zeros((Dg.size, Pg.size))
@@ -233,7 +258,16 @@ def _disagg(cols, model, prec, hw, gpus, L, B, ok, wl, spec, space, price) -> in
             replicas=best_y, batch=B[0, dbat], concurrency=B[0, dbat] * (L["dp"] * L["pp"])[dsel, 0] * best_y,
             precision=prec.label, kv_dtype=prec.kv, spec=_spec_label(spec), ttft_ms=ttft * 1e3, tpot_ms=tpot * 1e3,
             tok_s_user=1.0 / tpot, tok_s_gpu=tok_gpu, usd_per_mtok=usd_per_mtok(price, tok_gpu), requests_s=best,
-            gpus_used=best_y * Dg + best_x * Pg, prefill_tp=Pl["tp"][psel, 0], prefill_ep=Pl["ep"][psel, 0],
+            gpus_used=best_y * Dg + best_x * Pg, chunk_tokens=0, prefill_tp=Pl["tp"][psel, 0], prefill_ep=Pl["ep"][psel, 0],
             prefill_attention_dp=Pl["dp"][psel, 0], prefill_workers=best_x, prefill_batch=PREFILL_BATCHES[pbat],
             decode_workers=best_y)
-    return int(Dg.size * Pg.size)
+    return n_sides + int(Dg.size * Pg.size)
+
+
+def _front_per_size(x: np.ndarray, y: np.ndarray, size: np.ndarray) -> np.ndarray:
+    """Mask of points on the (x, y) Pareto front among points of the same worker size."""
+    keep = np.zeros(x.size, dtype=bool)
+    for g in np.unique(size):  # a handful of distinct worker sizes
+        idx = np.nonzero(size == g)[0]
+        keep[idx[pareto_mask(x[idx], y[idx])]] = True
+    return keep

@@ -45,6 +45,14 @@ def test_plan_has_every_default_gpu_sorted_by_cost(planned):
         assert r["reason"] and "\n" not in r["reason"]
 
 
+def test_plan_is_plain_json(planned):
+    import json
+
+    doc = json.loads(json.dumps(planned))  # no numpy scalars, no NaN
+    assert doc["workload"] == {"isl": ISL, "osl": OSL, "rate": RATE, "prefix_hit": 0.0}
+    assert doc["sla"] == {"ttft_ms": TTFT, "tpot_ms": TPOT, "min_tok_s_user": None}
+
+
 def test_feasible_rows_meet_sla_and_rate(planned):
     for r in _feasible(planned):
         p = r["point"]
@@ -98,8 +106,8 @@ def test_feasible_row_is_a_configuration_of_the_search(planned):
         if p["mode"] == "agg":
             assert pts["requests_s"][j] / pts["replicas"][j] == pytest.approx(r["worker_requests_s"], rel=1e-9)
         else:
-            assert (pts["decode_workers"][j], pts["prefill_workers"][j]) == (1, 1)
-            assert pts["requests_s"][j] == pytest.approx(min(r["worker_requests_s"], r["prefill_worker_requests_s"]), rel=1e-9)
+            y, x = pts["decode_workers"][j], pts["prefill_workers"][j]  # the search sizes the roles to its GPU set
+            assert pts["requests_s"][j] == pytest.approx(min(y * r["worker_requests_s"], x * r["prefill_worker_requests_s"]), rel=1e-9)
         n_dec, n_pre = p["decode_workers"], p["prefill_workers"]
         if p["mode"] == "disagg":  # fewest workers of each role that carry the rate
             assert n_dec == math.ceil(RATE / r["worker_requests_s"]) and n_pre == math.ceil(RATE / r["prefill_worker_requests_s"])

@@ -1,0 +1,76 @@
+"""Human output and --json of explain, plan, compare, predict --launch (the other commands have their own files)."""
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+
+def run(*args, ok=True):
+    p = subprocess.run([sys.executable, "-m", "simfront.cli", *args], capture_output=True, text=True, timeout=600)
+    if ok:
+        assert p.returncode == 0, p.stderr
+    return p
+
+
+@pytest.mark.parametrize("model,gpus,extra", [
+    ("kimi-k3", "8xB300", ["--tp", "8", "--ep", "8"]), ("deepseek-r1", "8xH200", ["--tp", "8", "--ep", "8"]),
+    ("glm-5.3", "8xB200", ["--tp", "8", "--ep", "8"]), ("qwen3-235b-a22b", "8xH200", ["--tp", "8", "--ep", "8"]),
+    ("gpt-oss-120b", "4xH100", ["--tp", "4", "--ep", "4"]), ("llama-3.1-70b", "8xH100", ["--tp", "8"]),
+    ("mixtral-8x7b", "2xH100", ["--tp", "2", "--ep", "2"]),
+])
+def test_explain_json_flops_match_active_params(model, gpus, extra):
+    res = json.loads(run("explain", "--model", model, "--gpus", gpus, *extra, "--batch", "16", "--ctx", "2048", "--json").stdout)
+    assert abs(res["weight_flops_ratio"] - 1) < 0.05
+    assert res["step_time_s"] > 0 and {r["bound"] for r in res["ops"]} <= {"compute", "memory", "communication"}
+    assert all(r["time_s"] >= 0 for r in res["ops"])
+
+
+def test_explain_human_and_errors():
+    out = run("explain", "--model", "deepseek-r1", "--gpus", "8xH200", "--tp", "8", "--ep", "8", "--batch", "64", "--ctx", "4096",
+              "--phase", "prefill").stdout
+    assert "moe.experts" in out and "step time" in out and "compute" in out
+    bad = run("explain", "--model", "deepseek-r1", "--gpus", "8xH200", "--tp", "8", "--ep", "3", "--batch", "1", "--ctx", "1", ok=False)
+    assert bad.returncode == 2 and "impossible parallelism" in bad.stderr
+    bad = run("explain", "--model", "deepseek-r1", "--gpus", "8xH200", "--tp", "8", "--batch", "1", "--ctx", "1", "--phase", "train", ok=False)
+    assert bad.returncode == 2 and "--phase" in bad.stderr
+
+
+def test_plan_json_and_human():
+    res = json.loads(run("plan", "--model", "llama-3.1-70b", "--rate", "5", "--isl", "2048", "--osl", "256", "--tpot", "40",
+                         "--hardware", "h100,b200", "--json").stdout)
+    rows = res["rows"]
+    assert {r["gpu"] for r in rows} == {"h100_sxm", "b200_sxm"}
+    for r in rows:
+        if r.get("feasible", True) and "num_gpus" in r:
+            assert {"gpu", "num_gpus", "layout", "mode", "usd_per_hour", "usd_per_mtok", "ttft_ms", "tpot_ms", "headroom"} <= set(r)
+            assert r["tpot_ms"] <= 40 and r["headroom"] >= 1
+    costs = [r["usd_per_hour"] for r in rows if "usd_per_hour" in r]
+    assert costs == sorted(costs)
+    p = run("plan", "--model", "llama-3.1-70b", "--rate", "5", "--isl", "2048", "--osl", "256", "--tpot", "40", "--hardware", "h100",
+            "--price", "h100=1.0", "--launch", "vllm")
+    assert "vllm serve" in p.stdout and "vllm bench serve" in p.stdout and "... h100_sxm" in p.stderr
+    q = run("plan", "--model", "llama-3.1-70b", "--rate", "5", "--hardware", "h100", "--quiet")
+    assert q.stderr == ""
+    bad = run("plan", "--model", "llama-3.1-70b", "--rate", "5", "--price", "h100", ok=False)
+    assert bad.returncode == 2 and "--price" in bad.stderr
+
+
+def test_compare_json_and_human(tmp_path):
+    res = json.loads(run("compare", "--model", "llama-3.1-70b", "--gpus", "8xH100", "--gpus", "8xB200", "--json").stdout)
+    assert len(res["sets"]) == 2 and res["table"]
+    page = tmp_path / "cmp.html"
+    out = run("compare", "--model", "llama-3.1-70b", "--gpus", "8xH100,8xB200", "--html", str(page)).stdout
+    assert "tok/s per $/h" in out and page.exists()
+    bad = run("compare", "--model", "llama-3.1-70b", "--gpus", "8xH100", ok=False)
+    assert bad.returncode == 2 and "two" in bad.stderr
+
+
+def test_predict_launch_commands():
+    out = run("predict", "--model", "llama-3.1-70b", "--gpus", "8xH100", "--tpot", "30", "--launch", "trtllm").stdout
+    assert "trtllm-serve" in out and "--tp_size" in out
+    res = json.loads(run("predict", "--model", "llama-3.1-70b", "--gpus", "8xH100", "--tpot", "30", "--launch", "sglang", "--json").stdout)
+    best = res["best_under_sla"]
+    cmd = " ".join(res["launch"]["commands"])
+    assert f"--tp-size {best['tp']}" in cmd
