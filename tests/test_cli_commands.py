@@ -74,3 +74,30 @@ def test_predict_launch_commands():
     best = res["best_under_sla"]
     cmd = " ".join(res["launch"]["commands"])
     assert f"--tp-size {best['tp']}" in cmd
+
+
+def test_validate_human_output(tmp_path):
+    f = tmp_path / "h100_sxm__gemm.csv"
+    f.write_text("gpu,dtype,m,n,k,latency_us\nh100_sxm,bfloat16,1024,4096,4096,30.0\nh100_sxm,fp8,1,4096,4096,9.0\n")
+    out = run("validate", str(f)).stdout
+    assert "kernels: measured vs predicted latency" in out and "gemm" in out and "MAPE %" in out
+    bad = run("validate", ok=False)
+    assert bad.returncode == 2 and "--builtin" in bad.stderr
+    missing = run("validate", str(tmp_path / "nope.csv"), ok=False)
+    assert missing.returncode == 2 and "not found" in missing.stderr
+
+
+def test_frontier_compare_human_output():
+    out = run("frontier", "--model", "llama-3.1-70b", "--gpus", "8xB200", "--compare", "kv_dtype=bf16,fp8").stdout
+    assert "baseline bf16" in out and "fp8 vs bf16:" in out
+
+
+def test_calibrate_human_output(tmp_path):
+    src = (__import__("pathlib").Path(__file__).resolve().parent.parent / "measurements" / "measured_serving.csv").read_text().splitlines()
+    rows = [src[0]] + [l for l in src[1:] if ",agg," in l and "Qwen3-32B" in l][:80]
+    f = tmp_path / "s.csv"
+    f.write_text("\n".join(rows) + "\n")
+    out = run("calibrate", str(f), "-o", str(tmp_path / "p.yaml"), "--folds", "2").stdout
+    assert "MAPE before %" in out and "k-fold" in out and "--calibration" in out
+    bad = run("calibrate", str(f), "-o", str(tmp_path / "p.yaml"), "--folds", "1", ok=False)
+    assert bad.returncode == 2 and "--folds" in bad.stderr
