@@ -188,7 +188,7 @@ def predict(model: str, gpus: str | GpuSet, isl: int = 1024, osl: int = 1024, co
     import time
 
     from .pareto import knee_index, pareto_mask, sla_mask
-    from .search import SearchSpace, make_spec, search, spec_options
+    from .search import SearchSpace, make_spec, search
     from .serving import DEFAULT_CHUNK_TOKENS, Workload
 
     _check_lengths(isl=isl, osl=osl)
@@ -400,7 +400,7 @@ def explain(model: str, gpus: str | GpuSet, tp: int = 1, pp: int = 1, ep: int = 
         "step_flops_per_gpu": flops, "model_flops": model_flops, "attention_flops": attn_flops, "weight_flops": weight_flops,
         "weight_flops_reference": ref, "weight_flops_ratio": weight_flops / ref if ref else None,
         "note": "times and FLOPs are per GPU of one attention-DP rank, all layers (a PP worker spreads them over its stages); "
-                f"model_flops counts the useful work of the whole worker (replicated ops once); reference = 2 x active params x tokens",
+                "model_flops counts the useful work of the whole worker (replicated ops once); reference = 2 x active params x tokens",
     }
 
 

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .architecture import DSA_SCALE_BYTES, ModelArch
+from .architecture import DSA_SCALE_BYTES
 from .hardware import Hardware
 from .models import Model, Precision
 from .params import layer_params

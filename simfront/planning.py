@@ -15,7 +15,7 @@ bound when the deployment runs below capacity.
 from __future__ import annotations
 
 import math
-from dataclasses import replace, dataclass
+from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
 import numpy as np
@@ -25,14 +25,12 @@ from .api import _check_lengths, layout_label
 from .errors import SimfrontError
 from .hardware import GpuSet, Hardware, get_hardware, parse_gpus
 from .launch import Deployment, LaunchPlan, WorkerLayout, benchmark_command, launch_commands, sidecar_yaml
-from .layout import enumerate_layouts
-from .memory import plan_memory, weight_bytes
+from .memory import weight_bytes
 from .models import Model, apply_precision, get_model
 from .pareto import interp_frontier
-from .search import (DISAGG_DECODE_EFF, DISAGG_PREFILL_EFF, PREFILL_BATCHES, SearchSpace, _spec_label, precision_options,
-                     spec_options)
-from .serving import (DEFAULT_CHUNK_TOKENS, Workload, aggregated, decode_worker, engine_profile, finish_prefill, prefill_raw,
-                      usd_per_mtok)
+from .search import (DISAGG_DECODE_EFF, DISAGG_PREFILL_EFF, SearchSpace, _spec_label, kv_link_bytes_per_s, precision_options,
+                     spec_options, worker_tables)
+from .serving import DEFAULT_CHUNK_TOKENS, Workload, engine_profile, finish_prefill, usd_per_mtok
 from .sizing import min_gpus as fewest_gpus
 
 # GPU types planned when none are named: the current NVIDIA HGX / NVL72 parts and AMD's newest.
@@ -103,48 +101,30 @@ def _smallest(m: Model, precs: list):
 
 
 def _evaluate(m: Model, t: _Tables, wl: Workload, space: SearchSpace) -> dict:
-    """Aggregated, decode and prefill workers of up to ``t.set_gpus`` GPUs, by the search's rules."""
+    """Aggregated, decode and prefill workers of up to ``t.set_gpus`` GPUs: the search's own worker tables."""
     hw = t.hw
-    lay = enumerate_layouts(m.arch, t.set_gpus, max_tp=space.max_tp or hw.scaleup.domain_gpus)
     cols = {part: {c: [] for c in names} for part, names in (("agg", AGG_COLS), ("dec", DEC_COLS), ("pre", PRE_COLS))}
-    ctx = wl.isl + wl.osl
     prof = engine_profile(space.engine)
-    for pi, prec in enumerate(t.precisions):  # a handful of formats; each is one vectorised evaluation
-        if lay["tp"].size == 0:
-            break
-        mem = plan_memory(m, prec, hw, lay["tp"], lay["pp"], lay["dp"], lay["ep"], 1, ctx)
-        fit = mem.fits
-        if not fit.any():
-            continue
-        L = {k: v[fit][:, None] for k, v in lay.items()}
-        cap_b = (np.floor(mem.max_concurrency[fit] / lay["dp"][fit]) / lay["pp"][fit])[:, None]  # requests per micro-batch per rank
-        B = space.batches[None, :].astype(float)
-        ok = B <= cap_b
-        for si, spec in enumerate(t.specs):
-            if "agg" in space.modes:
-                for chunk in space.chunk_tokens if wl.chunk_tokens == DEFAULT_CHUNK_TOKENS else (wl.chunk_tokens,):
-                    r = aggregated(m, prec, hw, L["tp"], L["pp"], L["dp"], L["ep"], B, replace(wl, chunk_tokens=float(chunk)), spec, space.engine)
-                    _add(cols["agg"], ok & np.isfinite(r.tpot_s) & (r.tpot_s > 0), tp=L["tp"], pp=L["pp"], ep=L["ep"], dp=L["dp"],
-                         batch=B, prec=pi, spec=si, ttft_s=r.ttft_s, tpot_s=r.tpot_s, rate=r.requests_s_worker, chunk=chunk)
-            if "disagg" in space.modes:
-                d = decode_worker(m, prec, hw, L["tp"], L["pp"], L["dp"], L["ep"], B, wl, spec, space.engine)
-                _add(cols["dec"], ok & np.isfinite(d.tpot_s) & (d.tpot_s > 0), tp=L["tp"], pp=L["pp"], ep=L["ep"], dp=L["dp"],
-                     batch=B, prec=pi, spec=si, tpot_s=d.tpot_s,
-                     rate=d.requests_s_worker * DISAGG_DECODE_EFF)  # the search's decode worker-ratio efficiency
-        one = L["pp"][:, 0] == 1  # prefill workers run without pipeline stages (as in the search)
-        if "disagg" not in space.modes or not one.any():
-            continue
-        P = {k: v[one] for k, v in L.items()}
-        pb = PREFILL_BATCHES[None, :].astype(float)
-        # one step evaluation; prefill_raw's transfer is KV bytes / link, so a unit link gives the bytes
-        step, kv_bytes, slots = prefill_raw(m, prec, hw, P["tp"], P["pp"], P["dp"], P["ep"], pb, wl, 1.0)
-        # KV moves over the scale-up link when the deployment fits one scale-up domain, else over the
-        # prefill worker's NICs (the search's rule for a GPU set of that size)
-        up = finish_prefill(step, kv_bytes / hw.scaleup.bandwidth_bytes_per_s, slots, prof)
-        out = finish_prefill(step, kv_bytes / (hw.scaleout_bandwidth_bytes_per_s * P["tp"] * P["dp"]), slots, prof)
-        _add(cols["pre"], np.isfinite(up.ttft_s) & np.isfinite(out.ttft_s), tp=P["tp"], ep=P["ep"], dp=P["dp"], batch=pb, prec=pi,
-             ttft_up_s=up.ttft_s, ttft_out_s=out.ttft_s,
-             rate=up.requests_s_worker * DISAGG_PREFILL_EFF)  # the search's prefill worker-ratio efficiency
+    for tab in worker_tables(m, hw, t.set_gpus, wl, space):
+        pi, si = t.precisions.index(tab.precision), t.specs.index(tab.spec)
+        L, B, ok = tab.L, tab.B, tab.ok
+        for chunk, r in tab.agg.items():
+            _add(cols["agg"], ok & np.isfinite(r.tpot_s) & (r.tpot_s > 0), tp=L["tp"], pp=L["pp"], ep=L["ep"], dp=L["dp"],
+                 batch=B, prec=pi, spec=si, ttft_s=r.ttft_s, tpot_s=r.tpot_s, rate=r.requests_s_worker, chunk=chunk)
+        d = tab.decode
+        if d is not None:
+            _add(cols["dec"], ok & np.isfinite(d.tpot_s) & (d.tpot_s > 0), tp=L["tp"], pp=L["pp"], ep=L["ep"], dp=L["dp"],
+                 batch=B, prec=pi, spec=si, tpot_s=d.tpot_s,
+                 rate=d.requests_s_worker * DISAGG_DECODE_EFF)  # the search's decode worker-ratio efficiency
+        if tab.prefill is not None and si == 0:  # prefill does not depend on speculation: once per precision
+            P, pb, step, kv_bytes, slots = tab.prefill
+            gp = P["tp"] * P["dp"]
+            # the search's KV-link rule for a deployment inside / beyond one scale-up domain
+            up = finish_prefill(step, kv_bytes / kv_link_bytes_per_s(hw, 1, gp), slots, prof)
+            out = finish_prefill(step, kv_bytes / kv_link_bytes_per_s(hw, hw.scaleup.domain_gpus + 1, gp), slots, prof)
+            _add(cols["pre"], np.isfinite(up.ttft_s) & np.isfinite(out.ttft_s), tp=P["tp"], ep=P["ep"], dp=P["dp"], batch=pb, prec=pi,
+                 ttft_up_s=up.ttft_s, ttft_out_s=out.ttft_s,
+                 rate=up.requests_s_worker * DISAGG_PREFILL_EFF)  # the search's prefill worker-ratio efficiency
     return {part: {c: (np.concatenate(v) if v else np.zeros(0)) for c, v in cc.items()} for part, cc in cols.items()}
 
 

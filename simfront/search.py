@@ -19,7 +19,8 @@ from .layout import enumerate_layouts
 from .memory import plan_memory
 from .models import Model, Precision, apply_precision
 from .pareto import pareto_mask
-from .serving import DEFAULT_CHUNK_TOKENS, NO_SPEC, Speculation, Workload, aggregated, decode_worker, prefill_worker, usd_per_mtok
+from .serving import (DEFAULT_CHUNK_TOKENS, NO_SPEC, Speculation, Workload, aggregated, decode_worker, engine_profile,
+                      finish_prefill, prefill_raw, usd_per_mtok)
 
 BATCH_SIZES = np.array([1, 2, 4, 8, 12, 16, 24, 32, 48, 64, 96, 128, 192, 256, 384, 512, 768, 1024])
 PREFILL_BATCHES = np.array([1, 2, 4, 8])
@@ -121,51 +122,99 @@ def _empty_cols() -> dict[str, list]:
     return {k: [] for k in keys}
 
 
+@dataclass
+class WorkerTable:
+    """Every worker configuration of one (precision, speculation) pair, evaluated as arrays.
+
+    ``L`` holds layout columns of shape (layouts, 1), ``B`` the batch sizes (1, batches), ``ok`` the
+    (layout, batch) pairs whose KV fits. ``agg`` maps token budget -> aggregated-worker result,
+    ``decode`` is the disaggregated decode-worker result, and ``prefill`` the prefill side for the
+    layouts without PP: (layout columns, prefill batches, raw step split, KV bytes to move per
+    request over a 1 byte/s link, prompts in flight per worker). The search and the capacity planner
+    both read these tables, so they apply the same rules.
+    """
+
+    precision: Precision
+    spec: Speculation
+    L: dict
+    B: np.ndarray
+    ok: np.ndarray
+    agg: dict
+    decode: object | None
+    prefill: tuple | None
+
+
+def worker_tables(model: Model, hw, n_gpus: int, wl: Workload, space: SearchSpace):
+    """Yield a :class:`WorkerTable` per (precision, speculation) for workers of up to ``n_gpus`` GPUs."""
+    max_tp = space.max_tp or hw.scaleup.domain_gpus
+    lay = enumerate_layouts(model.arch, n_gpus, max_tp=max_tp)
+    if lay["tp"].size == 0:
+        raise SimfrontError(f"no valid parallel layout of {model.id} on {n_gpus}x{hw.id}")
+    ctx = wl.isl + wl.osl
+    chunks = space.chunk_tokens if wl.chunk_tokens == DEFAULT_CHUNK_TOKENS else (wl.chunk_tokens,)
+    for prec in precision_options(model, GpuSet(count=n_gpus, hardware=hw), space):
+        mem = plan_memory(model, prec, hw, lay["tp"], lay["pp"], lay["dp"], lay["ep"], 1, ctx)
+        fit = mem.fits
+        if not fit.any():
+            continue
+        L = {k: v[fit][:, None] for k, v in lay.items()}
+        seqs_per_rank = np.floor(mem.max_concurrency[fit] / lay["dp"][fit])  # all micro-batches of one rank
+        cap_b = (seqs_per_rank / L["pp"][:, 0])[:, None]  # requests per micro-batch per rank
+        B = space.batches[None, :].astype(float)
+        ok = B <= cap_b
+        prefill = None
+        one = L["pp"][:, 0] == 1  # prefill workers run without pipeline stages
+        if "disagg" in space.modes and n_gpus >= 2 and one.any():
+            P = {k: v[one] for k, v in L.items()}
+            pb = PREFILL_BATCHES[None, :].astype(float)
+            prefill = (P, pb, *prefill_raw(model, prec, hw, P["tp"], P["pp"], P["dp"], P["ep"], pb, wl, 1.0))
+        for spec in spec_options(model, space):
+            agg = {}
+            if "agg" in space.modes:
+                for chunk in chunks:
+                    agg[chunk] = aggregated(model, prec, hw, L["tp"], L["pp"], L["dp"], L["ep"], B,
+                                            replace(wl, chunk_tokens=float(chunk)), spec, space.engine)
+            dec = None
+            if prefill is not None:
+                dec = decode_worker(model, prec, hw, L["tp"], L["pp"], L["dp"], L["ep"], B, wl, spec, space.engine)
+            yield WorkerTable(prec, spec, L, B, ok, agg, dec, prefill)
+
+
 def search(model: Model, gpus: GpuSet, wl: Workload, space: SearchSpace | None = None, price_usd_per_hour: float | None = None) -> SearchResult:
     """Evaluate the whole configuration space; every feasible configuration becomes a point."""
     space = space or SearchSpace()
     hw = gpus.hardware
     price = hw.price_usd_per_hour if price_usd_per_hour is None else price_usd_per_hour
     n = gpus.count
-    max_tp = space.max_tp or hw.scaleup.domain_gpus
-    lay = enumerate_layouts(model.arch, n, max_tp=max_tp)
-    if lay["tp"].size == 0:
-        raise SimfrontError(f"no valid parallel layout of {model.id} on {gpus.label}")
     cols = _empty_cols()
     n_eval = 0
-    ctx = wl.isl + wl.osl
-    for prec in precision_options(model, gpus, space):
-        mem = plan_memory(model, prec, hw, lay["tp"], lay["pp"], lay["dp"], lay["ep"], 1, ctx)
-        seqs_per_rank = np.floor(mem.max_concurrency / lay["dp"])  # all micro-batches of one rank
-        fit = mem.fits
-        if not fit.any():
-            continue
-        L = {k: v[fit][:, None] for k, v in lay.items()}
-        cap_b = (seqs_per_rank[fit] / L["pp"][:, 0])[:, None]  # requests per micro-batch per rank
-        B = space.batches[None, :].astype(float)
-        for spec in spec_options(model, space):
-            ok = B <= cap_b
-            if "agg" in space.modes:
-                for chunk in space.chunk_tokens if wl.chunk_tokens == DEFAULT_CHUNK_TOKENS else (wl.chunk_tokens,):
-                    wlc = replace(wl, chunk_tokens=float(chunk))
-                    r = aggregated(model, prec, hw, L["tp"], L["pp"], L["dp"], L["ep"], B, wlc, spec, space.engine)
-                    n_eval += ok.size
-                    workers = L["replicas"]
-                    tok_gpu = r.output_tok_s_worker * workers / n  # idle GPUs of the set count against it
-                    m = ok & np.isfinite(r.tpot_s) & (r.tpot_s > 0)
-                    _append(cols, m, mode="agg", tp=L["tp"], pp=L["pp"], ep=L["ep"], attention_dp=L["dp"], replicas=workers, batch=B,
-                            concurrency=B * L["dp"] * L["pp"] * workers, precision=prec.label, kv_dtype=prec.kv, spec=_spec_label(spec),
-                            ttft_ms=r.ttft_s * 1e3, tpot_ms=r.tpot_s * 1e3, tok_s_user=r.tok_s_user, tok_s_gpu=tok_gpu,
-                            usd_per_mtok=usd_per_mtok(price, tok_gpu), requests_s=r.requests_s_worker * workers,
-                            gpus_used=workers * L["tp"] * L["dp"] * L["pp"], chunk_tokens=chunk, prefill_tp=0, prefill_ep=0,
-                            prefill_attention_dp=0, prefill_workers=0, prefill_batch=0, decode_workers=0)
-            if "disagg" in space.modes and n >= 2:
-                n_eval += _disagg(cols, model, prec, hw, gpus, L, B, ok, wl, spec, space, price)
+    for t in worker_tables(model, hw, n, wl, space):
+        L, B, ok, prec, spec = t.L, t.B, t.ok, t.precision, t.spec
+        for chunk, r in t.agg.items():
+            n_eval += ok.size
+            workers = L["replicas"]
+            tok_gpu = r.output_tok_s_worker * workers / n  # idle GPUs of the set count against it
+            m = ok & np.isfinite(r.tpot_s) & (r.tpot_s > 0)
+            _append(cols, m, mode="agg", tp=L["tp"], pp=L["pp"], ep=L["ep"], attention_dp=L["dp"], replicas=workers, batch=B,
+                    concurrency=B * L["dp"] * L["pp"] * workers, precision=prec.label, kv_dtype=prec.kv, spec=_spec_label(spec),
+                    ttft_ms=r.ttft_s * 1e3, tpot_ms=r.tpot_s * 1e3, tok_s_user=r.tok_s_user, tok_s_gpu=tok_gpu,
+                    usd_per_mtok=usd_per_mtok(price, tok_gpu), requests_s=r.requests_s_worker * workers,
+                    gpus_used=workers * L["tp"] * L["dp"] * L["pp"], chunk_tokens=chunk, prefill_tp=0, prefill_ep=0,
+                    prefill_attention_dp=0, prefill_workers=0, prefill_batch=0, decode_workers=0)
+        if t.decode is not None:
+            n_eval += _disagg(cols, t, hw, gpus, wl, space, price)
     pts = {k: np.asarray(v if not v or not isinstance(v[0], np.ndarray) else np.concatenate(v)) for k, v in cols.items()}
     nf = int(pts["tok_s_gpu"].size) if cols["tok_s_gpu"] else 0
     if nf == 0:
         pts = {}
     return SearchResult(pts, n_eval, nf, gpus)
+
+
+def kv_link_bytes_per_s(hw, deployment_gpus, prefill_worker_gpus):
+    """Link a prompt's KV crosses to its decode worker: scale-up when the whole deployment sits in one
+    scale-up domain, else the prefill worker's NICs (one per GPU)."""
+    return np.where(deployment_gpus <= hw.scaleup.domain_gpus, hw.scaleup.bandwidth_bytes_per_s,
+                    hw.scaleout_bandwidth_bytes_per_s * prefill_worker_gpus)
 
 
 def _spec_label(spec: Speculation) -> str:
@@ -184,26 +233,21 @@ def _append(cols: dict, mask: np.ndarray, **values) -> None:
             cols[key].append(np.broadcast_to(np.asarray(v, dtype=float), shape).ravel()[idx])
 
 
-def _disagg(cols, model, prec, hw, gpus, L, B, ok, wl, spec, space, price) -> int:
+def _disagg(cols, t: WorkerTable, hw, gpus, wl, space, price) -> int:
     """Pair every prefill layout with every decode configuration; integer worker counts (x, y).
 
     Workers of one role use one layout; counts are the largest ``y`` decode workers and the ``x``
-    prefill workers that keep up with them within the GPU set. KV moves over the scale-up link
-    when both roles fit in one scale-up domain, else over the NICs of the prefill worker.
+    prefill workers that keep up with them within the GPU set. KV moves over the link
+    :func:`kv_link_bytes_per_s` names.
     """
     n = gpus.count
+    L, B, ok, prec, spec = t.L, t.B, t.ok, t.precision, t.spec
     worker = (L["tp"] * L["dp"] * L["pp"])[:, 0]
-    # decode side: all layouts x batches
-    d = decode_worker(model, prec, hw, L["tp"], L["pp"], L["dp"], L["ep"], B, wl, spec, space.engine)
-    # prefill side: layouts without PP, small batches of prompts
-    pb = PREFILL_BATCHES[None, :].astype(float)
-    sel = (L["pp"][:, 0] == 1)
-    Pl = {k: v[sel] for k, v in L.items()}
-    if not sel.any():
-        return 0
-    gp = worker[sel]
-    link = np.where(n <= hw.scaleup.domain_gpus, hw.scaleup.bandwidth_bytes_per_s, hw.scaleout_bandwidth_bytes_per_s * gp)[:, None]
-    pr = prefill_worker(model, prec, hw, Pl["tp"], Pl["pp"], Pl["dp"], Pl["ep"], pb, wl, link, space.engine)
+    d = t.decode
+    Pl, pb, p_step, p_kv, p_slots = t.prefill
+    gp = (Pl["tp"] * Pl["dp"])[:, 0]
+    link = kv_link_bytes_per_s(hw, n, gp)[:, None]
+    pr = finish_prefill(p_step, p_kv / link, p_slots, engine_profile(space.engine))
     # flatten both sides
     d_ok = ok & np.isfinite(d.tpot_s)
     di = np.nonzero(d_ok)
@@ -217,9 +261,10 @@ def _disagg(cols, model, prec, hw, gpus, L, B, ok, wl, spec, space, price) -> in
     if d_rate.size == 0 or p_rate.size == 0:
         return 0
     n_sides = int(d_rate.size + p_rate.size)
-    # Large spaces prune dominated sides before pairing (smaller ones score every pair): a decode configuration that is slower per token AND serves fewer
-    # requests/s per GPU than another of the same worker size can never make a better pair (TPOT comes
-    # from decode alone, TTFT from prefill alone); likewise for prefill on (TTFT, requests/s per GPU).
+    # Large spaces prune dominated sides before pairing (smaller ones score every pair): a decode
+    # configuration slower per token AND serving fewer requests/s per GPU than another of the same
+    # worker size never makes a better pair (TPOT comes from decode alone, TTFT from prefill alone);
+    # likewise for prefill on (TTFT, requests/s per GPU).
     if d_rate.size * p_rate.size > MAX_FULL_PAIRS:
         keep_d = _front_per_size(1.0 / d_tpot, d_rate / d_gpus, d_gpus)
         keep_p = _front_per_size(1.0 / p_ttft, p_rate / p_gpus, p_gpus)

@@ -18,7 +18,6 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .architecture import ModelArch
 from .attention import attention_decode_cost, attention_prefill_cost
 from .comm import collective_cost, p2p_cost
 from .cost import Cost

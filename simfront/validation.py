@@ -18,7 +18,7 @@ import numpy as np
 
 from .errors import SimfrontError
 from .kernel_validate import detect_kernel_op, validate_kernel_rows
-from .measured import METRICS, predict_points
+from .measured import predict_points
 
 MEASUREMENTS_DIR = Path(__file__).resolve().parent.parent / "measurements"
 BUILTIN_FILES = ("measured_serving.csv", "offline_throughput.csv")
