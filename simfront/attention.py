@@ -14,7 +14,11 @@ Decode model (per layer, ``batch`` requests of ``q_tokens`` query tokens over ``
 * fixed per-CTA work (one CTA per request x KV head, plus per query head) spread over the SMs,
   combined with the streaming leg in quadrature (they partly overlap), plus a launch cost.
 * GQA/MQA: all query heads of a group share one KV read, up to :data:`MAX_SHARED_GROUP`
-  query heads per KV head; larger groups are read once per query head.
+  query heads per KV head; larger groups run one CTA per query head whose re-reads hit L2, so HBM
+  streams the KV once and each query head's element work is charged on the SMs.
+* FP8 cache: per-(query head, element) dequantised math on the SMs; never slower than 16-bit.
+* Sliding window, 16-bit cache (Hopper TensorRT-LLM): split-KV CTAs outside the window still run
+  (capped grid); never more than full attention.
 
 Prefill model (FlashAttention-style, causal, optional cached prefix and sliding window):
 per-pair MMA time overlapped with softmax time, per-query-row prologue/epilogue, per-CTA
@@ -84,44 +88,70 @@ def _occupancy(ctas, ctas_half_per_sm, sm_count) -> np.ndarray:
 # ----------------------------------------------------------------------------------- decode
 
 
-def _decode_seconds(batch, kv_len, n_heads, n_kv_heads, head_dim, window, kv_bytes, hw, p, q_tokens=1):
+def _decode_seconds(batch, kv_len, n_heads, n_kv_heads, head_dim, window, kv_bytes, hw, p, q_tokens=1, _walk=True):
     """Decode time and its legs; shared by :func:`attention_decode_cost` and calibration."""
     b, kv, nh, nkv, hd = _f(batch), _f(kv_len), _f(n_heads), _f(n_kv_heads), _f(head_dim)
     w, kvb, q = _f(window), _f(kv_bytes), _f(q_tokens)
     L = np.where(w > 0, np.minimum(kv, w), kv)  # KV tokens actually read (sliding window)
     group = nh / nkv
-    kv_read_heads = np.where(group <= MAX_SHARED_GROUP, nkv, nh)  # KV heads streamed per request
-    per_head_path = kv_read_heads == nh  # one CTA per query head (MHA, or oversized groups)
+    per_head_path = group > MAX_SHARED_GROUP  # oversized groups: one CTA per query head
+    mha = group <= 1.0  # one query head per KV head: one CTA per head either way
     low_bit = kvb < BYTES_16BIT  # FP8 (or narrower) KV cache kernels
 
-    kv_stream_bytes = b * kv_read_heads * L * 2.0 * hd * kvb  # K and V rows read from HBM
+    # K and V rows read from HBM once per KV head: the query heads of an oversized group re-read
+    # the same rows close together in time, so their re-reads hit L2 (50 MB on H100) not HBM.
+    kv_stream_bytes = b * nkv * L * 2.0 * hd * kvb
     qo_bytes = b * q * nh * hd * 2.0 * BYTES_16BIT  # Q read + O written, 16-bit
     flops = 4.0 * b * q * nh * L * hd  # QK^T and PV, 2 flops per MAC
 
     sm = hw.sm_count
     bw = p["decode_hbm_eff"] * hw.hbm_bandwidth_bytes_per_s
-    units = b * kv_read_heads  # CTAs before split-KV: one per (request, KV head)
+    units = b * np.where(per_head_path, nh, nkv)  # CTAs before split-KV: one per (request, KV head or query head)
     ctas = units * np.maximum(L / p["decode_split_tokens"], 1.0)  # split-KV CTAs streaming at once
     occ = _occupancy(ctas, p["decode_half_occupancy_ctas_per_sm"], sm)
     memory_s = kv_stream_bytes / (bw * occ) + qo_bytes / bw
+    # Per-query-head re-read of the KV rows (from L2) and its CUDA-core dot products in the
+    # per-head kernels: SM-seconds per (query head, K/V element) spread over the busy SMs.
+    qhead_elems = b * q * nh * L * 2.0 * hd  # K/V elements each query head consumes
+    reread_s = np.where(per_head_path, qhead_elems * p["decode_perhead_elem_s"], 0.0) / (sm * occ)
+    # FP8 cache in the shared-read kernels: every query head's scores and weighted sum run on
+    # dequantised FP8 rows (per-element convert and scale), SM-seconds per (query head, element).
+    dequant_s = np.where(low_bit & ~per_head_path, qhead_elems * p["decode_fp8_qhead_elem_s"], 0.0) / (sm * occ)
+    reread_s = reread_s + dequant_s
     # Tensor math (binds only for speculative verify with large groups): no decode data constrains
     # it, so the prefill FLOP efficiencies of the same kind stand in (their priors if absent).
     eff16 = p.get("prefill_flop_eff", PREFILL_PARAMS["prefill_flop_eff"][0])
     eff8 = p.get("prefill_flop_eff_fp8", PREFILL_PARAMS["prefill_flop_eff_fp8"][0])
-    compute_s = flops / _math_peak(hw, low_bit, eff16, eff8)
+    compute_s = np.maximum(flops / _math_peak(hw, low_bit, eff16, eff8), reread_s)
 
     # Fixed per-CTA work (SM-seconds) spread over the SMs. Grouped kernels with 16-bit KV cost
     # one lump per (request, KV head); the other kernels pay per CTA plus per query head.
     grouped16_s = units * p["decode_grouped_kv16_unit_s"]
     other_s = units * p["decode_unit_s"] + b * q * nh * p["decode_qhead_s"]
-    overhead_16 = np.where(per_head_path, other_s, grouped16_s)
+    generic = per_head_path | mha  # kernels without a query-group loop
+    overhead_16 = np.where(generic, other_s, grouped16_s)
     launch_16 = p["decode_launch_s"]
-    launch_8 = np.where(per_head_path, 1.0, p["decode_launch_grouped_fp8_frac"]) * launch_16
+    launch_8 = np.where(generic, 1.0, p["decode_launch_grouped_fp8_frac"]) * launch_16
     # An FP8 cache never pays more fixed cost than the 16-bit kernel for the same shape
     # (an engine would pick the cheaper kernel); this keeps "FP8 KV is never slower" exact.
     overhead = np.where(low_bit, np.minimum(other_s, overhead_16), overhead_16) / sm
+    # Sliding window with a 16-bit cache (TensorRT-LLM on Hopper): the split-KV grid is still sized
+    # by the whole context, so split CTAs that land outside the window are launched, walk their
+    # block-table slice and exit; each costs a fixed SM-time. The grid is capped at
+    # decode_window_max_ctas_per_sm CTAs per SM (the kernel sizes its split grid to fill the GPU).
+    skipped_ctas = np.minimum(units * np.maximum(kv - L, 0.0) / p["decode_split_tokens"],
+                              p["decode_window_max_ctas_per_sm"] * sm)  # split CTAs outside the window
+    walk_s = np.where((w > 0) & ~low_bit, skipped_ctas * p["decode_window_split_s"], 0.0) / sm
     launch = np.where(low_bit, launch_8, launch_16)
-    time_s = launch + soft_max(overhead, np.maximum(memory_s, compute_s), DECODE_OVERLAP_NORM)
+    time_s = launch + soft_max(overhead + walk_s, np.maximum(memory_s, compute_s), DECODE_OVERLAP_NORM)
+    if _walk:
+        # An engine never does worse than ignoring the window (full attention over kv_len).
+        full_s = _decode_seconds(batch, kv_len, n_heads, n_kv_heads, head_dim, 0.0, kv_bytes, hw, p, q_tokens, _walk=False)[0]
+        time_s = np.where(w > 0, np.minimum(time_s, full_s), time_s)
+        # An FP8 cache is never slower than the 16-bit kernel (the engine can dequantise up front).
+        bf16_s = _decode_seconds(batch, kv_len, n_heads, n_kv_heads, head_dim, window, np.maximum(kvb, BYTES_16BIT), hw, p,
+                                 q_tokens, _walk=True)[0] if np.any(low_bit) else time_s
+        time_s = np.where(low_bit, np.minimum(time_s, bf16_s), time_s)
     return time_s, flops, kv_stream_bytes + qo_bytes, compute_s, memory_s
 
 
@@ -232,6 +262,10 @@ DECODE_PARAMS = {
     "decode_unit_s": (1.2e-6, 1e-10, 1e-4),  # SM-seconds per (request, KV head) CTA
     "decode_grouped_kv16_unit_s": (4.7e-6, 1e-10, 1e-4),  # same for grouped-query kernels with 16-bit KV
     "decode_qhead_s": (2.9e-8, 1e-11, 1e-5),  # SM-seconds per (request, query head): Q load, O store
+    "decode_perhead_elem_s": (4e-11, 1e-14, 1e-8),  # SM-seconds per (query head, K/V element) in per-head kernels
+    "decode_fp8_qhead_elem_s": (5e-12, 1e-15, 1e-8),  # SM-seconds per (query head, FP8 K/V element) in shared-read kernels
+    "decode_window_split_s": (2e-6, 1e-10, 1e-4),  # SM-seconds per split-KV CTA outside a 16-bit sliding window
+    "decode_window_max_ctas_per_sm": (4.0, 0.1, 64.0),  # cap of skipped split-KV CTAs per SM in windowed kernels
 }
 PREFILL_PARAMS = {
     "prefill_launch_s": (1.2e-5, 1e-6, 5e-5),  # fixed kernel cost
