@@ -59,11 +59,24 @@ PARAMS: dict[str, tuple[float, float, float]] = {
     "cta_bandwidth_bytes_per_s_wonly": (100e9, 5e9, 1e12),
     # soft-max exponent of the compute and memory legs; near 1 the legs add (no overlap)
     "roofline_sharpness": (4.0, 1.0, 32.0),
-    # achieved HBM fraction of the permute / finalize / quantize passes
-    "eta_aux": (0.5, 0.05, 1.0),
+    # achieved HBM fraction of the permute / finalize / quantize passes, per dtype class: the quantize
+    # and expand kernels of block-scaled formats also compute and write swizzled scale factors
+    "eta_aux_bf16": (0.5, 0.05, 1.0),
+    "eta_aux_fp8": (0.5, 0.05, 1.0),
+    "eta_aux_fp8_block": (0.5, 0.05, 1.0),
+    "eta_aux_fp4": (0.5, 0.05, 1.0),
+    "eta_aux_wonly": (0.5, 0.05, 1.0),
     # share of per-pair activation round trips (down-GEMM output, permute copy, finalize read) that
     # reaches HBM; fused finalize epilogues (TensorRT-LLM CUTLASS MoE) keep the rest on chip
     "pair_traffic_fraction": (0.5, 0.01, 1.0),
+    # share of an activation row moved through HBM for EVERY routed selection of the tokens entering
+    # the op, local or not: the routing sort / expand-map / finalize kernels walk all T·k selections
+    # and only then drop the non-local ones (TensorRT-LLM CUTLASS MoE under EP). 0 = local pairs only.
+    "selection_traffic_fraction": (0.0, 0.0, 1.0),
+    # share of the tokens entering the op without a local expert that the token-level passes
+    # (input quantize, combine-output write) still touch: they run over the whole input and output
+    # tensors, not only the rows this rank's experts use (0 = local tokens only, 1 = every token)
+    "all_token_fraction": (0.0, 0.0, 1.0),
 }
 
 FAMILY_DEFAULTS: dict[str, dict[str, float]] = {}
@@ -157,9 +170,14 @@ def moe_cost(num_tokens, hidden, inter, topk, num_experts, moe_tp, moe_ep, fmt, 
     # §3), scaled up with the busiest rank's excess pairs
     tokens_rank = np.minimum(T * -np.expm1(k * np.log1p(-1.0 / np.maximum(ep, 1.0 + 1e-9))) * pairs / np.maximum(mean_pairs, 1e-30), T)
     tokens_rank = np.where(ep > 1, tokens_rank, T)
-    token_bytes = tokens_rank * H * (quant_reads * ACT_SOURCE_BYTES + f.act_bytes + OUT_BYTES) + T * E * ACT_SOURCE_BYTES
-    aux_bytes = token_bytes + pair_frac * pairs * H * (f.act_bytes + OUT_BYTES)
-    aux_s = aux_bytes / (q["eta_aux"] * bw)
+    # tokens the token-level passes touch: the local ones plus a share of those routed elsewhere
+    tokens_pass = tokens_rank + q["all_token_fraction"] * (T - tokens_rank)
+    token_bytes = tokens_pass * H * (quant_reads * ACT_SOURCE_BYTES + f.act_bytes + OUT_BYTES) + T * E * ACT_SOURCE_BYTES
+    # pair-level bytes: unfused share of the local pairs' round trips, plus the share of every one of
+    # the T·k selections (local or not) that the routing / expand / finalize walk moves
+    pair_rows = pair_frac * pairs + q["selection_traffic_fraction"] * T * k
+    aux_bytes = token_bytes + pair_rows * H * (f.act_bytes + OUT_BYTES)
+    aux_s = aux_bytes / (q["eta_aux"] * bw)  # HBM time of the token- and pair-level passes
     compute_s = c1 + c2
     memory_s = m1 + m2 + aux_s
     gemm_s = soft_max(c1, m1, q["roofline_sharpness"]) + soft_max(c2, m2, q["roofline_sharpness"])

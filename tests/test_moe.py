@@ -123,3 +123,23 @@ def test_calibrated_predictions_land_near_measured_kernels(gpu):
     meas = np.array([float(r["latency_us"]) for r in rows])
     assert np.median(np.abs(pred / meas - 1)) < 0.25
     assert np.mean(np.abs(np.log(pred / meas))) < 0.35
+
+
+def test_tokens_routed_to_other_ranks_still_cost_the_routing_and_token_passes():
+    from simfront.kernel_ops import OPS, op_params
+
+    hw = get_hardware("b200_sxm")
+    p = op_params(OPS["moe"], hw)
+    local_only = dict(p, selection_traffic_fraction=0.0, all_token_fraction=0.0)
+    walk_all = dict(p, selection_traffic_fraction=0.2, all_token_fraction=1.0)
+    T = np.array([1024.0, 4096.0, 16384.0])
+    a = moe_cost(T, 4096, 1536, 8, 128, 1, 64, "nvfp4", hw, p=local_only)
+    b = moe_cost(T, 4096, 1536, 8, 128, 1, 64, "nvfp4", hw, p=walk_all)
+    # at EP 64 only ~12% of the tokens have a local expert; walking all T·k selections adds HBM traffic
+    assert np.all(b.mem_bytes > a.mem_bytes) and np.all(b.time_s > a.time_s)
+    # the useful FLOPs are the balanced local work either way
+    np.testing.assert_allclose(a.flops, b.flops)
+    # without EP every token and selection is local: the fractions change nothing but the token passes
+    c = moe_cost(T, 4096, 1536, 8, 128, 1, 1, "nvfp4", hw, p=dict(local_only, pair_traffic_fraction=0.5))
+    d = moe_cost(T, 4096, 1536, 8, 128, 1, 1, "nvfp4", hw, p=dict(local_only, pair_traffic_fraction=0.5, all_token_fraction=1.0))
+    np.testing.assert_allclose(c.time_s, d.time_s)
