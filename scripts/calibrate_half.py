@@ -18,8 +18,9 @@ sys.path.insert(0, str(ROOT))
 
 from simfront.calibration import Fitter, error_table  # noqa: E402
 from simfront.ingest import load_measurements  # noqa: E402
+from simfront.serving import NEUTRAL_PROFILE  # noqa: E402
 
-NEUTRAL = {"kernel_overlap": 0.0, "step_scale": 1.0, "step_overhead_s": 0.0, "burst_fraction": 0.0, "ttft_scale": 1.0, "ttft_overhead_s": 0.0}
+NEUTRAL = NEUTRAL_PROFILE
 
 
 def main() -> int:

@@ -26,6 +26,7 @@ PARAMS = {  # name: (initial, low, high)
     "burst_fraction": (0.5, 0.0, 1.0),
     "ttft_scale": (1.0, 0.3, 5.0),
     "ttft_overhead_s": (0.05, 0.0, 0.5),
+    "ttft_extra_steps": (1.0, 0.0, 4.0),
 }
 NAMES = list(PARAMS)
 FIT_METRICS = ("ttft_ms", "tpot_ms", "output_tok_s_total")

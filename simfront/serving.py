@@ -65,22 +65,25 @@ class Speculation:
 NO_SPEC = Speculation()
 
 
+# The serving profile with no engine effects: isolated-kernel times, no hidden latency, no queueing
+# beyond the model's own, no per-request overhead. Fitted per-engine values override these.
+NEUTRAL_PROFILE = {
+    "kernel_overlap": 0.0,  # share of per-kernel fixed latency hidden by CUDA graphs / PDL / fusion inside a step
+    "burst_fraction": 0.0,  # share of the other prompts of the same arrival wave a new prompt queues behind
+    "step_overhead_s": 0.0,  # CPU scheduling + launch per step
+    "step_scale": 1.0,  # multiplicative efficiency of the engine's kernels
+    "ttft_overhead_s": 0.0,  # API / tokenisation / queue per request
+    # engine steps between a prompt's last prefill step and its first streamed token (overlap
+    # schedulers process a step's outputs during the next step)
+    "ttft_extra_steps": 0.0,
+    "ttft_scale": 1.0,
+}
+
+
 def engine_profile(engine: str | None = None) -> dict:
-    """Per-engine overheads fitted on measured serving runs (hardware/efficiency/serving.yaml)."""
-    try:
-        p = efficiency.params("serving", engine or "default")
-    except Exception:
-        p = {}
-    return {
-        # share of per-kernel fixed latency hidden by CUDA graphs / PDL / fusion inside a step
-        "kernel_overlap": float(p.get("kernel_overlap", 0.0)),
-        # share of the other requests' prompts (of the same arrival wave) a new prompt queues behind
-        "burst_fraction": float(p.get("burst_fraction", 0.0)),
-        "step_overhead_s": float(p.get("step_overhead_s", 0.0)),  # CPU scheduling + launch per step
-        "step_scale": float(p.get("step_scale", 1.0)),  # multiplicative efficiency of the engine's kernels
-        "ttft_overhead_s": float(p.get("ttft_overhead_s", 0.0)),  # API / tokenisation / queue per request
-        "ttft_scale": float(p.get("ttft_scale", 1.0)),
-    }
+    """Per-engine serving profile fitted on measured runs (hardware/efficiency/serving.yaml)."""
+    p = efficiency.params("serving", engine or "default")
+    return {k: float(p.get(k, v)) for k, v in NEUTRAL_PROFILE.items()}
 
 
 def _f(x) -> np.ndarray:
@@ -177,7 +180,7 @@ def finish_aggregated(raw: AggRaw, prof: dict) -> AggResult:
     tokens = raw.pre_steps * 0 + raw.wave_tokens * 0 + ahead + raw.isl_new  # prompt tokens computed before our first token
     steps = np.maximum(1.0, tokens / raw.chunk)  # steps those tokens span at the token budget
     per_token = np.maximum(t_chunk - step, 0.0) / raw.chunk  # extra step time per prompt token
-    ttft = (wait + steps * step + tokens * per_token) * prof["ttft_scale"] + prof["ttft_overhead_s"]
+    ttft = (wait + (steps + prof["ttft_extra_steps"]) * step + tokens * per_token) * prof["ttft_scale"] + prof["ttft_overhead_s"]
     e2e = ttft + (raw.osl - 1) * tpot
     reqs = raw.slots / e2e  # closed loop (Little's law): requests in flight / latency
     return AggResult(ttft, tpot, step, 1.0 / tpot, reqs * raw.osl, reqs, e2e)

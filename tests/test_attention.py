@@ -1,8 +1,5 @@
 """Softmax attention cost: hand-derived work, physical invariants, calibration fit quality."""
 
-import csv
-import os
-from pathlib import Path
 
 import numpy as np
 import pytest

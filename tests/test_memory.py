@@ -7,7 +7,6 @@ from simfront.hardware import get_hardware, parse_gpus
 from simfront.memory import kv_bytes_per_token, kv_geometry, plan_memory, weight_bytes, weight_bytes_per_gpu
 from simfront.models import apply_precision, get_model
 from simfront.sizing import memory_verdict, min_gpus
-from simfront.units import GiB
 
 # KV bytes per token with BF16 KV, from shared/reference/specs.md §B (derived from the configs):
 # GQA 2*L*kv*hd*2; MLA L*576*2; DSA adds 132 B per indexer layer; windowed layers excluded.

@@ -1,8 +1,5 @@
 """MLA / DSA cost: hand-derived work, invariants, calibration fit quality."""
 
-import csv
-import os
-from pathlib import Path
 
 import numpy as np
 import pytest
