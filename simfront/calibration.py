@@ -1,7 +1,7 @@
 """Fit the serving profile to measurements, cross-validate it, and derive prediction intervals.
 
-The serving profile is six physical parameters per engine (see :func:`simfront.serving.engine_profile`):
-the share of per-kernel fixed latency a step hides, a step-time scale, a per-step CPU overhead,
+The serving profile is seven physical parameters per engine (see :func:`simfront.serving.engine_profile`):
+the share of per-kernel fixed latency a step hides, a step-time scale, a per-step CPU overhead, the steps between the last prefill step and the first streamed token,
 how synchronised arrival waves stay, a TTFT scale and a per-request TTFT overhead. Kernel
 efficiencies are not refitted here. Fits are bounded scipy least squares on relative errors.
 
