@@ -371,7 +371,10 @@ def plan(model: str, rate: float, isl: int = 1024, osl: int = 1024, ttft_ms: flo
     hws = list({h.id: h for h in (get_hardware(x) for x in (_as_list(hardware) or DEFAULT_HARDWARE))}.values())
     price_of = _prices(prices)
     eng = _engine_name(engine)
-    space = SearchSpace(precisions=_as_list(precision) or None, kv_dtypes=_as_list(kv_dtype) or None, modes=modes, engine=eng)
+    # one token budget (the engines' default) keeps the sweep over every GPU type within seconds;
+    # `predict` explores the budget as a knob
+    space = SearchSpace(precisions=_as_list(precision) or None, kv_dtypes=_as_list(kv_dtype) or None, modes=modes, engine=eng,
+                        chunk_tokens=(int(DEFAULT_CHUNK_TOKENS),))
     for p in space.precisions or ():
         apply_precision(m, p)  # unknown formats fail here with a one-line error
     for k in space.kv_dtypes or ():
