@@ -14,7 +14,7 @@ import numpy as np
 
 from . import hardware as hwmod
 from . import models as modmod
-from .errors import SimfrontError
+from .errors import SimfrontError, check_lengths
 from .format import gib
 from .hardware import GpuSet, parse_gpus
 from .layout import Layout
@@ -35,12 +35,6 @@ def json_default(o: Any):
     if hasattr(o, "to_json"):
         return o.to_json()
     raise TypeError(f"not JSON serialisable: {type(o).__name__}")
-
-
-def _check_lengths(**lengths: int | None) -> None:
-    for name, v in lengths.items():
-        if v is not None and v < (1 if name == "osl" else 0):
-            raise SimfrontError(f"--{name} {v} is invalid; lengths must be positive token counts")
 
 
 def list_models() -> list[dict]:
@@ -81,7 +75,7 @@ def list_hardware() -> list[dict]:
 def memory(model: str, gpus: str | GpuSet, precision: str = "native", kv_dtype: str = "native", isl: int = 1024, osl: int = 1024,
            tp: int | None = None, pp: int = 1, ep: int = 1, attention_dp: int = 1) -> dict:
     """The memory verdict as a JSON-ready dict (``fits``, ``weights_bytes_per_gpu``, ``min_gpus`` ...)."""
-    _check_lengths(isl=isl, osl=osl)
+    check_lengths(isl=isl, osl=osl)
     m = get_model(model)
     g = parse_gpus(gpus) if isinstance(gpus, str) else gpus
     prec = apply_precision(m, precision if precision != "native" else (m.name_precision or "native"), kv_dtype)
@@ -191,7 +185,7 @@ def predict(model: str, gpus: str | GpuSet, isl: int = 1024, osl: int = 1024, co
     from .search import SearchSpace, make_spec, search
     from .serving import DEFAULT_CHUNK_TOKENS, Workload
 
-    _check_lengths(isl=isl, osl=osl)
+    check_lengths(isl=isl, osl=osl)
     if not 0.0 <= prefix_hit < 1.0:
         raise SimfrontError(f"--prefix-hit {prefix_hit} must be in [0, 1)")
     if concurrency is not None and concurrency < 1:
@@ -350,7 +344,7 @@ def explain(model: str, gpus: str | GpuSet, tp: int = 1, pp: int = 1, ep: int = 
         raise SimfrontError(f"--phase {phase!r}: valid values are decode, prefill")
     if batch < 1:
         raise SimfrontError(f"--batch {batch} must be at least 1")
-    _check_lengths(ctx=ctx)
+    check_lengths(ctx=ctx)
     m = get_model(model)
     g = parse_gpus(gpus) if isinstance(gpus, str) else gpus
     worker = tp * pp * attention_dp

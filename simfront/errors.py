@@ -30,3 +30,10 @@ def unknown(kind: str, name: str, candidates: Iterable[str]) -> SimfrontError:
     near = nearest(name, cands)
     hint = f"did you mean {', '.join(near)}?" if near else f"valid: {', '.join(sorted(cands)[:12])}"
     return SimfrontError(f"unknown {kind} {name!r}; {hint}")
+
+
+def check_lengths(**lengths: int | None) -> None:
+    """Token lengths must be non-negative (and the output at least one token)."""
+    for name, v in lengths.items():
+        if v is not None and v < (1 if name == "osl" else 0):
+            raise SimfrontError(f"--{name} {v} is invalid; lengths must be positive token counts")

@@ -167,7 +167,7 @@ def _render(args: list, env: dict[str, str] | None = None) -> str:
 # Validation
 
 
-def _engine(engine: str) -> str:
+def normalize_engine(engine: str) -> str:
     e = str(engine).strip().lower().replace("-", "").replace("_", "")
     e = {"tensorrtllm": "trtllm", "trt": "trtllm"}.get(e, e)
     if e not in ENGINES:
@@ -230,7 +230,7 @@ def check_deployment(dep: Deployment, engine: str | None = None) -> None:
         )
     if engine is None:
         return
-    eng = _engine(engine)
+    eng = normalize_engine(engine)
     for name, lay in dep.roles().items():
         if eng == "vllm" and lay.ep not in (1, lay.tp * lay.attention_dp):
             raise SimfrontError(
@@ -544,7 +544,7 @@ def _check_mtp(dep: Deployment, eng: str, notes: list[str]) -> None:
 
 def launch_commands(dep: Deployment, engine: str) -> LaunchPlan:
     """Engine launch lines (+ TRT-LLM YAML files and caveats) that serve ``dep`` on ``engine``."""
-    eng = _engine(engine)
+    eng = normalize_engine(engine)
     check_deployment(dep, eng)
     ckpt, quant, notes = resolve_checkpoint(dep, eng)
     if dep.spec_method == "mtp":
@@ -602,7 +602,7 @@ def sidecar_yaml(dep: Deployment, engine: str | None = None) -> str:
     Disagg: the top-level tp/pp/ep/attention_dp are the decode layout; ``prefill``/``decode`` hold both.
     """
     check_deployment(dep)
-    rec = _record(dep, _engine(engine) if engine else None)
+    rec = _record(dep, normalize_engine(engine) if engine else None)
     if dep.mode == "disagg":
         rec["prefill"] = _role_fields(dep.prefill)
         rec["decode"] = _role_fields(dep.decode)
@@ -624,7 +624,7 @@ def benchmark_command(dep: Deployment, tool: str = "vllm", result_file: str | No
     """
     if tool not in BENCH_TOOLS:
         raise SimfrontError(f"unknown benchmark tool {tool!r}; valid: {', '.join(BENCH_TOOLS)}")
-    eng = _engine(engine) if engine else (tool if tool in ENGINES else "vllm")
+    eng = normalize_engine(engine) if engine else (tool if tool in ENGINES else "vllm")
     check_deployment(dep)
     model, _, _ = resolve_checkpoint(dep, eng)
     url = base_url or f"http://localhost:{FRONT_PORT}"

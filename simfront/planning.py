@@ -21,14 +21,15 @@ from typing import Any, Callable, Iterable, Mapping, Sequence
 import numpy as np
 
 from . import efficiency
-from .api import _check_lengths, layout_label
+from .api import layout_label
+from .errors import check_lengths
 from .errors import SimfrontError
 from .hardware import GpuSet, Hardware, get_hardware, parse_gpus
 from .launch import Deployment, LaunchPlan, WorkerLayout, benchmark_command, launch_commands, sidecar_yaml
 from .memory import weight_bytes
 from .models import Model, apply_precision, get_model
 from .pareto import interp_frontier
-from .search import (DISAGG_DECODE_EFF, DISAGG_PREFILL_EFF, SearchSpace, _spec_label, kv_link_bytes_per_s, precision_options,
+from .search import (DISAGG_DECODE_EFF, DISAGG_PREFILL_EFF, SearchSpace, spec_label, kv_link_bytes_per_s, precision_options,
                      spec_options, worker_tables)
 from .serving import DEFAULT_CHUNK_TOKENS, Workload, engine_profile, finish_prefill, usd_per_mtok
 from .sizing import min_gpus as fewest_gpus
@@ -153,9 +154,9 @@ def _launchable(hw: Hardware, tp, dp, pp, ep, engine: str | None) -> np.ndarray:
 def _engine_name(engine: str | None) -> str | None:
     if engine is None:
         return None
-    from .launch import _engine
+    from .launch import normalize_engine
 
-    return _engine(engine)
+    return normalize_engine(engine)
 
 
 def _sla_side(sla: dict, ttft_s=None, tpot_s=None) -> np.ndarray:
@@ -173,7 +174,7 @@ def _sla_side(sla: dict, ttft_s=None, tpot_s=None) -> np.ndarray:
 def _base_point(t: _Tables, mode: str, tp, pp, ep, dp, batch, prec, spec, ttft_s, tpot_s) -> dict:
     p = t.precisions[int(prec)]
     return {"mode": mode, "tp": int(tp), "pp": int(pp), "ep": int(ep), "attention_dp": int(dp), "replicas": 1, "batch": int(batch),
-            "concurrency": 0, "precision": p.label, "kv_dtype": p.kv, "spec": _spec_label(t.specs[int(spec)]),
+            "concurrency": 0, "precision": p.label, "kv_dtype": p.kv, "spec": spec_label(t.specs[int(spec)]),
             "ttft_ms": round(float(ttft_s) * 1e3, _ROUND), "tpot_ms": round(float(tpot_s) * 1e3, _ROUND),
             "tok_s_user": round(1.0 / float(tpot_s), _ROUND), "tok_s_gpu": None, "usd_per_mtok": None, "requests_s": None,
             "gpus_used": 0, "chunk_tokens": 0, "prefill_tp": 0, "prefill_ep": 0, "prefill_attention_dp": 0, "prefill_workers": 0, "prefill_batch": 0,
@@ -353,7 +354,7 @@ def plan(model: str, rate: float, isl: int = 1024, osl: int = 1024, ttft_ms: flo
     import time
 
     t0 = time.perf_counter()
-    _check_lengths(isl=isl, osl=osl)
+    check_lengths(isl=isl, osl=osl)
     if rate is None or not rate > 0:
         raise SimfrontError(f"--rate {rate} must be a positive request rate (requests/s)")
     for name, v in (("ttft", ttft_ms), ("tpot", tpot_ms), ("min-tok-s-user", min_tok_s_user)):

@@ -196,7 +196,7 @@ def search(model: Model, gpus: GpuSet, wl: Workload, space: SearchSpace | None =
             tok_gpu = r.output_tok_s_worker * workers / n  # idle GPUs of the set count against it
             m = ok & np.isfinite(r.tpot_s) & (r.tpot_s > 0)
             _append(cols, m, mode="agg", tp=L["tp"], pp=L["pp"], ep=L["ep"], attention_dp=L["dp"], replicas=workers, batch=B,
-                    concurrency=B * L["dp"] * L["pp"] * workers, precision=prec.label, kv_dtype=prec.kv, spec=_spec_label(spec),
+                    concurrency=B * L["dp"] * L["pp"] * workers, precision=prec.label, kv_dtype=prec.kv, spec=spec_label(spec),
                     ttft_ms=r.ttft_s * 1e3, tpot_ms=r.tpot_s * 1e3, tok_s_user=r.tok_s_user, tok_s_gpu=tok_gpu,
                     usd_per_mtok=usd_per_mtok(price, tok_gpu), requests_s=r.requests_s_worker * workers,
                     gpus_used=workers * L["tp"] * L["dp"] * L["pp"], chunk_tokens=chunk, prefill_tp=0, prefill_ep=0,
@@ -217,7 +217,8 @@ def kv_link_bytes_per_s(hw, deployment_gpus, prefill_worker_gpus):
                     hw.scaleout_bandwidth_bytes_per_s * prefill_worker_gpus)
 
 
-def _spec_label(spec: Speculation) -> str:
+def spec_label(spec: Speculation) -> str:
+    """Short text of a speculative-decoding setting, e.g. ``mtp-k2@0.8`` (``none`` without drafts)."""
     return "none" if spec.k == 0 else f"{spec.method}-k{spec.k}@{spec.acceptance:g}"
 
 
@@ -301,7 +302,7 @@ def _disagg(cols, t: WorkerTable, hw, gpus, wl, space, price) -> int:
     ttft = p_ttft[None, :] + 0 * Dg
     _append(cols, m, mode="disagg", tp=L["tp"][dsel, 0], pp=L["pp"][dsel, 0], ep=L["ep"][dsel, 0], attention_dp=L["dp"][dsel, 0],
             replicas=best_y, batch=B[0, dbat], concurrency=B[0, dbat] * (L["dp"] * L["pp"])[dsel, 0] * best_y,
-            precision=prec.label, kv_dtype=prec.kv, spec=_spec_label(spec), ttft_ms=ttft * 1e3, tpot_ms=tpot * 1e3,
+            precision=prec.label, kv_dtype=prec.kv, spec=spec_label(spec), ttft_ms=ttft * 1e3, tpot_ms=tpot * 1e3,
             tok_s_user=1.0 / tpot, tok_s_gpu=tok_gpu, usd_per_mtok=usd_per_mtok(price, tok_gpu), requests_s=best,
             gpus_used=best_y * Dg + best_x * Pg, chunk_tokens=0, prefill_tp=Pl["tp"][psel, 0], prefill_ep=Pl["ep"][psel, 0],
             prefill_attention_dp=Pl["dp"][psel, 0], prefill_workers=best_x, prefill_batch=PREFILL_BATCHES[pbat],
