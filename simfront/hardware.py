@@ -98,12 +98,27 @@ def get_hardware(name: str) -> Hardware:
     # unknown variant is reported instead of silently becoming its sibling.
     stripped = re.sub(r"\b(nvidia|amd|instinct|\d+\s*gi?b|hbm\d?e?|dgx|hgx|sxm\d?|server|edition)\b", " ", key)
     stripped = " ".join(stripped.split())
-    if stripped in idx:
-        return catalog()[idx[stripped]]
     words = stripped.split(" ")
-    if len(words) == 2 and words[0] == words[1] and words[0] in idx:  # "b200 (dgx b200)"
-        return catalog()[idx[words[0]]]
+    if stripped not in idx and len(words) == 2 and words[0] == words[1]:  # "b200 (dgx b200)"
+        stripped = words[0]
+    if stripped in idx:
+        hw = catalog()[idx[stripped]]
+        cap = re.search(r"\b(\d+)\s*gi?b\b", key)
+        if cap and not _capacity_matches(float(cap.group(1)), hw):
+            # "A100 40GB" is not the 80 GB part: a stated capacity that disagrees names another SKU
+            raise SimfrontError(f"unknown GPU {name!r}: the catalog's {hw.id} has {hw.hbm_bytes / 2**30:.0f} GiB, "
+                                f"not {cap.group(1)} GB; add a hardware/*.yaml for that part")
+        return hw
     raise unknown("GPU", name, list(catalog()))
+
+
+# A stated memory size names the same part when it is within this share of the catalog capacity,
+# read as GB or GiB (vendors and nvidia-smi round differently: "80GB" = 80 GiB, "192GB" = 192e9 B).
+CAPACITY_MATCH_TOLERANCE = 0.10
+
+
+def _capacity_matches(stated_gb: float, hw: Hardware) -> bool:
+    return any(abs(stated_gb / c - 1.0) <= CAPACITY_MATCH_TOLERANCE for c in (hw.hbm_bytes / 1e9, hw.hbm_bytes / 2**30))
 
 
 class GpuSet(BaseModel):

@@ -35,6 +35,10 @@ MTP_DRAFT_LENGTHS = (1, 2)
 DEFAULT_MTP_ACCEPTANCE = 0.8
 DEFAULT_SPEC_K = {"mtp": 1, "eagle": 3, "ngram": 3}
 DEFAULT_ACCEPTANCE = {"mtp": DEFAULT_MTP_ACCEPTANCE, "eagle": 0.7, "ngram": 0.3}
+# Acceptance falls with draft position: golden acceptance lengths (InferenceX, SPEED-Bench coding,
+# modeling-notes §6) give conditional acceptance of the 2nd draft 0.61-0.79 after 0.79-0.84 for the
+# 1st (DeepSeek-V4 MTP 1.79 -> 2.27, GLM-5.2 MTP 1.84 -> 2.50): a ratio of about 0.85.
+DEFAULT_POSITION_DECAY = 0.85
 # disaggregated worker-ratio efficiency: prefill "pipeline bubble" 0.9 and decode "not saturating
 # batch slots" 0.92 (aiconfigurator picking.py, modeling-notes §5)
 DISAGG_PREFILL_EFF = 0.90
@@ -82,7 +86,7 @@ def spec_options(model: Model, space: SearchSpace) -> list[Speculation]:
         return space.specs
     out = [NO_SPEC]
     if model.arch.mtp_layers:
-        out += [Speculation("mtp", k, DEFAULT_ACCEPTANCE["mtp"], draft_layers=1.0) for k in MTP_DRAFT_LENGTHS]
+        out += [make_spec("mtp", k, None, model) for k in MTP_DRAFT_LENGTHS]
     return out
 
 
@@ -100,7 +104,7 @@ def make_spec(method: str, k: int | None = None, acceptance: float | None = None
     kk = DEFAULT_SPEC_K[m] if k is None else k
     if kk < 1:
         raise SimfrontError("--spec-k must be at least 1")
-    return Speculation(m, kk, a, draft_layers=0.0 if m == "ngram" else 1.0)
+    return Speculation(m, kk, a, draft_layers=0.0 if m == "ngram" else 1.0, position_decay=DEFAULT_POSITION_DECAY)
 
 
 @dataclass

@@ -50,16 +50,21 @@ class Speculation:
     k: int = 0  # draft tokens per step
     acceptance: float = 0.0  # per-token acceptance probability
     draft_layers: float = 0.0  # target-size layers the drafter costs per draft token (MTP/EAGLE: 1)
+    position_decay: float = 1.0  # conditional acceptance of draft i+1 relative to draft i (1 = i.i.d.)
 
     @property
     def accepted_per_step(self) -> float:
-        """Expected tokens emitted per verify step, bonus token included."""
-        a, k = self.acceptance, self.k
-        if k <= 0:
-            return 1.0
-        if a >= 1.0:
-            return float(k + 1)
-        return (1.0 - a ** (k + 1)) / (1.0 - a)
+        """Expected tokens emitted per verify step, bonus token included.
+
+        Draft i is accepted with conditional probability ``acceptance * position_decay**(i-1)`` given
+        the drafts before it were; with no decay this is Leviathan et al.'s (1 - a^(k+1)) / (1 - a).
+        """
+        survive = 1.0  # probability that drafts 1..i were all accepted
+        total = 1.0  # the verified (bonus) token is always emitted
+        for i in range(self.k):  # k is a handful of drafts
+            survive *= min(self.acceptance * self.position_decay ** i, 1.0)
+            total += survive
+        return total
 
 
 NO_SPEC = Speculation()

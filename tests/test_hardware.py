@@ -275,3 +275,11 @@ def test_bad_gpu_specs_give_a_one_line_error(spec, must_mention):
 def test_unknown_gpu_suggests_near_names():
     with pytest.raises(SimfrontError, match="did you mean"):
         get_hardware("H300")
+
+
+def test_stated_capacity_must_match_the_part():
+    """'A100 40GB' is a different SKU from the catalog's 80 GB A100: reported, not silently swapped."""
+    with pytest.raises(SimfrontError, match="40 GB"):
+        get_hardware("A100 40GB")
+    assert get_hardware("A100 80GB").id == "a100_sxm"
+    assert get_hardware("MI300X 192GB").id == "mi300x"

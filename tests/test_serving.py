@@ -1,0 +1,35 @@
+"""Serving-model details: speculative acceptance, TTFT/TPOT structure."""
+
+import pytest
+
+from simfront.hardware import get_hardware
+from simfront.models import get_model
+from simfront.serving import NO_SPEC, Speculation, Workload, aggregated
+
+
+def test_acceptance_length_iid_matches_leviathan_and_decay_lowers_it():
+    a, k = 0.8, 3
+    iid = Speculation("mtp", k, a)
+    assert iid.accepted_per_step == pytest.approx((1 - a ** (k + 1)) / (1 - a))
+    decayed = Speculation("mtp", k, a, position_decay=0.85)
+    assert 1.0 < decayed.accepted_per_step < iid.accepted_per_step
+    assert NO_SPEC.accepted_per_step == 1.0
+    assert Speculation("mtp", 2, 1.0).accepted_per_step == 3.0
+
+
+def test_more_load_never_lowers_ttft_or_tpot():
+    m = get_model("llama-3.1-70b")
+    res = aggregated(m, m.native, get_hardware("h100"), 8, 1, 1, 1, [1, 4, 16, 64, 256], Workload(2048, 512))
+    assert all(res.tpot_s[i] <= res.tpot_s[i + 1] for i in range(4))
+    assert all(res.ttft_s[i] <= res.ttft_s[i + 1] * 1.0001 for i in range(4))
+    assert all(res.output_tok_s_worker[i] < res.output_tok_s_worker[i + 1] for i in range(4))
+
+
+def test_prefix_hit_cuts_ttft_and_spec_cuts_tpot_at_low_batch():
+    m = get_model("deepseek-r1")
+    hw = get_hardware("h200")
+    base = aggregated(m, m.native, hw, 8, 1, 1, 8, 4, Workload(8192, 1024))
+    hit = aggregated(m, m.native, hw, 8, 1, 1, 8, 4, Workload(8192, 1024, prefix_hit=0.8))
+    assert hit.ttft_s < base.ttft_s
+    mtp = aggregated(m, m.native, hw, 8, 1, 1, 8, 4, Workload(8192, 1024), Speculation("mtp", 1, 0.8, draft_layers=1.0))
+    assert mtp.tpot_s < base.tpot_s
