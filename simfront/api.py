@@ -479,6 +479,13 @@ def print_validation(res: dict, rows: bool = False) -> None:
                 reasons[r["reason"][:100]] = reasons.get(r["reason"][:100], 0) + 1
         for why, n in sorted(reasons.items(), key=lambda x: -x[1]):
             print(f"not predicted: {n} x {why}")
+        missing: dict[str, int] = {}
+        for r in res["serving"]["rows"]:
+            for f in r.get("missing") or []:
+                missing[f] = missing.get(f, 0) + 1
+        if missing:
+            print("configuration the files did not carry (give it with --gpu/--tp/--ep/... or a <file>.simfront.yaml sidecar): "
+                  + ", ".join(f"{k} ({v} rows)" for k, v in sorted(missing.items())))
         if rows:
             print()
             print_table(res["serving"]["rows"], ["source_file", "line", "model", "gpu", "engine", "mode", "concurrency",

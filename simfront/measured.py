@@ -103,6 +103,10 @@ def apply_precision_kv(prec, kv):
 
 def resolve(p) -> tuple[Resolved | None, str | None]:
     """Model, GPU, precision and workload of a point, or a reason it cannot be predicted."""
+    if not _get(p, "model"):
+        return None, "no model named in the file: give --model or a sidecar"
+    if not _get(p, "gpu"):
+        return None, "no GPU named in the file: give --gpu (and the layout: --tp/--ep/...) or a sidecar"
     try:
         model = get_model(str(_get(p, "model", "")))
     except SimfrontError as e:
