@@ -123,9 +123,10 @@ def _apply(split: np.ndarray, prof: dict) -> np.ndarray:
 class AggRaw:
     """Engine-independent step times of aggregated workers (profile not yet applied)."""
 
-    step_s: np.ndarray  # (roofline, fixed) pair: decode batch + its share of prefill, drafts included
-    chunk_step_s: np.ndarray  # (roofline, fixed) pair: a step that carries one full prefill chunk
-    pre_steps: np.ndarray  # steps one prompt's prefill spans
+    decode_step_s: np.ndarray  # split parts of a step of the decode batch alone, drafts included
+    mixed_step_s: np.ndarray  # split parts of a step that also carries ``mixed_tokens`` prompt tokens
+    mixed_tokens: np.ndarray  # prompt tokens a mixed step carries (a whole prompt, or a full chunk)
+    mixed_share: np.ndarray  # share of steps that carry prompt tokens
     wave_tokens: np.ndarray  # prompt tokens of the other requests of one arrival wave (b - 1) * isl_new
     chunk: float
     isl_new: float  # prompt tokens of one request that need computing (prefix-cache hits excluded)
@@ -148,6 +149,9 @@ class AggResult:
 
 def aggregated_raw(model: Model, precision: Precision, hw: Hardware, tp, pp, dp, ep, batch, wl: Workload,
                    spec: Speculation = NO_SPEC) -> AggRaw:
+    """Steps of a continuous-batching worker: most carry only the decode batch; some also carry
+    prompt tokens (one prompt, or a full token budget when prompts queue). Step costs are not
+    linear in tokens (MoE layers touch more experts), so the two kinds are costed separately."""
     b = _f(batch)
     isl_new = wl.isl * (1.0 - wl.prefix_hit)  # prompt tokens that need computing
     prefix = wl.isl * wl.prefix_hit
@@ -158,34 +162,34 @@ def aggregated_raw(model: Model, precision: Precision, hw: Hardware, tp, pp, dp,
     chunk = float(wl.chunk_tokens)
     pre_steps = np.maximum(np.ceil(isl_new / chunk), 1.0)  # steps one prompt's prefill spans
     n_life = decode_steps + pre_steps  # steps in one request's life
-    p = b * isl_new / n_life  # prompt tokens per step that keep the batch full
-    sb = StepBatch(decode_reqs=b, decode_ctx=ctx, q_tokens=q, prefill_tokens=p,
-                   prefill_seqs=np.minimum(b / n_life * pre_steps, b), prefill_prefix=prefix)
-    st = forward_step(model, precision, hw, tp, pp, dp, ep, sb)
-    step = _split(st, model, spec)
-    # a step carrying a full chunk of prompt tokens (what a prompt's own TTFT sees)
-    sb_chunk = StepBatch(decode_reqs=b, decode_ctx=ctx, q_tokens=q, prefill_tokens=chunk + 0 * b,
-                         prefill_seqs=np.maximum(chunk / max(isl_new, 1.0), 1.0), prefill_prefix=prefix)
-    chunk_step = _split(forward_step(model, precision, hw, tp, pp, dp, ep, sb_chunk), model, NO_SPEC)
+    p = b * isl_new / n_life  # prompt tokens per step, on average, that keep the batch full
+    mixed_tokens = np.minimum(chunk, np.maximum(min(isl_new, chunk), p)) + 0 * b  # prompt tokens in a mixed step
+    mixed_share = np.minimum(p / np.maximum(mixed_tokens, 1.0), 1.0)  # share of steps that are mixed
+    dec = StepBatch(decode_reqs=b, decode_ctx=ctx, q_tokens=q)
+    decode_step = _split(forward_step(model, precision, hw, tp, pp, dp, ep, dec), model, spec)
+    mix = StepBatch(decode_reqs=b, decode_ctx=ctx, q_tokens=q, prefill_tokens=mixed_tokens,
+                    prefill_seqs=np.maximum(mixed_tokens / max(isl_new, 1.0), 1.0), prefill_prefix=prefix)
+    mixed_step = _split(forward_step(model, precision, hw, tp, pp, dp, ep, mix), model, spec)
     rho = np.clip(p / chunk, 0.0, 0.95)
-    return AggRaw(step_s=step, chunk_step_s=chunk_step, pre_steps=pre_steps + 0 * b, wave_tokens=np.maximum(b - 1.0, 0.0) * isl_new,
-                  chunk=chunk, isl_new=isl_new, rho=rho + 0 * b, al=al, osl=wl.osl, slots=b * _f(dp) * _f(pp))
+    return AggRaw(decode_step_s=decode_step, mixed_step_s=mixed_step, mixed_tokens=mixed_tokens, mixed_share=mixed_share,
+                  wave_tokens=np.maximum(b - 1.0, 0.0) * isl_new, chunk=chunk, isl_new=isl_new, rho=rho + 0 * b, al=al,
+                  osl=wl.osl, slots=b * _f(dp) * _f(pp))
 
 
 def finish_aggregated(raw: AggRaw, prof: dict) -> AggResult:
     """Apply an engine profile to raw step times: TTFT, TPOT, throughput of one worker."""
-    step = _apply(raw.step_s, prof)
-    t_chunk = _apply(raw.chunk_step_s, prof)
+    t_dec = _apply(raw.decode_step_s, prof)
+    t_mix = _apply(raw.mixed_step_s, prof)
+    step = (1.0 - raw.mixed_share) * t_dec + raw.mixed_share * t_mix  # mean step: decode-only and mixed steps
     tpot = step / raw.al
     wait = step * (0.5 + raw.rho / (2 * (1 - raw.rho)))  # finish current step + M/D/1 queue for the budget
-    # prompt chunks this request waits for: its own, plus on average half of the other prompts of
-    # its arrival wave (closed-loop clients with equal lengths arrive in waves; burst_fraction says
-    # how synchronised the waves stay)
-    ahead = prof["burst_fraction"] * raw.wave_tokens / 2.0
-    tokens = raw.pre_steps * 0 + raw.wave_tokens * 0 + ahead + raw.isl_new  # prompt tokens computed before our first token
+    # prompt tokens computed before this request's first token: its own, plus on average half of the
+    # other prompts of its arrival wave (closed-loop clients with equal lengths arrive in waves;
+    # burst_fraction says how synchronised the waves stay)
+    tokens = prof["burst_fraction"] * raw.wave_tokens / 2.0 + raw.isl_new
     steps = np.maximum(1.0, tokens / raw.chunk)  # steps those tokens span at the token budget
-    per_token = np.maximum(t_chunk - step, 0.0) / raw.chunk  # extra step time per prompt token
-    ttft = (wait + (steps + prof["ttft_extra_steps"]) * step + tokens * per_token) * prof["ttft_scale"] + prof["ttft_overhead_s"]
+    per_token = np.maximum(t_mix - t_dec, 0.0) / np.maximum(raw.mixed_tokens, 1.0)  # extra step time per prompt token
+    ttft = (wait + (steps + prof["ttft_extra_steps"]) * t_dec + tokens * per_token) * prof["ttft_scale"] + prof["ttft_overhead_s"]
     e2e = ttft + (raw.osl - 1) * tpot
     reqs = raw.slots / e2e  # closed loop (Little's law): requests in flight / latency
     return AggResult(ttft, tpot, step, 1.0 / tpot, reqs * raw.osl, reqs, e2e)

@@ -133,6 +133,11 @@ def forward_step(model: Model, precision: Precision, hw: Hardware, tp, pp, dp, e
     T = B * q + P  # tokens through the dense parts of the model on this rank
     has_dec = B > 0
     has_pre = P > 0
+    # Prefill attention kernels run over whole sequences. A mean-field step may carry a fraction of
+    # one prompt (p tokens per step of a prompt of seq tokens): cost one sequence and count the
+    # fraction, i.e. the prompt's attention work spread over the steps that share it.
+    pre_seqs = np.maximum(nps, 1.0)  # sequences a prefill kernel call covers
+    pre_share = has_pre * np.where(nps < 1.0, nps, 1.0)  # calls per step (a fraction when nps < 1)
     Bd = np.maximum(B, 1.0)  # decode kernels are costed at >= 1 request and counted only when present
     H = arch.hidden
     st = StepCost(link_bytes_per_s=hw.scaleup.bandwidth_bytes_per_s)
@@ -168,8 +173,8 @@ def forward_step(model: Model, precision: Precision, hw: Hardware, tp, pp, dp, e
                 gemm("linear_attn.gate_up", g, n, T, (up_f + la.n_v_heads * la.head_v_dim) / tp, la.head_v_dim, precision.attention)
             add("linear_attn.decode", g, n * has_dec, linear_attention_decode_cost(
                 Bd, la.n_v_heads / tp, la.head_k_dim, la.head_v_dim, hw, conv_dim=la.conv_channels / tp, conv_kernel=la.conv_kernel, q_tokens=q))
-            add("linear_attn.prefill", g, n * has_pre, linear_attention_prefill_cost(
-                np.maximum(nps, 1), np.maximum(seq, 1), la.n_v_heads / tp, la.head_k_dim, la.head_v_dim, hw))
+            add("linear_attn.prefill", g, n * pre_share, linear_attention_prefill_cost(
+                pre_seqs, np.maximum(seq, 1), la.n_v_heads / tp, la.head_k_dim, la.head_v_dim, hw))
             gemm("linear_attn.o_proj", g, n, T, H, la.n_v_heads * la.head_v_dim / tp, precision.attention)
         elif arch.attention.kind == "mla":
             a = arch.attention
@@ -187,7 +192,7 @@ def forward_step(model: Model, precision: Precision, hw: Hardware, tp, pp, dp, e
                 gemm("dsa.indexer_proj", g, n, T, a.index_n_heads * a.index_head_dim + a.index_head_dim + a.index_n_heads, q_in, precision.attention, replicated=True)
                 if layer.indexer == "full":
                     add("dsa.indexer_decode", g, n * has_dec, dsa_indexer_cost(Bd, q, ctx, a.index_n_heads, a.index_head_dim, hw), replicated=True)
-                    add("dsa.indexer_prefill", g, n * has_pre, dsa_indexer_cost(np.maximum(nps, 1), np.maximum(seq, 1), prefix + seq, a.index_n_heads, a.index_head_dim, hw), replicated=True)
+                    add("dsa.indexer_prefill", g, n * pre_share, dsa_indexer_cost(pre_seqs, np.maximum(seq, 1), prefix + seq, a.index_n_heads, a.index_head_dim, hw), replicated=True)
             # decode: weight absorption (W_UK into q, W_UV after attention) as batched GEMMs
             gemm("mla.absorb_uk", g, n * has_dec, Bd * q, heads * a.kv_lora_rank, a.qk_nope_dim, "bf16")
             add("mla.attn_decode", g, n * has_dec, mla_decode_cost(
@@ -196,8 +201,8 @@ def forward_step(model: Model, precision: Precision, hw: Hardware, tp, pp, dp, e
             gemm("mla.absorb_uv", g, n * has_dec, Bd * q, heads * a.head_dim_v, a.kv_lora_rank, "bf16")
             # prefill: decompress K_nope, V for the new tokens and run ordinary causal attention
             gemm("mla.kv_b_proj", g, n * has_pre, np.maximum(P, 1), heads * (a.qk_nope_dim + a.head_dim_v), a.kv_lora_rank, precision.attention)
-            add("mla.attn_prefill", g, n * has_pre, mla_prefill_cost(
-                np.maximum(nps, 1), np.maximum(seq, 1), heads, hw, prefix_len=prefix, kv_lora_rank=a.kv_lora_rank,
+            add("mla.attn_prefill", g, n * pre_share, mla_prefill_cost(
+                pre_seqs, np.maximum(seq, 1), heads, hw, prefix_len=prefix, kv_lora_rank=a.kv_lora_rank,
                 qk_rope_dim=a.qk_rope_dim, qk_nope_dim=a.qk_nope_dim, v_head_dim=a.head_dim_v, kv_bytes=kvb, topk=topk))
             if a.output_gate:
                 gemm("mla.output_gate", g, n, T, heads * a.head_dim_v, H, precision.attention)
@@ -210,8 +215,8 @@ def forward_step(model: Model, precision: Precision, hw: Hardware, tp, pp, dp, e
             gemm("attn.qkv_proj", g, n, T, width, H, precision.attention)
             window = layer.window
             add("attn.decode", g, n * has_dec, attention_decode_cost(Bd, ctx, heads, kv_heads, a.head_dim, window, kvb, hw, q_tokens=q))
-            add("attn.prefill", g, n * has_pre, attention_prefill_cost(
-                np.maximum(nps, 1), np.maximum(seq, 1), heads, kv_heads, a.head_dim, window, hw, prefix_len=prefix, kv_bytes=kvb))
+            add("attn.prefill", g, n * pre_share, attention_prefill_cost(
+                pre_seqs, np.maximum(seq, 1), heads, kv_heads, a.head_dim, window, hw, prefix_len=prefix, kv_bytes=kvb))
             gemm("attn.o_proj", g, n, T, H, heads * a.head_dim_v, precision.attention)
         add("rope+kv_write", g, n * (layer.mixer != "linear"), memory_op_cost(T * H * ACT_BYTES, hw), replicated=True)
         allreduce("tp.allreduce_attn", g, n, T, H)
