@@ -21,3 +21,16 @@ def load_columns(gpu: str, op: str) -> dict[str, np.ndarray]:
         except ValueError:
             cols[k] = np.array(vals)
     return cols
+
+
+def sample_ape(entry: dict, kind: str, gpu: str, op: str, n: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
+    """(predictions, absolute percentage errors) of a calibration-registry op on ``n`` sampled rows."""
+    from simfront import efficiency
+    from simfront.hardware import get_hardware
+
+    cols = load_columns(gpu, op)
+    pick = np.random.default_rng(seed).choice(len(cols["latency_us"]), n, replace=False)
+    cols = {k: v[pick] for k, v in cols.items()}
+    hw = get_hardware(gpu)
+    pred = entry["predict"](cols, hw, efficiency.params(kind, hw.family))
+    return pred, np.abs(pred / (cols["latency_us"] * 1e-6) - 1)

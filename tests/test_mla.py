@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 from simfront import efficiency
 from simfront.hardware import get_hardware
 from simfront.mla import CALIBRATION_OPS, MLA_HEAD_TILE, dsa_indexer_cost, mla_decode_cost, mla_prefill_cost
-from kernel_data import KERNEL_DIR, load_columns
+from kernel_data import KERNEL_DIR, sample_ape
 
 H100 = get_hardware("h100_sxm")
 B200 = get_hardware("b200_sxm")
@@ -126,19 +126,12 @@ def test_calibration_ops_contract():
             assert set(entry["params"]) <= set(efficiency.params("mla", fam)), (op, fam)
 
 
-_load = load_columns
-
 
 @pytest.mark.skipif(not DATA.exists(), reason="calibration kernels not available")
 @pytest.mark.parametrize("op,limit", [("mla_decode", 0.20), ("mla_prefill", 0.20)])
 @pytest.mark.parametrize("gpu", ["h100_sxm", "b200_sxm"])
 def test_loose_accuracy_on_calibration_rows(op, limit, gpu):
-    cols = _load(gpu, op)
-    pick = np.random.default_rng(11).choice(len(cols["latency_us"]), 48, replace=False)
-    cols = {k: v[pick] for k, v in cols.items()}
-    hw = get_hardware(gpu)
-    pred = CALIBRATION_OPS[op]["predict"](cols, hw, efficiency.params("mla", hw.family))
-    ape = np.abs(pred / (cols["latency_us"] * 1e-6) - 1)
+    pred, ape = sample_ape(CALIBRATION_OPS[op], "mla", gpu, op, 48, seed=11)
     assert np.all(np.isfinite(pred)) and ape.mean() < limit
 
 
