@@ -2,8 +2,10 @@
 
 The serving profile is seven physical parameters per engine (see :func:`simfront.serving.engine_profile`):
 the share of per-kernel fixed latency a step hides, a step-time scale, a per-step CPU overhead, the steps between the last prefill step and the first streamed token,
-how synchronised arrival waves stay, a TTFT scale and a per-request TTFT overhead. Kernel
-efficiencies are not refitted here. Fits are bounded scipy least squares on relative errors.
+the share of requests in a synchronised start-up wave, a TTFT scale and a per-request TTFT
+overhead. Kernel efficiencies are not refitted here. Fits are bounded scipy least squares on
+relative errors; each engine's profile is partially pooled toward the profile fitted on all
+engines (POOLING_WEIGHT), so an engine measured on few models does not absorb their quirks.
 
 Uncertainty: the spread of out-of-sample log errors (measured / predicted) gives a p10-p90 band
 per metric (:func:`band_quantiles`); :mod:`simfront.uncertainty` applies it to predictions.
@@ -31,6 +33,10 @@ PARAMS = {  # name: (initial, low, high)
 NAMES = list(PARAMS)
 FIT_METRICS = ("ttft_ms", "tpot_ms", "output_tok_s_total")
 MIN_ROWS_PER_ENGINE = 20  # fewer rows than this: the engine uses the pooled profile
+# Partial pooling: an engine's profile is pulled toward the pooled one with this weight per
+# parameter (in units of the parameter's range, against the root-sum of the engine's relative
+# errors), so an engine seen on one or two models does not absorb those models' quirks.
+POOLING_WEIGHT = 1.0
 
 
 def profile(x) -> dict:
@@ -60,13 +66,21 @@ class Fitter:
                     res.append(v / y - 1.0)  # relative error: the fit targets the mean absolute % error
         return np.asarray(res)
 
-    def _solve(self, rows: set[int], start: dict | None = None) -> dict:
+    def _solve(self, rows: set[int], start: dict | None = None, prior: dict | None = None) -> dict:
         groups = [g for g in self.groups if any(i in rows for i in g.idx)]
         x0 = np.array([(start or {}).get(n, PARAMS[n][0]) for n in NAMES])
         lo = np.array([PARAMS[n][1] for n in NAMES])
         hi = np.array([PARAMS[n][2] for n in NAMES])
         x0 = np.clip(x0, lo, hi)
-        r = least_squares(lambda x: self.residuals(profile(x), rows, groups), x0, bounds=(lo, hi), loss="soft_l1",
+        span = hi - lo
+        pri = None if prior is None else np.array([prior[n] for n in NAMES])
+        w = POOLING_WEIGHT * np.sqrt(len(rows))
+
+        def res(x):
+            r = self.residuals(profile(x), rows, groups)
+            return r if pri is None or w == 0 else np.concatenate([r, w * (x - pri) / span])
+
+        r = least_squares(res, x0, bounds=(lo, hi), loss="soft_l1",
                           f_scale=0.05, x_scale=hi - lo, max_nfev=60)
         return profile(r.x)
 
@@ -78,7 +92,7 @@ class Fitter:
         for e in sorted({self.points[i].engine for i in rows if self.points[i].engine}):
             er = {i for i in rows if self.points[i].engine == e}
             if len(er) >= MIN_ROWS_PER_ENGINE:
-                out[e] = self._solve(er, start.get(e, out["default"]))
+                out[e] = self._solve(er, start.get(e, out["default"]), prior=out["default"])
         return out
 
     def cross_validate(self, folds: int = 5, key: Callable[[Any], str] | None = None, start: dict | None = None) -> list[dict]:

@@ -2,11 +2,14 @@
 
 Aggregated serving (continuous batching with chunked prefill), mean-field steady state:
 every step runs the ``b`` decode requests of a micro-batch on each attention-DP rank plus the
-prefill tokens that keep the batch full. With ``N`` steps in a request's life, ``b/N`` requests
+prefill tokens that keep the batch full.
+With ``N`` steps in a request's life, ``b/N`` requests
 finish per step, so ``p = b * isl_new / N`` prompt tokens join each step; the step time, and so
-TPOT, includes that interference. TTFT is the prefill of one prompt spread over
-``ceil(isl_new / chunk)`` mixed steps, plus the wait for the current step and for the prefill queue
-(an M/D/1 wait at the prefill utilisation of the token budget).
+TPOT, includes that interference. TTFT is the prefill of the request's arrival group (closed-loop
+clients with equal lengths come back in groups of as many prompts as one step's token budget
+holds, and a group's prompts all stream their first token after its last prefill step), plus the
+wait for the current step and for the prefill queue (an M/D/1 wait at the prefill utilisation of
+the token budget).
 
 Disaggregated serving: prefill workers run whole prompts (TTFT = queue + prefill + KV transfer
 over the real link), decode workers run pure decode steps; worker counts are matched to the
@@ -74,7 +77,7 @@ NO_SPEC = Speculation()
 # beyond the model's own, no per-request overhead. Fitted per-engine values override these.
 NEUTRAL_PROFILE = {
     "kernel_overlap": 0.0,  # share of per-kernel fixed latency hidden by CUDA graphs / PDL / fusion inside a step
-    "burst_fraction": 0.0,  # share of the other prompts of the same arrival wave a new prompt queues behind
+    "burst_fraction": 0.0,  # share of requests that arrive in a synchronised start-up wave (not yet spread into groups)
     "step_overhead_s": 0.0,  # CPU scheduling + launch per step
     "step_scale": 1.0,  # multiplicative efficiency of the engine's kernels
     "ttft_overhead_s": 0.0,  # API / tokenisation / queue per request
@@ -127,7 +130,7 @@ class AggRaw:
     mixed_step_s: np.ndarray  # split parts of a step that also carries ``mixed_tokens`` prompt tokens
     mixed_tokens: np.ndarray  # prompt tokens a mixed step carries (a whole prompt, or a full chunk)
     mixed_share: np.ndarray  # share of steps that carry prompt tokens
-    wave_tokens: np.ndarray  # prompt tokens of the other requests of one arrival wave (b - 1) * isl_new
+    batch: np.ndarray  # requests per micro-batch per rank
     chunk: float
     isl_new: float  # prompt tokens of one request that need computing (prefix-cache hits excluded)
     rho: np.ndarray  # share of the step token budget spent on prefill
@@ -163,7 +166,8 @@ def aggregated_raw(model: Model, precision: Precision, hw: Hardware, tp, pp, dp,
     pre_steps = np.maximum(np.ceil(isl_new / chunk), 1.0)  # steps one prompt's prefill spans
     n_life = decode_steps + pre_steps  # steps in one request's life
     p = b * isl_new / n_life  # prompt tokens per step, on average, that keep the batch full
-    mixed_tokens = np.minimum(chunk, np.maximum(min(isl_new, chunk), p)) + 0 * b  # prompt tokens in a mixed step
+    group = arrival_group(b, isl_new, chunk)
+    mixed_tokens = np.minimum(chunk, np.maximum(np.minimum(group * isl_new, chunk), p)) + 0 * b  # prompt tokens in a mixed step
     mixed_share = np.minimum(p / np.maximum(mixed_tokens, 1.0), 1.0)  # share of steps that are mixed
     dec = StepBatch(decode_reqs=b, decode_ctx=ctx, q_tokens=q)
     decode_step = _split(forward_step(model, precision, hw, tp, pp, dp, ep, dec), model, spec)
@@ -172,22 +176,34 @@ def aggregated_raw(model: Model, precision: Precision, hw: Hardware, tp, pp, dp,
     mixed_step = _split(forward_step(model, precision, hw, tp, pp, dp, ep, mix), model, spec)
     rho = np.clip(p / chunk, 0.0, 0.95)
     return AggRaw(decode_step_s=decode_step, mixed_step_s=mixed_step, mixed_tokens=mixed_tokens, mixed_share=mixed_share,
-                  wave_tokens=np.maximum(b - 1.0, 0.0) * isl_new, chunk=chunk, isl_new=isl_new, rho=rho + 0 * b, al=al,
+                  batch=b, chunk=chunk, isl_new=isl_new, rho=rho + 0 * b, al=al,
                   osl=wl.osl, slots=b * _f(dp) * _f(pp))
+
+
+def arrival_group(batch, isl_new: float, budget_tokens) -> np.ndarray:
+    """Prompts that arrive together in steady state under closed-loop clients with equal lengths.
+
+    The prompts that shared a prefill step get their first token together, finish together and
+    come back together, so a group is as many prompts as one step's token budget holds (at least
+    one, at most the batch).
+    """
+    return np.clip(np.floor(_f(budget_tokens) / max(isl_new, 1.0)), 1.0, np.maximum(_f(batch), 1.0))
 
 
 def finish_aggregated(raw: AggRaw, prof: dict) -> AggResult:
     """Apply an engine profile to raw step times: TTFT, TPOT, throughput of one worker."""
+    budget = raw.chunk  # the engine's per-step token budget
     t_dec = _apply(raw.decode_step_s, prof)
     t_mix = _apply(raw.mixed_step_s, prof)
     step = (1.0 - raw.mixed_share) * t_dec + raw.mixed_share * t_mix  # mean step: decode-only and mixed steps
     tpot = step / raw.al
     wait = step * (0.5 + raw.rho / (2 * (1 - raw.rho)))  # finish current step + M/D/1 queue for the budget
-    # prompt tokens computed before this request's first token: its own, plus on average half of the
-    # other prompts of its arrival wave (closed-loop clients with equal lengths arrive in waves;
-    # burst_fraction says how synchronised the waves stay)
-    tokens = prof["burst_fraction"] * raw.wave_tokens / 2.0 + raw.isl_new
-    steps = np.maximum(1.0, tokens / raw.chunk)  # steps those tokens span at the token budget
+    # prompt tokens computed before this request's first token: its whole arrival group (they share the
+    # steps and all stream their first token at the end), plus, for the share ``burst_fraction`` of
+    # requests that belong to a synchronised start-up wave, on average half of the rest of that wave
+    group = arrival_group(raw.batch, raw.isl_new, budget)
+    tokens = group * raw.isl_new + prof["burst_fraction"] * np.maximum(raw.batch - group, 0.0) * raw.isl_new / 2.0
+    steps = np.maximum(1.0, tokens / budget)  # steps those tokens span at the token budget
     per_token = np.maximum(t_mix - t_dec, 0.0) / np.maximum(raw.mixed_tokens, 1.0)  # extra step time per prompt token
     ttft = (wait + (steps + prof["ttft_extra_steps"]) * t_dec + tokens * per_token) * prof["ttft_scale"] + prof["ttft_overhead_s"]
     e2e = ttft + (raw.osl - 1) * tpot

@@ -71,3 +71,26 @@ def test_bands_contain_prediction_and_widen_off_calibration():
     w_in = math.log(inside["frontier"][0]["tpot_ms_high"] / inside["frontier"][0]["tpot_ms_low"])
     w_out = math.log(outside["frontier"][0]["tpot_ms_high"] / outside["frontier"][0]["tpot_ms_low"])
     assert w_out > w_in * 1.2
+
+
+def test_partial_pooling_pulls_engine_profiles_toward_the_pooled_one(small_serving, monkeypatch):
+    """An engine's profile moves toward the pooled default as the pooling weight grows."""
+    import numpy as np
+
+    from simfront import calibration
+    from simfront.ingest import load_measurements
+
+    points = load_measurements([str(small_serving)]).points
+    f = calibration.Fitter(points)
+
+    def spread(weight):
+        monkeypatch.setattr(calibration, "POOLING_WEIGHT", weight)
+        prof = f.fit()
+        engines = [e for e in prof if e != "default"]
+        assert engines, "the excerpt should hold at least one engine with enough rows"
+        span = {n: hi - lo for n, (_, lo, hi) in calibration.PARAMS.items()}
+        return max(abs(prof[e][n] - prof["default"][n]) / span[n] for e in engines for n in span)
+
+    loose, tight = spread(0.0), spread(30.0)
+    assert np.isfinite(loose) and tight < loose
+    assert tight < 0.05

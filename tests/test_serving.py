@@ -33,3 +33,25 @@ def test_prefix_hit_cuts_ttft_and_spec_cuts_tpot_at_low_batch():
     assert hit.ttft_s < base.ttft_s
     mtp = aggregated(m, m.native, hw, 8, 1, 1, 8, 4, Workload(8192, 1024), Speculation("mtp", 1, 0.8, draft_layers=1.0))
     assert mtp.tpot_s < base.tpot_s
+
+
+def test_arrival_group_is_what_one_step_budget_holds():
+    from simfront.serving import arrival_group
+
+    assert list(arrival_group([1, 4, 8, 64], 1024.0, 8192)) == [1, 4, 8, 8]
+    assert float(arrival_group(64, 8192.0, 8192)) == 1.0  # a prompt as long as the budget comes alone
+    assert float(arrival_group(64, 16384.0, 8192)) == 1.0  # never below one prompt
+
+
+def test_grouped_arrivals_share_one_prefill_step():
+    """Closed-loop clients that return together are prefilled together: with room for 8 prompts in
+    the step budget, TTFT at 8 clients is about one step of 8 prompts, several times a lone prompt."""
+    from simfront.serving import NEUTRAL_PROFILE, aggregated_raw, finish_aggregated
+
+    m = get_model("llama-3.1-8b")
+    hw = get_hardware("h100")
+    raw = aggregated_raw(m, m.native, hw, 1, 1, 1, 1, [1, 8], Workload(1024, 128, chunk_tokens=8192))
+    ttft = finish_aggregated(raw, NEUTRAL_PROFILE).ttft_s
+    assert 4.0 < ttft[1] / ttft[0] < 9.0
+    small = aggregated_raw(m, m.native, hw, 1, 1, 1, 1, [8], Workload(1024, 128, chunk_tokens=2048))
+    assert finish_aggregated(small, NEUTRAL_PROFILE).ttft_s[0] < ttft[1]  # a smaller budget splits the group
