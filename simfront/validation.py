@@ -104,8 +104,31 @@ def _serving_rows(points: list, preds: list[dict]) -> list[dict]:
     return rows
 
 
+def _with_skipped(rows: list[dict], skipped: list[dict], file_order: dict[str, int]) -> list[dict]:
+    """One row per input row: rows the reader skipped come back in input order with their reason;
+    an exact duplicate carries the prediction of the row it repeats, marked ``duplicate_of``
+    (left out of the error statistics so a repeated run is not counted twice)."""
+    by_line = {(r.get("source_file"), r.get("line")): r for r in rows}
+    extra = []
+    for s in skipped:
+        dup = s.get("duplicate_of")
+        first = by_line.get((dup["source_file"], dup["line"])) if dup else None
+        if first is not None:
+            d = {k: v for k, v in first.items() if k != "row_id"}
+            d.update(source_file=s["source_file"], line=s["line"], duplicate_of=f"{dup['source_file']}:{dup['line']}")
+        else:
+            d = {"source_file": s["source_file"], "line": s["line"], "reason": s["message"]}
+        extra.append(d)
+    out = rows + extra
+    out.sort(key=lambda r: (file_order.get(r.get("source_file"), len(file_order)), r.get("line") or 0))
+    return out
+
+
 def _summary(rows: list[dict]) -> dict:
     out: dict[str, Any] = {"metrics": {}, "by": {}}
+    n = len(rows)
+    predicted = sum(1 for r in rows if "reason" not in r)
+    rows = [r for r in rows if "duplicate_of" not in r]  # a repeated run counts once in the statistics
     for metric, key in METRIC_FIELDS.items():
         pairs = [(r[key], r[metric]) for r in rows if r.get(key) and r.get(metric)]
         if pairs:
@@ -118,8 +141,6 @@ def _summary(rows: list[dict]) -> dict:
                 if r.get(key) and r.get(metric):
                     groups[str(fn(r))][metric].append((r[key], r[metric]))
         out["by"][dim] = {g: {m: error_stats(*zip(*v)) for m, v in ms.items()} for g, ms in sorted(groups.items())}
-    n = len(rows)
-    predicted = sum(1 for r in rows if "reason" not in r)
     out["rows"] = n
     out["predicted_rows"] = predicted
     out["coverage_pct"] = round(100.0 * predicted / n, 2) if n else None
@@ -156,7 +177,7 @@ def validate_files(paths: list[str], overrides: dict | None = None) -> dict:
         ing = load_measurements(serving_paths, overrides=overrides)
         problems.extend(ing.problems)
         preds = predict_points(ing.points)
-        rows = _serving_rows(ing.points, preds)
+        rows = _with_skipped(_serving_rows(ing.points, preds), ing.skipped, {p: i for i, p in enumerate(serving_paths)})
         out["serving"] = {"summary": _summary(rows), "rows": rows}
     out["problems"] = problems
     return out

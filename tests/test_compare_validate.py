@@ -59,3 +59,21 @@ def test_builtin_validation_error_bounds():
     assert s["metrics"]["tpot_ms"]["mape_pct"] <= 22
     assert s["metrics"]["ttft_ms"]["mape_pct"] <= 40
     assert s["metrics"]["output_tok_s_total"]["median_ape_pct"] <= 25
+
+
+def test_validate_serving_one_row_per_input_row_duplicates_marked(tmp_path):
+    """Every input row comes back in input order; an exact duplicate carries the prediction of the row it
+    repeats, marked duplicate_of, and counts once in the error statistics."""
+    src = (DATA / "bad_duplicates.csv").read_text().splitlines()
+    f = tmp_path / "runs.csv"
+    f.write_text("\n".join(src) + "\n")
+    res = api.validate([str(f)])["serving"]
+    rows = res["rows"]
+    assert [r["line"] for r in rows] == list(range(2, len(src) + 1))
+    dups = [r for r in rows if "duplicate_of" in r]
+    assert dups and all(r["duplicate_of"].endswith(":2") for r in dups)
+    first = next(r for r in rows if r["line"] == 2)
+    assert all(d.get("predicted_tpot_ms") == first.get("predicted_tpot_ms") for d in dups)
+    s = res["summary"]
+    assert s["rows"] == len(src) - 1
+    assert s["metrics"]["tpot_ms"]["count"] == sum(1 for r in rows if r.get("predicted_tpot_ms") and "duplicate_of" not in r)

@@ -82,8 +82,8 @@ def _key(p: MeasuredPoint, names) -> tuple:
     return tuple((n, getattr(p, n)) for n in names)
 
 
-def duplicates(points: list[MeasuredPoint]) -> tuple[dict[int, str], dict[int, str]]:
-    """({index: duplicate-of message}, {index: same-metrics-other-config warning})."""
+def duplicates(points: list[MeasuredPoint]) -> tuple[dict[int, tuple[int, str]], dict[int, str]]:
+    """({index: (index of the first occurrence, duplicate-of message)}, {index: same-metrics-other-config warning})."""
     all_fields = [n for n in MeasuredPoint.model_fields if n not in _IGNORED_IN_KEY]
     evidence = [m for m in METRIC_FIELDS if m not in DERIVABLE_METRICS]
     seen: dict[tuple, int] = {}
@@ -94,7 +94,7 @@ def duplicates(points: list[MeasuredPoint]) -> tuple[dict[int, str], dict[int, s
         key = _key(p, all_fields)
         if key in seen:
             first = points[seen[key]]
-            dups[i] = f"duplicate of {first.source_file}:{first.line} (same configuration and metrics); skipped"
+            dups[i] = (seen[key], f"duplicate of {first.source_file}:{first.line} (same configuration and metrics); skipped")
             continue
         seen[key] = i
         metrics = _key(p, evidence)
@@ -118,7 +118,7 @@ def run_checks(points: list[MeasuredPoint]) -> tuple[list[MeasuredPoint], list[P
         points[i].warnings.extend(messages)
     kept = [p for i, p in enumerate(points) if i not in drop]
     dups, twins = duplicates(kept)
-    problems += [Problem(kept[i].source_file, kept[i].line, m) for i, m in dups.items()]
+    problems += [Problem(kept[i].source_file, kept[i].line, m, (kept[j].source_file, kept[j].line)) for i, (j, m) in dups.items()]
     for i, message in twins.items():
         kept[i].warnings.append(message)
     return [p for i, p in enumerate(kept) if i not in dups], problems

@@ -21,6 +21,7 @@ class Problem:
     file: str
     line: int | None
     message: str
+    duplicate_of: tuple[str, int] | None = None  # (file, line) of the row this one repeats
 
     def __str__(self) -> str:
         where = f"{self.file}:{self.line}" if self.line is not None else self.file

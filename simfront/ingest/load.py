@@ -111,4 +111,7 @@ def load_measurements(
     points, check_problems = run_checks(points)
     problems += [(order[p.file], p) for p in check_problems]
     problems.sort(key=lambda item: (item[0], item[1].line or 0))
-    return IngestResult(points=points, problems=[str(p) for _, p in problems])
+    skipped = [{"source_file": p.file, "line": p.line, "message": p.message,
+                "duplicate_of": None if p.duplicate_of is None else {"source_file": p.duplicate_of[0], "line": p.duplicate_of[1]}}
+               for _, p in problems if p.line is not None]
+    return IngestResult(points=points, problems=[str(p) for _, p in problems], skipped=skipped)

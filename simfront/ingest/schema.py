@@ -127,6 +127,9 @@ class IngestResult(BaseModel):
 
     points: list[MeasuredPoint] = Field(default_factory=list)
     problems: list[str] = Field(default_factory=list)
+    # the rows behind ``problems`` that have a line: {source_file, line, message, duplicate_of}
+    # (duplicate_of = {source_file, line} of the row a duplicate repeats, else None)
+    skipped: list[dict[str, Any]] = Field(default_factory=list)
 
 
 PROVENANCE_FIELDS = ("source_file", "line", "format", "row_id")
