@@ -16,7 +16,7 @@ from simfront.models import get_model
 from simfront.pareto import sla_mask
 from simfront.planning import DEFAULT_HARDWARE, HOURS_PER_MONTH, compare, launch_for, plan
 from simfront.search import SearchSpace, make_spec, search
-from simfront.serving import Workload
+from simfront.serving import DEFAULT_CHUNK_TOKENS, Workload
 
 MODEL = "deepseek-r1"
 ISL, OSL, RATE, TTFT, TPOT = 8192, 1024, 20.0, 2000.0, 30.0
@@ -119,7 +119,7 @@ def test_aggregated_plan_is_the_fewest_gpus_over_the_search():
     res = plan(MODEL, rate, ISL, OSL, ttft_ms=TTFT, tpot_ms=TPOT, hardware=["h200"], modes=["agg"])
     row = res["rows"][0]
     assert row["feasible"] and row["mode"] == "agg"
-    pts = search(get_model(MODEL), parse_gpus("64xh200"), Workload(isl=ISL, osl=OSL), SearchSpace(modes=("agg",))).points
+    pts = search(get_model(MODEL), parse_gpus("64xh200"), Workload(isl=ISL, osl=OSL), SearchSpace(modes=("agg",), chunk_tokens=(int(DEFAULT_CHUNK_TOKENS),))).points  # the plan sweeps one token budget
     ok = sla_mask(pts, TTFT, TPOT)
     worker = pts["tp"] * pts["attention_dp"] * pts["pp"]
     need = np.ceil(rate / (pts["requests_s"] / pts["replicas"])) * worker
