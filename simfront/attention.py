@@ -11,14 +11,19 @@ Decode model (per layer, ``batch`` requests of ``q_tokens`` query tokens over ``
 
 * KV bytes ``batch * kv_heads_read * L * 2 * head_dim * kv_bytes`` streamed at
   ``hbm_eff * BW * occupancy``; occupancy rises with the number of split-KV CTAs.
-* fixed per-CTA work (one CTA per request x KV head, plus per query head) spread over the SMs,
-  combined with the streaming leg in quadrature (they partly overlap), plus a launch cost.
+* fixed per-CTA work (one CTA per request x KV head) plus per-query-head Q/O work (proportional to
+  head_dim) spread over the SMs, combined with the streaming leg in quadrature (they partly
+  overlap), plus a launch cost.
 * GQA/MQA: all query heads of a group share one KV read, up to :data:`MAX_SHARED_GROUP`
   query heads per KV head; larger groups run one CTA per query head whose re-reads hit L2, so HBM
-  streams the KV once and each query head's element work is charged on the SMs.
+  streams the KV once and each query head's element work is charged on the SMs. Grouped kernels
+  stage whole KV tiles, so each of their CTAs reads at least one tile of tokens.
 * FP8 cache: per-(query head, element) dequantised math on the SMs; never slower than 16-bit.
-* Sliding window, 16-bit cache (Hopper TensorRT-LLM): split-KV CTAs outside the window still run
-  (capped grid); never more than full attention.
+  Grouped FP8 kernels (Hopper, head_dim >= :data:`FP8_GROUPED_MIN_HEAD_DIM`) have a lower launch
+  cost and a per-CTA cost proportional to head_dim; per-head FP8 kernels keep half the bytes in
+  flight per CTA (same element vectors), so they need twice the CTAs to reach the streaming bandwidth.
+* Sliding window (Hopper TensorRT-LLM), 16-bit cache or per-head kernels with any cache: split-KV
+  CTAs outside the window still run (capped grid); never more than full attention.
 
 Prefill model (FlashAttention-style, causal, optional cached prefix and sliding window):
 per-pair MMA time overlapped with softmax time, per-query-row prologue/epilogue, per-CTA
@@ -39,6 +44,12 @@ KIND = "attention"
 # groups of 48-128 query heads per KV head run ~g times slower, as if each query head re-read
 # the KV (shared/calibration/kernels/*__attention_decode.csv, rows with n_heads/n_kv_heads > 32).
 MAX_SHARED_GROUP = 32
+
+# Narrowest head the Hopper FP8-KV grouped-query decode kernels serve with their low fixed cost.
+# Observed in the calibration set (shared/calibration/kernels/h100_sxm__attention_decode.csv):
+# FP8-KV GQA rows with head_dim 128-256 bottom out at ~6 us, head_dim 64 rows at ~8 us like the
+# 16-bit kernels, so narrower heads pay the 16-bit launch cost (on B200 both are the same).
+FP8_GROUPED_MIN_HEAD_DIM = 128
 
 # Query rows per prefill CTA: FlashAttention-2/3 forward kernels tile queries in blocks of 128
 # rows (FA3 paper, arXiv 2407.08608, Hopper forward tile 128 x 128).
@@ -65,7 +76,12 @@ def soft_max(a, b, k: float) -> np.ndarray:
 
 
 def _params(p, hw) -> dict:
-    return dict(efficiency.params(KIND, hw.family)) if p is None else dict(p)
+    """Fitted parameters of ``hw``'s family (priors from the PARAMS tables for any key not fitted)."""
+    if p is not None:
+        return dict(p)
+    out = {k: v[0] for k, v in {**DECODE_PARAMS, **PREFILL_PARAMS}.items()}
+    out.update(efficiency.params(KIND, hw.family))
+    return out
 
 
 def _peak(hw, dtype: str) -> float:
@@ -96,11 +112,15 @@ def _decode_seconds(batch, kv_len, n_heads, n_kv_heads, head_dim, window, kv_byt
     group = nh / nkv
     per_head_path = group > MAX_SHARED_GROUP  # oversized groups: one CTA per query head
     mha = group <= 1.0  # one query head per KV head: one CTA per head either way
+    generic = per_head_path | mha  # per-head kernels without a query-group loop
     low_bit = kvb < BYTES_16BIT  # FP8 (or narrower) KV cache kernels
 
+    # Grouped kernels stage whole KV tiles through shared memory: each (request, KV head) CTA reads
+    # and processes at least decode_grouped_kv_tile_tokens tokens of K and V, however short the context.
+    L_read = np.where(generic, L, np.maximum(L, p["decode_grouped_kv_tile_tokens"]))
     # K and V rows read from HBM once per KV head: the query heads of an oversized group re-read
     # the same rows close together in time, so their re-reads hit L2 (50 MB on H100) not HBM.
-    kv_stream_bytes = b * nkv * L * 2.0 * hd * kvb
+    kv_stream_bytes = b * nkv * L_read * 2.0 * hd * kvb
     qo_bytes = b * q * nh * hd * 2.0 * BYTES_16BIT  # Q read + O written, 16-bit
     flops = 4.0 * b * q * nh * L * hd  # QK^T and PV, 2 flops per MAC
 
@@ -108,11 +128,15 @@ def _decode_seconds(batch, kv_len, n_heads, n_kv_heads, head_dim, window, kv_byt
     bw = p["decode_hbm_eff"] * hw.hbm_bandwidth_bytes_per_s
     units = b * np.where(per_head_path, nh, nkv)  # CTAs before split-KV: one per (request, KV head or query head)
     ctas = units * np.maximum(L / p["decode_split_tokens"], 1.0)  # split-KV CTAs streaming at once
-    occ = _occupancy(ctas, p["decode_half_occupancy_ctas_per_sm"], sm)
+    # Per-head kernels load K/V in vectors of a fixed number of elements, so a CTA keeps bytes in
+    # flight in proportion to the element size: an FP8 cache needs twice the CTAs to reach the same
+    # streaming bandwidth. Grouped kernels stage whole byte tiles and do not.
+    inflight = np.where(generic, kvb / BYTES_16BIT, 1.0)
+    occ = _occupancy(ctas * inflight, p["decode_half_occupancy_ctas_per_sm"], sm)
     memory_s = kv_stream_bytes / (bw * occ) + qo_bytes / bw
     # Per-query-head re-read of the KV rows (from L2) and its CUDA-core dot products in the
     # per-head kernels: SM-seconds per (query head, K/V element) spread over the busy SMs.
-    qhead_elems = b * q * nh * L * 2.0 * hd  # K/V elements each query head consumes
+    qhead_elems = b * q * nh * L_read * 2.0 * hd  # K/V elements each query head consumes
     reread_s = np.where(per_head_path, qhead_elems * p["decode_perhead_elem_s"], 0.0) / (sm * occ)
     # FP8 cache in the shared-read kernels: every query head's scores and weighted sum run on
     # dequantised FP8 rows (per-element convert and scale), SM-seconds per (query head, element).
@@ -124,24 +148,32 @@ def _decode_seconds(batch, kv_len, n_heads, n_kv_heads, head_dim, window, kv_byt
     eff8 = p.get("prefill_flop_eff_fp8", PREFILL_PARAMS["prefill_flop_eff_fp8"][0])
     compute_s = np.maximum(flops / _math_peak(hw, low_bit, eff16, eff8), reread_s)
 
-    # Fixed per-CTA work (SM-seconds) spread over the SMs. Grouped kernels with 16-bit KV cost
-    # one lump per (request, KV head); the other kernels pay per CTA plus per query head.
-    grouped16_s = units * p["decode_grouped_kv16_unit_s"]
-    other_s = units * p["decode_unit_s"] + b * q * nh * p["decode_qhead_s"]
-    generic = per_head_path | mha  # kernels without a query-group loop
-    overhead_16 = np.where(generic, other_s, grouped16_s)
+    # Fixed work (SM-seconds) spread over the SMs. Every kernel loads Q and writes O per query
+    # head, work proportional to head_dim. Per-CTA: per-head kernels pay decode_unit_s per CTA;
+    # grouped kernels with 16-bit KV one lump per (request, KV head); grouped FP8 kernels a cost
+    # proportional to head_dim per CTA (they convert Q and set up head_dim-wide KV tiles).
+    qo_elem_s = b * q * nh * hd * p["decode_qhead_elem_s"]
+    generic_s = units * p["decode_unit_s"] + qo_elem_s
+    grouped16_s = units * p["decode_grouped_kv16_unit_s"] + qo_elem_s
+    grouped8_s = units * hd * p["decode_grouped_fp8_cta_elem_s"] + qo_elem_s
+    overhead_16 = np.where(generic, generic_s, grouped16_s)
+    overhead_8 = np.where(generic, generic_s, grouped8_s)
     launch_16 = p["decode_launch_s"]
-    launch_8 = np.where(generic, 1.0, p["decode_launch_grouped_fp8_frac"]) * launch_16
+    # Grouped FP8 kernels launch cheaper, but only for heads of FP8_GROUPED_MIN_HEAD_DIM or wider.
+    fast_fp8 = ~generic & (hd >= FP8_GROUPED_MIN_HEAD_DIM)
+    launch_8 = np.where(fast_fp8, p["decode_launch_grouped_fp8_frac"], 1.0) * launch_16
     # An FP8 cache never pays more fixed cost than the 16-bit kernel for the same shape
     # (an engine would pick the cheaper kernel); this keeps "FP8 KV is never slower" exact.
-    overhead = np.where(low_bit, np.minimum(other_s, overhead_16), overhead_16) / sm
-    # Sliding window with a 16-bit cache (TensorRT-LLM on Hopper): the split-KV grid is still sized
-    # by the whole context, so split CTAs that land outside the window are launched, walk their
-    # block-table slice and exit; each costs a fixed SM-time. The grid is capped at
+    overhead = np.where(low_bit, np.minimum(overhead_8, overhead_16), overhead_16) / sm
+    # Sliding window (TensorRT-LLM on Hopper) with a 16-bit cache, or in the per-head kernels with
+    # any cache: the split-KV grid is still sized by the whole context, so split CTAs that land
+    # outside the window are launched, walk their block-table slice and exit; each costs a fixed
+    # SM-time (less in the per-head kernels, which stage no tiles). The grid is capped at
     # decode_window_max_ctas_per_sm CTAs per SM (the kernel sizes its split grid to fill the GPU).
     skipped_ctas = np.minimum(units * np.maximum(kv - L, 0.0) / p["decode_split_tokens"],
                               p["decode_window_max_ctas_per_sm"] * sm)  # split CTAs outside the window
-    walk_s = np.where((w > 0) & ~low_bit, skipped_ctas * p["decode_window_split_s"], 0.0) / sm
+    skip_s = np.where(generic, p["decode_window_split_generic_s"], p["decode_window_split_s"])
+    walk_s = np.where((w > 0) & (~low_bit | generic), skipped_ctas * skip_s, 0.0) / sm
     launch = np.where(low_bit, launch_8, launch_16)
     time_s = launch + soft_max(overhead + walk_s, np.maximum(memory_s, compute_s), DECODE_OVERLAP_NORM)
     if _walk:
@@ -254,18 +286,21 @@ def _predict_prefill(cols, hw, p):
 # name: (default = hopper fit, lower bound, upper bound). Names are disjoint between ops of the
 # same kind, so both ops' parameters live in one family block of attention.yaml.
 DECODE_PARAMS = {
-    "decode_launch_s": (8.7e-6, 1e-6, 5e-5),  # fixed kernel cost (launch, split-KV combine)
-    "decode_launch_grouped_fp8_frac": (0.8, 0.2, 1.0),  # fixed cost of grouped FP8-KV kernels / decode_launch_s
+    "decode_launch_s": (8.1e-6, 1e-6, 5e-5),  # fixed kernel cost (launch, split-KV combine)
+    "decode_launch_grouped_fp8_frac": (0.67, 0.2, 1.0),  # fixed cost of grouped FP8-KV kernels (head_dim >= 128) / decode_launch_s
     "decode_hbm_eff": (0.83, 0.3, 1.0),  # achieved fraction of HBM bandwidth for paged KV at full occupancy
-    "decode_split_tokens": (580.0, 16.0, 1e6),  # KV tokens per split-KV CTA
-    "decode_half_occupancy_ctas_per_sm": (0.4, 1e-3, 10.0),  # CTAs per SM at which streaming reaches half its peak
-    "decode_unit_s": (1.2e-6, 1e-10, 1e-4),  # SM-seconds per (request, KV head) CTA
-    "decode_grouped_kv16_unit_s": (4.7e-6, 1e-10, 1e-4),  # same for grouped-query kernels with 16-bit KV
-    "decode_qhead_s": (2.9e-8, 1e-11, 1e-5),  # SM-seconds per (request, query head): Q load, O store
-    "decode_perhead_elem_s": (4e-11, 1e-14, 1e-8),  # SM-seconds per (query head, K/V element) in per-head kernels
-    "decode_fp8_qhead_elem_s": (5e-12, 1e-15, 1e-8),  # SM-seconds per (query head, FP8 K/V element) in shared-read kernels
-    "decode_window_split_s": (2e-6, 1e-10, 1e-4),  # SM-seconds per split-KV CTA outside a 16-bit sliding window
-    "decode_window_max_ctas_per_sm": (4.0, 0.1, 64.0),  # cap of skipped split-KV CTAs per SM in windowed kernels
+    "decode_split_tokens": (400.0, 16.0, 1e6),  # KV tokens per split-KV CTA
+    "decode_half_occupancy_ctas_per_sm": (0.53, 1e-3, 10.0),  # CTAs per SM at which streaming reaches half its peak
+    "decode_unit_s": (1.25e-6, 1e-10, 1e-4),  # SM-seconds per (request, head) CTA of per-head kernels
+    "decode_grouped_kv16_unit_s": (3.75e-6, 1e-10, 1e-4),  # same per (request, KV head) for grouped kernels with 16-bit KV
+    "decode_grouped_fp8_cta_elem_s": (5.3e-9, 1e-13, 1e-6),  # SM-seconds per head_dim element per CTA of grouped FP8-KV kernels
+    "decode_grouped_kv_tile_tokens": (56.0, 1.0, 512.0),  # fewest KV tokens a grouped-kernel CTA reads (one staged tile)
+    "decode_qhead_elem_s": (7.8e-10, 1e-13, 1e-7),  # SM-seconds per (request, query head, head_dim element): Q load, O store
+    "decode_perhead_elem_s": (4.1e-11, 1e-14, 1e-8),  # SM-seconds per (query head, K/V element) in per-head kernels
+    "decode_fp8_qhead_elem_s": (4.5e-12, 1e-15, 1e-8),  # SM-seconds per (query head, FP8 K/V element) in shared-read kernels
+    "decode_window_split_s": (8.9e-5, 1e-10, 1e-4),  # SM-seconds per split-KV CTA outside a 16-bit sliding window
+    "decode_window_split_generic_s": (2.8e-5, 1e-10, 1e-4),  # same for the per-head kernels (16-bit or FP8 cache)
+    "decode_window_max_ctas_per_sm": (0.23, 0.1, 64.0),  # cap of skipped split-KV CTAs per SM in windowed kernels
 }
 PREFILL_PARAMS = {
     "prefill_launch_s": (1.2e-5, 1e-6, 5e-5),  # fixed kernel cost

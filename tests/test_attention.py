@@ -9,6 +9,7 @@ from hypothesis import strategies as st
 from simfront import efficiency
 from simfront.attention import (
     CALIBRATION_OPS,
+    FP8_GROUPED_MIN_HEAD_DIM,
     MAX_SHARED_GROUP,
     attention_decode_cost,
     attention_prefill_cost,
@@ -89,6 +90,53 @@ def test_hopper_window_walks_full_context_with_16bit_cache():
     assert t(32768, 128, 2, H100) <= t(32768, 0, 2, H100)
     assert t(32768, 128, 1, H100) == pytest.approx(t(128, 128, 1, H100), rel=1e-6)
     assert t(32768, 128, 2, B200) < 1.05 * t(128, 128, 2, B200)
+
+
+def test_hopper_window_walks_in_per_head_kernels_with_fp8_cache():
+    # per-head (MHA) kernels launch the whole-context split grid whatever the cache format, so an
+    # FP8 MHA window grows with the context; a grouped FP8 kernel honours the window (test above)
+    t = lambda kv, w, kvb: float(attention_decode_cost(16, kv, 16, 16, 64, w, kvb, H100).time_s)
+    assert t(32768, 128, 1) > 1.3 * t(128, 128, 1)
+    assert t(32768, 128, 1) <= t(32768, 0, 1)
+    assert t(32768, 128, 1) <= t(32768, 128, 2)
+
+
+def test_hopper_fp8_grouped_fast_launch_needs_wide_heads():
+    # tiny GQA decode is launch-bound: FP8 grouped kernels launch cheaper for head_dim >= 128 only
+    t = lambda d, kvb, hw=H100: float(attention_decode_cost(1, 16, 8, 2, d, 0, kvb, hw).time_s)
+    assert FP8_GROUPED_MIN_HEAD_DIM == 128
+    for d in (128, 256):
+        assert t(d, 1) < 0.8 * t(d, 2)
+    assert t(64, 1) > 0.95 * t(64, 2)
+    for d in (64, 128, 256):  # no such kernel split on Blackwell
+        assert t(d, 1, B200) == pytest.approx(t(d, 2, B200), rel=0.02)
+
+
+def test_hopper_fp8_grouped_cta_cost_scales_with_head_dim():
+    # many (request, KV head) CTAs over a tiny context: the FP8 grouped kernels' per-CTA work
+    # (Q conversion, head_dim-wide tile set-up) grows with head_dim, the 16-bit lump barely does
+    t = lambda d, kvb: float(attention_decode_cost(2048, 2, 8, 2, d, 0, kvb, H100).time_s)
+    assert t(256, 1) > 2.5 * t(64, 1)
+    assert t(256, 2) < 1.6 * t(64, 2)
+    assert t(256, 1) <= t(256, 2)
+
+
+def test_grouped_kernels_read_at_least_one_kv_tile():
+    tile = efficiency.params("attention", "hopper")["decode_grouped_kv_tile_tokens"]
+    assert 16 <= tile <= 256
+    gqa = lambda kv: float(attention_decode_cost(4, kv, 8, 2, 128, 0, 2, H100).mem_bytes)
+    mha = lambda kv: float(attention_decode_cost(4, kv, 2, 2, 128, 0, 2, H100).mem_bytes)
+    assert gqa(1) == pytest.approx(gqa(int(tile)))  # a short context still reads a whole tile
+    assert gqa(1) >= 4 * 2 * int(tile) * 2 * 128 * 2
+    assert mha(1) < mha(16) < mha(int(tile))  # per-head kernels read only the tokens present
+
+
+def test_fp8_per_head_kernels_need_more_ctas_to_stream():
+    # per-head kernels keep half the bytes in flight with an FP8 cache, so with few CTAs FP8 saves
+    # much less than half of the streaming time; grouped kernels halve it
+    mem = lambda nh, nkv, kvb: float(attention_decode_cost(2, 4096, nh, nkv, 128, 0, kvb, H100).memory_s)
+    assert mem(4, 4, 1) > 0.7 * mem(4, 4, 2)
+    assert mem(16, 4, 1) < 0.6 * mem(16, 4, 2)
 
 
 def test_speculative_verify_reads_kv_once():
