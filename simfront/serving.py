@@ -78,6 +78,9 @@ NO_SPEC = Speculation()
 NEUTRAL_PROFILE = {
     "kernel_overlap": 0.0,  # share of per-kernel fixed latency hidden by CUDA graphs / PDL / fusion inside a step
     "burst_fraction": 0.0,  # share of requests that arrive in a synchronised start-up wave (not yet spread into groups)
+    # share of an arrival group that the engine prefills in the same steps (an idle engine starts a
+    # step with the first prompt that arrives; the rest of the group joins the next one)
+    "group_share": 1.0,
     "step_overhead_s": 0.0,  # CPU scheduling + launch per step
     "step_scale": 1.0,  # multiplicative efficiency of the engine's kernels
     "ttft_overhead_s": 0.0,  # API / tokenisation / queue per request
@@ -198,10 +201,10 @@ def finish_aggregated(raw: AggRaw, prof: dict) -> AggResult:
     step = (1.0 - raw.mixed_share) * t_dec + raw.mixed_share * t_mix  # mean step: decode-only and mixed steps
     tpot = step / raw.al
     wait = step * (0.5 + raw.rho / (2 * (1 - raw.rho)))  # finish current step + M/D/1 queue for the budget
-    # prompt tokens computed before this request's first token: its whole arrival group (they share the
-    # steps and all stream their first token at the end), plus, for the share ``burst_fraction`` of
+    # prompt tokens computed before this request's first token: its arrival group (the share of it the
+    # engine prefills together; they share the steps and all stream their first token at the end), plus, for the share ``burst_fraction`` of
     # requests that belong to a synchronised start-up wave, on average half of the rest of that wave
-    group = arrival_group(raw.batch, raw.isl_new, budget)
+    group = 1.0 + prof["group_share"] * (arrival_group(raw.batch, raw.isl_new, budget) - 1.0)  # prompts sharing the steps
     tokens = group * raw.isl_new + prof["burst_fraction"] * np.maximum(raw.batch - group, 0.0) * raw.isl_new / 2.0
     steps = np.maximum(1.0, tokens / budget)  # steps those tokens span at the token budget
     per_token = np.maximum(t_mix - t_dec, 0.0) / np.maximum(raw.mixed_tokens, 1.0)  # extra step time per prompt token
