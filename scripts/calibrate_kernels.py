@@ -163,7 +163,7 @@ def score(pred: np.ndarray, meas: np.ndarray) -> dict:
 
 def naive_roofline_us(op: str, cols: dict, hw) -> np.ndarray | None:
     """max(F/peak, B/BW) at datasheet peaks, no efficiency (None for ops it does not know)."""
-    from simfront.kernel_ops import csv_format, routing_alpha
+    from simfront.kernel_ops import csv_format, moe_gated, routing_alpha
     from simfront.precision import gemm_rate_dtype, get_format
 
     if op == "gemm":
@@ -178,16 +178,18 @@ def naive_roofline_us(op: str, cols: dict, hw) -> np.ndarray | None:
         return out * 1e6
     if op == "moe":
         out = np.empty(len(cols["num_tokens"]))
+        gated = moe_gated(cols)
         for d in np.unique(cols["dtype"]):
             for dist in np.unique(cols["distribution"]):
-                s = (cols["dtype"] == d) & (cols["distribution"] == dist)
-                if not s.any():
-                    continue
-                f = get_format(csv_format(d))
-                c = moe.moe_cost(cols["num_tokens"][s], cols["hidden_size"][s], cols["inter_size"][s], cols["topk"][s],
-                                 cols["num_experts"][s], cols["moe_tp_size"][s], cols["moe_ep_size"][s], csv_format(d), hw,
-                                 alpha=routing_alpha(dist))
-                out[s] = np.maximum(c.flops / hw.peak_flops_per_s[gemm_rate_dtype(f, hw)], c.mem_bytes / hw.hbm_bandwidth_bytes_per_s)
+                for g in (True, False):
+                    s = (cols["dtype"] == d) & (cols["distribution"] == dist) & (gated == g)
+                    if not s.any():
+                        continue
+                    f = get_format(csv_format(d))
+                    c = moe.moe_cost(cols["num_tokens"][s], cols["hidden_size"][s], cols["inter_size"][s], cols["topk"][s],
+                                     cols["num_experts"][s], cols["moe_tp_size"][s], cols["moe_ep_size"][s], csv_format(d), hw,
+                                     alpha=routing_alpha(dist), gated=g)
+                    out[s] = np.maximum(c.flops / hw.peak_flops_per_s[gemm_rate_dtype(f, hw)], c.mem_bytes / hw.hbm_bandwidth_bytes_per_s)
         return out * 1e6
     if op == "nccl":
         out = np.empty(len(cols["message_bytes"]))

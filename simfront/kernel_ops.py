@@ -72,17 +72,39 @@ def predict_gemm(cols: dict, hw, p: dict) -> np.ndarray:
     return _by_values(out, [cols["dtype"]], one)
 
 
+# Expert geometries (hidden_size, inter_size, num_experts, topk) of MoE models whose experts are not
+# gated: squared-ReLU up then down, two matrices instead of SwiGLU's three. These are the NVIDIA
+# Nemotron-3 family (Nano 2688/1856/128/6; Super and Ultra LatentMoE, 512 experts top-22, timed at
+# their latent and full widths); the aiconfigurator perf database times exactly these shapes with its
+# non-gated MoE flow (kernel_source moe_torch_flow_nongated). The CSVs carry no gating column.
+NONGATED_MOE_SHAPES = frozenset({
+    (2688, 1856, 128, 6),
+    (1024, 2688, 512, 22), (4096, 2688, 512, 22),
+    (2048, 5120, 512, 22), (8192, 5120, 512, 22),
+})
+
+
+def moe_gated(cols: dict) -> np.ndarray:
+    """Per row: True for gated (SwiGLU, three matrices) experts. A ``gated`` column wins when present."""
+    if "gated" in cols:
+        return np.array([str(v).strip().lower() in ("1", "1.0", "true", "yes") for v in cols["gated"]])
+    shape = zip(*(np.asarray(cols[c], dtype=np.float64).astype(np.int64) for c in ("hidden_size", "inter_size", "num_experts", "topk")))
+    return np.array([tuple(int(x) for x in s) not in NONGATED_MOE_SHAPES for s in shape], dtype=bool)
+
+
 def predict_moe(cols: dict, hw, p: dict) -> np.ndarray:
+    """Seconds per MoE row. The benchmark's balanced router gives every pair its own expert until all
+    are busy (``spread_balanced``); its power-law rows follow ``moe.power_law_rank_load``."""
     out = np.empty(len(cols["num_tokens"]))
 
     def one(sel, key):
         return moe.moe_cost(
             _f(cols, "num_tokens", sel), _f(cols, "hidden_size", sel), _f(cols, "inter_size", sel), _f(cols, "topk", sel),
             _f(cols, "num_experts", sel), _f(cols, "moe_tp_size", sel), _f(cols, "moe_ep_size", sel), csv_format(key[0]), hw,
-            alpha=routing_alpha(key[1]), gated=True, p=p,
+            alpha=routing_alpha(key[1]), gated=bool(key[2]), p=p, spread_balanced=True,
         ).time_s
 
-    return _by_values(out, [cols["dtype"], cols["distribution"]], one)
+    return _by_values(out, [cols["dtype"], cols["distribution"], moe_gated(cols)], one)
 
 
 def predict_nccl(cols: dict, hw, p: dict) -> np.ndarray:

@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from simfront.hardware import catalog, get_hardware
-from simfront.kernel_ops import csv_format, routing_alpha
+from simfront.kernel_ops import csv_format, moe_gated, routing_alpha
 from simfront.moe import moe_cost, power_law_rank_load
 from kernel_data import KERNEL_DIR
 
@@ -115,10 +115,12 @@ def test_calibrated_predictions_land_near_measured_kernels(gpu):
     with (KERNELS / f"{gpu}__moe.csv").open() as fh:
         rows = list(csv.DictReader(fh))[::100]  # 60 rows spread over the file
     hw = get_hardware(gpu)
+    gated = moe_gated({c: np.array([float(r[c]) for r in rows]) for c in ("hidden_size", "inter_size", "num_experts", "topk")})
     pred = np.array([
         moe_cost(float(r["num_tokens"]), float(r["hidden_size"]), float(r["inter_size"]), float(r["topk"]), float(r["num_experts"]),
-                 float(r["moe_tp_size"]), float(r["moe_ep_size"]), csv_format(r["dtype"]), hw, alpha=routing_alpha(r["distribution"])).time_s
-        for r in rows]) * 1e6
+                 float(r["moe_tp_size"]), float(r["moe_ep_size"]), csv_format(r["dtype"]), hw, alpha=routing_alpha(r["distribution"]),
+                 gated=bool(g)).time_s
+        for r, g in zip(rows, gated)]) * 1e6
     meas = np.array([float(r["latency_us"]) for r in rows])
     assert np.median(np.abs(pred / meas - 1)) < 0.25
     assert np.mean(np.abs(np.log(pred / meas))) < 0.35
