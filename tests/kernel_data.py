@@ -34,3 +34,18 @@ def sample_ape(entry: dict, kind: str, gpu: str, op: str, n: int, seed: int) -> 
     hw = get_hardware(gpu)
     pred = entry["predict"](cols, hw, efficiency.params(kind, hw.family))
     return pred, np.abs(pred / (cols["latency_us"] * 1e-6) - 1)
+
+
+def check_registry_contract(ops: dict, kind: str) -> None:
+    """Every op of ``kind``: bounded defaults, no parameter shared between ops, fitted for both calibrated families."""
+    from simfront import efficiency
+
+    names = set()
+    for op, entry in ops.items():
+        assert entry["kind"] == kind
+        for name, (default, lo, hi) in entry["params"].items():
+            assert 0 < lo <= default <= hi, name
+            assert name not in names, f"{name} shared between ops of one kind"
+            names.add(name)
+        for fam in ("hopper", "blackwell"):
+            assert set(entry["params"]) <= set(efficiency.params(kind, fam)), (op, fam)

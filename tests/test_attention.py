@@ -17,7 +17,7 @@ from simfront.attention import (
     soft_max,
 )
 from simfront.hardware import get_hardware
-from kernel_data import KERNEL_DIR, sample_ape
+from kernel_data import KERNEL_DIR, check_registry_contract, sample_ape
 
 H100 = get_hardware("h100_sxm")
 B200 = get_hardware("b200_sxm")
@@ -219,16 +219,7 @@ def test_arrays_broadcast():
 
 
 def test_calibration_ops_contract():
-    names = set()
-    for op, entry in CALIBRATION_OPS.items():
-        assert entry["kind"] == "attention"
-        for name, (default, lo, hi) in entry["params"].items():
-            assert 0 < lo <= default <= hi, name
-            assert name not in names, f"{name} shared between ops of one kind"
-            names.add(name)
-        # every parameter has a fitted value for both calibrated families
-        for fam in ("hopper", "blackwell"):
-            assert set(entry["params"]) <= set(efficiency.params("attention", fam)), (op, fam)
+    check_registry_contract(CALIBRATION_OPS, "attention")
 
 
 

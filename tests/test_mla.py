@@ -6,10 +6,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from simfront import efficiency
 from simfront.hardware import get_hardware
 from simfront.mla import CALIBRATION_OPS, MLA_HEAD_TILE, dsa_indexer_cost, mla_decode_cost, mla_prefill_cost
-from kernel_data import KERNEL_DIR, sample_ape
+from kernel_data import KERNEL_DIR, check_registry_contract, sample_ape
 
 H100 = get_hardware("h100_sxm")
 B200 = get_hardware("b200_sxm")
@@ -115,15 +114,7 @@ def test_prefill_and_indexer_invariants(b, s, p, h, kvb, topk, hw, f):
 
 
 def test_calibration_ops_contract():
-    names = set()
-    for op, entry in CALIBRATION_OPS.items():
-        assert entry["kind"] == "mla"
-        for name, (default, lo, hi) in entry["params"].items():
-            assert 0 < lo <= default <= hi, name
-            assert name not in names
-            names.add(name)
-        for fam in ("hopper", "blackwell"):
-            assert set(entry["params"]) <= set(efficiency.params("mla", fam)), (op, fam)
+    check_registry_contract(CALIBRATION_OPS, "mla")
 
 
 
