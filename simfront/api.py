@@ -276,10 +276,11 @@ def print_predict(res: dict, show_all: bool = False) -> None:
     front = res["frontier"]
     print(f"{res['n_configs_evaluated']:,} configurations evaluated, {res['n_feasible']:,} feasible, {len(front)} on the frontier "
           f"({res['search_time_s']:.2f} s)")
-    idx = range(len(front)) if show_all else thin_frontier([p["tok_s_user"] for p in front], 12)
+    knee = res.get("knee")
+    idx = set(range(len(front)) if show_all else thin_frontier([p["tok_s_user"] for p in front], 12))
+    idx |= {i for i, p in enumerate(front) if knee and p == knee}  # the knee row is always shown
     idx = sorted(idx, reverse=True)  # lowest latency (most tok/s/user) first, highest throughput last
     rows = []
-    knee = res.get("knee")
     for i in idx:
         p = dict(front[i])
         p["layout"] = ("* " if knee and p == knee else "  ") + p["layout"]

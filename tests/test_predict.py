@@ -91,6 +91,7 @@ def test_json_schema_and_cli_outputs(tmp_path):
     assert "tok/s/GPU" in human and "knee" in human
     rows = [l for l in human.splitlines() if "TP" in l and ("agg" in l or "disagg" in l)]
     assert 3 <= len(rows) <= 15
+    assert sum(l.startswith("* ") for l in rows) == 1  # the knee is always one of the rows shown
 
 
 def test_prefix_hit_and_precision_push_out():
@@ -119,3 +120,15 @@ def test_predict_html_renders_offline(tmp_path):
     assert "<script src=\"http" not in html
     img = _screenshot(page, tmp_path)
     assert not is_blank(img)
+
+
+def test_knee_row_survives_thinning(capsys, monkeypatch):
+    from simfront import pareto
+
+    res = api.predict("gpt-oss-120b", "2xH100")
+    k = res["frontier"].index(res["knee"])
+    # thinning that drops the knee (as it does on some frontiers, e.g. kimi-k3 on 8xB300)
+    monkeypatch.setattr(pareto, "thin_frontier", lambda x, n: [i for i in range(0, len(x), 3) if i != k])
+    api.print_predict(res)
+    lines = capsys.readouterr().out.splitlines()
+    assert sum(l.startswith("* ") for l in lines) == 1
