@@ -24,11 +24,18 @@ def nearest(name: str, candidates: Iterable[str], n: int = 3) -> list[str]:
     return [lower[h] for h in hits]
 
 
+MAX_LISTED = 12  # names listed in an unknown-name error before "and N more" (one readable line)
+LIST_COMMAND = {"model": "simfront models", "GPU": "simfront hardware"}  # where the full list is
+
+
 def unknown(kind: str, name: str, candidates: Iterable[str]) -> SimfrontError:
     """An error for an unknown name, suggesting the nearest valid ones."""
     cands = list(candidates)
     near = nearest(name, cands)
-    hint = f"did you mean {', '.join(near)}?" if near else f"valid: {', '.join(sorted(cands)[:12])}"
+    listed = sorted(cands)[:MAX_LISTED]
+    where = LIST_COMMAND.get(kind)
+    more = (f" and {len(cands) - len(listed)} more" + (f" ('{where}' lists them)" if where else "")) if len(cands) > len(listed) else ""
+    hint = f"did you mean {', '.join(near)}?" if near else f"valid: {', '.join(listed)}{more}"
     return SimfrontError(f"unknown {kind} {name!r}; {hint}")
 
 

@@ -47,6 +47,7 @@ def test_memory_human_output_and_explicit_layout():
 
 @pytest.mark.parametrize("args,needle", [
     (("memory", "--model", "banana", "--gpus", "8xB200"), "unknown model 'banana'"),
+    (("memory", "--model", "qqqq", "--gpus", "8xB200"), "more ('simfront models' lists them)"),  # no name withheld silently
     (("memory", "--model", "kimi-k3", "--gpus", "8xBanana"), "unknown GPU"),
     (("memory", "--model", "kimi-k3", "--gpus", "0xB200"), "at least 1"),
     (("memory", "--model", "kimi-k3", "--gpus", "banana"), "COUNTxGPU"),
