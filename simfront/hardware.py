@@ -43,6 +43,9 @@ class Hardware(BaseModel):
     family: Family  # efficiency parameters are per family, not per GPU
     aliases: list[str] = Field(default_factory=list)
     sm_count: int  # SMs (NVIDIA) or CUs (AMD): the unit of wave quantization
+    # NVIDIA compute capability ("9.0", "10.0"): which architecture-specific kernels the engines ship
+    # for the part (e.g. the fused FP4 MoE kernel is built for 10.0 / 10.3 only); None on AMD
+    compute_capability: str | None = None
     peak_flops_per_s: dict[ComputeDtype, float]  # DENSE peaks; absent key = not supported
     fp4_formats: list[Literal["nvfp4", "mxfp4"]] = Field(default_factory=list)  # 4-bit formats with tensor-core support
     hbm_bytes: float  # capacity the framework sees (GiB-based for NVIDIA "80 GB" parts)
