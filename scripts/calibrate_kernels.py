@@ -103,6 +103,23 @@ def predict_op(entry, cols, hw, params) -> np.ndarray:
         return np.asarray(entry["predict"](cols, hw, params), dtype=np.float64) * 1e6  # microseconds
 
 
+def log_residual(entry, cols, hw, params) -> np.ndarray:
+    """Fit residual log(predicted / measured) per row.
+
+    An op whose rows were timed on one of several kernels with no column saying which (entry
+    ``"paths"``, per-kernel predictions, inf where a kernel does not exist) is scored on the kernel
+    that explains each row best (hard assignment), so the fit recovers every kernel. Scoring and
+    prediction (``predict_op``) use the op's own choice among them, never this assignment.
+    """
+    y = np.log(cols["latency_us"])
+    if "paths" not in entry:
+        return np.log(np.maximum(predict_op(entry, cols, hw, params), 1e-9)) - y
+    with np.errstate(all="ignore"):
+        r = np.log(np.maximum(np.asarray(entry["paths"](cols, hw, params), dtype=np.float64) * 1e6, 1e-9)) - y
+        nearest = np.argmin(np.where(np.isfinite(r), np.abs(r), np.inf), axis=0)
+    return r[nearest, np.arange(r.shape[1])]
+
+
 def fit_kind(kind_ops: dict, samples: list, family: str) -> tuple[dict, list[str]]:
     """Fit one kind's parameters for one family on ``samples`` = [(op, hw, cols)]; returns (params, fitted names)."""
     specs: dict = {}
@@ -112,13 +129,11 @@ def fit_kind(kind_ops: dict, samples: list, family: str) -> tuple[dict, list[str
         fam_def.update(entry.get("family_defaults", {}).get(family, {}))
     base = {k: v[0] for k, v in specs.items()}
     base.update(fam_def)
-    y = np.concatenate([np.log(c["latency_us"]) for _, _, c in samples]) if samples else np.zeros(0)
     if not samples:
         return base, []
 
     def residual(params):
-        pred = np.concatenate([predict_op(kind_ops[op], c, hw, params) for op, hw, c in samples])
-        r = np.log(np.maximum(pred, 1e-9)) - y
+        r = np.concatenate([log_residual(kind_ops[op], c, hw, params) for op, hw, c in samples])
         return np.where(np.isfinite(r), r, 10.0)
 
     # free parameters: a real range and a visible effect on these rows

@@ -2,7 +2,10 @@
 
 ``OPS[name]`` = ``{"kind": efficiency-file kind, "params": {name: (default, lo, hi)},
 "family_defaults": {family: {name: value}}, "predict": fn(cols, hw, p) -> seconds,
-"columns": required CSV columns, "vary": column varied inside one shape group}``.
+"columns": required CSV columns, "vary": column varied inside one shape group}``, plus optionally
+``"paths": fn(cols, hw, p) -> seconds of shape (kernels, rows)`` for ops whose rows were timed on one
+of several kernels with no column saying which (inf where a kernel does not exist); ``predict`` is
+then what an engine runs (for MoE, the fastest kernel) and the fit scores each row on its nearest kernel.
 Op names are the calibration file ops (``<gpu>__<op>.csv``). Attention and MLA entries come from
 ``simfront.attention.CALIBRATION_OPS`` and ``simfront.mla.CALIBRATION_OPS`` when those modules
 import; ``p`` is a complete parameter dict for the op's kind.
@@ -107,6 +110,27 @@ def predict_moe(cols: dict, hw, p: dict) -> np.ndarray:
     return _by_values(out, [cols["dtype"], cols["distribution"], moe_gated(cols)], one)
 
 
+# MoE kernels a row may have been timed on (``moe.moe_path_costs``); the CSVs do not say which ran
+MOE_PATHS = ("grouped", "fused")
+
+
+def predict_moe_paths(cols: dict, hw, p: dict) -> np.ndarray:
+    """Seconds per MoE row on each kernel of ``MOE_PATHS``, shape (paths, rows); inf where that kernel
+    does not exist (the fused FP4 kernel off datacenter Blackwell). ``predict_moe`` is their minimum."""
+    out = np.full((len(cols["num_tokens"]), len(MOE_PATHS)), np.inf)
+
+    def one(sel, key):
+        paths = moe.moe_path_costs(
+            _f(cols, "num_tokens", sel), _f(cols, "hidden_size", sel), _f(cols, "inter_size", sel), _f(cols, "topk", sel),
+            _f(cols, "num_experts", sel), _f(cols, "moe_tp_size", sel), _f(cols, "moe_ep_size", sel), csv_format(key[0]), hw,
+            alpha=routing_alpha(key[1]), gated=bool(key[2]), p=p, spread_balanced=True,
+        )
+        n = int(np.sum(sel))
+        return np.stack([np.broadcast_to(paths[name].time_s, (n,)) if name in paths else np.full(n, np.inf) for name in MOE_PATHS], axis=1)
+
+    return _by_values(out, [cols["dtype"], cols["distribution"], moe_gated(cols)], one).T
+
+
 def predict_nccl(cols: dict, hw, p: dict) -> np.ndarray:
     out = np.empty(len(cols["message_bytes"]))
 
@@ -117,15 +141,18 @@ def predict_nccl(cols: dict, hw, p: dict) -> np.ndarray:
     return _by_values(out, [cols["collective"]], one)
 
 
-def _entry(kind, module, predict, columns, vary) -> dict[str, Any]:
-    return {"kind": kind, "params": module.PARAMS, "family_defaults": module.FAMILY_DEFAULTS,
-            "predict": predict, "columns": columns, "vary": vary}
+def _entry(kind, module, predict, columns, vary, paths=None) -> dict[str, Any]:
+    e = {"kind": kind, "params": module.PARAMS, "family_defaults": module.FAMILY_DEFAULTS,
+         "predict": predict, "columns": columns, "vary": vary}
+    if paths is not None:
+        e["paths"] = paths
+    return e
 
 
 OPS: dict[str, dict[str, Any]] = {
     "gemm": _entry("gemm", gemm, predict_gemm, ["dtype", "m", "n", "k"], "m"),
     "moe": _entry("moe", moe, predict_moe, ["dtype", "num_tokens", "hidden_size", "inter_size", "topk", "num_experts",
-                                            "moe_tp_size", "moe_ep_size", "distribution"], "num_tokens"),
+                                            "moe_tp_size", "moe_ep_size", "distribution"], "num_tokens", paths=predict_moe_paths),
     "nccl": _entry("comm", comm, predict_nccl, ["collective", "num_gpus", "message_bytes"], "message_bytes"),
 }
 

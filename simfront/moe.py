@@ -9,7 +9,8 @@ their own efficiencies (``hardware/efficiency/moe.yaml``); token- and pair-level
 permute, finalize, router) are memory traffic, and the router's top-k rescans every token's E
 logits once per pick. With a skewed router (``alpha``) the busiest rank sets the time; its load
 follows the benchmark's power-law sampler (``power_law_rank_load``). Non-gated experts (squared-ReLU
-up then down) have two matrices (``gated=False``).
+up then down) have two matrices (``gated=False``). Gated NVFP4 experts on datacenter Blackwell also
+have a fused FP4 kernel (``moe_path_costs``), and the op takes the faster of the two.
 """
 
 from __future__ import annotations
@@ -92,6 +93,16 @@ PARAMS: dict[str, tuple[float, float, float]] = {
     # seconds per (token, expert logit, top-k pick) of the router's top-k selection: a generic top-k
     # kernel rescans a token's E logits once per pick (k·E work per token)
     "topk_scan_s": (1e-12, 1e-15, 1e-9),
+    # Fused FP4 MoE kernel (``has_fused_path``): a second kernel beside the CUTLASS grouped path above,
+    # sharing its tile accounting, weight streaming, token passes and router; three parameters of its own.
+    # share of the grouped path's fixed cost (launch_s) the fused op keeps: routing, two GEMMs and
+    # finalize, about half the launches, no permute/expand kernels (<= 1: a subset of those launches)
+    "fused_launch_fraction": (0.5, 0.05, 1.0),
+    # tensor rate of the fused kernel's expert GEMMs over the grouped GEMM's, capped at the tensor-core
+    # peak (>= 1: the same MMA instructions, so never a slower rate)
+    "fused_compute_gain": (1.5, 1.0, 4.0),
+    # SM seconds per CTA of the fused GEMMs' worst-case launch grid that finds no routed rows and exits
+    "fused_cta_s": (0.1e-6, 1e-9, 1e-5),
 }
 
 FAMILY_DEFAULTS: dict[str, dict[str, float]] = {}
@@ -100,6 +111,30 @@ FAMILY_DEFAULTS: dict[str, dict[str, float]] = {}
 # W4A8 MXFP4 x MXFP8 experts run a mixed-input grouped GEMM with 32-element block scales, not the
 # FP8 block-scaled (DeepGEMM-style) kernels of its dense-GEMM class.
 MOE_CLASS = {"mxfp4": "mxfp4"}
+
+# Compute capabilities with the fused FP4 block-scale MoE kernel (TensorRT-LLM "min-latency" MoE /
+# flashinfer trtllm-gen ``trtllm_fp4_block_scale_moe``): routing, the gathered gate/up GEMM with SwiGLU
+# and FP4 requantization in its epilogue, the down GEMM and finalize, in a few launches with no
+# permuted copy of the activations. Its cubins are built for the datacenter Blackwell SMs (sm_100a /
+# sm_103a) only; the RTX PRO 6000 (sm_120) and every other GPU run the CUTLASS grouped-GEMM path.
+# Gated (SwiGLU) NVFP4 experts only. The GPU side is ``compute_capability`` in hardware/*.yaml.
+FUSED_FP4_COMPUTE_CAPABILITIES = frozenset({"10.0", "10.3"})
+# Token tile of the fused kernel's GEMMs (rows of routed tokens per CTA): the routed tokens per expert,
+# T·k / E, between these bounds (TensorRT-LLM / flashinfer trtllm-gen tile choice, powers of two there;
+# continuous here so that more tokens never shrink the grid). Routing runs on the device in the same
+# op, so the host sizes the grid for the worst case, every one of the T·k selections landing on this
+# rank's experts: (T·k + L·(tile − 1)) / tile token tiles times the output tiles; CTAs beyond the
+# routed rows exit at once. Geometry of the kernel, not fitted. Provenance: recalled from the
+# TensorRT-LLM / flashinfer trtllm-gen MoE launcher (tile choice, max padded token count), not re-read
+# here; kept because without it the fused path is too fast under wide expert parallelism at
+# 128-2048 tokens, where every rank still launches the grid for all T·k selections.
+FUSED_TILE_TOKENS = (8.0, 64.0)
+
+
+def has_fused_path(fmt, hw, gated=True) -> bool:
+    """True where the fused FP4 MoE kernel exists: gated NVFP4 experts on ``FUSED_FP4_COMPUTE_CAPABILITIES``."""
+    f = get_format(fmt) if isinstance(fmt, str) else fmt
+    return bool(gated) and f.name == "nvfp4" and hw.compute_capability in FUSED_FP4_COMPUTE_CAPABILITIES and dtype_class(f, hw) == "fp4"
 
 
 # Skewed router of the calibration benchmark (aiconfigurator MoE collector, ``power_law_<alpha>``;
@@ -210,9 +245,37 @@ def moe_cost(num_tokens, hidden, inter, topk, num_experts, moe_tp, moe_ep, fmt, 
              spread_balanced=False) -> Cost:
     """One rank's fused MoE time for ``num_tokens`` tokens entering the op (broadcasts).
 
+    Where more than one MoE kernel exists for the format (``moe_path_costs``: the fused FP4 kernel
+    beside the CUTLASS grouped path on datacenter Blackwell), the engine runs the faster one, so the
+    time (and the work record) is that of the faster path per element: TensorRT-LLM's min-latency
+    MoE and the flashinfer trtllm-gen MoE that SGLang and vLLM use on Blackwell are picked for it.
+
     ``spread_balanced``: balanced routing (``alpha=None``) hands every pair its own expert until all
     are busy, as the calibration benchmark's deterministic balanced router does; the default is
     uniform random routing (a batch of pairs touches ``L·(1 − exp(−pairs/L))`` experts).
+    """
+    paths = moe_path_costs(num_tokens, hidden, inter, topk, num_experts, moe_tp, moe_ep, fmt, hw, alpha=alpha, gated=gated,
+                           p=p, spread_balanced=spread_balanced)
+    best = paths["grouped"]
+    fused = paths.get("fused")
+    if fused is not None:
+        pick = fused.time_s < best.time_s  # the engine runs the faster kernel
+        best = Cost(**{n: np.where(pick, getattr(fused, n), getattr(best, n))
+                       for n in ("time_s", "flops", "mem_bytes", "compute_s", "memory_s")})
+    return best
+
+
+def moe_path_costs(num_tokens, hidden, inter, topk, num_experts, moe_tp, moe_ep, fmt, hw, alpha=None, gated=True, p=None, *,
+                   spread_balanced=False) -> dict[str, Cost]:
+    """Each MoE kernel's cost for the same work: ``{"grouped": ..., "fused": ...}`` (arguments as ``moe_cost``).
+
+    ``grouped``: routing, permute, CUTLASS grouped expert GEMMs and finalize as separate kernels (every
+    GPU and format). ``fused`` (only where ``has_fused_path``): the fused FP4 kernel runs the same
+    FLOPs, streams the same expert weights and makes the same token-level passes, but gathers the
+    routed activations inside its gate/up GEMM (no permuted copy, no walk over other ranks'
+    selections, no per-expert group setup), with its own fixed cost, tensor rate and launch grid
+    (``fused_*`` parameters, ``FUSED_TILE_TOKENS``). Calibration fits both on unlabelled rows
+    (``kernel_ops.predict_moe_paths``); ``moe_cost`` is what an engine runs, the faster of them.
     """
     f = get_format(fmt)
     cls = dtype_class(f, hw)
@@ -241,23 +304,29 @@ def moe_cost(num_tokens, hidden, inter, topk, num_experts, moe_tp, moe_ep, fmt, 
     touched = np.maximum(touched, np.minimum(local, np.maximum(1.0, pairs / np.maximum(T, 1.0))))
     rows = pairs / touched  # mean tokens per touched expert
     up_width = (2.0 if gated else 1.0) * inter_local  # gate and up projections side by side
-    kw = dict(rate_flops_per_s=rate, hbm_bytes_per_s=bw, sm_count=hw.sm_count, b_act=f.act_bytes, b_w=f.bytes_per_element, q=q)
     pair_frac = q["pair_traffic_fraction"]
-    # gate/up GEMM (SwiGLU fused in its epilogue, quantized output), then down GEMM whose per-pair
-    # BF16 output reaches HBM only in the unfused share
-    c1, m1, _, b1 = grouped_gemm_times(rows, up_width, H, touched, b_out=f.act_bytes, **kw)
-    c2, m2, _, b2 = grouped_gemm_times(rows, H, inter_local, touched, b_out=OUT_BYTES * pair_frac, **kw)
-    if alpha is not None:
-        # skewed rank: its heaviest expert is a group of its own and the others share the remaining
-        # pairs; they run in one grouped kernel, so their tiles add (the bytes are the same either way)
-        n_rest = np.maximum(touched - 1.0, 0.0)
-        top = np.where(n_rest > 0, np.clip(skew_top, 0.0, pairs), pairs)
-        rest_rows = np.where(n_rest > 0, (pairs - top) / np.maximum(n_rest, 1e-9), 0.0)
-        one = np.minimum(touched, 1.0)
-        c1 = (grouped_gemm_times(top, up_width, H, one, b_out=f.act_bytes, **kw)[0]
-              + grouped_gemm_times(rest_rows, up_width, H, n_rest, b_out=f.act_bytes, **kw)[0])
-        c2 = (grouped_gemm_times(top, H, inter_local, one, b_out=OUT_BYTES * pair_frac, **kw)[0]
-              + grouped_gemm_times(rest_rows, H, inter_local, n_rest, b_out=OUT_BYTES * pair_frac, **kw)[0])
+
+    def expert_gemms(qx):
+        """(c1, m1, b1, c2, m2, b2): compute and memory legs and bytes of the two expert GEMMs at efficiencies ``qx``."""
+        kw = dict(rate_flops_per_s=rate, hbm_bytes_per_s=bw, sm_count=hw.sm_count, b_act=f.act_bytes, b_w=f.bytes_per_element, q=qx)
+        # gate/up GEMM (SwiGLU fused in its epilogue, quantized output), then down GEMM whose per-pair
+        # BF16 output reaches HBM only in the unfused share
+        c1, m1, _, b1 = grouped_gemm_times(rows, up_width, H, touched, b_out=f.act_bytes, **kw)
+        c2, m2, _, b2 = grouped_gemm_times(rows, H, inter_local, touched, b_out=OUT_BYTES * pair_frac, **kw)
+        if alpha is not None:
+            # skewed rank: its heaviest expert is a group of its own and the others share the remaining
+            # pairs; they run in one grouped kernel, so their tiles add (the bytes are the same either way)
+            n_rest = np.maximum(touched - 1.0, 0.0)
+            top = np.where(n_rest > 0, np.clip(skew_top, 0.0, pairs), pairs)
+            rest_rows = np.where(n_rest > 0, (pairs - top) / np.maximum(n_rest, 1e-9), 0.0)
+            one = np.minimum(touched, 1.0)
+            c1 = (grouped_gemm_times(top, up_width, H, one, b_out=f.act_bytes, **kw)[0]
+                  + grouped_gemm_times(rest_rows, up_width, H, n_rest, b_out=f.act_bytes, **kw)[0])
+            c2 = (grouped_gemm_times(top, H, inter_local, one, b_out=OUT_BYTES * pair_frac, **kw)[0]
+                  + grouped_gemm_times(rest_rows, H, inter_local, n_rest, b_out=OUT_BYTES * pair_frac, **kw)[0])
+        return c1, m1, b1, c2, m2, b2
+
+    c1, m1, b1, c2, m2, b2 = expert_gemms(q)
     # token-level passes: quantize the input (per-tensor FP8 reads it twice), write the combined
     # output, router logits; pair-level: permuted input copy and finalize read (unfused share)
     quant_reads = ACT_QUANT_READS.get(cls, 1.0)
@@ -282,4 +351,22 @@ def moe_cost(num_tokens, hidden, inter, topk, num_experts, moe_tp, moe_ep, fmt, 
     # FLOPs reported are the rank's share of the useful work (balanced routing): the time above is
     # set by the busiest rank, but skew does not create work, it only moves it
     useful_flops = 2.0 * mean_pairs * (up_width * H + H * inter_local)
-    return Cost(time_s=time_s, flops=useful_flops, mem_bytes=b1 + b2 + aux_bytes, compute_s=compute_s, memory_s=memory_s)
+    out = {"grouped": Cost(time_s=time_s, flops=useful_flops, mem_bytes=b1 + b2 + aux_bytes, compute_s=compute_s, memory_s=memory_s)}
+    if has_fused_path(f, hw, gated):
+        # same tiles, FLOPs and weight bytes; the tensor rate of the fused kernel's GEMMs
+        eta_fused = np.minimum(q["eta_compute"] * q["fused_compute_gain"], 1.0)
+        fc1, fm1, _, fc2, fm2, _ = expert_gemms(dict(q, eta_compute=eta_fused))
+        # token-level passes as above; per pair only the down-GEMM output the finalize reads (unfused
+        # share): the gate/up GEMM gathers routed rows itself, so no permuted copy and no selection walk
+        f_aux_bytes = token_bytes + pair_frac * pairs * H * OUT_BYTES
+        f_aux_s = f_aux_bytes / (q["eta_aux"] * bw)
+        f_gemm_s = soft_max(fc1, fm1, q["roofline_sharpness"]) + soft_max(fc2, fm2, q["roofline_sharpness"])
+        # launch grid of both GEMMs, sized for every selection (FUSED_TILE_TOKENS); its empty CTAs cost
+        # SM time even when few selections are local (expert parallelism)
+        tile_t = np.clip(T * k / E, *FUSED_TILE_TOKENS)
+        grid = (T * k + local * (tile_t - 1.0)) / tile_t * (np.ceil(up_width / q["tile_n"]) + np.ceil(H / q["tile_n"]))
+        grid_s = grid / hw.sm_count * q["fused_cta_s"]
+        f_time_s = q["fused_launch_fraction"] * q["launch_s"] + f_gemm_s + f_aux_s + routing_s + grid_s
+        out["fused"] = Cost(time_s=f_time_s, flops=useful_flops, mem_bytes=b1 + b2 + f_aux_bytes, compute_s=fc1 + fc2,
+                            memory_s=fm1 + fm2 + f_aux_s)
+    return out

@@ -7,7 +7,7 @@ import pytest
 
 from simfront.hardware import get_hardware
 from simfront.kernel_ops import NONGATED_MOE_SHAPES, OPS, moe_gated, op_params, predict_moe
-from simfront.moe import moe_cost, power_law_rank_load
+from simfront.moe import moe_cost, moe_path_costs, power_law_rank_load
 
 
 def _rows(**cols):
@@ -87,8 +87,9 @@ def test_per_expert_setup_cost_is_per_format_class():
     hw = get_hardware("b200_sxm")
     p = op_params(OPS["moe"], hw)
     more = dict(p, expert_overhead_s_fp4=p["expert_overhead_s_fp4"] + 1e-6)
-    a = moe_cost(64.0, 4096, 1024, 10, 512, 1, 1, "nvfp4", hw, p=p)
-    b = moe_cost(64.0, 4096, 1024, 10, 512, 1, 1, "nvfp4", hw, p=more)
+    # the CUTLASS grouped path's per-group setup (B200 NVFP4 also has the fused kernel, which has none)
+    a = moe_path_costs(64.0, 4096, 1024, 10, 512, 1, 1, "nvfp4", hw, p=p)["grouped"]
+    b = moe_path_costs(64.0, 4096, 1024, 10, 512, 1, 1, "nvfp4", hw, p=more)["grouped"]
     assert 100e-6 < float(b.time_s - a.time_s) < 512e-6  # ~1 µs per touched expert
     np.testing.assert_allclose(moe_cost(64.0, 4096, 1024, 10, 512, 1, 1, "bf16", hw, p=more).time_s,
                                moe_cost(64.0, 4096, 1024, 10, 512, 1, 1, "bf16", hw, p=p).time_s)
