@@ -95,21 +95,6 @@ def moe_gated(cols: dict) -> np.ndarray:
     return np.array([tuple(int(x) for x in s) not in NONGATED_MOE_SHAPES for s in shape], dtype=bool)
 
 
-def predict_moe(cols: dict, hw, p: dict) -> np.ndarray:
-    """Seconds per MoE row. The benchmark's balanced router gives every pair its own expert until all
-    are busy (``spread_balanced``); its power-law rows follow ``moe.power_law_rank_load``."""
-    out = np.empty(len(cols["num_tokens"]))
-
-    def one(sel, key):
-        return moe.moe_cost(
-            _f(cols, "num_tokens", sel), _f(cols, "hidden_size", sel), _f(cols, "inter_size", sel), _f(cols, "topk", sel),
-            _f(cols, "num_experts", sel), _f(cols, "moe_tp_size", sel), _f(cols, "moe_ep_size", sel), csv_format(key[0]), hw,
-            alpha=routing_alpha(key[1]), gated=bool(key[2]), p=p, spread_balanced=True,
-        ).time_s
-
-    return _by_values(out, [cols["dtype"], cols["distribution"], moe_gated(cols)], one)
-
-
 # MoE kernels a row may have been timed on (``moe.moe_path_costs``); the CSVs do not say which ran
 MOE_PATHS = ("grouped", "fused")
 
@@ -129,6 +114,13 @@ def predict_moe_paths(cols: dict, hw, p: dict) -> np.ndarray:
         return np.stack([np.broadcast_to(paths[name].time_s, (n,)) if name in paths else np.full(n, np.inf) for name in MOE_PATHS], axis=1)
 
     return _by_values(out, [cols["dtype"], cols["distribution"], moe_gated(cols)], one).T
+
+
+def predict_moe(cols: dict, hw, p: dict) -> np.ndarray:
+    """Seconds per MoE row: the kernel an engine runs, the fastest of ``predict_moe_paths`` (as
+    ``moe.moe_cost``). The benchmark's balanced router gives every pair its own expert until all are
+    busy (``spread_balanced``); its power-law rows follow ``moe.power_law_rank_load``."""
+    return predict_moe_paths(cols, hw, p).min(axis=0)
 
 
 def predict_nccl(cols: dict, hw, p: dict) -> np.ndarray:

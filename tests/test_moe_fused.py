@@ -123,6 +123,10 @@ def test_registry_paths_are_per_kernel_and_the_prediction_is_their_minimum(gpu, 
     assert np.all(np.isfinite(paths[0]))
     assert np.isfinite(paths[1]).tolist() == [fused and d == "nvfp4" for d in cols["dtype"]]
     np.testing.assert_allclose(predict_moe(cols, hw, p), paths.min(axis=0), rtol=1e-12)
+    # and that minimum is what the step model's MoE op (moe_cost, balanced spread as in the benchmark) runs
+    for i, d in enumerate(cols["dtype"]):
+        t = moe_cost(cols["num_tokens"][i], 7168, 2048, 8, 256, 1, 8, d, hw, p=p, spread_balanced=True).time_s
+        np.testing.assert_allclose(predict_moe(cols, hw, p)[i], t, rtol=1e-12)
 
 
 def _calibrate_module():
