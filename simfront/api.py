@@ -371,6 +371,7 @@ def explain(model: str, gpus: str | GpuSet, tp: int = 1, pp: int = 1, ep: int = 
             "op": r.name, "layers": r.group, "count": cnt, "time_s": float(c.time_s) * cnt, "time_per_call_s": float(c.time_s),
             "bound": str(c.bound), "flops": float(c.flops) * cnt, "mem_bytes": float(c.mem_bytes) * cnt,
             "net_bytes": float(c.net_bytes) * cnt, "arithmetic_intensity": (float(c.arithmetic_intensity) if float(c.mem_bytes) > 0 else None),
+            "kernel": c.kernel or None,
         })
     total_s = float(st.time_s)
     flops = float(st.flops)
@@ -408,7 +409,8 @@ def print_explain(res: dict) -> None:
     tot = res["step_time_s"]
     for r in rows:
         r["share"] = 100 * r["time_s"] / tot if tot else 0
-    print_table(rows, [("op", "op"), ("layers", "layers"), ("count", "n", "{:.0f}"), ("time_s", "time us", "{:,.1f}", 1e6),
+        r["op_label"] = r["op"] + (f" [{r['kernel']}]" if r.get("kernel") else "")  # the kernel, where the op has a choice
+    print_table(rows, [("op_label", "op"), ("layers", "layers"), ("count", "n", "{:.0f}"), ("time_s", "time us", "{:,.1f}", 1e6),
                        ("share", "%", "{:.1f}"), ("bound", "bound"), ("flops", "GFLOP", "{:,.2f}", 1e-9),
                        ("mem_bytes", "HBM MB", "{:,.1f}", 1e-6), ("net_bytes", "net MB", "{:,.2f}", 1e-6),
                        ("arithmetic_intensity", "FLOP/B", "{:,.1f}")])

@@ -25,6 +25,7 @@ class Cost:
     compute_s: np.ndarray = field(default_factory=lambda: np.zeros(()))  # flops / achieved FLOP/s
     memory_s: np.ndarray = field(default_factory=lambda: np.zeros(()))  # bytes / achieved HBM bytes/s
     network_s: np.ndarray = field(default_factory=lambda: np.zeros(()))  # communication time
+    kernel: str = ""  # which kernel runs, where the op has more than one (MoE: "cutlass-grouped" / "fused-fp4")
 
     def __post_init__(self) -> None:
         for name in ("time_s", "flops", "mem_bytes", "net_bytes", "compute_s", "memory_s", "network_s"):

@@ -119,6 +119,8 @@ MOE_CLASS = {"mxfp4": "mxfp4"}
 # sm_103a) only; the RTX PRO 6000 (sm_120) and every other GPU run the CUTLASS grouped-GEMM path.
 # Gated (SwiGLU) NVFP4 experts only. The GPU side is ``compute_capability`` in hardware/*.yaml.
 FUSED_FP4_COMPUTE_CAPABILITIES = frozenset({"10.0", "10.3"})
+# names of the two kernels where both exist (``Cost.kernel``, shown by ``simfront explain``)
+KERNEL_LABELS = {"grouped": "cutlass-grouped", "fused": "fused-fp4"}
 # Token tile of the fused kernel's GEMMs (rows of routed tokens per CTA): the routed tokens per expert,
 # T·k / E, between these bounds (TensorRT-LLM / flashinfer trtllm-gen tile choice, powers of two there;
 # continuous here so that more tokens never shrink the grid). Routing runs on the device in the same
@@ -260,8 +262,9 @@ def moe_cost(num_tokens, hidden, inter, topk, num_experts, moe_tp, moe_ep, fmt, 
     fused = paths.get("fused")
     if fused is not None:
         pick = fused.time_s < best.time_s  # the engine runs the faster kernel
+        label = KERNEL_LABELS["fused"] if np.all(pick) else KERNEL_LABELS["grouped"] if not np.any(pick) else "faster of both"
         best = Cost(**{n: np.where(pick, getattr(fused, n), getattr(best, n))
-                       for n in ("time_s", "flops", "mem_bytes", "compute_s", "memory_s")})
+                       for n in ("time_s", "flops", "mem_bytes", "compute_s", "memory_s")}, kernel=label)
     return best
 
 
@@ -351,7 +354,8 @@ def moe_path_costs(num_tokens, hidden, inter, topk, num_experts, moe_tp, moe_ep,
     # FLOPs reported are the rank's share of the useful work (balanced routing): the time above is
     # set by the busiest rank, but skew does not create work, it only moves it
     useful_flops = 2.0 * mean_pairs * (up_width * H + H * inter_local)
-    out = {"grouped": Cost(time_s=time_s, flops=useful_flops, mem_bytes=b1 + b2 + aux_bytes, compute_s=compute_s, memory_s=memory_s)}
+    out = {"grouped": Cost(time_s=time_s, flops=useful_flops, mem_bytes=b1 + b2 + aux_bytes, compute_s=compute_s, memory_s=memory_s,
+                           kernel=KERNEL_LABELS["grouped"] if has_fused_path(f, hw, gated) else "")}
     if has_fused_path(f, hw, gated):
         # same tiles, FLOPs and weight bytes; the tensor rate of the fused kernel's GEMMs
         eta_fused = np.minimum(q["eta_compute"] * q["fused_compute_gain"], 1.0)
@@ -368,5 +372,5 @@ def moe_path_costs(num_tokens, hidden, inter, topk, num_experts, moe_tp, moe_ep,
         grid_s = grid / hw.sm_count * q["fused_cta_s"]
         f_time_s = q["fused_launch_fraction"] * q["launch_s"] + f_gemm_s + f_aux_s + routing_s + grid_s
         out["fused"] = Cost(time_s=f_time_s, flops=useful_flops, mem_bytes=b1 + b2 + f_aux_bytes, compute_s=fc1 + fc2,
-                            memory_s=fm1 + fm2 + f_aux_s)
+                            memory_s=fm1 + fm2 + f_aux_s, kernel=KERNEL_LABELS["fused"])
     return out

@@ -27,6 +27,26 @@ def test_explain_json_flops_match_active_params(model, gpus, extra):
     assert all(r["time_s"] >= 0 for r in res["ops"])
 
 
+def test_explain_names_the_moe_kernel_where_there_is_a_choice():
+    from simfront import api
+    from simfront.moe import KERNEL_LABELS, moe_path_costs
+    from simfront.hardware import get_hardware
+
+    res = api.explain("deepseek-r1", "8xB200", tp=8, ep=8, batch=64, ctx=2048, precision="nvfp4")
+    moe_rows = [r for r in res["ops"] if r["op"] == "moe.experts"]
+    assert moe_rows and all(r["kernel"] in KERNEL_LABELS.values() for r in moe_rows)
+    # the label is the faster kernel for this step's tokens (64 decode tokens per rank, EP8 over 8 GPUs)
+    paths = moe_path_costs(64.0, 7168, 2048, 8, 256, 1, 8, "nvfp4", get_hardware("b200_sxm"))
+    faster = min(paths, key=lambda k: float(paths[k].time_s))
+    assert moe_rows[0]["kernel"] == KERNEL_LABELS[faster]
+    # one kernel only (Hopper, FP8 block): no label, and nothing else gets one
+    hop = api.explain("deepseek-r1", "8xH200", tp=8, ep=8, batch=64, ctx=2048)
+    assert all(r["kernel"] is None for r in hop["ops"])
+    out = run("explain", "--model", "deepseek-r1", "--gpus", "8xB200", "--tp", "8", "--ep", "8", "--batch", "64", "--ctx", "2048",
+              "--precision", "nvfp4").stdout
+    assert f"moe.experts [{moe_rows[0]['kernel']}]" in out
+
+
 def test_explain_human_and_errors():
     out = run("explain", "--model", "deepseek-r1", "--gpus", "8xH200", "--tp", "8", "--ep", "8", "--batch", "64", "--ctx", "4096",
               "--phase", "prefill").stdout
