@@ -18,8 +18,11 @@ from __future__ import annotations
 import numpy as np
 
 from .cost import Cost
-from .gemm import ACT_QUANT_READS, ACT_SOURCE_BYTES, OUT_BYTES, class_view, dtype_class, grouped_gemm_times, resolve_params, soft_max
+from .gemm import ACT_QUANT_READS, ACT_SOURCE_BYTES, DTYPE_CLASSES, OUT_BYTES, class_view, dtype_class, grouped_gemm_times, resolve_params, soft_max
 from .precision import gemm_rate_dtype, get_format
+
+# dtype classes with their own efficiencies: the dense-GEMM classes plus W4A8 MXFP4 (``MOE_CLASS``)
+MOE_CLASSES = (*DTYPE_CLASSES, "mxfp4")
 
 # name -> (default, lo, hi); lo == hi is chosen, not fitted. Defaults: modeling-notes.md §2.
 PARAMS: dict[str, tuple[float, float, float]] = {
@@ -38,19 +41,9 @@ PARAMS: dict[str, tuple[float, float, float]] = {
     "eta_memory_wonly": (0.6, 0.1, 1.0),
     "eta_memory_mxfp4": (0.7, 0.1, 1.0),
     # fixed cost of the fused op: routing/top-k, permute, quantize, finalize kernels
-    "launch_s_bf16": (15e-6, 1e-6, 2e-4),
-    "launch_s_fp8": (15e-6, 1e-6, 2e-4),
-    "launch_s_fp8_block": (15e-6, 1e-6, 2e-4),
-    "launch_s_fp4": (15e-6, 1e-6, 2e-4),
-    "launch_s_wonly": (15e-6, 1e-6, 2e-4),
-    "launch_s_mxfp4": (15e-6, 1e-6, 2e-4),
+    **{f"launch_s_{c}": (15e-6, 1e-6, 2e-4) for c in MOE_CLASSES},
     # fixed cost per expert with tokens (per-group setup in the grouped GEMM scheduler)
-    "expert_overhead_s_bf16": (0.1e-6, 1e-9, 5e-6),
-    "expert_overhead_s_fp8": (0.1e-6, 1e-9, 5e-6),
-    "expert_overhead_s_fp8_block": (0.1e-6, 1e-9, 5e-6),
-    "expert_overhead_s_fp4": (0.1e-6, 1e-9, 5e-6),
-    "expert_overhead_s_wonly": (0.1e-6, 1e-9, 5e-6),
-    "expert_overhead_s_mxfp4": (0.1e-6, 1e-9, 5e-6),
+    **{f"expert_overhead_s_{c}": (0.1e-6, 1e-9, 5e-6) for c in MOE_CLASSES},
     # fraction of the partial last wave not recovered (grouped GEMMs run persistent tile schedulers)
     "wave_quantization": (0.5, 0.0, 1.0),
     # tile geometry of the grouped GEMM (CUTLASS grouped GEMM 128x128; decode-size experts run
@@ -63,22 +56,13 @@ PARAMS: dict[str, tuple[float, float, float]] = {
     # grouped GEMMs do not split k (not fitted); with few tiles each CTA's k-loop rate binds
     "split_k_chunk": (1e9, 1e9, 1e9),
     "split_k_max": (1.0, 1.0, 1.0),
-    "cta_bandwidth_bytes_per_s_bf16": (100e9, 5e9, 1e12),
-    "cta_bandwidth_bytes_per_s_fp8": (100e9, 5e9, 1e12),
-    "cta_bandwidth_bytes_per_s_fp8_block": (100e9, 5e9, 1e12),
-    "cta_bandwidth_bytes_per_s_fp4": (100e9, 5e9, 1e12),
-    "cta_bandwidth_bytes_per_s_wonly": (100e9, 5e9, 1e12),
-    "cta_bandwidth_bytes_per_s_mxfp4": (100e9, 5e9, 1e12),
+    # per-CTA k-loop streaming rate, bytes/s
+    **{f"cta_bandwidth_bytes_per_s_{c}": (100e9, 5e9, 1e12) for c in MOE_CLASSES},
     # soft-max exponent of the compute and memory legs; near 1 the legs add (no overlap)
     "roofline_sharpness": (4.0, 1.0, 32.0),
     # achieved HBM fraction of the permute / finalize / quantize passes, per dtype class: the quantize
     # and expand kernels of block-scaled formats also compute and write swizzled scale factors
-    "eta_aux_bf16": (0.5, 0.05, 1.0),
-    "eta_aux_fp8": (0.5, 0.05, 1.0),
-    "eta_aux_fp8_block": (0.5, 0.05, 1.0),
-    "eta_aux_fp4": (0.5, 0.05, 1.0),
-    "eta_aux_wonly": (0.5, 0.05, 1.0),
-    "eta_aux_mxfp4": (0.5, 0.05, 1.0),
+    **{f"eta_aux_{c}": (0.5, 0.05, 1.0) for c in MOE_CLASSES},
     # share of per-pair activation round trips (down-GEMM output, permute copy, finalize read) that
     # reaches HBM; fused finalize epilogues (TensorRT-LLM CUTLASS MoE) keep the rest on chip
     "pair_traffic_fraction": (0.5, 0.01, 1.0),
