@@ -15,6 +15,7 @@ import numpy as np
 from . import hardware as hwmod
 from . import models as modmod
 from .errors import SimfrontError, check_lengths
+from .serving import DEFAULT_CHUNK_TOKENS
 from .format import gib
 from .hardware import GpuSet, parse_gpus
 from .layout import Layout
@@ -135,7 +136,8 @@ def use_calibration(path: str) -> None:
 
 FRONTIER_FIELDS = ["mode", "tp", "pp", "ep", "attention_dp", "replicas", "batch", "concurrency", "precision", "kv_dtype", "spec",
                    "ttft_ms", "tpot_ms", "tok_s_user", "tok_s_gpu", "usd_per_mtok", "requests_s", "gpus_used",
-                   "chunk_tokens", "prefill_tp", "prefill_ep", "prefill_attention_dp", "prefill_workers", "prefill_batch", "decode_workers"]
+                   "chunk_tokens", "prefill_tp", "prefill_ep", "prefill_attention_dp", "prefill_workers", "prefill_batch", "decode_workers",
+                   "kv_headroom", "queue_ms"]
 INT_FIELDS = {"tp", "pp", "ep", "attention_dp", "replicas", "batch", "concurrency", "gpus_used", "chunk_tokens", "prefill_tp", "prefill_ep",
               "prefill_attention_dp", "prefill_workers", "prefill_batch", "decode_workers"}
 
@@ -336,16 +338,35 @@ def write_frontier_html(res: dict, points: dict | None, path: str) -> None:
 
 
 def explain(model: str, gpus: str | GpuSet, tp: int = 1, pp: int = 1, ep: int = 1, attention_dp: int = 1, batch: int = 1,
-            ctx: int = 1024, phase: str = "decode", precision: str = "native", kv_dtype: str = "native", spec_k: int = 0) -> dict:
-    """Per-op table of one forward step on one GPU (time, bound, FLOPs, bytes, intensity) and the total."""
+            ctx: int | None = None, phase: str = "decode", precision: str = "native", kv_dtype: str = "native", spec: str | None = None,
+            spec_k: int | None = None, acceptance: float | None = None, isl: int | None = None, osl: int | None = None,
+            engine: str | None = None, chunk_tokens: int | None = None, mode: str = "agg") -> dict:
+    """Per-op table of one forward step on one GPU and every term between it and the step time the
+    serving model uses (hidden kernel latency, engine step scale, per-step overhead, mixed prefill
+    steps, draft passes, tokens accepted per step).
+
+    decode with ``isl``/``osl``: the step of a frontier point, exactly as ``predict`` costs it (an
+    aggregated worker's mean of decode-only and mixed steps, or a disaggregated decode worker's pure
+    decode step with ``mode="disagg"``); decode with ``ctx`` alone: a pure decode step at that cached
+    context; prefill: ``batch`` prompts of ``ctx`` tokens per rank.
+    """
     from .layout import check_layout
+    from .search import make_spec
+    from .serving import (NO_SPEC, Workload, aggregated_raw, decode_raw, engine_profile, mean_step_s, prefill_raw, step_terms)
     from .step import StepBatch, forward_step
 
     if phase not in ("decode", "prefill"):
         raise SimfrontError(f"--phase {phase!r}: valid values are decode, prefill")
+    if mode not in ("agg", "disagg"):
+        raise SimfrontError(f"--mode {mode!r}: valid values are agg, disagg")
     if batch < 1:
         raise SimfrontError(f"--batch {batch} must be at least 1")
-    check_lengths(ctx=ctx)
+    if ctx is None and (isl is None or osl is None):
+        raise SimfrontError("give --ctx (a bare step) or --isl and --osl (the step of a serving point)")
+    if ctx is not None:
+        check_lengths(ctx=ctx)
+    if isl is not None or osl is not None:
+        check_lengths(isl=isl or 0, osl=osl or 0)
     m = get_model(model)
     g = parse_gpus(gpus) if isinstance(gpus, str) else gpus
     worker = tp * pp * attention_dp
@@ -354,13 +375,54 @@ def explain(model: str, gpus: str | GpuSet, tp: int = 1, pp: int = 1, ep: int = 
     lay = Layout(tp, pp, attention_dp, ep, g.count // worker)
     check_layout(m.arch, lay, g.count)
     prec = apply_precision(m, precision if precision != "native" else (m.name_precision or "native"), kv_dtype)
-    if phase == "decode":
-        sb = StepBatch(decode_reqs=batch, decode_ctx=ctx, q_tokens=1 + spec_k)
-        tokens = batch * (1 + spec_k)
+    sp = NO_SPEC
+    if spec is not None or spec_k:
+        sp = make_spec(spec or "mtp", spec_k, acceptance, m)
+    prof = engine_profile(engine)
+    hw = g.hardware
+    q = 1 + sp.k
+    terms: list[dict] = []
+    serving = isl is not None and osl is not None and phase == "decode"
+    if serving:
+        wl = Workload(isl=isl, osl=osl, chunk_tokens=float(chunk_tokens or DEFAULT_CHUNK_TOKENS))
+        ctx_eff = wl.isl + wl.osl / 2.0  # mean cached context of a decoding request
+        sb = StepBatch(decode_reqs=batch, decode_ctx=ctx_eff, q_tokens=q)
+    elif phase == "decode":
+        ctx_eff = float(ctx)
+        sb = StepBatch(decode_reqs=batch, decode_ctx=ctx_eff, q_tokens=q)
     else:
-        sb = StepBatch(prefill_tokens=batch * ctx, prefill_seqs=batch)
-        tokens = batch * ctx
-    st = forward_step(m, prec, g.hardware, tp, pp, attention_dp, ep, sb)
+        ctx_eff = float(ctx)
+        sb = StepBatch(prefill_tokens=batch * ctx, prefill_seqs=batch, sampled=batch)
+    tokens = batch * q if phase == "decode" else batch * ctx
+    st = forward_step(m, prec, hw, tp, pp, attention_dp, ep, sb)
+    if serving and mode == "agg":
+        raw = aggregated_raw(m, prec, hw, tp, pp, attention_dp, ep, float(batch), wl, sp)
+        split = raw.decode_step_s
+    elif phase == "decode":
+        split = decode_raw(m, prec, hw, tp, pp, attention_dp, ep, float(batch), Workload(isl=ctx_eff, osl=0.0), sp)[0]
+    else:
+        split = prefill_raw(m, prec, hw, tp, pp, attention_dp, ep, float(batch), Workload(isl=float(ctx), osl=1.0), np.inf)[0]
+    raw_roof, raw_fixed = (float(x) for x in st.split())
+    t = {k: float(v) for k, v in step_terms(split, prof).items()}
+    terms.append({"term": "ops: roofline legs (compute, memory or wire time)", "seconds": raw_roof})
+    terms.append({"term": "ops: fixed latencies (launch, fill, collective latency)", "seconds": raw_fixed})
+    if sp.k > 0 and sp.method != "ngram":
+        terms.append({"term": f"draft passes ({sp.k} x {sp.draft_layers:g} layer + LM head)",
+                      "seconds": t["roofline_s"] + t["fixed_s"] - raw_roof - raw_fixed})
+    terms.append({"term": f"hidden by the engine (kernel_overlap {prof['kernel_overlap']:.3f} of the fixed part)", "seconds": -t["hidden_s"]})
+    terms.append({"term": f"engine step scale x{prof['step_scale']:.3f}", "seconds": t["scale_s"]})
+    terms.append({"term": "per-step CPU overhead", "seconds": t["overhead_s"]})
+    engine_step = t["engine_s"]
+    out_step = engine_step
+    mixed = None
+    if serving and mode == "agg":
+        t_dec, t_mix, mean = (float(x) for x in mean_step_s(raw, prof))
+        share = float(raw.mixed_share)
+        mixed = {"share": share, "prompt_tokens": float(raw.mixed_tokens), "mixed_step_s": t_mix, "decode_step_s": t_dec}
+        terms.append({"term": f"mixed steps: {share:.2%} of steps also carry {float(raw.mixed_tokens):,.0f} prompt tokens "
+                              f"({t_mix * 1e3:,.3f} ms each)", "seconds": mean - t_dec})
+        out_step = mean
+    al = sp.accepted_per_step
     rows = []
     for r in st.ops:
         cnt = float(np.asarray(r.count))
@@ -373,7 +435,6 @@ def explain(model: str, gpus: str | GpuSet, tp: int = 1, pp: int = 1, ep: int = 
             "net_bytes": float(c.net_bytes) * cnt, "arithmetic_intensity": (float(c.arithmetic_intensity) if float(c.mem_bytes) > 0 else None),
             "kernel": c.kernel or None,
         })
-    total_s = float(st.time_s)
     flops = float(st.flops)
     attn_names = ("attn.decode", "attn.prefill", "mla.attn_decode", "mla.attn_prefill", "dsa.indexer_decode", "dsa.indexer_prefill",
                   "linear_attn.decode", "linear_attn.prefill")
@@ -391,22 +452,33 @@ def explain(model: str, gpus: str | GpuSet, tp: int = 1, pp: int = 1, ep: int = 
     ref = 2.0 * (pc.active - pc.embedding - pc.lm_head) * n_tok + 2.0 * pc.lm_head * sampled * attention_dp
     weight_flops = model_flops - attn_flops - elem_flops
     return {
-        "model": m.id, "gpus": g.label, "layout": lay.label(), "phase": phase, "batch": batch, "ctx": ctx,
-        "precision": prec.label, "kv_dtype": prec.kv, "tokens": tokens, "ops": rows, "step_time_s": total_s,
+        "model": m.id, "gpus": g.label, "layout": lay.label(), "phase": phase, "mode": mode, "batch": batch, "ctx": ctx_eff,
+        "isl": isl, "osl": osl, "precision": prec.label, "kv_dtype": prec.kv, "spec": _spec_text(sp), "engine": engine or "default",
+        "profile": prof, "tokens": tokens, "ops": rows, "raw_step_time_s": float(st.time_s), "terms": terms,
+        "engine_step_s": engine_step, "mixed": mixed, "step_time_s": out_step, "accepted_tokens_per_step": al,
+        "tpot_s": out_step / al if phase == "decode" else None,
         "step_flops_per_gpu": flops, "model_flops": model_flops, "attention_flops": attn_flops, "weight_flops": weight_flops,
         "weight_flops_reference": ref, "weight_flops_ratio": weight_flops / ref if ref else None,
-        "note": "times and FLOPs are per GPU of one attention-DP rank, all layers (a PP worker spreads them over its stages); "
+        "note": "op times and FLOPs are per GPU of one attention-DP rank, all layers (a PP worker spreads them over its stages); "
+                "step_time_s is the step the serving model uses (terms add up to it from the op sum); "
                 "model_flops counts the useful work of the whole worker (replicated ops once); reference = 2 x active params x tokens",
     }
+
+
+def _spec_text(sp) -> str:
+    from .search import spec_label
+
+    return spec_label(sp)
 
 
 def print_explain(res: dict) -> None:
     from .format import print_table
 
-    print(f"{res['model']} on {res['gpus']}  {res['layout']}  {res['phase']}  batch {res['batch']}  ctx {res['ctx']}  "
-          f"{res['precision']} (KV {res['kv_dtype']})")
+    head = f"{res['model']} on {res['gpus']}  {res['layout']}  {res['phase']}  batch {res['batch']}  "
+    head += f"ISL {res['isl']} / OSL {res['osl']} ({res['mode']})" if res.get("isl") is not None else f"ctx {res['ctx']:,.0f}"
+    print(head + f"  {res['precision']} (KV {res['kv_dtype']})  spec {res['spec']}  engine profile {res['engine']}")
     rows = sorted(res["ops"], key=lambda r: -r["time_s"])
-    tot = res["step_time_s"]
+    tot = res["raw_step_time_s"]
     for r in rows:
         r["share"] = 100 * r["time_s"] / tot if tot else 0
         r["op_label"] = r["op"] + (f" [{r['kernel']}]" if r.get("kernel") else "")  # the kernel, where the op has a choice
@@ -414,7 +486,13 @@ def print_explain(res: dict) -> None:
                        ("share", "%", "{:.1f}"), ("bound", "bound"), ("flops", "GFLOP", "{:,.2f}", 1e-9),
                        ("mem_bytes", "HBM MB", "{:,.1f}", 1e-6), ("net_bytes", "net MB", "{:,.2f}", 1e-6),
                        ("arithmetic_intensity", "FLOP/B", "{:,.1f}")])
-    print(f"step time {tot * 1e3:,.3f} ms; {res['step_flops_per_gpu'] / 1e9:,.1f} GFLOP per GPU; {res['tokens']} tokens per rank")
+    print(f"sum of ops {tot * 1e3:,.3f} ms; {res['step_flops_per_gpu'] / 1e9:,.1f} GFLOP per GPU; {res['tokens']} tokens per rank")
+    print("from the op sum to the step the serving model uses:")
+    print_table(res["terms"], [("term", "term"), ("seconds", "ms", "{:+,.4f}", 1e3)])
+    line = f"step time {res['step_time_s'] * 1e3:,.4f} ms"
+    if res.get("tpot_s") is not None:
+        line += f"; {res['accepted_tokens_per_step']:.3f} tokens accepted per step -> TPOT {res['tpot_s'] * 1e3:,.4f} ms"
+    print(line)
     print(f"worker FLOPs {res['model_flops'] / 1e12:,.2f} TFLOP = weights {res['weight_flops'] / 1e12:,.2f} (2 x active params x tokens: "
           f"{res['weight_flops_reference'] / 1e12:,.2f}, ratio {res['weight_flops_ratio']:.3f}) + attention {res['attention_flops'] / 1e12:,.2f} + elementwise")
     print(f"note: {res['note']}")

@@ -157,18 +157,27 @@ def explain_cmd(
     ep: int = typer.Option(1, "--ep", help="Expert-parallel size (MoE)."),
     attention_dp: int = typer.Option(1, "--attention-dp", help="Attention data-parallel size."),
     pp: int = typer.Option(1, "--pp", help="Pipeline-parallel size."),
-    batch: int = typer.Option(..., "--batch", help="Requests per attention-DP rank in the step."),
-    ctx: int = typer.Option(..., "--ctx", help="Decode: cached context per request. Prefill: prompt length."),
+    batch: int = typer.Option(..., "--batch", help="Requests per attention-DP rank in the step (a frontier point's batch/rank)."),
+    ctx: Optional[int] = typer.Option(None, "--ctx", help="Decode: cached context per request (a bare step). Prefill: prompt length."),
+    isl: Optional[int] = typer.Option(None, "--isl", help="With --osl: the decode step of a serving point, costed exactly as predict does."),
+    osl: Optional[int] = typer.Option(None, "--osl", help="Output tokens per request (with --isl)."),
     phase: str = typer.Option("decode", "--phase", help="decode or prefill."),
+    mode: str = typer.Option("agg", "--mode", help="agg (decode-only and mixed prefill steps) or disagg (a decode worker's pure decode step)."),
     precision: str = PrecisionOpt,
     kv_dtype: str = KvOpt,
+    spec: Optional[str] = typer.Option(None, "--spec", help="Speculative decoding: mtp, eagle, ngram (draft passes and accepted tokens enter the step)."),
+    spec_k: Optional[int] = typer.Option(None, "--spec-k", help="Draft tokens per step."),
+    acceptance: Optional[float] = typer.Option(None, "--acceptance", help="Per-token draft acceptance probability (0-1)."),
+    engine: Optional[str] = typer.Option(None, "--engine", help="Engine profile: trtllm, sglang, vllm (default: average)."),
+    chunk_tokens: Optional[int] = typer.Option(None, "--chunk-tokens", help="Engine token budget per step (a frontier point's chunk_tokens; default 8192)."),
     calibration: Optional[str] = CalOpt,
     as_json: bool = JsonOpt,
 ) -> None:
-    """The roofline view of one forward step: every op's time, bound, FLOPs, bytes, intensity."""
+    """One step, op by op (time, bound, FLOPs, bytes, intensity), and every term from the op sum to the step predict uses."""
     _load_calibration(calibration)
     res = api.explain(model, gpus, tp=tp, pp=pp, ep=ep, attention_dp=attention_dp, batch=batch, ctx=ctx, phase=phase,
-                      precision=precision, kv_dtype=kv_dtype)
+                      precision=precision, kv_dtype=kv_dtype, spec=spec, spec_k=spec_k, acceptance=acceptance, isl=isl, osl=osl,
+                      engine=engine, chunk_tokens=chunk_tokens, mode=mode)
     if as_json:
         return _emit_json(res)
     api.print_explain(res)

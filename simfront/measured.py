@@ -17,7 +17,7 @@ Load model (closed loop, C clients):
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Iterable
 
 import numpy as np
@@ -28,13 +28,11 @@ from .layout import layout_errors
 from .memory import plan_memory
 from .models import Model, apply_precision, get_model
 from .precision import normalize_format
-from .search import BATCH_SIZES, make_spec
-from .serving import NO_SPEC, Workload
+from .deployment import Layouts, evaluate_agg, evaluate_disagg, running_batch
+from .search import BATCH_SIZES, kv_link_bytes_per_s, make_spec
+from .serving import DEFAULT_CHUNK_TOKENS, NO_SPEC, Workload, aggregated_raw, decode_raw, engine_profile, finish_decode, finish_prefill, prefill_raw
 
 METRICS = ("ttft_ms", "tpot_ms", "tok_s_per_user", "output_tok_s_total", "output_tok_s_per_gpu", "request_throughput")
-# Queueing iterations for the disaggregated prefill fixed point (converges in a few).
-DISAGG_ITERATIONS = 6
-MAX_RHO = 0.95  # utilisation cap of the prefill queue (beyond it the measured system was overloaded)
 
 
 def _get(p: Any, key: str, default=None):
@@ -66,6 +64,7 @@ class Resolved:
     isl: float
     osl: float
     spec: Any
+    token_budget: float  # engine token budget per step per attention rank
 
 
 def _precision_for(model: Model, p) -> Any:
@@ -76,12 +75,13 @@ def _precision_for(model: Model, p) -> Any:
     kv = _get(p, "kv_dtype")
     if gemm or moe:
         base = apply_precision(model, normalize_format(moe or gemm))
-        from dataclasses import replace
-
         g = normalize_format(gemm or moe)
         base = replace(base, dense=g, attention=g if g not in ("nvfp4", "mxfp4", "w4a16") else base.attention)
     elif w:
-        base = apply_precision(model, normalize_format(str(w)))
+        fmt = normalize_format(str(w))
+        # the checkpoint's own format names the checkpoint as shipped (its BF16 attention or shared
+        # experts included), not a requantisation of every layer
+        base = model.native if fmt == model.native.label else apply_precision(model, fmt)
     else:
         base = model.precision
     if kv:
@@ -94,8 +94,6 @@ def _precision_for(model: Model, p) -> Any:
 
 
 def apply_precision_kv(prec, kv):
-    from dataclasses import replace
-
     k = normalize_format(str(kv))
     k = "fp8" if k.startswith("fp8") else ("bf16" if k in ("bf16", "fp16", "auto") else k)
     return replace(prec, kv=k)
@@ -129,7 +127,8 @@ def resolve(p) -> tuple[Resolved | None, str | None]:
             spec = make_spec(str(sd).lower().replace("eagle3", "eagle").replace("nextn", "mtp"), _get(p, "spec_k"), None, model)
         except SimfrontError as e:
             return None, f"speculative decoding: {e}"
-    return Resolved(model, hw, prec, _get(p, "engine"), float(isl), float(osl), spec), None
+    budget = float(_get(p, "token_budget") or DEFAULT_CHUNK_TOKENS)
+    return Resolved(model, hw, prec, _get(p, "engine"), float(isl), float(osl), spec, budget), None
 
 
 @dataclass
@@ -166,7 +165,7 @@ def build_groups(points: Iterable[Any]) -> tuple[list[PointGroup], list[dict]]:
         if mode == "disagg" and (_get(p, "prefill_workers") is None or _get(p, "decode_workers") is None):
             out[i]["reason"] = "disaggregated run without prefill/decode worker counts: the deployment cannot be sized"
             continue
-        key = (r.model.id, r.hw.id, r.precision, r.engine, r.isl, r.osl, r.spec, mode, offline)
+        key = (r.model.id, r.hw.id, r.precision, r.engine, r.isl, r.osl, r.spec, mode, offline, r.token_budget)
         keyed.setdefault(key, []).append(i)
     groups = []
     for key, idx in keyed.items():
@@ -187,8 +186,6 @@ def build_groups(points: Iterable[Any]) -> tuple[list[PointGroup], list[dict]]:
 
 def evaluate(groups: list[PointGroup], out: list[dict], profile_for=None) -> list[dict]:
     """Fill ``predicted_*`` (or ``reason``) for every grouped point under engine profiles."""
-    from .serving import engine_profile
-
     profile_for = profile_for or engine_profile
     res = [dict(o) for o in out]
     for g in groups:
@@ -224,59 +221,58 @@ def _finish(out, idx, ok, why, **metrics):
 
 
 def _group_agg(pts, idx, r: Resolved) -> PointGroup:
-    from .serving import aggregated_raw, finish_aggregated
-
     tp, pp, dp, ep = _layout(pts, idx, dense=not r.model.arch.is_moe)
     bad = layout_errors(r.model.arch, tp, pp, dp, ep)
-    worker = tp * pp * dp
+    lay = Layouts.of(tp, pp, dp, ep)
+    worker = lay.gpus
     conc = np.array([float(_get(pts[i], "concurrency", 1) or 1) for i in idx])
     max_b = np.array([float(_get(pts[i], "batch_size", 0) or 0) for i in idx])
     given = np.array([_int(pts[i], "num_gpus", 0) for i in idx])
     # Workers: from the GPU count when the row gives one; else as many as the client load needs at
     # the engine's max batch per rank (rows with concurrency = workers x batch x DP).
-    need = np.where(max_b > 0, np.ceil(conc / np.maximum(max_b * dp * pp, 1)), 1)
+    need = np.where(max_b > 0, np.ceil(conc / np.maximum(max_b * lay.ranks, 1)), 1)
     workers = np.maximum(np.maximum(given // worker, 1), need)
-    n_gpus = workers * worker
-    ranks = workers * dp * pp
-    c_rank = conc / ranks  # requests in flight per micro-batch per rank
-    # the engine's max batch is per attention-DP rank (aiconfigurator convention)
-    b = np.maximum(np.where(max_b > 0, np.minimum(c_rank, max_b), c_rank), 1.0)
     mem = plan_memory(r.model, r.precision, r.hw, tp, pp, dp, ep, 1, r.isl + r.osl)
-    b = np.minimum(b, np.maximum(np.floor(mem.max_concurrency / dp / pp), 1))
-    raw = aggregated_raw(r.model, r.precision, r.hw, tp, pp, dp, ep, b, Workload(isl=r.isl, osl=r.osl), r.spec)
+    kv_b = np.maximum(np.floor(mem.max_concurrency / dp / pp), 1)
+    # the engine's max batch is per attention-DP rank (aiconfigurator convention)
+    b = running_batch(conc, workers * lay.ranks, np.where(max_b > 0, max_b, np.inf), kv_b)
+    raw = aggregated_raw(r.model, r.precision, r.hw, tp, pp, dp, ep, b, Workload(isl=r.isl, osl=r.osl, chunk_tokens=r.token_budget), r.spec)
 
     def metrics(prof):
-        res = finish_aggregated(raw, prof)
-        x = res.requests_s_worker * workers  # requests/s of the whole deployment
-        queue = np.maximum(conc / x - res.e2e_s, 0.0)  # clients beyond the running batch wait (Little's law)
-        tok_total = x * r.osl
-        return dict(ttft_ms=(res.ttft_s + queue) * 1e3, tpot_ms=res.tpot_s * 1e3, tok_s_per_user=res.tok_s_user,
-                    output_tok_s_total=tok_total, output_tok_s_per_gpu=tok_total / n_gpus, request_throughput=x)
+        return _metric_dict(evaluate_agg(raw, prof, workers, worker, conc))
 
-    ok = ~bad & mem.fits & (worker <= n_gpus)
-    why = ["layout invalid for the model" if bad[j] else ("does not fit in memory" if not mem.fits[j] else "layout uses more GPUs than given")
-           for j in range(len(idx))]
+    ok = ~bad & mem.fits
+    why = ["layout invalid for the model" if bad[j] else "does not fit in memory" for j in range(len(idx))]
     return PointGroup(idx, r.engine, ok, why, metrics, "agg")
 
 
-def _group_offline(pts, idx, r: Resolved) -> PointGroup:
-    from .serving import aggregated_raw, finish_aggregated
+def _metric_dict(m) -> dict:
+    """The validated metrics of a :class:`simfront.deployment.Metrics`."""
+    return dict(ttft_ms=m.ttft_s * 1e3, tpot_ms=m.tpot_s * 1e3, tok_s_per_user=m.tok_s_user, output_tok_s_total=m.output_tok_s,
+                output_tok_s_per_gpu=m.tok_s_gpu(), request_throughput=m.requests_s)
 
+
+def _group_offline(pts, idx, r: Resolved) -> PointGroup:
+    """Offline max-throughput rows: every request queued at once, so the engine runs its largest batch
+    that fits (and the row's max batch when it gives one); the best output rate over those batches."""
     tp, pp, dp, ep = _layout(pts, idx, dense=not r.model.arch.is_moe)
     bad = layout_errors(r.model.arch, tp, pp, dp, ep)
-    worker = tp * pp * dp
-    n_gpus = np.array([_int(pts[i], "num_gpus", 0) or worker[j] for j, i in enumerate(idx)])
-    workers = np.maximum(n_gpus // worker, 1)
+    lay = Layouts.of(tp[:, None], pp[:, None], dp[:, None], ep[:, None])
+    worker = lay.gpus
+    n_gpus = np.array([_int(pts[i], "num_gpus", 0) or worker[j, 0] for j, i in enumerate(idx)])
+    workers = np.maximum(n_gpus // worker[:, 0], 1)[:, None]
     max_b = np.array([float(_get(pts[i], "batch_size", 0) or 0) for i in idx])
     mem = plan_memory(r.model, r.precision, r.hw, tp, pp, dp, ep, 1, r.isl + r.osl)
     cap = np.floor(mem.max_concurrency / dp / pp)[:, None]
     B = BATCH_SIZES[None, :].astype(float)
     lim = np.where(max_b[:, None] > 0, np.minimum(cap, max_b[:, None] / dp[:, None]), cap)
-    raw = aggregated_raw(r.model, r.precision, r.hw, tp[:, None], pp[:, None], dp[:, None], ep[:, None], B, Workload(isl=r.isl, osl=r.osl), r.spec)
+    raw = aggregated_raw(r.model, r.precision, r.hw, lay.tp, lay.pp, lay.dp, lay.ep, B,
+                         Workload(isl=r.isl, osl=r.osl, chunk_tokens=r.token_budget), r.spec)
+    conc = B * lay.ranks * workers  # every slot busy
 
     def metrics(prof):
-        res = finish_aggregated(raw, prof)
-        tok = np.where(B <= np.maximum(lim, 1), res.output_tok_s_worker, 0.0).max(axis=1) * workers
+        m = evaluate_agg(raw, prof, workers, worker, conc)
+        tok = np.where(B <= np.maximum(lim, 1), m.output_tok_s, 0.0).max(axis=1)
         return dict(output_tok_s_total=tok, output_tok_s_per_gpu=tok / n_gpus)
 
     ok = ~bad & mem.fits
@@ -284,8 +280,6 @@ def _group_offline(pts, idx, r: Resolved) -> PointGroup:
 
 
 def _group_disagg(pts, idx, r: Resolved) -> PointGroup:
-    from .serving import decode_raw, finish_decode, finish_prefill, prefill_raw
-
     dense = not r.model.arch.is_moe
     ptp, ppp, pdp, pep = _layout(pts, idx, "prefill_", dense=dense)
     dtp, dpp, ddp, dep = _layout(pts, idx, "decode_", dense=dense)
@@ -297,32 +291,19 @@ def _group_disagg(pts, idx, r: Resolved) -> PointGroup:
     arch = r.model.arch
     bad = layout_errors(arch, ptp, ppp, pdp, pep) | layout_errors(arch, dtp, dpp, ddp, dep) | (conc <= 0)
     conc = np.maximum(conc, 1.0)
-    d_ranks = dw * ddp * dpp
-    b = np.maximum(conc / d_ranks, 1.0)
-    b = np.where(db > 0, np.minimum(b, db), b)
+    dlay, play = Layouts.of(dtp, dpp, ddp, dep), Layouts.of(ptp, ppp, pdp, pep)
     dmem = plan_memory(r.model, r.precision, r.hw, dtp, dpp, ddp, dep, 1, r.isl + r.osl)
-    b = np.minimum(b, np.maximum(np.floor(dmem.max_concurrency / ddp / dpp), 1))
+    b = running_batch(conc, dw * dlay.ranks, np.where(db > 0, db, np.inf), np.maximum(np.floor(dmem.max_concurrency / ddp / dpp), 1))
+    slots = b * dlay.ranks * dw  # decode slots the clients occupy
     wl = Workload(isl=r.isl, osl=r.osl)
     d_raw = decode_raw(r.model, r.precision, r.hw, dtp, dpp, ddp, dep, b, wl, r.spec)
-    p_gpus = ptp * ppp * pdp
-    total_gpus = pw * p_gpus + dw * dtp * dpp * ddp
-    link = np.where(total_gpus <= r.hw.scaleup.domain_gpus, r.hw.scaleup.bandwidth_bytes_per_s, r.hw.scaleout_bandwidth_bytes_per_s * p_gpus)
+    total_gpus = pw * play.gpus + dw * dlay.gpus
+    link = kv_link_bytes_per_s(r.hw, total_gpus, play.gpus)
     p_raw = prefill_raw(r.model, r.precision, r.hw, ptp, ppp, pdp, pep, np.maximum(pb / pdp, 1), wl, link)
 
     def metrics(prof):
-        dec = finish_decode(*d_raw, r.osl, prof)
-        pre = finish_prefill(*p_raw, prof)
-        cap_p = pre.requests_s_worker * pw  # prefill capacity, requests/s
-        ttft = pre.ttft_s
-        for _ in range(DISAGG_ITERATIONS):  # closed loop: the request rate depends on TTFT
-            x = conc / (ttft + (r.osl - 1) * dec.tpot_s)
-            x = np.minimum(x, np.minimum(cap_p, dec.requests_s_worker * dw))
-            rho = np.minimum(x / cap_p, MAX_RHO)
-            ttft = pre.ttft_s + pre.prefill_s * rho / (2 * (1 - rho))  # M/D/1 wait for a prefill slot
-        x = conc / (ttft + (r.osl - 1) * dec.tpot_s)
-        tok_total = x * r.osl
-        return dict(ttft_ms=ttft * 1e3, tpot_ms=dec.tpot_s * 1e3, tok_s_per_user=1.0 / dec.tpot_s, output_tok_s_total=tok_total,
-                    output_tok_s_per_gpu=tok_total / total_gpus, request_throughput=x)
+        m = evaluate_disagg(finish_prefill(*p_raw, prof), pw, finish_decode(*d_raw, r.osl, prof), slots, conc, r.osl, total_gpus)
+        return _metric_dict(m)
 
     ok = ~bad & dmem.fits
     return PointGroup(idx, r.engine, ok, ["layout invalid, no concurrency, or decode worker does not fit in memory"] * len(idx), metrics, "disagg")

@@ -29,9 +29,9 @@ from .launch import Deployment, LaunchPlan, WorkerLayout, benchmark_command, lau
 from .memory import weight_bytes
 from .models import Model, apply_precision, get_model
 from .pareto import interp_frontier
-from .search import (DISAGG_DECODE_EFF, DISAGG_PREFILL_EFF, SearchSpace, spec_label, kv_link_bytes_per_s, precision_options,
-                     spec_options, worker_tables)
-from .serving import DEFAULT_CHUNK_TOKENS, Workload, engine_profile, finish_prefill, usd_per_mtok
+from .deployment import evaluate_agg, evaluate_disagg
+from .search import SearchSpace, spec_label, kv_link_bytes_per_s, precision_options, spec_options, worker_tables
+from .serving import DEFAULT_CHUNK_TOKENS, DecodeResult, PrefillResult, Workload, engine_profile, finish_prefill, usd_per_mtok
 from .sizing import min_gpus as fewest_gpus
 
 # GPU types planned when none are named: the current NVIDIA HGX / NVL72 parts and AMD's newest.
@@ -51,8 +51,12 @@ _ROUND = 4  # decimals of float fields in point dicts (as api._point)
 # Worker tables (rate- and SLA-independent, cached)
 
 AGG_COLS = ("tp", "pp", "ep", "dp", "batch", "prec", "spec", "ttft_s", "tpot_s", "rate", "chunk")
-DEC_COLS = ("tp", "pp", "ep", "dp", "batch", "prec", "spec", "tpot_s", "rate")
-PRE_COLS = ("tp", "ep", "dp", "batch", "prec", "ttft_up_s", "ttft_out_s", "rate")
+DEC_COLS = ("tp", "pp", "ep", "dp", "batch", "prec", "spec", "tpot_s", "step_s", "rate")
+PRE_COLS = ("tp", "ep", "dp", "batch", "prec", "ttft_up_s", "ttft_out_s", "prefill_s", "transfer_up_s", "transfer_out_s", "rate")
+# Sizing a disaggregated deployment: prefill utilisation above which the planner adds a prefill
+# worker rather than a decode worker (the M/D/1 wait is already 2x the service time at 0.8)
+PREFILL_UTILISATION_TARGET = 0.8
+MAX_SIZING_STEPS = 64  # worker additions tried per candidate before giving up on it
 
 
 @dataclass
@@ -64,6 +68,7 @@ class _Tables:
     precisions: list  # Precision objects, indexed by the "prec" columns
     specs: list  # Speculation objects, indexed by the "spec" columns
     min_gpus: int | None  # fewest GPUs that hold the model (in its smallest precision option)
+    profile: dict  # the serving profile the tables are costed with
     parts: dict[str, dict[str, np.ndarray]] | None = None  # {"agg"|"dec"|"pre": columns}, filled on first use
 
 
@@ -92,7 +97,7 @@ def _tables(m: Model, hw: Hardware, wl: Workload, space: SearchSpace, max_gpus: 
         precs = precision_options(m, GpuSet(count=1, hardware=hw), space)
         need = fewest_gpus(m, _smallest(m, precs), hw, int(wl.isl + wl.osl))
         top = min(max_gpus, max(hw.scaleup.domain_gpus, WORKER_SEARCH_GPUS, need or 0))
-        _TABLE_CACHE[key] = _Tables(hw, top, precs, spec_options(m, space), need)
+        _TABLE_CACHE[key] = _Tables(hw, top, precs, spec_options(m, space), need, engine_profile(space.engine))
     return _TABLE_CACHE[key]
 
 
@@ -106,26 +111,27 @@ def _evaluate(m: Model, t: _Tables, wl: Workload, space: SearchSpace) -> dict:
     hw = t.hw
     cols = {part: {c: [] for c in names} for part, names in (("agg", AGG_COLS), ("dec", DEC_COLS), ("pre", PRE_COLS))}
     prof = engine_profile(space.engine)
-    for tab in worker_tables(m, hw, t.set_gpus, wl, space):
+    for tab in worker_tables(m, hw, t.set_gpus, wl, space, prof):
         pi, si = t.precisions.index(tab.precision), t.specs.index(tab.spec)
         L, B, ok = tab.L, tab.B, tab.ok
-        for chunk, r in tab.agg.items():
+        worker_gpus = L["tp"] * L["dp"] * L["pp"]
+        for chunk, raw in tab.agg.items():
+            r = evaluate_agg(raw, prof, 1, worker_gpus, B * L["dp"] * L["pp"])  # one worker, every slot busy
             _add(cols["agg"], ok & np.isfinite(r.tpot_s) & (r.tpot_s > 0), tp=L["tp"], pp=L["pp"], ep=L["ep"], dp=L["dp"],
-                 batch=B, prec=pi, spec=si, ttft_s=r.ttft_s, tpot_s=r.tpot_s, rate=r.requests_s_worker, chunk=chunk)
+                 batch=B, prec=pi, spec=si, ttft_s=r.ttft_s, tpot_s=r.tpot_s, rate=r.requests_s, chunk=chunk)
         d = tab.decode
         if d is not None:
             _add(cols["dec"], ok & np.isfinite(d.tpot_s) & (d.tpot_s > 0), tp=L["tp"], pp=L["pp"], ep=L["ep"], dp=L["dp"],
-                 batch=B, prec=pi, spec=si, tpot_s=d.tpot_s,
-                 rate=d.requests_s_worker * DISAGG_DECODE_EFF)  # the search's decode worker-ratio efficiency
+                 batch=B, prec=pi, spec=si, tpot_s=d.tpot_s, step_s=d.step_s, rate=d.capacity_requests_s)
         if tab.prefill is not None and si == 0:  # prefill does not depend on speculation: once per precision
             P, pb, step, kv_bytes, slots = tab.prefill
             gp = P["tp"] * P["dp"]
             # the search's KV-link rule for a deployment inside / beyond one scale-up domain
             up = finish_prefill(step, kv_bytes / kv_link_bytes_per_s(hw, 1, gp), slots, prof)
             out = finish_prefill(step, kv_bytes / kv_link_bytes_per_s(hw, hw.scaleup.domain_gpus + 1, gp), slots, prof)
-            _add(cols["pre"], np.isfinite(up.ttft_s) & np.isfinite(out.ttft_s), tp=P["tp"], ep=P["ep"], dp=P["dp"], batch=pb, prec=pi,
-                 ttft_up_s=up.ttft_s, ttft_out_s=out.ttft_s,
-                 rate=up.requests_s_worker * DISAGG_PREFILL_EFF)  # the search's prefill worker-ratio efficiency
+            _add(cols["pre"], np.isfinite(up.ttft_base_s) & np.isfinite(out.ttft_base_s), tp=P["tp"], ep=P["ep"], dp=P["dp"],
+                 batch=pb, prec=pi, ttft_up_s=up.ttft_base_s, ttft_out_s=out.ttft_base_s, prefill_s=up.prefill_s,
+                 transfer_up_s=up.transfer_s, transfer_out_s=out.transfer_s, rate=up.requests_s_worker)
     return {part: {c: (np.concatenate(v) if v else np.zeros(0)) for c, v in cc.items()} for part, cc in cols.items()}
 
 
@@ -178,7 +184,7 @@ def _base_point(t: _Tables, mode: str, tp, pp, ep, dp, batch, prec, spec, ttft_s
             "ttft_ms": round(float(ttft_s) * 1e3, _ROUND), "tpot_ms": round(float(tpot_s) * 1e3, _ROUND),
             "tok_s_user": round(1.0 / float(tpot_s), _ROUND), "tok_s_gpu": None, "usd_per_mtok": None, "requests_s": None,
             "gpus_used": 0, "chunk_tokens": 0, "prefill_tp": 0, "prefill_ep": 0, "prefill_attention_dp": 0, "prefill_workers": 0, "prefill_batch": 0,
-            "decode_workers": 0}
+            "decode_workers": 0, "kv_headroom": None, "queue_ms": 0.0}
 
 
 def _best_agg(t: _Tables, A: dict, rate: float, sla: dict, max_gpus: int, engine: str | None) -> tuple[dict | None, dict]:
@@ -203,17 +209,42 @@ def _best_agg(t: _Tables, A: dict, rate: float, sla: dict, max_gpus: int, engine
             "worker_rate": float(A["rate"][i]), "prefill_rate": None}, reach
 
 
-def _best_disagg(t: _Tables, D: dict, R: dict, rate: float, sla: dict, max_gpus: int, engine: str | None) -> tuple[dict | None, dict]:
-    """Fewest-GPU disaggregated choice: decode and prefill sides sized separately, one precision."""
+def _size_disagg(t: _Tables, D: dict, R: dict, a: int, b: int, link: str, x: int, y: int, rate: float, sla: dict,
+                 max_gpus: int, osl: float):
+    """Grow the (x prefill, y decode) workers of one pair until the deployment evaluator says it serves
+    ``rate`` with its decode slots full and meets the TTFT bound; (x, y, metrics) or None."""
+    pre = PrefillResult(R[f"ttft_{link}_s"][b], R["prefill_s"][b], R[f"transfer_{link}_s"][b], R["rate"][b], t.profile["ttft_scale"])
+    dec = DecodeResult(D["tpot_s"][a], D["step_s"][a], D["rate"][a])
+    dg, pg = D["tp"][a] * D["dp"][a] * D["pp"][a], R["tp"][b] * R["dp"][b]
+    slots_per_worker = D["batch"][a] * D["dp"][a] * D["pp"][a]
+    for _ in range(MAX_SIZING_STEPS):  # a few worker additions for a handful of candidates
+        gpus = x * pg + y * dg
+        if gpus > max_gpus:
+            return None
+        r = evaluate_disagg(pre, x, dec, y * slots_per_worker, y * slots_per_worker, osl, gpus)
+        slow = sla.get("ttft_ms") is not None and float(r.ttft_s) * 1e3 > sla["ttft_ms"]
+        if float(r.requests_s) >= rate and not slow:
+            return x, y, r
+        if slow or float(r.requests_s) >= PREFILL_UTILISATION_TARGET * x * pre.requests_s_worker:
+            x += 1  # the prefill queue binds
+        else:
+            y += 1
+    return None
+
+
+def _best_disagg(t: _Tables, D: dict, R: dict, rate: float, sla: dict, max_gpus: int, engine: str | None,
+                 osl: float) -> tuple[dict | None, dict]:
+    """Fewest-GPU disaggregated choice, one precision: each side's cheapest row sized separately,
+    then the pair grown until the deployment evaluator serves the rate within the SLA."""
     if D["rate"].size == 0 or R["rate"].size == 0:
         return None, {}
     d_ok = _launchable(t.hw, D["tp"], D["dp"], D["pp"], D["ep"], engine)
     p_ok = _launchable(t.hw, R["tp"], R["dp"], 1, R["ep"], engine)
     reach = {"tpot_ms": D["tpot_s"][d_ok] * 1e3, "ttft_ms": R["ttft_up_s"][p_ok] * 1e3}
     d_ok &= _sla_side(sla, tpot_s=D["tpot_s"])
-    y = np.ceil(rate / D["rate"])  # decode workers
+    y = np.ceil(rate / D["rate"])  # decode workers at the decode side's capacity
     d_gpus = y * D["tp"] * D["dp"] * D["pp"]
-    x = np.ceil(rate / R["rate"])  # prefill workers
+    x = np.ceil(rate / R["rate"])  # prefill workers at the prefill side's capacity
     p_gpus = x * R["tp"] * R["dp"]
     domain = t.hw.scaleup.domain_gpus
     di = _cheapest_per_precision(d_ok, d_gpus, y * D["rate"], D["prec"])
@@ -223,21 +254,24 @@ def _best_disagg(t: _Tables, D: dict, R: dict, rate: float, sla: dict, max_gpus:
         pi = _cheapest_per_precision(pl, p_gpus, x * R["rate"], R["prec"])
         for prec in sorted(set(di) & set(pi)):  # a few precisions
             a, b = di[prec], pi[prec]
-            n = int(d_gpus[a] + p_gpus[b])
-            if n > max_gpus or (link == "up") != (n <= domain):
+            sized = _size_disagg(t, D, R, a, b, link, int(x[b]), int(y[a]), rate, sla, max_gpus, osl)
+            if sized is None:
+                continue
+            xs, ys, r = sized
+            n = int(r.gpus)
+            if (link == "up") != (n <= domain):
                 continue  # the KV link must be the one a set of n GPUs has
-            cap = float(min(y[a] * D["rate"][a], x[b] * R["rate"][b]))
+            cap = float(r.requests_s)
             if best is None or (n, -cap) < (best["num_gpus"], -best["capacity"]):
-                best = {"a": a, "b": b, "link": link, "num_gpus": n, "capacity": cap, "worker_rate": float(D["rate"][a]),
-                        "prefill_rate": float(R["rate"][b])}
+                best = {"a": a, "b": b, "x": xs, "y": ys, "m": r, "link": link, "num_gpus": n, "capacity": cap,
+                        "worker_rate": float(D["rate"][a]), "prefill_rate": float(R["rate"][b])}
     if best is None:
         return None, reach
-    a, b = best["a"], best["b"]
-    pt = _base_point(t, "disagg", *(D[c][a] for c in ("tp", "pp", "ep", "dp", "batch", "prec", "spec")),
-                     R[f"ttft_{best['link']}_s"][b], D["tpot_s"][a])
-    pt.update(replicas=int(y[a]), concurrency=int(D["batch"][a] * D["dp"][a] * D["pp"][a] * y[a]), prefill_tp=int(R["tp"][b]),
-              prefill_ep=int(R["ep"][b]), prefill_attention_dp=int(R["dp"][b]), prefill_workers=int(x[b]),
-              prefill_batch=int(R["batch"][b]), decode_workers=int(y[a]))
+    a, b, r = best["a"], best["b"], best["m"]
+    pt = _base_point(t, "disagg", *(D[c][a] for c in ("tp", "pp", "ep", "dp", "batch", "prec", "spec")), r.ttft_s, r.tpot_s)
+    pt.update(replicas=best["y"], concurrency=int(round(float(r.concurrency))), prefill_tp=int(R["tp"][b]),
+              prefill_ep=int(R["ep"][b]), prefill_attention_dp=int(R["dp"][b]), prefill_workers=best["x"],
+              prefill_batch=int(R["batch"][b]), decode_workers=best["y"], queue_ms=round(float(r.queue_s) * 1e3, _ROUND))
     dg, pg = int(D["tp"][a] * D["dp"][a] * D["pp"][a]), int(R["tp"][b] * R["dp"][b])
     # smallest GPU set whose search holds this prefill/decode pair with the same KV link
     best["search_n"] = dg + pg if best["link"] == "up" else max(dg + pg, domain + 1)
@@ -262,7 +296,7 @@ def _choose(m: Model, t: _Tables, wl: Workload, space: SearchSpace, rate: float,
         t.parts = _evaluate(m, t, wl, space)
     T = t.parts
     a, ra = _best_agg(t, T["agg"], rate, sla, max_gpus, engine)
-    d, rd = _best_disagg(t, T["dec"], T["pre"], rate, sla, max_gpus, engine)
+    d, rd = _best_disagg(t, T["dec"], T["pre"], rate, sla, max_gpus, engine, wl.osl)
     cands = [c for c in (a, d) if c is not None]
     best = min(cands, key=lambda c: (c["num_gpus"], -c["capacity"])) if cands else None
     return best, [ra, rd]

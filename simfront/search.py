@@ -19,8 +19,9 @@ from .layout import enumerate_layouts
 from .memory import plan_memory
 from .models import Model, Precision, apply_precision
 from .pareto import pareto_mask
-from .serving import (DEFAULT_CHUNK_TOKENS, NO_SPEC, Speculation, Workload, aggregated, decode_worker, engine_profile,
-                      finish_prefill, prefill_raw, usd_per_mtok)
+from .deployment import evaluate_agg, evaluate_disagg
+from .serving import (DEFAULT_CHUNK_TOKENS, NO_SPEC, DecodeResult, PrefillResult, Speculation, Workload, aggregated_raw,
+                      decode_raw, engine_profile, finish_decode, finish_prefill, prefill_raw, usd_per_mtok)
 
 BATCH_SIZES = np.array([1, 2, 4, 8, 12, 16, 24, 32, 48, 64, 96, 128, 192, 256, 384, 512, 768, 1024])
 PREFILL_BATCHES = np.array([1, 2, 4, 8])
@@ -39,10 +40,6 @@ DEFAULT_ACCEPTANCE = {"mtp": DEFAULT_MTP_ACCEPTANCE, "eagle": 0.7, "ngram": 0.3}
 # modeling-notes §6) give conditional acceptance of the 2nd draft 0.61-0.79 after 0.79-0.84 for the
 # 1st (DeepSeek-V4 MTP 1.79 -> 2.27, GLM-5.2 MTP 1.84 -> 2.50): a ratio of about 0.85.
 DEFAULT_POSITION_DECAY = 0.85
-# disaggregated worker-ratio efficiency: prefill "pipeline bubble" 0.9 and decode "not saturating
-# batch slots" 0.92 (aiconfigurator picking.py, modeling-notes §5)
-DISAGG_PREFILL_EFF = 0.90
-DISAGG_DECODE_EFF = 0.92
 
 
 @dataclass
@@ -119,23 +116,27 @@ class SearchResult:
         return int(self.points["tok_s_gpu"].size) if self.points else 0
 
 
+FRONTIER_COLUMNS = ("mode", "tp", "pp", "ep", "attention_dp", "replicas", "batch", "concurrency", "precision", "kv_dtype", "spec",
+                    "ttft_ms", "tpot_ms", "tok_s_user", "tok_s_gpu", "usd_per_mtok", "requests_s", "gpus_used", "chunk_tokens",
+                    "prefill_tp", "prefill_ep", "prefill_attention_dp", "prefill_workers", "prefill_batch", "decode_workers",
+                    "kv_headroom", "queue_ms")
+
+
 def _empty_cols() -> dict[str, list]:
-    keys = ["mode", "tp", "pp", "ep", "attention_dp", "replicas", "batch", "concurrency", "precision", "kv_dtype", "spec",
-            "ttft_ms", "tpot_ms", "tok_s_user", "tok_s_gpu", "usd_per_mtok", "requests_s", "gpus_used", "chunk_tokens",
-            "prefill_tp", "prefill_ep", "prefill_attention_dp", "prefill_workers", "prefill_batch", "decode_workers"]
-    return {k: [] for k in keys}
+    return {k: [] for k in FRONTIER_COLUMNS}
 
 
 @dataclass
 class WorkerTable:
-    """Every worker configuration of one (precision, speculation) pair, evaluated as arrays.
+    """Every worker configuration of one (precision, speculation) pair, as arrays.
 
     ``L`` holds layout columns of shape (layouts, 1), ``B`` the batch sizes (1, batches), ``ok`` the
-    (layout, batch) pairs whose KV fits. ``agg`` maps token budget -> aggregated-worker result,
-    ``decode`` is the disaggregated decode-worker result, and ``prefill`` the prefill side for the
-    layouts without PP: (layout columns, prefill batches, raw step split, KV bytes to move per
-    request over a 1 byte/s link, prompts in flight per worker). The search and the capacity planner
-    both read these tables, so they apply the same rules.
+    (layout, batch) pairs whose KV fits and ``kv_batch`` the requests per micro-batch per rank the KV
+    cache holds. ``agg`` maps token budget -> raw aggregated-worker step times (engine-independent),
+    ``decode`` is the disaggregated decode worker under ``profile``, and ``prefill`` the prefill side
+    for the layouts without PP: (layout columns, prefill batches, raw step split, KV bytes to move
+    per request over a 1 byte/s link, prompts in flight per worker). The search and the capacity
+    planner both read these tables and compose them with :mod:`simfront.deployment` only.
     """
 
     precision: Precision
@@ -143,13 +144,16 @@ class WorkerTable:
     L: dict
     B: np.ndarray
     ok: np.ndarray
+    kv_batch: np.ndarray
     agg: dict
-    decode: object | None
+    decode: DecodeResult | None
     prefill: tuple | None
+    profile: dict
 
 
-def worker_tables(model: Model, hw, n_gpus: int, wl: Workload, space: SearchSpace):
+def worker_tables(model: Model, hw, n_gpus: int, wl: Workload, space: SearchSpace, profile: dict | None = None):
     """Yield a :class:`WorkerTable` per (precision, speculation) for workers of up to ``n_gpus`` GPUs."""
+    prof = profile if profile is not None else engine_profile(space.engine)
     max_tp = space.max_tp or hw.scaleup.domain_gpus
     lay = enumerate_layouts(model.arch, n_gpus, max_tp=max_tp)
     if lay["tp"].size == 0:
@@ -176,37 +180,46 @@ def worker_tables(model: Model, hw, n_gpus: int, wl: Workload, space: SearchSpac
             agg = {}
             if "agg" in space.modes:
                 for chunk in chunks:
-                    agg[chunk] = aggregated(model, prec, hw, L["tp"], L["pp"], L["dp"], L["ep"], B,
-                                            replace(wl, chunk_tokens=float(chunk)), spec, space.engine)
+                    agg[chunk] = aggregated_raw(model, prec, hw, L["tp"], L["pp"], L["dp"], L["ep"], B,
+                                                replace(wl, chunk_tokens=float(chunk)), spec)
             dec = None
             if prefill is not None:
-                dec = decode_worker(model, prec, hw, L["tp"], L["pp"], L["dp"], L["ep"], B, wl, spec, space.engine)
-            yield WorkerTable(prec, spec, L, B, ok, agg, dec, prefill)
+                dec = finish_decode(*decode_raw(model, prec, hw, L["tp"], L["pp"], L["dp"], L["ep"], B, wl, spec), wl.osl, prof)
+            yield WorkerTable(prec, spec, L, B, ok, cap_b, agg, dec, prefill, prof)
 
 
-def search(model: Model, gpus: GpuSet, wl: Workload, space: SearchSpace | None = None, price_usd_per_hour: float | None = None) -> SearchResult:
-    """Evaluate the whole configuration space; every feasible configuration becomes a point."""
+def search(model: Model, gpus: GpuSet, wl: Workload, space: SearchSpace | None = None, price_usd_per_hour: float | None = None,
+           profile: dict | None = None) -> SearchResult:
+    """Evaluate the whole configuration space; every feasible configuration becomes a point.
+
+    ``profile``: the serving profile to cost with (default: the fitted one of ``space.engine``).
+    Each point is a deployment evaluated by :mod:`simfront.deployment` with its decode slots full
+    (C = batch x ranks x workers clients), so it obeys C = requests/s x (TTFT + (OSL - 1) TPOT).
+    """
     space = space or SearchSpace()
     hw = gpus.hardware
     price = hw.price_usd_per_hour if price_usd_per_hour is None else price_usd_per_hour
     n = gpus.count
     cols = _empty_cols()
     n_eval = 0
-    for t in worker_tables(model, hw, n, wl, space):
+    for t in worker_tables(model, hw, n, wl, space, profile):
         L, B, ok, prec, spec = t.L, t.B, t.ok, t.precision, t.spec
-        for chunk, r in t.agg.items():
+        worker_gpus = L["tp"] * L["dp"] * L["pp"]
+        workers = L["replicas"]
+        conc = B * L["dp"] * L["pp"] * workers  # every batch slot of every worker busy
+        for chunk, raw in t.agg.items():
             n_eval += ok.size
-            workers = L["replicas"]
-            tok_gpu = r.output_tok_s_worker * workers / n  # idle GPUs of the set count against it
+            r = evaluate_agg(raw, t.profile, workers, worker_gpus, conc)
+            tok_gpu = r.tok_s_gpu(n)  # idle GPUs of the set count against it
             m = ok & np.isfinite(r.tpot_s) & (r.tpot_s > 0)
             _append(cols, m, mode="agg", tp=L["tp"], pp=L["pp"], ep=L["ep"], attention_dp=L["dp"], replicas=workers, batch=B,
-                    concurrency=B * L["dp"] * L["pp"] * workers, precision=prec.label, kv_dtype=prec.kv, spec=spec_label(spec),
+                    concurrency=r.concurrency, precision=prec.label, kv_dtype=prec.kv, spec=spec_label(spec),
                     ttft_ms=r.ttft_s * 1e3, tpot_ms=r.tpot_s * 1e3, tok_s_user=r.tok_s_user, tok_s_gpu=tok_gpu,
-                    usd_per_mtok=usd_per_mtok(price, tok_gpu), requests_s=r.requests_s_worker * workers,
-                    gpus_used=workers * L["tp"] * L["dp"] * L["pp"], chunk_tokens=chunk, prefill_tp=0, prefill_ep=0,
-                    prefill_attention_dp=0, prefill_workers=0, prefill_batch=0, decode_workers=0)
+                    usd_per_mtok=usd_per_mtok(price, tok_gpu), requests_s=r.requests_s, gpus_used=r.gpus, chunk_tokens=chunk,
+                    prefill_tp=0, prefill_ep=0, prefill_attention_dp=0, prefill_workers=0, prefill_batch=0, decode_workers=0,
+                    kv_headroom=t.kv_batch / B, queue_ms=r.queue_s * 1e3)
         if t.decode is not None:
-            n_eval += _disagg(cols, t, hw, gpus, wl, space, price)
+            n_eval += _disagg(cols, t, hw, gpus, wl, price)
     pts = {k: np.asarray(v if not v or not isinstance(v[0], np.ndarray) else np.concatenate(v)) for k, v in cols.items()}
     nf = int(pts["tok_s_gpu"].size) if cols["tok_s_gpu"] else 0
     if nf == 0:
@@ -238,80 +251,89 @@ def _append(cols: dict, mask: np.ndarray, **values) -> None:
             cols[key].append(np.broadcast_to(np.asarray(v, dtype=float), shape).ravel()[idx])
 
 
-def _disagg(cols, t: WorkerTable, hw, gpus, wl, space, price) -> int:
+def worker_counts(d_gpus, d_cap, p_gpus, p_cap, n: int) -> tuple[np.ndarray, np.ndarray]:
+    """Worker counts (prefill x, decode y) of prefill/decode pairs on ``n`` GPUs.
+
+    Arrays broadcast over pairs. ``y`` is the number of decode workers that serves the most
+    requests/s beside the ``x`` prefill workers it needs (each side at its own capacity, requests/s
+    per worker) within ``n`` GPUs; zeros where no pair fits. The deployment evaluator then costs the
+    pair with its prefill queue, so a prefill side sized to exactly its need shows its queueing.
+    """
+    best = np.zeros(np.broadcast(d_gpus, p_gpus).shape)
+    best_y = np.zeros_like(best)
+    best_x = np.zeros_like(best)
+    for y in range(1, int(n // max(float(np.min(d_gpus)), 1.0)) + 1):  # decode workers: a small integer loop
+        rem = n - y * d_gpus
+        x_fit = np.floor(np.maximum(rem, 0) / p_gpus)  # prefill workers that fit beside them
+        x_need = np.ceil(y * d_cap / p_cap)  # prefill workers that keep y decode workers busy
+        x = np.minimum(x_fit, x_need)
+        rate = np.minimum(x * p_cap, y * d_cap)  # requests/s the slower side allows
+        better = (x >= 1) & (rem > 0) & (rate > best)
+        best = np.where(better, rate, best)
+        best_y = np.where(better, y, best_y)
+        best_x = np.where(better, x, best_x)
+    return best_x, best_y
+
+
+def _disagg(cols, t: WorkerTable, hw, gpus, wl, price) -> int:
     """Pair every prefill layout with every decode configuration; integer worker counts (x, y).
 
-    Workers of one role use one layout; counts are the largest ``y`` decode workers and the ``x``
-    prefill workers that keep up with them within the GPU set. KV moves over the link
-    :func:`kv_link_bytes_per_s` names.
+    Workers of one role use one layout; :func:`worker_counts` sizes each pair, and a second
+    candidate with one more prefill worker (where it fits) shortens the prefill queue. KV moves
+    over the link :func:`kv_link_bytes_per_s` names. Every candidate is a deployment costed by
+    :func:`simfront.deployment.evaluate_disagg` with its decode slots full.
     """
     n = gpus.count
     L, B, ok, prec, spec = t.L, t.B, t.ok, t.precision, t.spec
     worker = (L["tp"] * L["dp"] * L["pp"])[:, 0]
+    ranks = (L["dp"] * L["pp"])[:, 0]
     d = t.decode
     Pl, pb, p_step, p_kv, p_slots = t.prefill
     gp = (Pl["tp"] * Pl["dp"])[:, 0]
     link = kv_link_bytes_per_s(hw, n, gp)[:, None]
-    pr = finish_prefill(p_step, p_kv / link, p_slots, engine_profile(space.engine))
+    pr = finish_prefill(p_step, p_kv / link, p_slots, t.profile)
     # flatten both sides
-    d_ok = ok & np.isfinite(d.tpot_s)
-    di = np.nonzero(d_ok)
-    d_gpus = worker[di[0]]
-    d_rate = (d.requests_s_worker * DISAGG_DECODE_EFF)[di]
-    d_tpot = d.tpot_s[di]
-    p_idx = np.nonzero(np.isfinite(pr.ttft_s))
-    p_gpus = gp[p_idx[0]]
-    p_rate = (pr.requests_s_worker * DISAGG_PREFILL_EFF)[p_idx]
-    p_ttft = pr.ttft_s[p_idx]
-    if d_rate.size == 0 or p_rate.size == 0:
+    di = np.nonzero(ok & np.isfinite(d.tpot_s))
+    d_gpus, d_cap, d_tpot = worker[di[0]], d.capacity_requests_s[di], d.tpot_s[di]
+    p_idx = np.nonzero(np.isfinite(pr.ttft_base_s))
+    p_gpus, p_cap, p_ttft = gp[p_idx[0]], pr.requests_s_worker[p_idx], pr.ttft_base_s[p_idx]
+    if d_cap.size == 0 or p_cap.size == 0:
         return 0
-    n_sides = int(d_rate.size + p_rate.size)
+    n_sides = int(d_cap.size + p_cap.size)
     # Large spaces prune dominated sides before pairing (smaller ones score every pair): a decode
     # configuration slower per token AND serving fewer requests/s per GPU than another of the same
-    # worker size never makes a better pair (TPOT comes from decode alone, TTFT from prefill alone);
-    # likewise for prefill on (TTFT, requests/s per GPU).
-    if d_rate.size * p_rate.size > MAX_FULL_PAIRS:
-        keep_d = _front_per_size(1.0 / d_tpot, d_rate / d_gpus, d_gpus)
-        keep_p = _front_per_size(1.0 / p_ttft, p_rate / p_gpus, p_gpus)
-    else:
-        keep_d = np.ones(d_rate.size, dtype=bool)
-        keep_p = np.ones(p_rate.size, dtype=bool)
-    di = (di[0][keep_d], di[1][keep_d])
-    d_gpus, d_rate, d_tpot = d_gpus[keep_d], d_rate[keep_d], d_tpot[keep_d]
-    p_idx = (p_idx[0][keep_p], p_idx[1][keep_p])
-    p_gpus, p_rate, p_ttft = p_gpus[keep_p], p_rate[keep_p], p_ttft[keep_p]
+    # worker size never makes a better pair; likewise for prefill on (TTFT, requests/s per GPU).
+    if d_cap.size * p_cap.size > MAX_FULL_PAIRS:
+        keep_d = _front_per_size(1.0 / d_tpot, d_cap / d_gpus, d_gpus)
+        keep_p = _front_per_size(1.0 / p_ttft, p_cap / p_gpus, p_gpus)
+        di = (di[0][keep_d], di[1][keep_d])
+        d_gpus, d_cap = d_gpus[keep_d], d_cap[keep_d]
+        p_idx = (p_idx[0][keep_p], p_idx[1][keep_p])
+        p_gpus, p_cap = p_gpus[keep_p], p_cap[keep_p]
     Dg, Pg = d_gpus[:, None], p_gpus[None, :]
-    Dr, Pr = d_rate[:, None], p_rate[None, :]
-    best = np.zeros((Dg.size, Pg.size))
-    best_y = np.zeros_like(best)
-    best_x = np.zeros_like(best)
-    for y in range(1, n):  # decode workers (small integer loop, not per configuration)
-        rem = n - y * Dg
-        x_fit = np.floor(np.maximum(rem, 0) / Pg)  # prefill workers that fit beside them
-        x_need = np.ceil(y * Dr / Pr)  # prefill workers needed to keep y decode workers busy
-        x = np.minimum(x_fit, x_need)
-        good = (x >= 1) & (rem > 0)
-        rate = np.minimum(x * Pr, y * Dr)  # served requests/s
-        better = good & (rate > best)
-        best = np.where(better, rate, best)
-        best_y = np.where(better, y, best_y)
-        best_x = np.where(better, x, best_x)
-    m = best > 0
-    tok_gpu = best * wl.osl / n
+    x0, y = worker_counts(Dg, d_cap[:, None], Pg, p_cap[None, :], n)
+    dec = DecodeResult(d.tpot_s[di][:, None], d.step_s[di][:, None], d.capacity_requests_s[di][:, None])
+    pre = PrefillResult(pr.ttft_base_s[p_idx][None, :], pr.prefill_s[p_idx][None, :], pr.transfer_s[p_idx][None, :],
+                        pr.requests_s_worker[p_idx][None, :], pr.ttft_scale)
+    batch = B[0, di[1]][:, None] + 0 * Pg
+    slots = batch * ranks[di[0]][:, None] * y  # decode slots of the deployment
     dsel = (di[0][:, None] + 0 * Pg).astype(int)
-    dbat = (di[1][:, None] + 0 * Pg).astype(int)
     psel = (p_idx[0][None, :] + 0 * Dg).astype(int)
     pbat = (p_idx[1][None, :] + 0 * Dg).astype(int)
-    tpot = d_tpot[:, None] + 0 * Pg
-    ttft = p_ttft[None, :] + 0 * Dg
-    _append(cols, m, mode="disagg", tp=L["tp"][dsel, 0], pp=L["pp"][dsel, 0], ep=L["ep"][dsel, 0], attention_dp=L["dp"][dsel, 0],
-            replicas=best_y, batch=B[0, dbat], concurrency=B[0, dbat] * (L["dp"] * L["pp"])[dsel, 0] * best_y,
-            precision=prec.label, kv_dtype=prec.kv, spec=spec_label(spec), ttft_ms=ttft * 1e3, tpot_ms=tpot * 1e3,
-            tok_s_user=1.0 / tpot, tok_s_gpu=tok_gpu, usd_per_mtok=usd_per_mtok(price, tok_gpu), requests_s=best,
-            gpus_used=best_y * Dg + best_x * Pg, chunk_tokens=0, prefill_tp=Pl["tp"][psel, 0], prefill_ep=Pl["ep"][psel, 0],
-            prefill_attention_dp=Pl["dp"][psel, 0], prefill_workers=best_x, prefill_batch=PREFILL_BATCHES[pbat],
-            decode_workers=best_y)
-    return n_sides + int(Dg.size * Pg.size)
+    for x in (x0, x0 + 1):  # the sized prefill side, and one more worker for a shorter queue
+        used = y * Dg + x * Pg
+        m = (x0 >= 1) & (y >= 1) & (used <= n)
+        r = evaluate_disagg(pre, x, dec, slots, slots, wl.osl, used)
+        tok_gpu = r.tok_s_gpu(n)
+        _append(cols, m, mode="disagg", tp=L["tp"][dsel, 0], pp=L["pp"][dsel, 0], ep=L["ep"][dsel, 0],
+                attention_dp=L["dp"][dsel, 0], replicas=y, batch=batch, concurrency=r.concurrency, precision=prec.label,
+                kv_dtype=prec.kv, spec=spec_label(spec), ttft_ms=r.ttft_s * 1e3, tpot_ms=r.tpot_s * 1e3,
+                tok_s_user=r.tok_s_user, tok_s_gpu=tok_gpu, usd_per_mtok=usd_per_mtok(price, tok_gpu),
+                requests_s=r.requests_s, gpus_used=used, chunk_tokens=0, prefill_tp=Pl["tp"][psel, 0],
+                prefill_ep=Pl["ep"][psel, 0], prefill_attention_dp=Pl["dp"][psel, 0], prefill_workers=x,
+                prefill_batch=PREFILL_BATCHES[pbat], decode_workers=y,
+                kv_headroom=t.kv_batch[dsel, 0] / batch, queue_ms=r.queue_s * 1e3)
+    return n_sides + 2 * int(Dg.size * Pg.size)
 
 
 def _front_per_size(x: np.ndarray, y: np.ndarray, size: np.ndarray) -> np.ndarray:

@@ -120,9 +120,25 @@ def _split(st, model: Model, spec: Speculation) -> np.ndarray:
     return np.stack(np.broadcast_arrays(roof, extra))
 
 
+def step_terms(split: np.ndarray, prof: dict) -> dict:
+    """Every term of an engine step from a (roofline, fixed) pair under an engine profile.
+
+    ``roofline_s``: the ops' dominant legs (compute, memory or wire time); ``fixed_s``: their fixed
+    latencies (launch, pipeline fill, collective latency); ``hidden_s``: the share of the fixed part
+    the engine hides (CUDA graphs, PDL, fusion); ``scale_s``: what the engine's step scale adds;
+    ``overhead_s``: per-step CPU scheduling; ``engine_s``: the step the serving model uses.
+    """
+    roof, fixed = split[0], split[1]
+    hidden = prof["kernel_overlap"] * fixed  # fixed latency the engine overlaps
+    kernels = roof + fixed - hidden
+    scaled = kernels * prof["step_scale"]
+    return {"roofline_s": roof, "fixed_s": fixed, "hidden_s": hidden, "scale_s": scaled - kernels,
+            "overhead_s": prof["step_overhead_s"] + 0 * roof, "engine_s": scaled + prof["step_overhead_s"]}
+
+
 def _apply(split: np.ndarray, prof: dict) -> np.ndarray:
     """Engine step time from a (roofline, fixed) pair under an engine profile."""
-    return (split[0] + (1.0 - prof["kernel_overlap"]) * split[1]) * prof["step_scale"] + prof["step_overhead_s"]
+    return step_terms(split, prof)["engine_s"]
 
 
 @dataclass
@@ -144,13 +160,13 @@ class AggRaw:
 
 @dataclass
 class AggResult:
-    ttft_s: np.ndarray
+    """Latencies of one aggregated worker at its running batch (throughput is the deployment's:
+    :func:`simfront.deployment.evaluate_agg`)."""
+
+    ttft_s: np.ndarray  # TTFT of a request admitted at once (no wait for a batch slot)
     tpot_s: np.ndarray
-    step_s: np.ndarray
-    tok_s_user: np.ndarray
-    output_tok_s_worker: np.ndarray  # output tokens/s of one worker
-    requests_s_worker: np.ndarray
-    e2e_s: np.ndarray
+    step_s: np.ndarray  # mean engine step (decode-only and mixed steps)
+    e2e_s: np.ndarray  # TTFT + (OSL - 1) x TPOT
 
 
 def aggregated_raw(model: Model, precision: Precision, hw: Hardware, tp, pp, dp, ep, batch, wl: Workload,
@@ -193,14 +209,31 @@ def arrival_group(batch, isl_new: float, budget_tokens) -> np.ndarray:
     return np.clip(np.floor(_f(budget_tokens) / max(isl_new, 1.0)), 1.0, np.maximum(_f(batch), 1.0))
 
 
-def finish_aggregated(raw: AggRaw, prof: dict) -> AggResult:
-    """Apply an engine profile to raw step times: TTFT, TPOT, throughput of one worker."""
-    budget = raw.chunk  # the engine's per-step token budget
+def md1_wait_s(service_s, rho) -> np.ndarray:
+    """Mean wait in an M/D/1 queue (Poisson arrivals, deterministic service) at utilisation ``rho``.
+
+    Pollaczek-Khinchine with zero service variance: W = rho * service / (2 (1 - rho)). The one
+    queueing formula of simfront: an aggregated worker's token budget and a disaggregated
+    deployment's prefill workers both queue by it.
+    """
+    r = np.clip(_f(rho), 0.0, None)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return np.where(r < 1.0, _f(service_s) * r / (2.0 * (1.0 - r)), np.inf)
+
+
+def mean_step_s(raw: AggRaw, prof: dict) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(decode-only engine step, mixed engine step, mean step) of an aggregated worker."""
     t_dec = _apply(raw.decode_step_s, prof)
     t_mix = _apply(raw.mixed_step_s, prof)
-    step = (1.0 - raw.mixed_share) * t_dec + raw.mixed_share * t_mix  # mean step: decode-only and mixed steps
+    return t_dec, t_mix, (1.0 - raw.mixed_share) * t_dec + raw.mixed_share * t_mix  # decode-only and mixed steps
+
+
+def finish_aggregated(raw: AggRaw, prof: dict) -> AggResult:
+    """Apply an engine profile to raw step times: TTFT and TPOT of one worker at its running batch."""
+    budget = raw.chunk  # the engine's per-step token budget
+    t_dec, t_mix, step = mean_step_s(raw, prof)
     tpot = step / raw.al
-    wait = step * (0.5 + raw.rho / (2 * (1 - raw.rho)))  # finish current step + M/D/1 queue for the budget
+    wait = 0.5 * step + md1_wait_s(step, raw.rho)  # finish the running step + M/D/1 queue for the token budget
     # prompt tokens computed before this request's first token: its arrival group (the share of it the
     # engine prefills together; they share the steps and all stream their first token at the end), plus, for the share ``burst_fraction`` of
     # requests that belong to a synchronised start-up wave, on average half of the rest of that wave
@@ -209,23 +242,20 @@ def finish_aggregated(raw: AggRaw, prof: dict) -> AggResult:
     steps = np.maximum(1.0, tokens / budget)  # steps those tokens span at the token budget
     per_token = np.maximum(t_mix - t_dec, 0.0) / np.maximum(raw.mixed_tokens, 1.0)  # extra step time per prompt token
     ttft = (wait + (steps + prof["ttft_extra_steps"]) * t_dec + tokens * per_token) * prof["ttft_scale"] + prof["ttft_overhead_s"]
-    e2e = ttft + (raw.osl - 1) * tpot
-    reqs = raw.slots / e2e  # closed loop (Little's law): requests in flight / latency
-    return AggResult(ttft, tpot, step, 1.0 / tpot, reqs * raw.osl, reqs, e2e)
-
-
-def aggregated(model: Model, precision: Precision, hw: Hardware, tp, pp, dp, ep, batch, wl: Workload,
-               spec: Speculation = NO_SPEC, engine: str | None = None) -> AggResult:
-    """Steady-state metrics of aggregated workers; ``batch`` = requests per micro-batch per DP rank."""
-    return finish_aggregated(aggregated_raw(model, precision, hw, tp, pp, dp, ep, batch, wl, spec), engine_profile(engine))
+    e2e = ttft + (raw.osl - 1) * tpot  # one request's life: first token, then OSL - 1 decode tokens
+    return AggResult(ttft, tpot, step, e2e)
 
 
 @dataclass
 class PrefillResult:
-    ttft_s: np.ndarray  # wait for the batch + prefill + KV transfer
-    prefill_s: np.ndarray
-    transfer_s: np.ndarray
-    requests_s_worker: np.ndarray
+    """A disaggregated prefill worker under an engine profile (no queueing yet: that depends on the
+    deployment's load, see :func:`simfront.deployment.evaluate_disagg`)."""
+
+    ttft_base_s: np.ndarray  # TTFT of a prompt that finds the worker idle: prefill + KV transfer, profile applied
+    prefill_s: np.ndarray  # one prefill step (the worker's batch of prompts)
+    transfer_s: np.ndarray  # KV of one prompt over the link to its decode worker
+    requests_s_worker: np.ndarray  # prompts per second one worker completes when always busy
+    ttft_scale: float  # the profile's TTFT scale (applies to the queue wait too)
 
 
 def prefill_raw(model: Model, precision: Precision, hw: Hardware, tp, pp, dp, ep, batch, wl: Workload, link_bytes_per_s) -> tuple:
@@ -241,22 +271,15 @@ def prefill_raw(model: Model, precision: Precision, hw: Hardware, tp, pp, dp, ep
 
 def finish_prefill(t_raw, transfer, slots, prof: dict) -> PrefillResult:
     t = _apply(t_raw, prof)
-    # a prompt waits on average half a prefill step for its batch to start, then runs it
-    ttft = (1.5 * t + transfer) * prof["ttft_scale"] + prof["ttft_overhead_s"]
-    return PrefillResult(ttft, t, transfer, slots / t)
-
-
-def prefill_worker(model: Model, precision: Precision, hw: Hardware, tp, pp, dp, ep, batch, wl: Workload,
-                   link_bytes_per_s, engine: str | None = None) -> PrefillResult:
-    """A disaggregated prefill worker running ``batch`` prompts per DP rank per step."""
-    return finish_prefill(*prefill_raw(model, precision, hw, tp, pp, dp, ep, batch, wl, link_bytes_per_s), engine_profile(engine))
+    ttft = (t + transfer) * prof["ttft_scale"] + prof["ttft_overhead_s"]  # an idle worker starts the prompt at once
+    return PrefillResult(ttft, t, transfer, slots / t, prof["ttft_scale"])
 
 
 @dataclass
 class DecodeResult:
     tpot_s: np.ndarray
-    requests_s_worker: np.ndarray
-    output_tok_s_worker: np.ndarray
+    step_s: np.ndarray  # one engine decode step (drafts and verification included)
+    capacity_requests_s: np.ndarray  # requests/s one worker finishes with every slot busy decoding
 
 
 def decode_raw(model: Model, precision: Precision, hw: Hardware, tp, pp, dp, ep, batch, wl: Workload,
@@ -271,14 +294,8 @@ def decode_raw(model: Model, precision: Precision, hw: Hardware, tp, pp, dp, ep,
 def finish_decode(step_raw, al, slots, osl, prof: dict) -> DecodeResult:
     step = _apply(step_raw, prof)
     tpot = step / al
-    reqs = slots / (tpot * max(osl - 1, 1))
-    return DecodeResult(tpot, reqs, reqs * osl)
-
-
-def decode_worker(model: Model, precision: Precision, hw: Hardware, tp, pp, dp, ep, batch, wl: Workload,
-                  spec: Speculation = NO_SPEC, engine: str | None = None) -> DecodeResult:
-    """A disaggregated decode worker holding ``batch`` requests per micro-batch per DP rank."""
-    return finish_decode(*decode_raw(model, precision, hw, tp, pp, dp, ep, batch, wl, spec), wl.osl, engine_profile(engine))
+    cap = slots / (tpot * max(osl - 1, 1))  # slots / time a request holds one (Little's law)
+    return DecodeResult(tpot, step, cap)
 
 
 def usd_per_mtok(price_usd_per_gpu_hour: float, tok_s_per_gpu) -> np.ndarray:

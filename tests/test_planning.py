@@ -98,19 +98,44 @@ def test_feasible_row_is_a_configuration_of_the_search(planned):
             hit &= (col.astype(str) == p[k]) if isinstance(p[k], str) else (np.round(col.astype(float)) == p[k])
         assert hit.any(), f"{r['gpu']}: {r['layout']} not in the search of {r['search_gpus']}"
         i = np.nonzero(hit)[0]
-        same = np.isclose(pts["ttft_ms"][i], p["ttft_ms"], rtol=1e-5) & np.isclose(pts["tpot_ms"][i], p["tpot_ms"], rtol=1e-5)
+        same = np.isclose(pts["tpot_ms"][i], p["tpot_ms"], rtol=1e-5)
+        if p["mode"] == "agg":  # a disaggregated TTFT depends on the worker counts (prefill queue), sized per rate
+            same &= np.isclose(pts["ttft_ms"][i], p["ttft_ms"], rtol=1e-5)
         assert same.any()
         j = i[same][0]
-        # the search's rate for this configuration on its smallest set: one worker (agg), or one prefill and
-        # one decode worker (disagg), so the per-worker rates the plan scales must reproduce it
+        # the search's rate for this configuration on its smallest set: one worker (agg); a disaggregated
+        # row's rate is its own deployment's (worker counts grown until the evaluator serves the rate)
         if p["mode"] == "agg":
             assert pts["requests_s"][j] / pts["replicas"][j] == pytest.approx(r["worker_requests_s"], rel=1e-9)
+
+
+def test_plan_rows_validate_to_themselves(planned):
+    """A plan row, read back as a measured row of its deployment, is predicted as the plan reported it
+    (the planner and validation share one deployment evaluator)."""
+    from simfront.measured import predict_points
+
+    rows = []
+    for r in _feasible(planned):
+        p = r["point"]
+        row = {"model": MODEL, "gpu": r["gpu"], "isl": ISL, "osl": OSL, "mode": p["mode"], "concurrency": p["concurrency"],
+               "precision": p["precision"].split("+kv")[0], "kv_dtype": p["kv_dtype"], "num_gpus": r["num_gpus"]}
+        if p["spec"] != "none":
+            row.update(spec_decoding=p["spec"].split("-k")[0], spec_k=int(p["spec"].split("-k")[1].split("@")[0]))
+        if p["mode"] == "agg":
+            row.update(tp=p["tp"], pp=p["pp"], ep=p["ep"], attention_dp=p["attention_dp"], batch_size=p["batch"])
         else:
-            y, x = pts["decode_workers"][j], pts["prefill_workers"][j]  # the search sizes the roles to its GPU set
-            assert pts["requests_s"][j] == pytest.approx(min(y * r["worker_requests_s"], x * r["prefill_worker_requests_s"]), rel=1e-9)
-        n_dec, n_pre = p["decode_workers"], p["prefill_workers"]
-        if p["mode"] == "disagg":  # fewest workers of each role that carry the rate
-            assert n_dec == math.ceil(RATE / r["worker_requests_s"]) and n_pre == math.ceil(RATE / r["prefill_worker_requests_s"])
+            row.update(prefill_tp=p["prefill_tp"], prefill_ep=p["prefill_ep"], prefill_attention_dp=p["prefill_attention_dp"],
+                       prefill_workers=p["prefill_workers"], prefill_batch=p["prefill_batch"] * p["prefill_attention_dp"],
+                       decode_tp=p["tp"], decode_pp=p["pp"], decode_ep=p["ep"], decode_attention_dp=p["attention_dp"],
+                       decode_workers=p["decode_workers"], decode_batch=p["batch"])
+        rows.append((r, row))
+    preds = predict_points([row for _, row in rows])
+    for (r, _), pr in zip(rows, preds):
+        assert "reason" not in pr, pr
+        assert pr["predicted_tpot_ms"] == pytest.approx(r["tpot_ms"], rel=1e-3)
+        assert pr["predicted_ttft_ms"] == pytest.approx(r["ttft_ms"], rel=1e-3)
+        assert pr["predicted_request_throughput"] == pytest.approx(r["capacity_requests_s"], rel=1e-3)
+        assert r["capacity_requests_s"] >= RATE
 
 
 def test_aggregated_plan_is_the_fewest_gpus_over_the_search():

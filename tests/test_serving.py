@@ -4,7 +4,14 @@ import pytest
 
 from simfront.hardware import get_hardware
 from simfront.models import get_model
-from simfront.serving import NO_SPEC, Speculation, Workload, aggregated
+from simfront.deployment import evaluate_agg
+from simfront.serving import NO_SPEC, Speculation, Workload, aggregated_raw, engine_profile
+
+
+def aggregated(model, precision, hw, tp, pp, dp, ep, batch, wl, spec=NO_SPEC):
+    """One aggregated worker with every batch slot busy, through the deployment evaluator."""
+    raw = aggregated_raw(model, precision, hw, tp, pp, dp, ep, batch, wl, spec)
+    return evaluate_agg(raw, engine_profile(None), 1, tp * dp * pp, raw.slots)
 
 
 def test_acceptance_length_iid_matches_leviathan_and_decay_lowers_it():
@@ -22,7 +29,7 @@ def test_more_load_never_lowers_ttft_or_tpot():
     res = aggregated(m, m.native, get_hardware("h100"), 8, 1, 1, 1, [1, 4, 16, 64, 256], Workload(2048, 512))
     assert all(res.tpot_s[i] <= res.tpot_s[i + 1] for i in range(4))
     assert all(res.ttft_s[i] <= res.ttft_s[i + 1] * 1.0001 for i in range(4))
-    assert all(res.output_tok_s_worker[i] < res.output_tok_s_worker[i + 1] for i in range(4))
+    assert all(res.output_tok_s[i] < res.output_tok_s[i + 1] for i in range(4))
 
 
 def test_prefix_hit_cuts_ttft_and_spec_cuts_tpot_at_low_batch():

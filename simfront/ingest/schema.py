@@ -97,6 +97,7 @@ class MeasuredPoint(BaseModel):
     dataset: str | None = None
     concurrency: Positive | None = None  # client cap on requests in flight
     request_rate: Positive | None = None  # req/s offered; inf = all requests at once
+    token_budget: Count | None = None  # engine token budget per step per attention rank (chunked-prefill size)
 
     # speculative decoding
     spec_decoding: SpecDecoding | None = None

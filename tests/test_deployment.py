@@ -1,0 +1,159 @@
+"""One deployment evaluator: predict's frontier obeys its own accounting, validates to itself, and
+explain reproduces its step time."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from simfront import api
+from simfront.deployment import Layouts, evaluate_disagg, prefill_utilisation, running_batch
+from simfront.export import measured_csv
+from simfront.serving import DecodeResult, PrefillResult, md1_wait_s
+
+# (model, GPU set, ISL, OSL, modes): dense, MoE and MLA models; 1 to 72 GPUs; long and short prompts
+SEARCHES = [
+    ("llama-3.1-8b", "1xH100", 1024, 1024, None),
+    ("llama-3.1-8b", "2xL40S", 32768, 64, None),
+    ("llama-3.1-70b", "8xH100", 1024, 1024, None),
+    ("qwen3-30b-a3b", "4xH100", 2048, 256, None),
+    ("deepseek-r1", "16xH200", 8192, 1024, None),
+    ("deepseek-r1", "8xB200", 1024, 8192, None),
+    ("gpt-oss-120b", "8xB200", 1024, 8192, None),
+    ("qwen3-32b", "4xMI300X", 8192, 256, None),
+    ("kimi-k3", "16xB300", 4096, 512, None),
+    ("deepseek-r1", "72xGB200", 1024, 1024, None),
+    ("glm-5.3", "8xB200", 16384, 128, ["disagg"]),
+]
+
+
+@pytest.fixture(scope="module")
+def frontiers() -> list[tuple]:
+    out = []
+    for model, gpus, isl, osl, modes in SEARCHES:
+        res = api.predict(model, gpus, isl=isl, osl=osl, modes=modes, engine="vllm")
+        assert res["frontier"], (model, gpus)
+        out.append((model, gpus, isl, osl, res["frontier"]))
+    return out
+
+
+def test_every_frontier_point_obeys_closed_loop_accounting(frontiers):
+    """C = requests/s x (TTFT + (OSL - 1) x TPOT) and output tok/s = requests/s x OSL, every mode."""
+    modes = set()
+    for model, gpus, isl, osl, front in frontiers:
+        n = int(gpus.split("x")[0])
+        for p in front:
+            modes.add(p["mode"])
+            e2e_s = (p["ttft_ms"] + (osl - 1) * p["tpot_ms"]) / 1e3
+            assert p["requests_s"] * e2e_s == pytest.approx(p["concurrency"], rel=0.01), (model, gpus, p["layout"])
+            assert p["tok_s_gpu"] * n == pytest.approx(p["requests_s"] * osl, rel=0.01)
+            assert p["gpus_used"] <= n and p["queue_ms"] >= -1e-6
+    assert modes == {"agg", "disagg"}
+
+
+def test_disaggregated_point_from_the_issue_is_honest():
+    """One 32k-token prompt at a time on 1P1D L40S: one request per TTFT + decode, not 12 tok/s/GPU."""
+    res = api.predict("llama-3.1-8b", "2xL40S", isl=32768, osl=64, modes=["disagg"])
+    p = min(res["frontier"], key=lambda q: q["concurrency"])
+    assert p["concurrency"] == 1
+    e2e_s = (p["ttft_ms"] + 63 * p["tpot_ms"]) / 1e3
+    assert p["tok_s_gpu"] == pytest.approx(64 / e2e_s / 2, rel=0.01)
+
+
+def _spec_on_and_off(frontiers) -> set:
+    return {p["spec"] != "none" for *_, f in frontiers for p in f}
+
+
+def test_frontier_points_validate_to_themselves(frontiers, tmp_path):
+    """Frontier points written as measured-point CSV rows, with their predictions as measurements,
+    are predicted within 1% by validate (one evaluator for predict and validate)."""
+    assert _spec_on_and_off(frontiers) == {True, False}
+    checked = {"agg": 0, "disagg": 0}
+    for model, gpus, isl, osl, front in frontiers:
+        path = tmp_path / f"{model}_{gpus}.csv"
+        path.write_text(measured_csv(front, model, gpus.split("x", 1)[1], isl, osl, "vllm"))
+        rows = api.validate([str(path)])["serving"]["rows"]
+        assert len(rows) == len(front)
+        for p, row in zip(front, rows):
+            assert "reason" not in row, (model, gpus, p["layout"], row.get("reason"))
+            for meas, pred in (("ttft_ms", "predicted_ttft_ms"), ("tpot_ms", "predicted_tpot_ms"),
+                               ("output_tok_s_per_gpu", "predicted_tok_s_per_gpu"), ("request_throughput", "predicted_request_throughput")):
+                assert row[pred] == pytest.approx(row[meas], rel=0.01), (model, gpus, p["layout"], p["spec"], meas)
+            checked[p["mode"]] += 1
+    assert checked["agg"] >= 50 and checked["disagg"] >= 20
+
+
+def test_explain_reproduces_the_step_of_frontier_points(frontiers):
+    for model, gpus, isl, osl, front in frontiers[:6]:
+        for p in front[:: max(1, len(front) // 4)]:
+            spec = None if p["spec"] == "none" else p["spec"].split("-k")[0]
+            k = None if spec is None else int(p["spec"].split("-k")[1].split("@")[0])
+            e = api.explain(model, gpus, tp=p["tp"], pp=p["pp"], ep=p["ep"], attention_dp=p["attention_dp"], batch=p["batch"],
+                            isl=isl, osl=osl, precision=p["precision"].split("+kv")[0], kv_dtype=p["kv_dtype"], spec=spec, spec_k=k,
+                            engine="vllm", chunk_tokens=p["chunk_tokens"] or None, mode=p["mode"])
+            assert e["tpot_s"] * 1e3 == pytest.approx(p["tpot_ms"], rel=1e-3), (model, gpus, p["layout"], p["mode"])
+            # the printed terms add up from the op sum to the step time
+            assert sum(t["seconds"] for t in e["terms"]) == pytest.approx(e["step_time_s"], rel=1e-9)
+
+
+def test_explain_names_every_term_of_the_issue_example():
+    """The example of the issue: explain's step time now carries the fitted overlap and overheads."""
+    front = api.predict("llama-3.1-70b", "8xH100", isl=1024, osl=1024, precision=["fp8_block"], kv_dtype=["fp8"], modes=["agg"])["frontier"]
+    p = next(q for q in front if q["tp"] == 8 and q["batch"] == 1)
+    e = api.explain("llama-3.1-70b", "8xH100", tp=8, batch=1, isl=1024, osl=1024, precision="fp8_block", kv_dtype="fp8",
+                    chunk_tokens=p["chunk_tokens"])
+    assert e["tpot_s"] * 1e3 == pytest.approx(p["tpot_ms"], rel=1e-4)
+    names = " ".join(t["term"] for t in e["terms"])
+    for word in ("hidden by the engine", "step scale", "overhead", "mixed steps"):
+        assert word in names
+    assert e["raw_step_time_s"] > e["step_time_s"]  # the bare op sum overstates what the engine runs
+
+
+def test_prefill_utilisation_solves_the_closed_loop():
+    rng = np.random.default_rng(1)
+    c = rng.uniform(1, 500, 200)
+    base = rng.uniform(0.01, 2, 200)
+    w = rng.uniform(0.01, 2, 200)
+    dec = rng.uniform(0.1, 50, 200)
+    cap = rng.uniform(0.1, 100, 200)
+    u = prefill_utilisation(c, base, w, dec, cap)
+    assert np.all((u > 0) & (u < 1))
+    x = u * cap
+    lhs = x * (base + w * u / (2 * (1 - u)) + dec)
+    assert np.allclose(lhs, c, rtol=1e-9)
+    assert np.allclose(md1_wait_s(w, u), w * u / (2 * (1 - u)))
+
+
+def _pre(x_cap=1.0):
+    return PrefillResult(np.array(0.2), np.array(0.15), np.array(0.01), np.array(x_cap), 1.0)
+
+
+def test_prefill_capacity_caps_a_disaggregated_deployment():
+    dec = DecodeResult(np.array(0.02), np.array(0.02), np.array(10.0))
+    conc = np.array([1, 4, 16, 64, 256, 1024], float)
+    m = evaluate_disagg(_pre(2.0), 1, dec, conc, conc, 1024, 16)
+    assert np.all(m.requests_s < 2.0)  # never above one prefill worker's capacity
+    assert np.all(np.diff(m.ttft_s) > 0) and np.all(np.diff(m.requests_s) > 0)
+    more = evaluate_disagg(_pre(2.0), 2, dec, conc, conc, 1024, 16)
+    assert np.all(more.ttft_s <= m.ttft_s) and np.all(more.requests_s >= m.requests_s)
+    for r in (m, more):
+        assert np.allclose(r.requests_s * r.e2e_s, conc)
+
+
+def test_clients_beyond_the_slots_wait_in_ttft():
+    dec = DecodeResult(np.array(0.02), np.array(0.02), np.array(10.0))
+    slots = np.array(8.0)
+    conc = np.array([8.0, 16.0, 64.0])
+    m = evaluate_disagg(_pre(100.0), 4, dec, slots, conc, 1024, 16)
+    assert np.allclose(m.requests_s, m.requests_s[0])  # the slots bound the rate
+    assert np.all(np.diff(m.queue_s) > 0)
+    assert np.allclose(m.requests_s * m.e2e_s, conc)
+
+
+def test_running_batch_and_layouts():
+    lay = Layouts.of([1, 2], [1, 2], [8, 1], [8, 1])
+    assert list(lay.gpus) == [8, 4] and list(lay.ranks) == [8, 2]
+    assert list(running_batch([1, 64, 1000], 8, 64, [1e9, 1e9, 50])) == [1.0, 8.0, 50.0]
+    assert math.isclose(float(running_batch(100, 4, np.inf)), 25.0)
