@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import math
 from pathlib import Path
-from typing import Any
+from typing import Any, Mapping, Sequence
 
 import numpy as np
 
@@ -16,10 +16,10 @@ from . import hardware as hwmod
 from . import models as modmod
 from .errors import SimfrontError, check_lengths
 from .serving import DEFAULT_CHUNK_TOKENS
-from .format import gib
 from .hardware import GpuSet, parse_gpus
 from .layout import Layout
 from .models import apply_precision, get_model
+from .results import Frontier, StepBreakdown, point_dict
 from .sizing import memory_verdict
 
 
@@ -90,29 +90,6 @@ def memory(model: str, gpus: str | GpuSet, precision: str = "native", kv_dtype: 
     return v.to_json()
 
 
-def print_memory(v: dict) -> None:
-    lay = v["layout"]
-    print(f"{v['model']} on {v['gpus']}  precision {v['precision']}, KV {v['kv_dtype']}, context {v['context_tokens']} tokens")
-    if lay:
-        print(f"  layout               {lay['label']}" + (f" ({lay['idle_gpus']} GPUs idle)" if lay.get("idle_gpus") else ""))
-    print(f"  weights (one copy)   {v['weights_bytes'] / 1e9:,.1f} GB")
-    print(f"  weights per GPU      {gib(v['weights_bytes_per_gpu'])}")
-    print(f"  runtime reserve/GPU  {gib(v['reserve_bytes_per_gpu'])}  (CUDA context and graphs 3.5 GiB, comm buffers, activations, logits)")
-    print(f"  KV budget per GPU    {gib(v['kv_budget_bytes_per_gpu'])}")
-    print(f"  KV bytes per token   {v['kv_bytes_per_token']:,.0f} B (model-wide, one copy); {v['kv_bytes_per_token_per_gpu']:,.0f} B per GPU")
-    if v["kv_state_bytes_per_seq"]:
-        print(f"  recurrent state/seq  {v['kv_state_bytes_per_seq'] / 1e6:,.0f} MB (linear-attention layers, one copy)")
-    cap = v["kv_capacity_tokens"]
-    print(f"  KV capacity          {cap:,} tokens per attention rank" if cap is not None else "  KV capacity          unbounded")
-    print(f"  max concurrency      {v['max_concurrency']:,} sequences of {v['context_tokens']} tokens")
-    print(f"  fits                 {'yes' if v['fits'] else 'NO'}")
-    if v.get("reason"):
-        print(f"  reason               {v['reason']}")
-    print(f"  fewest GPUs          {v['min_gpus'] if v['min_gpus'] else 'none up to 512'}" + (f" x {v['gpus'].split('x', 1)[1]}" if v["min_gpus"] else ""))
-    if v.get("alternatives"):
-        print(f"  also fits on         {', '.join(v['alternatives'])}")
-
-
 def use_calibration(path: str) -> None:
     """Install a calibration profile (``simfront calibrate`` output) for this process."""
     import yaml
@@ -134,53 +111,23 @@ def use_calibration(path: str) -> None:
 # ---------------------------------------------------------------------------------------------
 # Frontier prediction
 
-FRONTIER_FIELDS = ["mode", "tp", "pp", "ep", "attention_dp", "replicas", "batch", "concurrency", "precision", "kv_dtype", "spec",
-                   "ttft_ms", "tpot_ms", "tok_s_user", "tok_s_gpu", "usd_per_mtok", "requests_s", "gpus_used",
-                   "chunk_tokens", "prefill_tp", "prefill_ep", "prefill_attention_dp", "prefill_workers", "prefill_batch", "decode_workers",
-                   "kv_headroom", "queue_ms"]
-INT_FIELDS = {"tp", "pp", "ep", "attention_dp", "replicas", "batch", "concurrency", "gpus_used", "chunk_tokens", "prefill_tp", "prefill_ep",
-              "prefill_attention_dp", "prefill_workers", "prefill_batch", "decode_workers"}
+def _frontier(out: dict, t0: float, points: dict | None = None) -> Frontier:
+    """The typed result of ``predict`` (``points``: every feasible configuration, kept out of the JSON)."""
+    import time
 
-
-def _point(points: dict, i: int) -> dict:
-    d = {}
-    for k in FRONTIER_FIELDS:
-        v = points[k][i]
-        if k in INT_FIELDS:
-            d[k] = int(round(float(v)))
-        elif isinstance(v, (str, np.str_)) or (hasattr(v, "dtype") and v.dtype == object):
-            d[k] = str(v)
-        elif isinstance(v, str):
-            d[k] = v
-        else:
-            fv = float(v)
-            d[k] = round(fv, 4) if math.isfinite(fv) else None
-    d["layout"] = layout_label(d)
-    return d
-
-
-def layout_label(p: dict) -> str:
-    def one(tp, ep, dp, pp=1):
-        s = f"TP{tp}"
-        if dp > 1:
-            s += f" DPA{dp}"
-        if ep > 1:
-            s += f" EP{ep}"
-        if pp > 1:
-            s += f" PP{pp}"
-        return s
-    if p["mode"] == "disagg":
-        return f"{p['prefill_workers']}P[{one(p['prefill_tp'], p['prefill_ep'], p['prefill_attention_dp'])}] + {p['decode_workers']}D[{one(p['tp'], p['ep'], p['attention_dp'], p['pp'])}]"
-    s = one(p["tp"], p["ep"], p["attention_dp"], p["pp"])
-    return s + (f" x{p['replicas']}" if p["replicas"] > 1 else "")
+    out["search_time_s"] = time.perf_counter() - t0
+    f = Frontier(**out)
+    f._points = points
+    return f
 
 
 def predict(model: str, gpus: str | GpuSet, isl: int = 1024, osl: int = 1024, concurrency: int | None = None, rate: float | None = None,
             ttft_ms: float | None = None, tpot_ms: float | None = None, min_tok_s_user: float | None = None,
             precision: list[str] | str | None = None, kv_dtype: list[str] | str | None = None, spec: str | None = None,
             spec_k: int | None = None, acceptance: float | None = None, modes: list[str] | None = None,
-            price: float | None = None, prefix_hit: float = 0.0, engine: str | None = None, chunk_tokens: int | None = None) -> dict:
-    """The predicted frontier of every configuration of ``model`` on ``gpus`` (JSON-ready dict)."""
+            price: float | None = None, prefix_hit: float = 0.0, engine: str | None = None, chunk_tokens: int | None = None) -> Frontier:
+    """The predicted frontier of every configuration of ``model`` on ``gpus`` (a :class:`simfront.results.Frontier`:
+    attributes, ``["field"]`` access, ``.to_frame()``, ``.points`` for every feasible configuration)."""
     import time
 
     from .pareto import knee_index, pareto_mask, sla_mask
@@ -223,8 +170,7 @@ def predict(model: str, gpus: str | GpuSet, isl: int = 1024, osl: int = 1024, co
     out["n_feasible"] = res.n_feasible
     if res.n_feasible == 0:
         out["notes"].append("no configuration fits in memory; see 'memory' for the verdict and alternatives")
-        out["search_time_s"] = time.perf_counter() - t0
-        return out
+        return _frontier(out, t0)
     out["fits"] = True
     pts = res.points
     keep = np.ones(pts["tok_s_gpu"].size, dtype=bool)
@@ -237,15 +183,14 @@ def predict(model: str, gpus: str | GpuSet, isl: int = 1024, osl: int = 1024, co
         out["notes"].append(f"--rate {rate}: configurations whose capacity is at least {rate} req/s; latency is reported at the configuration's full batch (an upper bound at lower load)")
     if not keep.any():
         out["notes"].append("no configuration meets the load constraint")
-        out["search_time_s"] = time.perf_counter() - t0
-        return out
+        return _frontier(out, t0)
     sel = np.nonzero(keep)[0]
     front = sel[pareto_mask(pts["tok_s_user"][sel], pts["tok_s_gpu"][sel])]
     front = front[np.argsort(pts["tok_s_user"][front])]
     from .uncertainty import add_bands, prediction_bands
 
     q, widen = prediction_bands(g.hardware.id, m.id)
-    out["frontier"] = [add_bands(_point(pts, int(i)), q, widen) for i in front]
+    out["frontier"] = [add_bands(point_dict(pts, int(i)), q, widen) for i in front]
     out["uncertainty"] = {"band": "p10-p90 of measured/predicted from leave-one-model-out validation", "widening": widen,
                           "note": "wider (x%.1f on log scale) for GPUs or models outside the calibration data" % widen if widen > 1 else
                           "GPU and model are inside the calibration data"}
@@ -255,82 +200,10 @@ def predict(model: str, gpus: str | GpuSet, isl: int = 1024, osl: int = 1024, co
     if ttft_ms is not None or tpot_ms is not None or min_tok_s_user is not None:
         if ok.any():
             j = int(np.nonzero(ok)[0][np.argmax(pts["tok_s_gpu"][ok])])
-            out["best_under_sla"] = add_bands(_point(pts, j), q, widen)
+            out["best_under_sla"] = add_bands(point_dict(pts, j), q, widen)
         else:
             out["notes"].append("no configuration meets the SLA")
-    out["search_time_s"] = time.perf_counter() - t0
-    out["_points"] = pts  # all feasible configurations (not serialised; used by --html/--csv)
-    return out
-
-
-def print_predict(res: dict, show_all: bool = False) -> None:
-    from .format import print_table
-    from .pareto import thin_frontier
-
-    wl = res["workload"]
-    print(f"{res['model']} on {res['gpus']}  ISL {wl['isl']} / OSL {wl['osl']}" + (f", prefix hit {wl['prefix_hit']:.0%}" if wl["prefix_hit"] else "")
-          + f"  (${res['price_usd_per_gpu_hour']:.2f}/GPU-h)")
-    if not res["fits"]:
-        print_memory(res["memory"])
-        for n in res["notes"]:
-            print(f"note: {n}")
-        return
-    front = res["frontier"]
-    print(f"{res['n_configs_evaluated']:,} configurations evaluated, {res['n_feasible']:,} feasible, {len(front)} on the frontier "
-          f"({res['search_time_s']:.2f} s)")
-    knee = res.get("knee")
-    idx = set(range(len(front)) if show_all else thin_frontier([p["tok_s_user"] for p in front], 12))
-    idx |= {i for i, p in enumerate(front) if knee and p == knee}  # the knee row is always shown
-    idx = sorted(idx, reverse=True)  # lowest latency (most tok/s/user) first, highest throughput last
-    rows = []
-    for i in idx:
-        p = dict(front[i])
-        p["layout"] = ("* " if knee and p == knee else "  ") + p["layout"]
-        rows.append(p)
-    from .cli import FRONTIER_COLUMNS
-    print_table(rows, FRONTIER_COLUMNS)
-    print("lowest latency first; * = knee of the frontier; tok/s/GPU counts output tokens over all GPUs of the set")
-    if knee:
-        print(f"knee: {knee['layout']} {knee['precision']} batch {knee['batch']}: {knee['tok_s_user']:.1f} tok/s/user, {knee['tok_s_gpu']:,.0f} tok/s/GPU, ${knee['usd_per_mtok']:.3f}/Mtok")
-    b = res.get("best_under_sla")
-    sla = {k: v for k, v in res["sla"].items() if v is not None}
-    if sla:
-        if b:
-            print(f"best under SLA {sla}: {b['layout']} {b['mode']} {b['precision']} batch {b['batch']}: TTFT {b['ttft_ms']:.0f} ms, TPOT {b['tpot_ms']:.1f} ms, "
-                  f"{b['tok_s_gpu']:,.0f} tok/s/GPU, ${b['usd_per_mtok']:.3f}/Mtok")
-        else:
-            print(f"no configuration meets the SLA {sla}")
-    for n in res["notes"]:
-        print(f"note: {n}")
-
-
-def write_csv(rows: list[dict], path: str) -> None:
-    import csv
-
-    if not rows:
-        return
-    with open(path, "w", newline="") as f:
-        w = csv.DictWriter(f, fieldnames=list(rows[0]))
-        w.writeheader()
-        w.writerows(rows)
-
-
-def write_frontier_html(res: dict, points: dict | None, path: str) -> None:
-    from .plot import frontier_html
-
-    allp = []
-    if points:
-        n = points["tok_s_gpu"].size
-        # the plot module samples dominated points itself; hand it plain dicts
-        step = max(1, n // 20000)
-        for i in range(0, n, step):
-            allp.append(_point(points, i))
-    title = f"{res['model']} on {res['gpus']} - ISL {res['workload']['isl']} / OSL {res['workload']['osl']}"
-    f = res["frontier"]
-    bands = None
-    if f and "tok_s_gpu_low" in f[0]:
-        bands = {"x": [p["tok_s_user"] for p in f], "y_low": [p["tok_s_gpu_low"] for p in f], "y_high": [p["tok_s_gpu_high"] for p in f]}
-    frontier_html(allp, f, path=path, title=title, bands=bands)
+    return _frontier(out, t0, pts)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -340,7 +213,7 @@ def write_frontier_html(res: dict, points: dict | None, path: str) -> None:
 def explain(model: str, gpus: str | GpuSet, tp: int = 1, pp: int = 1, ep: int = 1, attention_dp: int = 1, batch: int = 1,
             ctx: int | None = None, phase: str = "decode", precision: str = "native", kv_dtype: str = "native", spec: str | None = None,
             spec_k: int | None = None, acceptance: float | None = None, isl: int | None = None, osl: int | None = None,
-            engine: str | None = None, chunk_tokens: int | None = None, mode: str = "agg") -> dict:
+            engine: str | None = None, chunk_tokens: int | None = None, mode: str = "agg") -> StepBreakdown:
     """Per-op table of one forward step on one GPU and every term between it and the step time the
     serving model uses (hidden kernel latency, engine step scale, per-step overhead, mixed prefill
     steps, draft passes, tokens accepted per step).
@@ -451,7 +324,7 @@ def explain(model: str, gpus: str | GpuSet, tp: int = 1, pp: int = 1, ep: int = 
     # the tokens that are sampled), over every attention-DP rank
     ref = 2.0 * (pc.active - pc.embedding - pc.lm_head) * n_tok + 2.0 * pc.lm_head * sampled * attention_dp
     weight_flops = model_flops - attn_flops - elem_flops
-    return {
+    return StepBreakdown(**{
         "model": m.id, "gpus": g.label, "layout": lay.label(), "phase": phase, "mode": mode, "batch": batch, "ctx": ctx_eff,
         "isl": isl, "osl": osl, "precision": prec.label, "kv_dtype": prec.kv, "spec": _spec_text(sp), "engine": engine or "default",
         "profile": prof, "tokens": tokens, "ops": rows, "raw_step_time_s": float(st.time_s), "terms": terms,
@@ -462,40 +335,13 @@ def explain(model: str, gpus: str | GpuSet, tp: int = 1, pp: int = 1, ep: int = 
         "note": "op times and FLOPs are per GPU of one attention-DP rank, all layers (a PP worker spreads them over its stages); "
                 "step_time_s is the step the serving model uses (terms add up to it from the op sum); "
                 "model_flops counts the useful work of the whole worker (replicated ops once); reference = 2 x active params x tokens",
-    }
+    })
 
 
 def _spec_text(sp) -> str:
     from .search import spec_label
 
     return spec_label(sp)
-
-
-def print_explain(res: dict) -> None:
-    from .format import print_table
-
-    head = f"{res['model']} on {res['gpus']}  {res['layout']}  {res['phase']}  batch {res['batch']}  "
-    head += f"ISL {res['isl']} / OSL {res['osl']} ({res['mode']})" if res.get("isl") is not None else f"ctx {res['ctx']:,.0f}"
-    print(head + f"  {res['precision']} (KV {res['kv_dtype']})  spec {res['spec']}  engine profile {res['engine']}")
-    rows = sorted(res["ops"], key=lambda r: -r["time_s"])
-    tot = res["raw_step_time_s"]
-    for r in rows:
-        r["share"] = 100 * r["time_s"] / tot if tot else 0
-        r["op_label"] = r["op"] + (f" [{r['kernel']}]" if r.get("kernel") else "")  # the kernel, where the op has a choice
-    print_table(rows, [("op_label", "op"), ("layers", "layers"), ("count", "n", "{:.0f}"), ("time_s", "time us", "{:,.1f}", 1e6),
-                       ("share", "%", "{:.1f}"), ("bound", "bound"), ("flops", "GFLOP", "{:,.2f}", 1e-9),
-                       ("mem_bytes", "HBM MB", "{:,.1f}", 1e-6), ("net_bytes", "net MB", "{:,.2f}", 1e-6),
-                       ("arithmetic_intensity", "FLOP/B", "{:,.1f}")])
-    print(f"sum of ops {tot * 1e3:,.3f} ms; {res['step_flops_per_gpu'] / 1e9:,.1f} GFLOP per GPU; {res['tokens']} tokens per rank")
-    print("from the op sum to the step the serving model uses:")
-    print_table(res["terms"], [("term", "term"), ("seconds", "ms", "{:+,.4f}", 1e3)])
-    line = f"step time {res['step_time_s'] * 1e3:,.4f} ms"
-    if res.get("tpot_s") is not None:
-        line += f"; {res['accepted_tokens_per_step']:.3f} tokens accepted per step -> TPOT {res['tpot_s'] * 1e3:,.4f} ms"
-    print(line)
-    print(f"worker FLOPs {res['model_flops'] / 1e12:,.2f} TFLOP = weights {res['weight_flops'] / 1e12:,.2f} (2 x active params x tokens: "
-          f"{res['weight_flops_reference'] / 1e12:,.2f}, ratio {res['weight_flops_ratio']:.3f}) + attention {res['attention_flops'] / 1e12:,.2f} + elementwise")
-    print(f"note: {res['note']}")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -519,79 +365,6 @@ def validation_flat(res: dict) -> dict:
     from .validation import flat
 
     return flat(res)
-
-
-def print_validation(res: dict, rows: bool = False) -> None:
-    from .format import print_table
-
-    if "kernels" in res:
-        k = res["kernels"]
-        print("kernels: measured vs predicted latency")
-        print_table([{"op": op, **st} for op, st in k["summary"].items()],
-                    ["op", "count", ("mape_pct", "MAPE %", "{:.1f}"), ("median_ape_pct", "median APE %", "{:.1f}")])
-        unsupported = [r for r in k["rows"] if r.get("predicted_latency_us") is None]
-        if unsupported:
-            print(f"{len(unsupported)} rows not predicted, e.g.: {unsupported[0].get('reason')}")
-        print()
-    if "serving" in res:
-        s = res["serving"]["summary"]
-        print(f"serving: {s['predicted_rows']:,} of {s['rows']:,} rows predicted ({s['coverage_pct']}%)")
-        print_table([{"metric": m, **st} for m, st in s["metrics"].items()],
-                    ["metric", "count", ("mape_pct", "MAPE %", "{:.1f}"), ("median_ape_pct", "median APE %", "{:.1f}"),
-                     ("p90_ape_pct", "p90 APE %", "{:.1f}"), ("bias_pct", "median bias %", "{:+.1f}")])
-        for dim in ("engine", "mode", "gpu", "model"):
-            groups = s["by"].get(dim, {})
-            if not groups:
-                continue
-            print(f"\nby {dim}:")
-            out = []
-            for g, ms in groups.items():
-                row = {dim: g}
-                for m in ("ttft_ms", "tpot_ms", "output_tok_s_total"):
-                    if m in ms:
-                        row[f"{m}_n"] = ms[m]["count"]
-                        row[m] = ms[m]["mape_pct"]
-                out.append(row)
-            print_table(out, [dim, ("ttft_ms_n", "n"), ("ttft_ms", "TTFT MAPE %", "{:.1f}"), ("tpot_ms", "TPOT MAPE %", "{:.1f}"),
-                              ("output_tok_s_total", "tok/s MAPE %", "{:.1f}")])
-        reasons: dict[str, int] = {}
-        for r in res["serving"]["rows"]:
-            if "reason" in r:
-                reasons[r["reason"][:100]] = reasons.get(r["reason"][:100], 0) + 1
-        for why, n in sorted(reasons.items(), key=lambda x: -x[1]):
-            print(f"not predicted: {n} x {why}")
-        missing: dict[str, int] = {}
-        for r in res["serving"]["rows"]:
-            for f in r.get("missing") or []:
-                missing[f] = missing.get(f, 0) + 1
-        if missing:
-            print("configuration the files did not carry (give it with --gpu/--tp/--ep/... or a <file>.simfront.yaml sidecar): "
-                  + ", ".join(f"{k} ({v} rows)" for k, v in sorted(missing.items())))
-        if rows:
-            print()
-            print_table(res["serving"]["rows"], ["source_file", "line", "model", "gpu", "engine", "mode", "concurrency",
-                                                 ("ttft_ms", "TTFT", "{:.0f}"), ("predicted_ttft_ms", "pred", "{:.0f}"),
-                                                 ("tpot_ms", "TPOT", "{:.2f}"), ("predicted_tpot_ms", "pred", "{:.2f}"), "reason"])
-    if res.get("problems"):
-        print(f"\n{len(res['problems'])} problems in the input (rows skipped, each named):")
-        for p in res["problems"][:20]:
-            print(f"  {p}")
-        if len(res["problems"]) > 20:
-            print(f"  ... and {len(res['problems']) - 20} more (see --json)")
-
-
-def write_validation_html(res: dict, path: str) -> None:
-    from .plot import validation_html
-
-    rows = []
-    for r in (res.get("serving") or {}).get("rows", []):
-        d = {"model": r.get("model"), "gpu": r.get("gpu"), "engine": r.get("engine"), "mode": r.get("mode")}
-        for m, key in (("ttft_ms", "predicted_ttft_ms"), ("tpot_ms", "predicted_tpot_ms"), ("tok_s_per_user", "predicted_tok_s_per_user"),
-                       ("output_tok_s_per_gpu", "predicted_tok_s_per_gpu"), ("output_tok_s_total", "predicted_output_tok_s_total")):
-            d[f"measured_{m if m != 'output_tok_s_per_gpu' else 'tok_s_per_gpu'}"] = r.get(m)
-            d[f"predicted_{m if m != 'output_tok_s_per_gpu' else 'tok_s_per_gpu'}"] = r.get(key)
-        rows.append(d)
-    validation_html(rows, path=path, title="simfront validation: measured vs predicted")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -628,7 +401,6 @@ def frontier_compare(model: str, gpus: str, knob: str, values: list[str], isl: i
         elif knob == "kv_dtype":
             args["kv_dtype"] = [v]
         res = predict(model, g, isl=isl, osl=osl, **args)
-        res.pop("_points", None)
         sets.append({"value": v, "gpus": res["gpus"], "fits": res["fits"], "frontier": res["frontier"], "memory": res["memory"],
                      "n_configs_evaluated": res["n_configs_evaluated"]})
     base = sets[0]
@@ -670,23 +442,6 @@ def frontier_compare(model: str, gpus: str, knob: str, values: list[str], isl: i
             "workload": {"isl": isl, "osl": osl}}
 
 
-def print_compare(res: dict) -> None:
-    print(f"{res['model']}: --compare {res['knob']}={','.join(s['value'] for s in res['sets'])}  (baseline {res['baseline']})")
-    for s in res["sets"]:
-        f = s["frontier"]
-        if f:
-            print(f"  {s['value']:>12}: {len(f)} frontier points, best {max(p['tok_s_gpu'] for p in f):,.0f} tok/s/GPU, "
-                  f"fastest {max(p['tok_s_user'] for p in f):,.1f} tok/s/user")
-        else:
-            print(f"  {s['value']:>12}: does not fit ({s['memory'].get('reason')})")
-    for v in res["verdicts"]:
-        if "median_gain_pct" in v:
-            print(f"  {v['value']} vs {res['baseline']}: {v['verdict']}: throughput at equal tok/s/user {v['median_gain_pct']:+.1f}% median "
-                  f"({v['min_gain_pct']:+.1f}% to {v['max_gain_pct']:+.1f}%); fastest tok/s/user {v['max_tok_s_user_change_pct']:+.1f}%")
-        else:
-            print(f"  {v['value']} vs {res['baseline']}: {v['verdict']} ({v['reason']})")
-
-
 def calibrate(paths: list[str], output: str, folds: int = 5, overrides: dict | None = None) -> dict:
     """Fit the serving profile to measured files, write a profile YAML for ``--calibration``."""
     import yaml
@@ -708,21 +463,6 @@ def calibrate(paths: list[str], output: str, folds: int = 5, overrides: dict | N
     return rep
 
 
-def print_calibration(rep: dict) -> None:
-    print(f"fitted the serving profile on {rep['fitted_rows']} measured rows from {len(rep['files'])} file(s); {rep['folds']}-fold cross-validation")
-    rows = []
-    for m in rep["before"]:
-        rows.append({"metric": m, "n": rep["before"][m]["count"], "before": rep["before"][m]["mape_pct"],
-                     "after_cv": rep["after_cv"].get(m, {}).get("mape_pct"), "in_sample": rep["after_in_sample"].get(m, {}).get("mape_pct")})
-    from .format import print_table
-
-    print_table(rows, ["metric", "n", ("before", "MAPE before %", "{:.1f}"), ("after_cv", "MAPE after (k-fold CV) %", "{:.1f}"),
-                       ("in_sample", "in-sample %", "{:.1f}")])
-    print(f"wrote {rep['output']} (use it with --calibration {rep['output']})")
-    for p in rep.get("problems", [])[:10]:
-        print(f"problem: {p}")
-
-
 # ---------------------------------------------------------------------------------------------
 # Capacity planning, GPU comparison, launch commands (logic in simfront.planning / simfront.launch)
 
@@ -733,12 +473,6 @@ def plan(model: str, rate: float, **kw) -> dict:
     return _plan(model, rate, **kw)
 
 
-def compare_gpus(model: str, gpu_sets: list[str], **kw) -> dict:
-    from .planning import compare
-
-    return compare(model, gpu_sets, **kw)
-
-
 def launch_for(point: dict, model: str, gpus: str, engine: str, isl: int, osl: int) -> dict:
     from .planning import launch_for as _launch_for
 
@@ -746,46 +480,63 @@ def launch_for(point: dict, model: str, gpus: str, engine: str, isl: int, osl: i
     return _launch_for(point, model, gpu, engine=engine, isl=isl, osl=osl)
 
 
-def print_launch(lp: dict) -> None:
-    print(f"\nlaunch ({lp['engine']}):")
-    for c in lp["commands"]:
-        print(f"  {c}")
-    for name, content in (lp.get("files") or {}).items():
-        print(f"  --- {name} ---")
-        for line in content.splitlines():
-            print(f"  {line}")
-    print(f"benchmark (its result file is what `simfront validate` reads back):\n  {lp['benchmark']}")
-    if lp.get("sidecar"):
-        print("sidecar YAML to save next to the result file (<result>.simfront.yaml):")
-        for line in lp["sidecar"].splitlines():
-            print(f"  {line}")
-    for n in lp.get("notes", [])[:8]:
-        print(f"note: {n}")
+# ---------------------------------------------------------------------------------------------
+# Comparing GPU sets at equal interactivity
+
+COMPARE_LEVELS = 6  # tok/s/user levels of the comparison table
 
 
-def print_plan(res: dict) -> None:
-    from .format import print_table
-
-    wl = res.get("workload", {})
-    print(f"{res['model']}: {wl.get('rate')} req/s, ISL {wl.get('isl')} / OSL {wl.get('osl')}, SLA {res.get('sla')}")
-    feas = [r for r in res["rows"] if r.get("feasible", True) and "num_gpus" in r]
-    if feas:
-        print_table(feas, ["gpu", ("num_gpus", "GPUs"), "layout", "mode", "precision", ("replicas", "workers"),
-                           ("usd_per_hour", "$/hour", "{:,.2f}"), ("monthly_usd", "$/month", "{:,.0f}"), ("usd_per_mtok", "$/Mtok", "{:.3f}"),
-                           ("ttft_ms", "TTFT ms", "{:,.0f}"), ("tpot_ms", "TPOT ms", "{:.1f}"), ("headroom", "headroom", "{:.2f}x")])
-    for r in res["rows"]:
-        if not r.get("feasible", True) or "num_gpus" not in r:
-            print(f"{r['gpu']}: not feasible: {r.get('reason')}")
-    print(f"({res.get('search_time_s', 0):.2f} s)")
+def _gpu_levels(fronts: list[list[dict]], n: int) -> np.ndarray:
+    """``n`` tok/s/user levels, log-spaced over the range every frontier reaches."""
+    xs = [np.array([p["tok_s_user"] for p in f], float) for f in fronts if f]
+    if not xs:
+        return np.zeros(0)
+    lo, hi = max(x.min() for x in xs), min(x.max() for x in xs)
+    if lo > hi:  # no overlap: span what every set can reach (interp_frontier serves x <= its max)
+        lo = min(x.min() for x in xs)
+    if hi <= 0:
+        return np.zeros(0)
+    lo = max(lo, hi * 1e-3)
+    return np.unique(np.floor(np.geomspace(lo, hi, n) * 100) / 100)  # 2 decimals, never above the reach
 
 
-def print_gpu_compare(res: dict) -> None:
-    from .format import print_table
+def compare_gpus(model: str, gpu_sets: Sequence[str], isl: int = 1024, osl: int = 1024, prices: Mapping[str, float] | None = None,
+            levels: int = COMPARE_LEVELS, **predict_kwargs) -> dict:
+    """Frontiers of ``model`` on several GPU sets and a table at equal tok/s/user.
 
-    for s in res["sets"]:
-        f = s.get("frontier") or []
-        status = f"{len(f)} frontier points" if s.get("fits") else f"does not fit: {(s.get('memory') or {}).get('reason')}"
-        print(f"{s['gpus']}: {status}")
-    if res.get("table"):
-        print_table(res["table"], [("tok_s_user", "tok/s/user", "{:,.1f}"), "gpus", ("tok_s_gpu", "tok/s/GPU", "{:,.0f}"),
-                                   ("tok_s_per_usd_hour", "tok/s per $/h", "{:,.1f}"), ("usd_per_mtok", "$/Mtok", "{:.3f}")])
+    ``predict_kwargs`` go to :func:`simfront.api.predict` (precision, kv_dtype, spec, modes, ttft_ms ...).
+    Table rows: ``{tok_s_user, gpus, tok_s_gpu, tok_s_per_usd_hour, usd_per_mtok}`` (NaN-free:
+    None where a set cannot reach the level). ``simfront.report.write_compare_html`` draws it.
+    """
+    from .pareto import interp_frontier
+    from .planning import as_list, prices_by_gpu
+    from .serving import usd_per_mtok
+
+    sets_in = as_list(gpu_sets) or []
+    if not sets_in:
+        raise SimfrontError("compare needs at least one GPU set, e.g. 8xH200,8xB200")
+    price_of = prices_by_gpu(prices)
+    sets = []
+    for s in sets_in:  # one prediction per set
+        g = parse_gpus(s)
+        res = predict(model, g, isl=isl, osl=osl, price=price_of.get(g.hardware.id), **predict_kwargs)
+        sets.append({"gpus": res["gpus"], "fits": res["fits"], "price_usd_per_gpu_hour": res["price_usd_per_gpu_hour"],
+                     "frontier": res["frontier"], "knee": res["knee"], "best_under_sla": res["best_under_sla"],
+                     "memory": res["memory"], "notes": res["notes"]})
+    lv = _gpu_levels([s["frontier"] for s in sets], levels)
+    table = []
+    for x in lv:  # a handful of levels
+        for s in sets:
+            f = s["frontier"]
+            y = float(interp_frontier([p["tok_s_user"] for p in f], [p["tok_s_gpu"] for p in f], x)[0]) if f else math.nan
+            price = s["price_usd_per_gpu_hour"]
+            ok = math.isfinite(y) and y > 0
+            table.append({"tok_s_user": float(x), "gpus": s["gpus"], "tok_s_gpu": y if ok else None,
+                          # output tok/s bought per USD/hour of rent (tok/s/GPU over USD per GPU-hour)
+                          "tok_s_per_usd_hour": (y / price if price > 0 else None) if ok else None,
+                          "usd_per_mtok": float(usd_per_mtok(price, y)) if ok else None})
+    out = {"model": get_model(model).id, "workload": {"isl": isl, "osl": osl}, "levels": [float(x) for x in lv],
+           "sets": sets, "table": table}
+    return out
+
+

@@ -17,7 +17,7 @@ try:  # typer >= 0.2x vendors click as typer._click; older typer depends on clic
 except ImportError:  # pragma: no cover - depends on the installed typer
     from click import exceptions as click_exc
 
-from . import api
+from . import api, report
 from .errors import SimfrontError
 from .format import print_table
 
@@ -84,16 +84,11 @@ def memory_cmd(
     v = api.memory(model, gpus, precision=precision, kv_dtype=kv_dtype, isl=isl, osl=osl, tp=tp, pp=pp, ep=ep, attention_dp=attention_dp)
     if as_json:
         return _emit_json(v)
-    api.print_memory(v)
+    report.print_memory(v)
 
 
 def _csv_list(s: Optional[str]) -> Optional[list]:
     return [x.strip() for x in s.split(",") if x.strip()] if s else None
-
-
-FRONTIER_COLUMNS = [("layout", "layout"), ("mode", "mode"), ("batch", "batch/rank"), ("concurrency", "conc"), ("precision", "precision"),
-                    ("spec", "spec"), ("ttft_ms", "TTFT ms", "{:,.0f}"), ("tpot_ms", "TPOT ms", "{:.1f}"),
-                    ("tok_s_user", "tok/s/user", "{:,.1f}"), ("tok_s_gpu", "tok/s/GPU", "{:,.0f}"), ("usd_per_mtok", "$/Mtok", "{:.3f}")]
 
 
 @app.command("predict")
@@ -130,19 +125,19 @@ def predict_cmd(
     res = api.predict(model, gpus, isl=isl, osl=osl, concurrency=concurrency, rate=rate, ttft_ms=ttft, tpot_ms=tpot,
                       min_tok_s_user=min_tok_s_user, precision=_csv_list(precision), kv_dtype=_csv_list(kv_dtype), spec=spec,
                       spec_k=spec_k, acceptance=acceptance, modes=_csv_list(mode), price=price, prefix_hit=prefix_hit, engine=engine)
-    points = res.pop("_points", None)
+    points = res.points
     if launch and res["fits"]:
         target = res.get("best_under_sla") or res.get("knee")
         res["launch"] = api.launch_for(target, model, gpus, launch, isl, osl) if target else None
     if html and res["fits"]:
-        api.write_frontier_html(res, points, html)
+        report.write_frontier_html(res, points, html)
     if csv_path and res["fits"]:
-        api.write_csv(res["frontier"], csv_path)
+        report.write_csv(res["frontier"], csv_path)
     if as_json:
         return _emit_json(res)
-    api.print_predict(res, show_all=show_all)
+    report.print_predict(res, show_all=show_all)
     if res.get("launch"):
-        api.print_launch(res["launch"])
+        report.print_launch(res["launch"])
     if html and res["fits"]:
         print(f"wrote {html}")
     if csv_path and res["fits"]:
@@ -180,7 +175,7 @@ def explain_cmd(
                       engine=engine, chunk_tokens=chunk_tokens, mode=mode)
     if as_json:
         return _emit_json(res)
-    api.print_explain(res)
+    report.print_explain(res)
 
 
 @app.command("validate")
@@ -213,10 +208,10 @@ def validate_cmd(
                                        engine=engine, precision=precision, kv_dtype=kv_dtype).items() if v is not None}
     res = api.validate(paths, overrides=overrides or None)
     if html:
-        api.write_validation_html(res, html)
+        report.write_validation_html(res, html)
     if as_json:
         return _emit_json(api.validation_flat(res))
-    api.print_validation(res, rows=rows_out)
+    report.print_validation(res, rows=rows_out)
     if html:
         print(f"wrote {html}")
 
@@ -248,7 +243,7 @@ def frontier_cmd(
                      title=f"{model}: {knob} comparison (ISL {isl} / OSL {osl})")
     if as_json:
         return _emit_json(res)
-    api.print_compare(res)
+    report.print_compare(res)
     if html:
         print(f"wrote {html}")
 
@@ -272,7 +267,7 @@ def calibrate_cmd(
     rep = api.calibrate(files, output, folds=folds, overrides=overrides or None)
     if as_json:
         return _emit_json(rep)
-    api.print_calibration(rep)
+    report.print_calibration(rep)
 
 
 def _prices(items: Optional[List[str]]) -> Optional[dict]:
@@ -322,9 +317,9 @@ def plan_cmd(
         res["launch"] = api.launch_for(best["point"], model, best["gpu"], launch, isl, osl) if best else None
     if as_json:
         return _emit_json(res)
-    api.print_plan(res)
+    report.print_plan(res)
     if res.get("launch"):
-        api.print_launch(res["launch"])
+        report.print_launch(res["launch"])
 
 
 @app.command("compare")
@@ -346,10 +341,12 @@ def compare_cmd(
         raise SimfrontError("compare needs at least two --gpus sets")
     if not (quiet or as_json):
         sys.stderr.write(f"... predicting {len(sets)} GPU sets\n")
-    res = api.compare_gpus(model, sets, isl=isl, osl=osl, prices=_prices(price), html=html)
+    res = api.compare_gpus(model, sets, isl=isl, osl=osl, prices=_prices(price))
+    if html:
+        report.write_compare_html(res, html)
     if as_json:
         return _emit_json(res)
-    api.print_gpu_compare(res)
+    report.print_gpu_compare(res)
     if html:
         print(f"wrote {html}")
 

@@ -14,24 +14,22 @@ bound when the deployment runs below capacity.
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
 import numpy as np
 
 from . import efficiency
-from .api import layout_label
 from .errors import check_lengths
 from .errors import SimfrontError
 from .hardware import GpuSet, Hardware, get_hardware, parse_gpus
 from .launch import Deployment, LaunchPlan, WorkerLayout, benchmark_command, launch_commands, sidecar_yaml
 from .memory import weight_bytes
 from .models import Model, apply_precision, get_model
-from .pareto import interp_frontier
 from .deployment import evaluate_agg, evaluate_disagg
 from .search import SearchSpace, spec_label, kv_link_bytes_per_s, precision_options, spec_options, worker_tables
 from .serving import DEFAULT_CHUNK_TOKENS, DecodeResult, PrefillResult, Workload, engine_profile, finish_prefill, usd_per_mtok
+from .results import layout_label
 from .sizing import min_gpus as fewest_gpus
 
 # GPU types planned when none are named: the current NVIDIA HGX / NVL72 parts and AMD's newest.
@@ -42,7 +40,6 @@ DEFAULT_MAX_GPUS = 512  # largest deployment considered (the top of sizing.CANDI
 # parallelism (EP 32-64 across nodes) DeepSeek-style MoE serving uses (modeling-notes §5). NVL72
 # parts also get their whole 72-GPU rack; a model that needs more GPUs to fit gets its minimum.
 WORKER_SEARCH_GPUS = 64
-COMPARE_LEVELS = 6  # tok/s/user levels of the comparison table
 _CACHE_MAX = 64  # worker tables kept in memory (GPU type x workload x search options)
 _ROUND = 4  # decimals of float fields in point dicts (as api._point)
 
@@ -80,7 +77,7 @@ def clear_cache() -> None:
     _TABLE_CACHE.clear()
 
 
-def _as_list(v) -> list[str] | None:
+def as_list(v) -> list[str] | None:
     if v is None:
         return None
     if isinstance(v, str):
@@ -363,7 +360,7 @@ def _infeasible(m: Model, t: _Tables, reach: list[dict], sla: dict, rate: float,
     return {"gpu": hw.id, "feasible": False, "reason": why, "min_gpus": t.min_gpus}
 
 
-def _prices(prices: Mapping[str, float] | None) -> dict[str, float]:
+def prices_by_gpu(prices: Mapping[str, float] | None) -> dict[str, float]:
     out = {}
     for k, v in (prices or {}).items():
         if v is None or not float(v) >= 0:
@@ -403,12 +400,12 @@ def plan(model: str, rate: float, isl: int = 1024, osl: int = 1024, ttft_ms: flo
     if not modes or set(modes) - {"agg", "disagg"}:
         raise SimfrontError(f"modes {modes!r}: valid values are agg, disagg")
     m = get_model(model)
-    hws = list({h.id: h for h in (get_hardware(x) for x in (_as_list(hardware) or DEFAULT_HARDWARE))}.values())
-    price_of = _prices(prices)
+    hws = list({h.id: h for h in (get_hardware(x) for x in (as_list(hardware) or DEFAULT_HARDWARE))}.values())
+    price_of = prices_by_gpu(prices)
     eng = _engine_name(engine)
     # one token budget (the engines' default) keeps the sweep over every GPU type within seconds;
     # `predict` explores the budget as a knob
-    space = SearchSpace(precisions=_as_list(precision) or None, kv_dtypes=_as_list(kv_dtype) or None, modes=modes, engine=eng,
+    space = SearchSpace(precisions=as_list(precision) or None, kv_dtypes=as_list(kv_dtype) or None, modes=modes, engine=eng,
                         chunk_tokens=(int(DEFAULT_CHUNK_TOKENS),))
     for p in space.precisions or ():
         apply_precision(m, p)  # unknown formats fail here with a one-line error
@@ -499,71 +496,4 @@ def launch_for(point: Mapping[str, Any], model: str, gpu: str, engine: str = "vl
             "num_gpus": dep.total_gpus}
 
 
-# ---------------------------------------------------------------------------------------------
-# Comparing GPU sets at equal interactivity
-
-
-def _levels(fronts: list[list[dict]], n: int) -> np.ndarray:
-    """``n`` tok/s/user levels, log-spaced over the range every frontier reaches."""
-    xs = [np.array([p["tok_s_user"] for p in f], float) for f in fronts if f]
-    if not xs:
-        return np.zeros(0)
-    lo, hi = max(x.min() for x in xs), min(x.max() for x in xs)
-    if lo > hi:  # no overlap: span what every set can reach (interp_frontier serves x <= its max)
-        lo = min(x.min() for x in xs)
-    if hi <= 0:
-        return np.zeros(0)
-    lo = max(lo, hi * 1e-3)
-    return np.unique(np.floor(np.geomspace(lo, hi, n) * 100) / 100)  # 2 decimals, never above the reach
-
-
-def compare(model: str, gpu_sets: Sequence[str], isl: int = 1024, osl: int = 1024, prices: Mapping[str, float] | None = None,
-            levels: int = COMPARE_LEVELS, html: str | None = None, title: str | None = None, **predict_kwargs) -> dict:
-    """Frontiers of ``model`` on several GPU sets and a table at equal tok/s/user.
-
-    ``predict_kwargs`` go to :func:`simfront.api.predict` (precision, kv_dtype, spec, modes, ttft_ms ...).
-    Table rows: ``{tok_s_user, gpus, tok_s_gpu, tok_s_per_usd_hour, usd_per_mtok}`` (NaN-free:
-    None where a set cannot reach the level). ``html``: write an offline comparison page there.
-    """
-    from . import api
-
-    sets_in = _as_list(gpu_sets) or []
-    if not sets_in:
-        raise SimfrontError("compare needs at least one GPU set, e.g. 8xH200,8xB200")
-    price_of = _prices(prices)
-    sets = []
-    for s in sets_in:  # one prediction per set
-        g = parse_gpus(s)
-        res = api.predict(model, g, isl=isl, osl=osl, price=price_of.get(g.hardware.id), **predict_kwargs)
-        sets.append({"gpus": res["gpus"], "fits": res["fits"], "price_usd_per_gpu_hour": res["price_usd_per_gpu_hour"],
-                     "frontier": res["frontier"], "knee": res["knee"], "best_under_sla": res["best_under_sla"],
-                     "memory": res["memory"], "notes": res["notes"]})
-    lv = _levels([s["frontier"] for s in sets], levels)
-    table = []
-    for x in lv:  # a handful of levels
-        for s in sets:
-            f = s["frontier"]
-            y = float(interp_frontier([p["tok_s_user"] for p in f], [p["tok_s_gpu"] for p in f], x)[0]) if f else math.nan
-            price = s["price_usd_per_gpu_hour"]
-            ok = math.isfinite(y) and y > 0
-            table.append({"tok_s_user": float(x), "gpus": s["gpus"], "tok_s_gpu": y if ok else None,
-                          # output tok/s bought per USD/hour of rent (tok/s/GPU over USD per GPU-hour)
-                          "tok_s_per_usd_hour": (y / price if price > 0 else None) if ok else None,
-                          "usd_per_mtok": float(usd_per_mtok(price, y)) if ok else None})
-    out = {"model": get_model(model).id, "workload": {"isl": isl, "osl": osl}, "levels": [float(x) for x in lv],
-           "sets": sets, "table": table}
-    if html:
-        from .plot import compare_html
-
-        names: dict[str, list] = {}
-        for s in sets:
-            name, i = s["gpus"], 2
-            while name in names:  # the same set twice (e.g. two prices)
-                name, i = f"{s['gpus']} ({i})", i + 1
-            names[name] = s["frontier"]
-        compare_html(names, path=html, title=title or f"{out['model']} - ISL {isl} / OSL {osl}")
-        out["html"] = str(html)
-    return out
-
-
-__all__ = ["plan", "launch_for", "deployment_for", "compare", "clear_cache", "DEFAULT_HARDWARE", "HOURS_PER_MONTH"]
+__all__ = ["plan", "launch_for", "deployment_for", "clear_cache", "DEFAULT_HARDWARE", "HOURS_PER_MONTH"]

@@ -9,12 +9,14 @@ import numpy as np
 import pytest
 import yaml
 
-from simfront import api
+from simfront import api, report
 from simfront.errors import SimfrontError
 from simfront.hardware import get_hardware, parse_gpus
 from simfront.models import get_model
 from simfront.pareto import sla_mask
-from simfront.planning import DEFAULT_HARDWARE, HOURS_PER_MONTH, compare, launch_for, plan
+from simfront.planning import DEFAULT_HARDWARE, HOURS_PER_MONTH, launch_for, plan
+from simfront.api import compare_gpus as compare
+from simfront.results import FRONTIER_FIELDS, layout_label
 from simfront.search import SearchSpace, make_spec, search
 from simfront.serving import DEFAULT_CHUNK_TOKENS, Workload
 
@@ -68,9 +70,9 @@ def test_feasible_rows_meet_sla_and_rate(planned):
         else:
             assert r["num_gpus"] == (p["decode_workers"] * p["tp"] * p["attention_dp"] * p["pp"]
                                      + p["prefill_workers"] * p["prefill_tp"] * p["prefill_attention_dp"])
-        assert p["layout"] == r["layout"] == api.layout_label(p)
+        assert p["layout"] == r["layout"] == layout_label(p)
         assert p["gpus_used"] == r["num_gpus"]
-        assert set(api.FRONTIER_FIELDS) <= set(p)
+        assert set(FRONTIER_FIELDS) <= set(p)
         assert p["requests_s"] == pytest.approx(r["capacity_requests_s"], rel=1e-4)
 
 
@@ -255,7 +257,8 @@ def test_engine_restricted_plan_is_launchable():
 
 def test_compare_sets_and_table(tmp_path):
     html = tmp_path / "cmp.html"
-    res = compare(MODEL, ["8xH200", "8xB200"], isl=1024, osl=1024, prices={"b200": 6.0}, html=str(html))
+    res = compare(MODEL, ["8xH200", "8xB200"], isl=1024, osl=1024, prices={"b200": 6.0})
+    report.write_compare_html(res, str(html))
     assert [s["gpus"] for s in res["sets"]] == ["8xh200_sxm", "8xb200_sxm"]
     assert all(s["fits"] and s["frontier"] for s in res["sets"])
     assert res["sets"][1]["price_usd_per_gpu_hour"] == 6.0

@@ -7,7 +7,7 @@ import sys
 import numpy as np
 import pytest
 
-from simfront import api
+from simfront import api, report
 from simfront.hardware import get_hardware
 from simfront.memory import weight_bytes
 from simfront.models import get_model
@@ -39,7 +39,7 @@ def test_kimi_k3_frontiers(gpus):
 
 
 def test_frontier_is_non_dominated(r1_h200):
-    pts = r1_h200.pop("_points")
+    pts = r1_h200.points
     x, y = pts["tok_s_user"], pts["tok_s_gpu"]
     for p in r1_h200["frontier"]:
         dominated = np.any((x > p["tok_s_user"] * (1 + 1e-6)) & (y > p["tok_s_gpu"] * (1 + 1e-6)))  # JSON values are rounded
@@ -129,6 +129,6 @@ def test_knee_row_survives_thinning(capsys, monkeypatch):
     k = res["frontier"].index(res["knee"])
     # thinning that drops the knee (as it does on some frontiers, e.g. kimi-k3 on 8xB300)
     monkeypatch.setattr(pareto, "thin_frontier", lambda x, n: [i for i in range(0, len(x), 3) if i != k])
-    api.print_predict(res)
+    report.print_predict(res)
     lines = capsys.readouterr().out.splitlines()
     assert sum(l.startswith("* ") for l in lines) == 1

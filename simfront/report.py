@@ -1,0 +1,302 @@
+"""Printing and file writing for the CLI: tables, frontier pages, CSV files.
+
+Everything here formats results that :mod:`simfront.api` returned; nothing here computes a
+prediction. The CLI (:mod:`simfront.cli`) calls these; notebooks use the results directly.
+"""
+
+from __future__ import annotations
+
+from .format import gib, print_table
+from .results import point_dict
+
+FRONTIER_COLUMNS = [("layout", "layout"), ("mode", "mode"), ("batch", "batch/rank"), ("concurrency", "conc"), ("precision", "precision"),
+                    ("spec", "spec"), ("ttft_ms", "TTFT ms", "{:,.0f}"), ("tpot_ms", "TPOT ms", "{:.1f}"),
+                    ("tok_s_user", "tok/s/user", "{:,.1f}"), ("tok_s_gpu", "tok/s/GPU", "{:,.0f}"), ("usd_per_mtok", "$/Mtok", "{:.3f}")]
+
+
+def print_memory(v: dict) -> None:
+    lay = v["layout"]
+    print(f"{v['model']} on {v['gpus']}  precision {v['precision']}, KV {v['kv_dtype']}, context {v['context_tokens']} tokens")
+    if lay:
+        print(f"  layout               {lay['label']}" + (f" ({lay['idle_gpus']} GPUs idle)" if lay.get("idle_gpus") else ""))
+    print(f"  weights (one copy)   {v['weights_bytes'] / 1e9:,.1f} GB")
+    print(f"  weights per GPU      {gib(v['weights_bytes_per_gpu'])}")
+    print(f"  runtime reserve/GPU  {gib(v['reserve_bytes_per_gpu'])}  (CUDA context and graphs 3.5 GiB, comm buffers, activations, logits)")
+    print(f"  KV budget per GPU    {gib(v['kv_budget_bytes_per_gpu'])}")
+    print(f"  KV bytes per token   {v['kv_bytes_per_token']:,.0f} B (model-wide, one copy); {v['kv_bytes_per_token_per_gpu']:,.0f} B per GPU")
+    if v["kv_state_bytes_per_seq"]:
+        print(f"  recurrent state/seq  {v['kv_state_bytes_per_seq'] / 1e6:,.0f} MB (linear-attention layers, one copy)")
+    cap = v["kv_capacity_tokens"]
+    print(f"  KV capacity          {cap:,} tokens per attention rank" if cap is not None else "  KV capacity          unbounded")
+    print(f"  max concurrency      {v['max_concurrency']:,} sequences of {v['context_tokens']} tokens")
+    print(f"  fits                 {'yes' if v['fits'] else 'NO'}")
+    if v.get("reason"):
+        print(f"  reason               {v['reason']}")
+    print(f"  fewest GPUs          {v['min_gpus'] if v['min_gpus'] else 'none up to 512'}" + (f" x {v['gpus'].split('x', 1)[1]}" if v["min_gpus"] else ""))
+    if v.get("alternatives"):
+        print(f"  also fits on         {', '.join(v['alternatives'])}")
+
+
+def _plain(x):
+    """A typed result as its JSON dict (plain dicts pass through)."""
+    return x.to_json() if hasattr(x, "to_json") else x
+
+
+def print_predict(res, show_all: bool = False) -> None:
+    from .pareto import thin_frontier  # noqa: lazily: only the predict table thins
+
+    res = _plain(res)
+    wl = res["workload"]
+    print(f"{res['model']} on {res['gpus']}  ISL {wl['isl']} / OSL {wl['osl']}" + (f", prefix hit {wl['prefix_hit']:.0%}" if wl["prefix_hit"] else "")
+          + f"  (${res['price_usd_per_gpu_hour']:.2f}/GPU-h)")
+    if not res["fits"]:
+        print_memory(res["memory"])
+        for n in res["notes"]:
+            print(f"note: {n}")
+        return
+    front = res["frontier"]
+    print(f"{res['n_configs_evaluated']:,} configurations evaluated, {res['n_feasible']:,} feasible, {len(front)} on the frontier "
+          f"({res['search_time_s']:.2f} s)")
+    knee = res.get("knee")
+    idx = set(range(len(front)) if show_all else thin_frontier([p["tok_s_user"] for p in front], 12))
+    idx |= {i for i, p in enumerate(front) if knee and p == knee}  # the knee row is always shown
+    idx = sorted(idx, reverse=True)  # lowest latency (most tok/s/user) first, highest throughput last
+    rows = []
+    for i in idx:
+        p = dict(front[i])
+        p["layout"] = ("* " if knee and p == knee else "  ") + p["layout"]
+        rows.append(p)
+    print_table(rows, FRONTIER_COLUMNS)
+    print("lowest latency first; * = knee of the frontier; tok/s/GPU counts output tokens over all GPUs of the set")
+    if knee:
+        print(f"knee: {knee['layout']} {knee['precision']} batch {knee['batch']}: {knee['tok_s_user']:.1f} tok/s/user, {knee['tok_s_gpu']:,.0f} tok/s/GPU, ${knee['usd_per_mtok']:.3f}/Mtok")
+    b = res.get("best_under_sla")
+    sla = {k: v for k, v in res["sla"].items() if v is not None}
+    if sla:
+        if b:
+            print(f"best under SLA {sla}: {b['layout']} {b['mode']} {b['precision']} batch {b['batch']}: TTFT {b['ttft_ms']:.0f} ms, TPOT {b['tpot_ms']:.1f} ms, "
+                  f"{b['tok_s_gpu']:,.0f} tok/s/GPU, ${b['usd_per_mtok']:.3f}/Mtok")
+        else:
+            print(f"no configuration meets the SLA {sla}")
+    for n in res["notes"]:
+        print(f"note: {n}")
+
+
+def write_csv(rows: list[dict], path: str) -> None:
+    import csv
+
+    rows = [r.to_json() if hasattr(r, "to_json") else r for r in rows]  # typed points -> plain dicts
+    if not rows:
+        return
+    with open(path, "w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=list(rows[0]))
+        w.writeheader()
+        w.writerows(rows)
+
+
+def write_frontier_html(res, points: dict | None, path: str) -> None:
+    from .plot import frontier_html
+
+    res = _plain(res)
+
+    allp = []
+    if points:
+        n = points["tok_s_gpu"].size
+        # the plot module samples dominated points itself; hand it plain dicts
+        step = max(1, n // 20000)
+        for i in range(0, n, step):
+            allp.append(point_dict(points, i))
+    title = f"{res['model']} on {res['gpus']} - ISL {res['workload']['isl']} / OSL {res['workload']['osl']}"
+    f = res["frontier"]
+    bands = None
+    if f and "tok_s_gpu_low" in f[0]:
+        bands = {"x": [p["tok_s_user"] for p in f], "y_low": [p["tok_s_gpu_low"] for p in f], "y_high": [p["tok_s_gpu_high"] for p in f]}
+    frontier_html(allp, f, path=path, title=title, bands=bands)
+
+
+def print_explain(res: dict) -> None:
+
+    head = f"{res['model']} on {res['gpus']}  {res['layout']}  {res['phase']}  batch {res['batch']}  "
+    head += f"ISL {res['isl']} / OSL {res['osl']} ({res['mode']})" if res.get("isl") is not None else f"ctx {res['ctx']:,.0f}"
+    print(head + f"  {res['precision']} (KV {res['kv_dtype']})  spec {res['spec']}  engine profile {res['engine']}")
+    rows = sorted(res["ops"], key=lambda r: -r["time_s"])
+    tot = res["raw_step_time_s"]
+    for r in rows:
+        r["share"] = 100 * r["time_s"] / tot if tot else 0
+        r["op_label"] = r["op"] + (f" [{r['kernel']}]" if r.get("kernel") else "")  # the kernel, where the op has a choice
+    print_table(rows, [("op_label", "op"), ("layers", "layers"), ("count", "n", "{:.0f}"), ("time_s", "time us", "{:,.1f}", 1e6),
+                       ("share", "%", "{:.1f}"), ("bound", "bound"), ("flops", "GFLOP", "{:,.2f}", 1e-9),
+                       ("mem_bytes", "HBM MB", "{:,.1f}", 1e-6), ("net_bytes", "net MB", "{:,.2f}", 1e-6),
+                       ("arithmetic_intensity", "FLOP/B", "{:,.1f}")])
+    print(f"sum of ops {tot * 1e3:,.3f} ms; {res['step_flops_per_gpu'] / 1e9:,.1f} GFLOP per GPU; {res['tokens']} tokens per rank")
+    print("from the op sum to the step the serving model uses:")
+    print_table(res["terms"], [("term", "term"), ("seconds", "ms", "{:+,.4f}", 1e3)])
+    line = f"step time {res['step_time_s'] * 1e3:,.4f} ms"
+    if res.get("tpot_s") is not None:
+        line += f"; {res['accepted_tokens_per_step']:.3f} tokens accepted per step -> TPOT {res['tpot_s'] * 1e3:,.4f} ms"
+    print(line)
+    print(f"worker FLOPs {res['model_flops'] / 1e12:,.2f} TFLOP = weights {res['weight_flops'] / 1e12:,.2f} (2 x active params x tokens: "
+          f"{res['weight_flops_reference'] / 1e12:,.2f}, ratio {res['weight_flops_ratio']:.3f}) + attention {res['attention_flops'] / 1e12:,.2f} + elementwise")
+    print(f"note: {res['note']}")
+
+
+def print_validation(res: dict, rows: bool = False) -> None:
+
+    if "kernels" in res:
+        k = res["kernels"]
+        print("kernels: measured vs predicted latency")
+        print_table([{"op": op, **st} for op, st in k["summary"].items()],
+                    ["op", "count", ("mape_pct", "MAPE %", "{:.1f}"), ("median_ape_pct", "median APE %", "{:.1f}")])
+        unsupported = [r for r in k["rows"] if r.get("predicted_latency_us") is None]
+        if unsupported:
+            print(f"{len(unsupported)} rows not predicted, e.g.: {unsupported[0].get('reason')}")
+        print()
+    if "serving" in res:
+        s = res["serving"]["summary"]
+        print(f"serving: {s['predicted_rows']:,} of {s['rows']:,} rows predicted ({s['coverage_pct']}%)")
+        print_table([{"metric": m, **st} for m, st in s["metrics"].items()],
+                    ["metric", "count", ("mape_pct", "MAPE %", "{:.1f}"), ("median_ape_pct", "median APE %", "{:.1f}"),
+                     ("p90_ape_pct", "p90 APE %", "{:.1f}"), ("bias_pct", "median bias %", "{:+.1f}")])
+        for dim in ("engine", "mode", "gpu", "model"):
+            groups = s["by"].get(dim, {})
+            if not groups:
+                continue
+            print(f"\nby {dim}:")
+            out = []
+            for g, ms in groups.items():
+                row = {dim: g}
+                for m in ("ttft_ms", "tpot_ms", "output_tok_s_total"):
+                    if m in ms:
+                        row[f"{m}_n"] = ms[m]["count"]
+                        row[m] = ms[m]["mape_pct"]
+                out.append(row)
+            print_table(out, [dim, ("ttft_ms_n", "n"), ("ttft_ms", "TTFT MAPE %", "{:.1f}"), ("tpot_ms", "TPOT MAPE %", "{:.1f}"),
+                              ("output_tok_s_total", "tok/s MAPE %", "{:.1f}")])
+        reasons: dict[str, int] = {}
+        for r in res["serving"]["rows"]:
+            if "reason" in r:
+                reasons[r["reason"][:100]] = reasons.get(r["reason"][:100], 0) + 1
+        for why, n in sorted(reasons.items(), key=lambda x: -x[1]):
+            print(f"not predicted: {n} x {why}")
+        missing: dict[str, int] = {}
+        for r in res["serving"]["rows"]:
+            for f in r.get("missing") or []:
+                missing[f] = missing.get(f, 0) + 1
+        if missing:
+            print("configuration the files did not carry (give it with --gpu/--tp/--ep/... or a <file>.simfront.yaml sidecar): "
+                  + ", ".join(f"{k} ({v} rows)" for k, v in sorted(missing.items())))
+        if rows:
+            print()
+            print_table(res["serving"]["rows"], ["source_file", "line", "model", "gpu", "engine", "mode", "concurrency",
+                                                 ("ttft_ms", "TTFT", "{:.0f}"), ("predicted_ttft_ms", "pred", "{:.0f}"),
+                                                 ("tpot_ms", "TPOT", "{:.2f}"), ("predicted_tpot_ms", "pred", "{:.2f}"), "reason"])
+    if res.get("problems"):
+        print(f"\n{len(res['problems'])} problems in the input (rows skipped, each named):")
+        for p in res["problems"][:20]:
+            print(f"  {p}")
+        if len(res["problems"]) > 20:
+            print(f"  ... and {len(res['problems']) - 20} more (see --json)")
+
+
+def write_validation_html(res: dict, path: str) -> None:
+    from .plot import validation_html
+
+    rows = []
+    for r in (res.get("serving") or {}).get("rows", []):
+        d = {"model": r.get("model"), "gpu": r.get("gpu"), "engine": r.get("engine"), "mode": r.get("mode")}
+        for m, key in (("ttft_ms", "predicted_ttft_ms"), ("tpot_ms", "predicted_tpot_ms"), ("tok_s_per_user", "predicted_tok_s_per_user"),
+                       ("output_tok_s_per_gpu", "predicted_tok_s_per_gpu"), ("output_tok_s_total", "predicted_output_tok_s_total")):
+            d[f"measured_{m if m != 'output_tok_s_per_gpu' else 'tok_s_per_gpu'}"] = r.get(m)
+            d[f"predicted_{m if m != 'output_tok_s_per_gpu' else 'tok_s_per_gpu'}"] = r.get(key)
+        rows.append(d)
+    validation_html(rows, path=path, title="simfront validation: measured vs predicted")
+
+
+def print_compare(res: dict) -> None:
+    print(f"{res['model']}: --compare {res['knob']}={','.join(s['value'] for s in res['sets'])}  (baseline {res['baseline']})")
+    for s in res["sets"]:
+        f = s["frontier"]
+        if f:
+            print(f"  {s['value']:>12}: {len(f)} frontier points, best {max(p['tok_s_gpu'] for p in f):,.0f} tok/s/GPU, "
+                  f"fastest {max(p['tok_s_user'] for p in f):,.1f} tok/s/user")
+        else:
+            print(f"  {s['value']:>12}: does not fit ({s['memory'].get('reason')})")
+    for v in res["verdicts"]:
+        if "median_gain_pct" in v:
+            print(f"  {v['value']} vs {res['baseline']}: {v['verdict']}: throughput at equal tok/s/user {v['median_gain_pct']:+.1f}% median "
+                  f"({v['min_gain_pct']:+.1f}% to {v['max_gain_pct']:+.1f}%); fastest tok/s/user {v['max_tok_s_user_change_pct']:+.1f}%")
+        else:
+            print(f"  {v['value']} vs {res['baseline']}: {v['verdict']} ({v['reason']})")
+
+
+def print_calibration(rep: dict) -> None:
+    print(f"fitted the serving profile on {rep['fitted_rows']} measured rows from {len(rep['files'])} file(s); {rep['folds']}-fold cross-validation")
+    rows = []
+    for m in rep["before"]:
+        rows.append({"metric": m, "n": rep["before"][m]["count"], "before": rep["before"][m]["mape_pct"],
+                     "after_cv": rep["after_cv"].get(m, {}).get("mape_pct"), "in_sample": rep["after_in_sample"].get(m, {}).get("mape_pct")})
+
+    print_table(rows, ["metric", "n", ("before", "MAPE before %", "{:.1f}"), ("after_cv", "MAPE after (k-fold CV) %", "{:.1f}"),
+                       ("in_sample", "in-sample %", "{:.1f}")])
+    print(f"wrote {rep['output']} (use it with --calibration {rep['output']})")
+    for p in rep.get("problems", [])[:10]:
+        print(f"problem: {p}")
+
+
+def print_launch(lp: dict) -> None:
+    print(f"\nlaunch ({lp['engine']}):")
+    for c in lp["commands"]:
+        print(f"  {c}")
+    for name, content in (lp.get("files") or {}).items():
+        print(f"  --- {name} ---")
+        for line in content.splitlines():
+            print(f"  {line}")
+    print(f"benchmark (its result file is what `simfront validate` reads back):\n  {lp['benchmark']}")
+    if lp.get("sidecar"):
+        print("sidecar YAML to save next to the result file (<result>.simfront.yaml):")
+        for line in lp["sidecar"].splitlines():
+            print(f"  {line}")
+    for n in lp.get("notes", [])[:8]:
+        print(f"note: {n}")
+
+
+def print_plan(res: dict) -> None:
+
+    wl = res.get("workload", {})
+    print(f"{res['model']}: {wl.get('rate')} req/s, ISL {wl.get('isl')} / OSL {wl.get('osl')}, SLA {res.get('sla')}")
+    feas = [r for r in res["rows"] if r.get("feasible", True) and "num_gpus" in r]
+    if feas:
+        print_table(feas, ["gpu", ("num_gpus", "GPUs"), "layout", "mode", "precision", ("replicas", "workers"),
+                           ("usd_per_hour", "$/hour", "{:,.2f}"), ("monthly_usd", "$/month", "{:,.0f}"), ("usd_per_mtok", "$/Mtok", "{:.3f}"),
+                           ("ttft_ms", "TTFT ms", "{:,.0f}"), ("tpot_ms", "TPOT ms", "{:.1f}"), ("headroom", "headroom", "{:.2f}x")])
+    for r in res["rows"]:
+        if not r.get("feasible", True) or "num_gpus" not in r:
+            print(f"{r['gpu']}: not feasible: {r.get('reason')}")
+    print(f"({res.get('search_time_s', 0):.2f} s)")
+
+
+def print_gpu_compare(res: dict) -> None:
+
+    for s in res["sets"]:
+        f = s.get("frontier") or []
+        status = f"{len(f)} frontier points" if s.get("fits") else f"does not fit: {(s.get('memory') or {}).get('reason')}"
+        print(f"{s['gpus']}: {status}")
+    if res.get("table"):
+        print_table(res["table"], [("tok_s_user", "tok/s/user", "{:,.1f}"), "gpus", ("tok_s_gpu", "tok/s/GPU", "{:,.0f}"),
+                                   ("tok_s_per_usd_hour", "tok/s per $/h", "{:,.1f}"), ("usd_per_mtok", "$/Mtok", "{:.3f}")])
+
+
+
+def write_compare_html(res: dict, path: str, title: str | None = None) -> None:
+    """The frontiers of a GPU-set comparison (``api.compare_gpus``) overlaid on one offline page."""
+    from .plot import compare_html
+
+    names: dict[str, list] = {}
+    for s in res["sets"]:
+        name, i = s["gpus"], 2
+        while name in names:  # the same set twice (e.g. two prices)
+            name, i = f"{s['gpus']} ({i})", i + 1
+        names[name] = [_plain(p) for p in s["frontier"]]
+    wl = res["workload"]
+    compare_html(names, path=path, title=title or f"{res['model']} - ISL {wl['isl']} / OSL {wl['osl']}")
+    res["html"] = str(path)

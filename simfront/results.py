@@ -1,0 +1,236 @@
+"""Typed results of the Python API: a frontier and its points, a memory verdict, a step breakdown, a
+validation report, a capacity plan, comparisons.
+
+Every result is a pydantic model, so notebooks get attributes, ``.to_frame()`` (pandas, imported only
+when called) and validation of what the API returns, and the CLI's ``--json`` is the model's own
+``model_dump(mode="json")``: the documented schema cannot drift from what is returned (a test compares
+the README's field lists with these models). Results also answer ``result["field"]`` for code written
+against the earlier dict API.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+from pydantic import BaseModel, ConfigDict, PrivateAttr
+
+# Frontier-point columns of the search (the order of the JSON and CSV outputs)
+FRONTIER_FIELDS = ["mode", "tp", "pp", "ep", "attention_dp", "replicas", "batch", "concurrency", "precision", "kv_dtype", "spec",
+                   "ttft_ms", "tpot_ms", "tok_s_user", "tok_s_gpu", "usd_per_mtok", "requests_s", "gpus_used",
+                   "chunk_tokens", "prefill_tp", "prefill_ep", "prefill_attention_dp", "prefill_workers", "prefill_batch", "decode_workers",
+                   "kv_headroom", "queue_ms"]
+INT_FIELDS = {"tp", "pp", "ep", "attention_dp", "replicas", "batch", "concurrency", "gpus_used", "chunk_tokens", "prefill_tp", "prefill_ep",
+              "prefill_attention_dp", "prefill_workers", "prefill_batch", "decode_workers"}
+ROUND_DECIMALS = 4  # decimals of float fields in points (sub-permille of every metric's scale)
+
+
+class Result(BaseModel):
+    """Base of every API result: attribute access, ``result["field"]``, JSON and a DataFrame."""
+
+    model_config = ConfigDict(extra="allow", arbitrary_types_allowed=True)
+
+    def __getitem__(self, key: str) -> Any:
+        try:
+            return getattr(self, key)
+        except AttributeError:
+            raise KeyError(key) from None
+
+    def __setitem__(self, key: str, value: Any) -> None:
+        setattr(self, key, value)
+
+    def __contains__(self, key: object) -> bool:
+        return isinstance(key, str) and key in self.keys()
+
+    def get(self, key: str, default: Any = None) -> Any:
+        return getattr(self, key, default) if key in self else default
+
+    def keys(self) -> list[str]:
+        return list(type(self).model_fields) + list(self.__pydantic_extra__ or {})
+
+    def to_json(self) -> dict:
+        """The JSON document the CLI prints (non-finite floats become null)."""
+        return _finite(self.model_dump(mode="python"))
+
+    def _frame_rows(self) -> list[dict]:
+        return [self.to_json()]
+
+    def to_frame(self):
+        """A pandas DataFrame of the result's rows (pandas is an optional extra: ``pip install pandas``)."""
+        try:
+            import pandas as pd
+        except ImportError:  # pragma: no cover - depends on the environment
+            raise ImportError("to_frame() needs pandas: pip install pandas") from None
+        return pd.DataFrame(self._frame_rows())
+
+
+def _finite(o: Any) -> Any:
+    """Replace NaN/inf by None and numpy scalars by Python ones, recursively."""
+    if isinstance(o, dict):
+        return {k: _finite(v) for k, v in o.items()}
+    if isinstance(o, (list, tuple)):
+        return [_finite(v) for v in o]
+    if isinstance(o, np.ndarray):
+        return _finite(o.tolist())
+    if isinstance(o, (np.integer,)):
+        return int(o)
+    if isinstance(o, (float, np.floating)):
+        v = float(o)
+        return v if math.isfinite(v) else None
+    if isinstance(o, Result):
+        return o.to_json()
+    return o
+
+
+class FrontierPoint(Result):
+    """One configuration: a deployment and its predicted serving metrics (README, JSON output)."""
+
+    mode: str
+    tp: int
+    pp: int
+    ep: int
+    attention_dp: int
+    replicas: int
+    batch: int
+    concurrency: int
+    precision: str
+    kv_dtype: str
+    spec: str
+    ttft_ms: float | None
+    tpot_ms: float | None
+    tok_s_user: float | None
+    tok_s_gpu: float | None
+    usd_per_mtok: float | None
+    requests_s: float | None
+    gpus_used: int
+    chunk_tokens: int
+    prefill_tp: int
+    prefill_ep: int
+    prefill_attention_dp: int
+    prefill_workers: int
+    prefill_batch: int
+    decode_workers: int
+    kv_headroom: float | None = None
+    queue_ms: float | None = None
+    layout: str = ""
+
+
+class Workload(Result):
+    isl: int
+    osl: int
+    concurrency: int | None = None
+    rate: float | None = None
+    prefix_hit: float = 0.0
+
+
+class Sla(Result):
+    ttft_ms: float | None = None
+    tpot_ms: float | None = None
+    min_tok_s_user: float | None = None
+
+
+class Frontier(Result):
+    """``predict``: the frontier of every configuration of a model on a GPU set."""
+
+    model: str
+    gpus: str
+    workload: Workload
+    price_usd_per_gpu_hour: float
+    fits: bool
+    memory: dict
+    n_configs_evaluated: int = 0
+    n_feasible: int = 0
+    frontier: list[FrontierPoint] = []
+    knee: FrontierPoint | None = None
+    best_under_sla: FrontierPoint | None = None
+    sla: Sla = Sla()
+    notes: list[str] = []
+    search_time_s: float = 0.0
+    _points: dict | None = PrivateAttr(default=None)
+
+    @property
+    def points(self) -> dict | None:
+        """Every feasible configuration of the search as column arrays (not in the JSON)."""
+        return self._points
+
+    def _frame_rows(self) -> list[dict]:
+        return [p.to_json() for p in self.frontier]
+
+    def all_points_frame(self):
+        """Every feasible configuration (not only the frontier) as a DataFrame."""
+        import pandas as pd
+
+        return pd.DataFrame({k: np.asarray(v) for k, v in (self._points or {}).items()})
+
+
+class StepBreakdown(Result):
+    """``explain``: one step op by op and every term from the op sum to the serving step."""
+
+    model: str
+    gpus: str
+    layout: str
+    phase: str
+    mode: str
+    batch: int
+    ctx: float
+    isl: int | None
+    osl: int | None
+    precision: str
+    kv_dtype: str
+    spec: str
+    engine: str
+    profile: dict
+    tokens: float
+    ops: list[dict]
+    raw_step_time_s: float
+    terms: list[dict]
+    engine_step_s: float
+    mixed: dict | None
+    step_time_s: float
+    accepted_tokens_per_step: float
+    tpot_s: float | None
+    step_flops_per_gpu: float
+    model_flops: float
+    attention_flops: float
+    weight_flops: float
+    weight_flops_reference: float
+    weight_flops_ratio: float | None
+    note: str
+
+    def _frame_rows(self) -> list[dict]:
+        return list(self.ops)
+
+
+def point_dict(points: dict, i: int) -> dict:
+    """Row ``i`` of the search's column arrays as a frontier-point dict (ints, rounded floats, layout)."""
+    d = {}
+    for k in FRONTIER_FIELDS:
+        v = points[k][i]
+        if k in INT_FIELDS:
+            d[k] = int(round(float(v)))
+        elif isinstance(v, (str, np.str_)) or (hasattr(v, "dtype") and v.dtype == object):
+            d[k] = str(v)
+        else:
+            fv = float(v)
+            d[k] = round(fv, ROUND_DECIMALS) if math.isfinite(fv) else None
+    d["layout"] = layout_label(d)
+    return d
+
+
+def layout_label(p) -> str:
+    """``TP4 DPA2 EP8 x2`` (aggregated) or ``2P[TP4] + 1D[TP1 DPA8 EP8]`` (disaggregated)."""
+    def one(tp, ep, dp, pp=1):
+        s = f"TP{tp}"
+        if dp > 1:
+            s += f" DPA{dp}"
+        if ep > 1:
+            s += f" EP{ep}"
+        if pp > 1:
+            s += f" PP{pp}"
+        return s
+    if p["mode"] == "disagg":
+        return (f"{p['prefill_workers']}P[{one(p['prefill_tp'], p['prefill_ep'], p['prefill_attention_dp'])}] + "
+                f"{p['decode_workers']}D[{one(p['tp'], p['ep'], p['attention_dp'], p['pp'])}]")
+    s = one(p["tp"], p["ep"], p["attention_dp"], p["pp"])
+    return s + (f" x{p['replicas']}" if p["replicas"] > 1 else "")
