@@ -245,10 +245,12 @@ def _layer_types(s, c: dict, rules: dict, where: str) -> list[str]:
     return ["full_attention"] * n
 
 
-def parse_arch(cfg: dict, name: str = "model") -> ModelArch:
-    """Build a :class:`ModelArch` from a config.json dict (validated by :mod:`simfront.model_schema`)."""
+def parse_arch(cfg: dict, name: str = "model", where: str | None = None) -> ModelArch:
+    """Build a :class:`ModelArch` from a config.json dict (validated by :mod:`simfront.model_schema`).
+
+    ``where`` prefixes error messages (the config's path; default the model name)."""
     raw = cfg
-    where = name
+    where = where or name
     s, c = validate_text_config(cfg, where)
     rules = type_rules(c, cfg)
     hidden = s.hidden_size

@@ -10,6 +10,7 @@ raises one :class:`SimfrontError` line naming the field, the value and what woul
 
 from __future__ import annotations
 
+import json
 import math
 from functools import lru_cache
 from pathlib import Path
@@ -158,7 +159,10 @@ def _show(v: Any) -> str:
     """A value as the user wrote it, on one short line."""
     if isinstance(v, float) and not math.isfinite(v):
         return "NaN" if math.isnan(v) else ("Infinity" if v > 0 else "-Infinity")
-    s = repr(v)
+    try:
+        s = json.dumps(v, default=str)  # as written in JSON: "big", true, null, [4096]
+    except (TypeError, ValueError, RecursionError):
+        s = repr(v)
     return s if len(s) <= 60 else s[:57] + "..."
 
 

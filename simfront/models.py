@@ -97,7 +97,7 @@ def _modelopt_format(algo: str, base: str, where: str, field: str) -> str:
     for key, fmt in (("nvfp4", "nvfp4"), ("mxfp4", "mxfp4"), ("fp8", "fp8"), ("w4a16", "w4a16"), ("int4", "w4a16")):
         if key in a:
             return fmt
-    raise SimfrontError(f"{where}: {field} = {algo!r} is not a weight format simfront models; valid: FP8, NVFP4, MXFP4, W4A16_AWQ / INT4_AWQ or null")
+    raise SimfrontError(f"{where}: {field} = \"{algo}\" is not a weight format simfront models; valid: FP8, NVFP4, MXFP4, W4A16_AWQ / INT4_AWQ or null")
 
 
 def native_precision(cfg: dict, arch: ModelArch, hf_quant: dict | None = None) -> Precision:
@@ -116,7 +116,7 @@ def native_precision(cfg: dict, arch: ModelArch, hf_quant: dict | None = None) -
             return Precision(base, base, base, "bf16")
         kv_algo = (q.kv_cache_quant_algo or "").upper()
         if kv_algo not in ("", "NONE", "FP8"):
-            raise SimfrontError(f"{where}: hf_quant_config.json quantization.kv_cache_quant_algo = {q.kv_cache_quant_algo!r} is not modelled; valid: FP8 or null")
+            raise SimfrontError(f"{where}: hf_quant_config.json quantization.kv_cache_quant_algo = \"{q.kv_cache_quant_algo}\" is not modelled; valid: FP8 or null")
         kv = "fp8" if kv_algo == "FP8" else "bf16"
         fmt = _modelopt_format(q.quant_algo or "", base, where, "hf_quant_config.json quantization.quant_algo")
         excluded = " ".join(q.exclude_modules)
@@ -314,7 +314,7 @@ def model_from_config(path: str | Path) -> Model:
     cfg = load_config(path)
     p = Path(path)
     name = p.parent.name if p.name == "config.json" else (p.name if p.is_dir() else p.stem)
-    arch = parse_arch(cfg, name)
+    arch = parse_arch(cfg, name, where=str(p / "config.json" if p.is_dir() else p))
     hq_path = (p if p.is_dir() else p.parent) / "hf_quant_config.json"
     hq = read_json(hq_path, "hf_quant_config.json") if hq_path.exists() else None
     return Model(id=name, arch=arch, native=native_precision(cfg, arch, hq), hf_id=None, warnings=config_warnings(cfg))
