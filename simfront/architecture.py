@@ -1,6 +1,6 @@
 """Model architecture read from a Hugging Face ``config.json``: what each layer is made of.
 
-One parser covers dense GQA/MQA, sliding-window and chunked layers, MoE with shared experts and
+One parser covers dense GQA/MQA, sliding-window (given per layer, by pattern or for every layer) and chunked layers, MoE with shared experts and
 dense leading layers, latent MoE (Kimi K3), MLA, DSA indexers (DeepSeek-V3.2, GLM-5.x), hybrid
 linear attention (Kimi Delta Attention, Gated DeltaNet) with per-layer types, MTP layers, and
 multimodal configs whose language model sits under ``text_config``. No network, no transformers.
@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from .errors import SimfrontError
+from .model_schema import text_part, type_rules, validate_text_config
 
 # Bytes of one DSA indexer key cache entry per token per layer: 128 FP8 elements + one FP32 scale
 # (aiconfigurator common.indexer_cache_entry_bytes; specs.md B.2 "132 B/token/layer").
@@ -167,208 +168,250 @@ class ModelArch:
 # ---------------------------------------------------------------------------------------------
 # Parsing
 
-
-def _first(cfg: dict, *keys: str, default: Any = None) -> Any:
-    for k in keys:
-        if k in cfg and cfg[k] is not None:
-            return cfg[k]
-    return default
+# Largest config file read: a config.json is a few kB (the largest shipped here, a ModelOpt
+# hf_quant_config.json, is 16 kB); 16 MiB refuses a wrong file before it is parsed.
+MAX_CONFIG_BYTES = 16 * 2**20
 
 
-def _need(cfg: dict, key: str, where: str, *alts: str) -> Any:
-    v = _first(cfg, key, *alts)
-    if v is None:
-        names = " or ".join((key, *alts))
-        raise SimfrontError(f"{where}: config.json is missing required field {names!r}")
-    return v
-
-
-def text_config(cfg: dict) -> dict:
-    """The language-model part of a (possibly multimodal) config."""
-    tc = cfg.get("text_config")
-    if isinstance(tc, dict) and ("hidden_size" in tc or "num_hidden_layers" in tc):
-        merged = dict(tc)
-        # some fields live only at the top level of multimodal configs
-        for k in ("quantization_config", "tie_word_embeddings"):
-            if k not in merged and k in cfg:
-                merged[k] = cfg[k]
-        return merged
-    return cfg
+def read_json(path: str | Path, what: str = "config.json") -> Any:
+    """Parse a JSON file, turning every way it can be unreadable into one SimfrontError line."""
+    p = Path(path)
+    if not p.exists():
+        raise SimfrontError(f"{what} file not found: {p}")
+    if not p.is_file():
+        raise SimfrontError(f"{p}: not a file; give the path of a {what}")
+    try:
+        size = p.stat().st_size
+        if size > MAX_CONFIG_BYTES:
+            raise SimfrontError(f"{p}: {size} bytes is too large for a {what} (at most {MAX_CONFIG_BYTES // 2**20} MiB)")
+        raw = p.read_bytes()
+    except OSError as e:
+        raise SimfrontError(f"{p}: cannot read {what} ({e.strerror or e})") from None
+    try:
+        text = raw.decode("utf-8-sig")
+    except UnicodeDecodeError as e:
+        raise SimfrontError(f"{p}: not a {what}: byte {e.start} is not UTF-8 text (a binary file?); expected a JSON object") from None
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as e:
+        raise SimfrontError(f"{p}: malformed {what} ({e.msg} at line {e.lineno})") from None
+    except RecursionError:
+        raise SimfrontError(f"{p}: malformed {what} (nested too deeply)") from None
 
 
 def load_config(path: str | Path) -> dict:
     p = Path(path)
     if p.is_dir():
         p = p / "config.json"
-    if not p.exists():
-        raise SimfrontError(f"config file not found: {p}")
-    try:
-        data = json.loads(p.read_text())
-    except json.JSONDecodeError as e:
-        raise SimfrontError(f"{p}: malformed config.json ({e.msg} at line {e.lineno})") from None
+    data = read_json(p)
     if not isinstance(data, dict):
-        raise SimfrontError(f"{p}: config.json must hold a JSON object")
+        raise SimfrontError(f"{p}: config.json must hold a JSON object, not {type(data).__name__}")
     return data
 
 
-def parse_arch(cfg: dict, name: str = "model") -> ModelArch:
-    """Build a :class:`ModelArch` from a config.json dict."""
+def text_config(cfg: dict) -> dict:
+    """The language-model part of a (possibly multimodal) config."""
+    return text_part(cfg, "model")[0]
+
+
+def _require(value: Any, field: str, where: str, why: str) -> Any:
+    if value is None:
+        raise SimfrontError(f"{where}: config.json {why} but is missing required field {field!r}")
+    return value
+
+
+def _layer_types(s, c: dict, rules: dict, where: str) -> list[str]:
+    """One HF layer type per layer: given, derived from full_attention_interval or the sliding pattern."""
+    n = s.num_hidden_layers
+    if s.layer_types is not None:
+        return list(s.layer_types)
+    if s.full_attention_interval and s.full_attention_interval > 1:
+        # Qwen3-Next / Qwen3.5: every full_attention_interval-th layer is full attention, the rest
+        # Gated DeltaNet (transformers Qwen3NextConfig.layer_types default)
+        k = s.full_attention_interval
+        return ["full_attention" if (i + 1) % k == 0 else "linear_attention" for i in range(n)]
+    window = s.sliding_window or 0
+    if window and s.max_position_embeddings and window >= s.max_position_embeddings:
+        window = 0  # a window as long as the context limit never drops a token: full attention
+    scope = rules.get("sliding_layers", "none")
+    if window and (s.sliding_window_pattern and ("sliding_window_pattern" in c or scope == "pattern")):
+        k = s.sliding_window_pattern  # Gemma 2/3: (k-1) local layers, then one global
+        return ["sliding_attention" if (i + 1) % k else "full_attention" for i in range(n)]
+    if window and scope == "all":
+        return ["sliding_attention"] * n
+    if window and scope == "use_sliding_window" and s.use_sliding_window:
+        first = s.max_window_layers or 0
+        return ["sliding_attention" if i >= first else "full_attention" for i in range(n)]
+    return ["full_attention"] * n
+
+
+def parse_arch(cfg: dict, name: str = "model", where: str | None = None) -> ModelArch:
+    """Build a :class:`ModelArch` from a config.json dict (validated by :mod:`simfront.model_schema`).
+
+    ``where`` prefixes error messages (the config's path; default the model name)."""
     raw = cfg
-    c = text_config(cfg)
-    where = name
-    hidden = int(_need(c, "hidden_size", where, "d_model"))
-    n_layers = int(_need(c, "num_hidden_layers", where, "num_layers", "n_layers"))
-    n_heads = int(_need(c, "num_attention_heads", where, "n_heads"))
-    vocab = int(_need(c, "vocab_size", where))
-    n_kv = int(_first(c, "num_key_value_heads", "num_kv_heads", "n_head_kv", "multi_query_group_num", default=n_heads))
-    model_type = str(_first(c, "model_type", default=raw.get("model_type", "unknown")))
+    where = where or name
+    s, c = validate_text_config(cfg, where)
+    rules = type_rules(c, cfg)
+    hidden = s.hidden_size
+    n_layers = s.num_hidden_layers
+    n_heads = s.num_attention_heads
+    vocab = s.vocab_size
+    n_kv = s.num_key_value_heads or n_heads
+    top_type = raw.get("model_type")
+    model_type = s.model_type or (top_type if isinstance(top_type, str) else "unknown")
 
     # --- attention geometry -------------------------------------------------------------
-    if _first(c, "kv_lora_rank"):
-        nope = int(_need(c, "qk_nope_head_dim", where))
-        rope = int(_need(c, "qk_rope_head_dim", where))
+    if s.kv_lora_rank:
+        nope, rope = s.qk_nope_head_dim, s.qk_rope_head_dim
         attn = AttentionSpec(
             kind="mla",
             n_heads=n_heads,
             n_kv_heads=n_heads,
             head_dim=nope + rope,
-            head_dim_v=int(_need(c, "v_head_dim", where)),
-            q_lora_rank=int(_first(c, "q_lora_rank", default=0) or 0),
-            kv_lora_rank=int(c["kv_lora_rank"]),
+            head_dim_v=s.v_head_dim,
+            q_lora_rank=s.q_lora_rank or 0,
+            kv_lora_rank=s.kv_lora_rank,
             qk_nope_dim=nope,
             qk_rope_dim=rope,
-            output_gate=bool(_first(c, "mla_use_output_gate", default=False)),
-            index_topk=int(_first(c, "index_topk", default=0) or 0),
-            index_n_heads=int(_first(c, "index_n_heads", default=0) or 0),
-            index_head_dim=int(_first(c, "index_head_dim", default=0) or 0),
+            output_gate=bool(s.mla_use_output_gate),
+            index_topk=s.index_topk or 0,
+            index_n_heads=s.index_n_heads or 0,
+            index_head_dim=s.index_head_dim or 0,
         )
     else:
-        head_dim = int(_first(c, "head_dim", default=0) or hidden // n_heads)
+        head_dim = s.head_dim or hidden // n_heads
         attn = AttentionSpec(
             kind="gqa",
             n_heads=n_heads,
             n_kv_heads=n_kv,
             head_dim=head_dim,
             head_dim_v=head_dim,
-            output_gate=bool(_first(c, "attn_output_gate", default=False)),
-            bias=bool(_first(c, "attention_bias", default=False)),
+            output_gate=bool(s.attn_output_gate),
+            bias=bool(s.attention_bias),
         )
 
     # --- linear attention -----------------------------------------------------------------
     linear = None
-    lac = c.get("linear_attn_config")
     linear_layers: set[int] = set()  # 0-based
-    if isinstance(lac, dict):  # Kimi Linear / Kimi K3 (1-based layer lists)
-        nh = int(_need(lac, "num_heads", where + " linear_attn_config"))
-        hd = int(_need(lac, "head_dim", where + " linear_attn_config"))
-        linear = LinearAttentionSpec("kda", nh, nh, hd, hd, int(lac.get("short_conv_kernel_size", 4)), bool(lac.get("use_full_rank_gate", False)))
-        linear_layers = {int(i) - 1 for i in lac.get("kda_layers", [])}
-    layer_types = c.get("layer_types")
-    if layer_types is not None and len(layer_types) != n_layers:
-        raise SimfrontError(f"{where}: layer_types has {len(layer_types)} entries but num_hidden_layers is {n_layers}")
-    if layer_types and "linear_attention" in layer_types:  # Qwen3-Next / Qwen3.5 Gated DeltaNet
+    lac = s.linear_attn_config
+    if lac is not None:  # Kimi Linear / Kimi K3 (1-based layer lists)
+        linear = LinearAttentionSpec("kda", lac.num_heads, lac.num_heads, lac.head_dim, lac.head_dim,
+                                     lac.short_conv_kernel_size, lac.use_full_rank_gate)
+        linear_layers = {i - 1 for i in lac.kda_layers}
+    layer_types = _layer_types(s, c, rules, where)
+    if "linear_attention" in layer_types:  # Qwen3-Next / Qwen3.5 Gated DeltaNet
+        why = "has linear_attention layers (Gated DeltaNet)"
         linear = LinearAttentionSpec(
             "gdn",
-            int(_need(c, "linear_num_key_heads", where)),
-            int(_need(c, "linear_num_value_heads", where)),
-            int(_need(c, "linear_key_head_dim", where)),
-            int(_need(c, "linear_value_head_dim", where)),
-            int(_first(c, "linear_conv_kernel_dim", default=4)),
+            _require(s.linear_num_key_heads, "linear_num_key_heads", where, why),
+            _require(s.linear_num_value_heads, "linear_num_value_heads", where, why),
+            _require(s.linear_key_head_dim, "linear_key_head_dim", where, why),
+            _require(s.linear_value_head_dim, "linear_value_head_dim", where, why),
+            s.linear_conv_kernel_dim or 4,  # transformers Qwen3NextConfig default linear_conv_kernel_dim=4
         )
         linear_layers = {i for i, t in enumerate(layer_types) if t == "linear_attention"}
 
     # --- per-layer mixer ----------------------------------------------------------------
-    window = int(_first(c, "sliding_window", default=0) or 0)
-    chunk = int(_first(c, "attention_chunk_size", default=0) or 0)
+    window = s.sliding_window or 0
+    chunk = s.attention_chunk_size or 0
+    if "sliding_attention" in layer_types and not window:
+        raise SimfrontError(f"{where}: config.json has sliding_attention layers but no sliding_window (tokens each such layer attends to)")
+    if "chunked_attention" in layer_types and not chunk:
+        raise SimfrontError(f"{where}: config.json has chunked_attention layers but no attention_chunk_size")
+    nope_layers = s.no_rope_layers or []
     mixers: list[tuple[str, int]] = []
     for i in range(n_layers):
+        t = layer_types[i]
         if i in linear_layers:
             mixers.append(("linear", 0))
-        elif layer_types and layer_types[i] == "sliding_attention":
+        elif t == "sliding_attention":
             mixers.append(("sliding", window))
+        elif t == "chunked_attention":
+            mixers.append(("chunked", chunk))
         elif chunk and model_type.startswith("llama4"):
             # Llama 4: every 4th layer is NoPE global attention, the rest chunked local attention
             # (no_rope_layers default; specs.md B.5).
-            nope_layers = c.get("no_rope_layers") or []
             is_global = (nope_layers[i] == 0) if len(nope_layers) == n_layers else ((i + 1) % 4 == 0)
             mixers.append(("full", 0) if is_global else ("chunked", chunk))
-        elif window and not layer_types and model_type in ("mistral",):
-            mixers.append(("sliding", window))
         else:
             mixers.append(("full", 0))
 
     # --- FFN / MoE ----------------------------------------------------------------------
-    n_experts = int(_first(c, "n_routed_experts", "num_experts", "num_local_experts", "moe_num_experts", default=0) or 0)
+    n_experts = s.n_experts or 0
     moe = None
     ffn_kinds = ["dense"] * n_layers
-    dense_inter = int(_first(c, "intermediate_size", default=0) or 0)
+    dense_inter = s.intermediate_size or 0
     if n_experts > 1:
-        top_k = int(_need(c, "num_experts_per_tok", where, "num_experts_per_token", "experts_per_token", "moe_topk"))
-        expert_inter = int(_first(c, "moe_intermediate_size", default=0) or 0)
-        n_shared = int(_first(c, "n_shared_experts", "num_shared_experts", default=0) or 0)
+        top_k = s.top_k
+        expert_inter = s.moe_intermediate_size or 0
+        n_shared = s.n_shared_experts or 0
         shared_inter = expert_inter
         if model_type.startswith("llama4"):
-            expert_inter = int(c["intermediate_size"])  # each expert AND the shared expert (specs.md B.5)
-            dense_inter = int(_first(c, "intermediate_size_mlp", default=expert_inter))
+            expert_inter = _require(s.intermediate_size, "intermediate_size", where, "is a Llama 4 MoE")  # each expert AND the shared expert (specs.md B.5)
+            dense_inter = s.intermediate_size_mlp or expert_inter
             n_shared, shared_inter = 1, expert_inter
         elif model_type in ("gpt_oss", "mixtral", "minimax_m2", "minimax"):
-            expert_inter = int(c["intermediate_size"])  # per-expert size lives in intermediate_size
-            sh = int(_first(c, "shared_intermediate_size", default=0) or 0)
+            expert_inter = _require(s.intermediate_size, "intermediate_size", where, "is a MoE whose per-expert size lives in intermediate_size")
+            sh = s.shared_intermediate_size or 0
             n_shared, shared_inter = (1, sh) if sh else (0, 0)
-        if _first(c, "shared_expert_intermediate_size"):
-            n_shared, shared_inter = 1, int(c["shared_expert_intermediate_size"])
+        if s.shared_expert_intermediate_size:
+            n_shared, shared_inter = 1, s.shared_expert_intermediate_size
         if expert_inter <= 0:
-            raise SimfrontError(f"{where}: MoE config is missing 'moe_intermediate_size'")
+            raise SimfrontError(f"{where}: MoE config is missing 'moe_intermediate_size' (>= 1)")
         moe = MoESpec(
             n_experts=n_experts,
             top_k=top_k,
             expert_inter=expert_inter,
             n_shared=n_shared,
             shared_inter=shared_inter,
-            latent_dim=int(_first(c, "routed_expert_hidden_size", default=0) or 0),
+            latent_dim=s.routed_expert_hidden_size or 0,
             expert_bias=model_type == "gpt_oss",
         )
-        first_dense = int(_first(c, "first_k_dense_replace", default=0) or 0)
-        mlp_only = set(_first(c, "mlp_only_layers", default=[]) or [])
-        mlp_types = c.get("mlp_layer_types")
+        first_dense = s.first_k_dense_replace or 0
+        mlp_only = set(s.mlp_only_layers or [])
+        mlp_types = s.mlp_layer_types
+        step = s.interleave_moe_layer_step
+        sparse_step = s.decoder_sparse_step or 1
+        freq = s.moe_layer_freq or 1
         for i in range(n_layers):
-            if mlp_types and len(mlp_types) == n_layers:  # GLM-5.2/5.3 explicit list
+            if mlp_types:  # GLM-5.2/5.3 explicit list
                 is_moe = mlp_types[i] == "sparse"
-            elif "interleave_moe_layer_step" in c:  # Llama 4: MoE on layers step-1, 2*step-1, ...
-                is_moe = (i + 1) % int(c["interleave_moe_layer_step"]) == 0
+            elif step is not None:  # Llama 4: MoE on layers step-1, 2*step-1, ...
+                is_moe = (i + 1) % step == 0
             elif "decoder_sparse_step" in c:  # Qwen MoE convention
-                is_moe = i not in mlp_only and (i + 1) % int(c["decoder_sparse_step"] or 1) == 0
+                is_moe = i not in mlp_only and (i + 1) % sparse_step == 0
             else:  # DeepSeek convention: dense leading layers, then MoE every moe_layer_freq
-                is_moe = i >= first_dense and i % int(_first(c, "moe_layer_freq", default=1) or 1) == 0
+                is_moe = i >= first_dense and i % freq == 0
             ffn_kinds[i] = "moe" if is_moe else "dense"
         if any(k == "dense" for k in ffn_kinds) and dense_inter <= 0:
-            raise SimfrontError(f"{where}: config has dense FFN layers but no 'intermediate_size'")
+            raise SimfrontError(f"{where}: config has dense FFN layers but no 'intermediate_size' (>= 1)")
     elif dense_inter <= 0:
-        raise SimfrontError(f"{where}: config.json is missing required field 'intermediate_size'")
+        raise SimfrontError(f"{where}: config.json is missing required field 'intermediate_size' (>= 1)")
 
     # --- DSA indexer per layer --------------------------------------------------------------
     idx_kinds = [""] * n_layers
     if attn.index_topk:
-        it = c.get("indexer_types")
+        it = s.indexer_types
         for i in range(n_layers):
-            idx_kinds[i] = (it[i] if it and len(it) == n_layers else "full") if mixers[i][0] != "linear" else ""
+            idx_kinds[i] = (it[i] if it else "full") if mixers[i][0] != "linear" else ""
 
     layers = tuple(Layer(m, w, f, ix) for (m, w), f, ix in zip(mixers, ffn_kinds, idx_kinds))
-    mtp = int(_first(c, "num_nextn_predict_layers", "mtp_num_hidden_layers", default=0) or 0)
-    if not mtp and _first(c, "use_mtp"):
-        mtp = int(_first(c, "num_mtp_modules", default=1))
+    mtp = s.num_nextn_predict_layers or s.mtp_num_hidden_layers or 0
+    if not mtp and s.use_mtp:
+        mtp = s.num_mtp_modules if s.num_mtp_modules is not None else 1
     return ModelArch(
         name=name,
         model_type=model_type,
         hidden=hidden,
         vocab=vocab,
-        tie_embeddings=bool(_first(c, "tie_word_embeddings", default=raw.get("tie_word_embeddings", False))),
+        tie_embeddings=bool(s.tie_word_embeddings),
         layers=layers,
         attention=attn,
         linear=linear,
         moe=moe,
         dense_inter=dense_inter,
         mtp_layers=mtp,
-        max_position=int(_first(c, "max_position_embeddings", default=0) or 0),
+        max_position=s.max_position_embeddings or 0,
         raw=raw,
     )

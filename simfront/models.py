@@ -8,7 +8,6 @@ the model's precision.
 
 from __future__ import annotations
 
-import json
 import re
 from dataclasses import dataclass, replace
 from functools import lru_cache
@@ -16,8 +15,9 @@ from pathlib import Path
 
 import yaml
 
-from .architecture import ModelArch, load_config, parse_arch
+from .architecture import ModelArch, load_config, parse_arch, read_json
 from .errors import SimfrontError, unknown
+from .model_schema import text_part, unknown_keys, validate_hf_quant_config, validate_quantization_config
 from .params import ParamCounts, count_params
 from .precision import FORMATS, KV_FORMATS, normalize_format
 
@@ -52,13 +52,25 @@ class Model:
     hf_id: str | None
     published_total: float | None = None
     published_active: float | None = None
-    published_active_convention: str = "includes_embedding"
+    published_active_convention: str = "includes_embedding"  # or excludes_embedding, non_embedding (catalog.yaml)
+    published_active_rounding: float = 0.0  # the published active figure is rounded to this many parameters
     published_source: str = ""
     name_precision: str | None = None  # precision carried by the name the user typed
+    # config keys simfront did not understand and ignored (shown by the CLI/API as warnings)
+    warnings: tuple[str, ...] = ()
 
     @property
     def params(self) -> ParamCounts:
         return count_params(self.arch)
+
+    def active_in_published_convention(self) -> float:
+        """simfront's active count (no input embedding, LM head in) restated in the authors' convention."""
+        pc = self.params
+        if self.published_active_convention == "includes_embedding":
+            return pc.active + (0.0 if self.arch.tie_embeddings else pc.embedding)
+        if self.published_active_convention == "non_embedding":
+            return pc.active - pc.lm_head_active
+        return pc.active
 
     @property
     def precision(self) -> Precision:
@@ -77,30 +89,56 @@ def _dtype_format(cfg: dict) -> str:
     return "fp16" if d in ("float16", "fp16", "half") else "bf16"
 
 
+def _modelopt_format(algo: str, base: str, where: str, field: str) -> str:
+    """Weight format of a ModelOpt quant_algo ('FP8', 'NVFP4', 'W4A16_AWQ', 'MXFP4', ...)."""
+    a = algo.lower()
+    if not a or a == "none":
+        return base
+    for key, fmt in (("nvfp4", "nvfp4"), ("mxfp4", "mxfp4"), ("fp8", "fp8"), ("w4a16", "w4a16"), ("int4", "w4a16")):
+        if key in a:
+            return fmt
+    raise SimfrontError(f"{where}: {field} = \"{algo}\" is not a weight format simfront models; valid: FP8, NVFP4, MXFP4, W4A16_AWQ / INT4_AWQ or null")
+
+
 def native_precision(cfg: dict, arch: ModelArch, hf_quant: dict | None = None) -> Precision:
-    """Per-component formats of a checkpoint, read from its quantization config."""
-    base = _dtype_format(cfg.get("text_config", cfg) if isinstance(cfg.get("text_config"), dict) else cfg)
-    if hf_quant:  # ModelOpt (NVIDIA) checkpoints
-        q = hf_quant.get("quantization", hf_quant)
-        algo = str(q.get("quant_algo", "")).lower()
-        kv = "fp8" if str(q.get("kv_cache_quant_algo", "")).upper() == "FP8" else "bf16"
-        fmt = "nvfp4" if "nvfp4" in algo else ("fp8" if "fp8" in algo else base)
-        excluded = " ".join(q.get("exclude_modules", []))
+    """Per-component formats of a checkpoint, read from its quantization config (validated).
+
+    ModelOpt ``hf_quant_config.json`` first; else ``quantization_config``: block/per-tensor FP8,
+    MXFP4 (gpt-oss), compressed-tensors, ModelOpt, and the 4-bit weight-only integer formats of
+    AWQ, GPTQ, auto-round and bitsandbytes (``w4a16``: every linear layer; embeddings stay BF16).
+    """
+    where = arch.name
+    tc, _ = text_part(cfg, where)
+    base = _dtype_format(tc)
+    if hf_quant is not None:  # ModelOpt (NVIDIA) checkpoints
+        q = validate_hf_quant_config(hf_quant, f"{where} hf_quant_config.json").quantization
+        if q is None:
+            return Precision(base, base, base, "bf16")
+        kv_algo = (q.kv_cache_quant_algo or "").upper()
+        if kv_algo not in ("", "NONE", "FP8"):
+            raise SimfrontError(f"{where}: hf_quant_config.json quantization.kv_cache_quant_algo = \"{q.kv_cache_quant_algo}\" is not modelled; valid: FP8 or null")
+        kv = "fp8" if kv_algo == "FP8" else "bf16"
+        fmt = _modelopt_format(q.quant_algo or "", base, where, "hf_quant_config.json quantization.quant_algo")
+        excluded = " ".join(q.exclude_modules)
         attn = base if "self_attn" in excluded else fmt
         return Precision(attention=attn, dense=fmt, experts=fmt, kv=kv)
-    qc = (cfg.get("text_config") or {}).get("quantization_config") or cfg.get("quantization_config")
-    if not qc:
+    qc = validate_quantization_config(tc.get("quantization_config"), where)
+    if qc is None:
         return Precision(base, base, base, "bf16")
-    method = str(qc.get("quant_method", "")).lower()
-    if method == "fp8":
-        fmt = "fp8_block" if qc.get("weight_block_size") else "fp8"
+    method = qc.quant_method
+    if method in ("fp8", "fbgemm_fp8"):
+        fmt = "fp8_block" if qc.weight_block_size else "fp8"
         return Precision(fmt, fmt, fmt, "bf16")
     if method == "mxfp4":  # gpt-oss: experts MXFP4, attention/router/embeddings BF16
         return Precision(base, base, "mxfp4", "bf16")
+    if method in ("awq", "gptq", "auto-round", "bitsandbytes"):  # 4-bit integer weight-only (validated)
+        return Precision("w4a16", "w4a16", "w4a16", "bf16")
     if method == "compressed-tensors":
-        groups = qc.get("config_groups") or {}
+        groups = qc.config_groups or {}
         w = next(iter(groups.values()), {}).get("weights", {}) if groups else {}
-        fmt_name = str(qc.get("format", "")).lower()
+        if not isinstance(w, dict):
+            raise SimfrontError(f"{where}: config.json quantization_config.config_groups weights = {w!r} is invalid: must be a JSON object with num_bits and type")
+        fmt_name = (qc.format or "").lower()
         if "mxfp4" in fmt_name or (w.get("type") == "float" and w.get("num_bits") == 4):
             fmt = "mxfp4"
         elif w.get("num_bits") == 4:
@@ -109,16 +147,14 @@ def native_precision(cfg: dict, arch: ModelArch, hf_quant: dict | None = None) -
             fmt = "fp8"
         else:
             fmt = base
-        ignore = " ".join(qc.get("ignore", []))
+        ignore = " ".join(qc.ignore or [])
         attn = base if "self_attn" in ignore else fmt
         dense = base if ("shared_experts" in ignore or "mlp" in ignore) else fmt
         experts = fmt if arch.is_moe else dense
         return Precision(attn, dense if arch.is_moe else fmt, experts, "bf16")
-    if method in ("modelopt",):
-        algo = str(qc.get("quant_algo", "")).lower()
-        fmt = "nvfp4" if "fp4" in algo else "fp8"
-        return Precision(fmt, fmt, fmt, "bf16")
-    raise SimfrontError(f"{arch.name}: unsupported quant_method {method!r} in quantization_config; supported: fp8, mxfp4, compressed-tensors, modelopt")
+    # modelopt (the only method left after validation)
+    fmt = _modelopt_format(qc.quant_algo or "", base, where, "quantization_config.quant_algo")
+    return Precision(fmt, fmt, fmt, "bf16")
 
 
 def apply_precision(model: Model, precision: str | None = None, kv_dtype: str | None = None) -> Precision:
@@ -235,7 +271,9 @@ def _load_catalog_model(mid: str) -> Model:
         published_total=float(pub["total"]) if "total" in pub else None,  # YAML 1.1 reads 2.8e12 as text
         published_active=float(pub["active"]) if "active" in pub else None,
         published_active_convention=pub.get("active_convention", "includes_embedding"),
+        published_active_rounding=float(pub.get("active_rounded_to", 0.0)),
         published_source=pub.get("source", ""),
+        warnings=config_warnings(cfg),
     )
 
 
@@ -252,7 +290,7 @@ def get_model(name: str) -> Model:
         e = _catalog_entries()[mid]
         qfile = (e.get("quant_configs") or {}).get(prec)
         if qfile:  # a shipped ModelOpt recipe says exactly which modules are quantised
-            hq = json.loads((CONFIG_DIR / qfile).read_text())
+            hq = read_json(CONFIG_DIR / qfile, "hf_quant_config.json")
             cfg = load_config(CONFIG_DIR / e["config"])
             return replace(model, native=native_precision(cfg, model.arch, hq), hf_id=name if "/" in name else model.hf_id)
         return replace(model, name_precision=prec, hf_id=name if "/" in name else model.hf_id)
@@ -261,15 +299,25 @@ def get_model(name: str) -> Model:
     return model
 
 
+def config_warnings(cfg: dict) -> tuple[str, ...]:
+    """One warning per config key simfront neither reads nor knows to be irrelevant to cost."""
+    keys = unknown_keys(cfg)
+    if not keys:
+        return ()
+    shown = ", ".join(keys[:8]) + (f" and {len(keys) - 8} more" if len(keys) > 8 else "")
+    return (f"config.json keys simfront does not understand were ignored: {shown} "
+            "(if they change the architecture, the prediction may be off)",)
+
+
 def model_from_config(path: str | Path) -> Model:
     """A model straight from a config.json on disk (not in the catalog)."""
     cfg = load_config(path)
     p = Path(path)
-    name = p.parent.name if p.name == "config.json" else p.stem
-    arch = parse_arch(cfg, name)
+    name = p.parent.name if p.name == "config.json" else (p.name if p.is_dir() else p.stem)
+    arch = parse_arch(cfg, name, where=str(p / "config.json" if p.is_dir() else p))
     hq_path = (p if p.is_dir() else p.parent) / "hf_quant_config.json"
-    hq = json.loads(hq_path.read_text()) if hq_path.exists() else None
-    return Model(id=name, arch=arch, native=native_precision(cfg, arch, hq), hf_id=None)
+    hq = read_json(hq_path, "hf_quant_config.json") if hq_path.exists() else None
+    return Model(id=name, arch=arch, native=native_precision(cfg, arch, hq), hf_id=None, warnings=config_warnings(cfg))
 
 
 def all_models() -> list[Model]:

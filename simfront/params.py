@@ -1,8 +1,11 @@
 """Parameter counts per component, total and active per token (language model only).
 
-Embeddings and LM head are included; vision towers and MTP layers are not. Norm weights are
-counted (they are tiny). Each count is the element count of the weight matrices named in the
-comment next to it.
+``total`` counts every stored weight: embeddings and LM head included (once when tied); vision
+towers and MTP layers are not. ``active`` counts the weights one token's forward pass multiplies:
+the input-embedding lookup is a row read, not compute, so it is left out; the LM head GEMM is
+counted (it is the embedding matrix itself when the two are tied). This is the convention of
+OpenAI's gpt-oss model card (5.1B / 3.6B active). Norm weights are counted (they are tiny). Each
+count is the element count of the weight matrices named in the comment next to it.
 """
 
 from __future__ import annotations
@@ -111,8 +114,9 @@ def layer_params(arch: ModelArch, mixer: str, ffn: str, indexer: str = "") -> La
 class ParamCounts:
     total: float
     active: float
-    embedding: float
-    lm_head: float
+    embedding: float  # stored input-embedding table
+    lm_head: float  # stored separate LM head (0 when tied to the embedding)
+    lm_head_active: float  # LM head weights multiplied per sampled token (vocab x hidden, tied or not)
     attention: float
     dense_ffn: float
     shared: float  # shared experts, routers, latent projections
@@ -134,12 +138,14 @@ def count_params(arch: ModelArch) -> ParamCounts:
     emb = arch.vocab * arch.hidden  # token embedding table
     head = 0.0 if arch.tie_embeddings else arch.vocab * arch.hidden  # LM head
     norms += arch.hidden  # final norm
-    common = emb + head + attn + dense + shared + norms
+    head_active = arch.vocab * arch.hidden  # the logits GEMM reads the head (or tied embedding) once
+    body = attn + dense + shared + norms
     return ParamCounts(
-        total=common + experts,
-        active=common + experts_act,
+        total=emb + head + body + experts,
+        active=body + experts_act + head_active,
         embedding=emb,
         lm_head=head,
+        lm_head_active=head_active,
         attention=attn,
         dense_ffn=dense,
         shared=shared,

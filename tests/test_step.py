@@ -26,7 +26,7 @@ def _weights_ratio(model_id, tp, dp, ep, phase, tokens_per_req=1024, batch=8):
             "linear_attn.decode", "linear_attn.prefill", "norms+residual", "rope+kv_write", "mlp.act", "embedding", "final_norm", "sampling")
     w = sum(float(np.asarray(r.count)) * float(r.cost.flops) * (1 if r.replicated else tp) for r in s.ops if r.name not in attn) * dp
     pc = m.params
-    ref = (2.0 * (pc.active - pc.embedding - pc.lm_head) * tokens + 2.0 * pc.lm_head * sampled) * dp
+    ref = (2.0 * (pc.active - pc.lm_head_active) * tokens + 2.0 * pc.lm_head_active * sampled) * dp
     return w / ref
 
 
