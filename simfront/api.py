@@ -155,7 +155,8 @@ def predict(model: str, gpus: str | GpuSet, isl: int = 1024, osl: int = 1024, co
         "model": m.id, "gpus": g.label, "workload": {"isl": isl, "osl": osl, "concurrency": concurrency, "rate": rate, "prefix_hit": prefix_hit},
         "price_usd_per_gpu_hour": g.hardware.price_usd_per_hour if price is None else price,
         "fits": False, "memory": verdict, "n_configs_evaluated": 0, "n_feasible": 0, "frontier": [], "knee": None,
-        "best_under_sla": None, "sla": {"ttft_ms": ttft_ms, "tpot_ms": tpot_ms, "min_tok_s_user": min_tok_s_user}, "notes": [],
+        "best_under_sla": None, "sla": {"ttft_ms": ttft_ms, "tpot_ms": tpot_ms, "min_tok_s_user": min_tok_s_user},
+        "notes": [f"config.json: {w}" for w in getattr(m, "warnings", ())],  # keys simfront does not understand
     }
     specs = None
     if spec is not None:
@@ -322,7 +323,7 @@ def explain(model: str, gpus: str | GpuSet, tp: int = 1, pp: int = 1, ep: int = 
     n_tok = tokens * attention_dp
     # reference: 2 FLOPs per active weight per token (embedding lookup excluded; LM head only for
     # the tokens that are sampled), over every attention-DP rank
-    ref = 2.0 * (pc.active - pc.embedding - pc.lm_head) * n_tok + 2.0 * pc.lm_head * sampled * attention_dp
+    ref = 2.0 * (pc.active - pc.lm_head_active) * n_tok + 2.0 * pc.lm_head_active * sampled * attention_dp
     weight_flops = model_flops - attn_flops - elem_flops
     return StepBreakdown(**{
         "model": m.id, "gpus": g.label, "layout": lay.label(), "phase": phase, "mode": mode, "batch": batch, "ctx": ctx_eff,
