@@ -19,7 +19,7 @@ from .serving import DEFAULT_CHUNK_TOKENS
 from .hardware import GpuSet, parse_gpus
 from .layout import Layout
 from .models import apply_precision, get_model
-from .results import Frontier, StepBreakdown, point_dict
+from .results import Frontier, MemoryVerdict, Plan, StepBreakdown, ValidationReport, point_dict
 from .sizing import memory_verdict
 
 
@@ -74,8 +74,8 @@ def list_hardware() -> list[dict]:
 
 
 def memory(model: str, gpus: str | GpuSet, precision: str = "native", kv_dtype: str = "native", isl: int = 1024, osl: int = 1024,
-           tp: int | None = None, pp: int = 1, ep: int = 1, attention_dp: int = 1) -> dict:
-    """The memory verdict as a JSON-ready dict (``fits``, ``weights_bytes_per_gpu``, ``min_gpus`` ...)."""
+           tp: int | None = None, pp: int = 1, ep: int = 1, attention_dp: int = 1) -> MemoryVerdict:
+    """The memory verdict (``fits``, ``weights_bytes_per_gpu``, ``min_gpus`` ...) as a typed result."""
     check_lengths(isl=isl, osl=osl)
     m = get_model(model)
     g = parse_gpus(gpus) if isinstance(gpus, str) else gpus
@@ -87,7 +87,7 @@ def memory(model: str, gpus: str | GpuSet, precision: str = "native", kv_dtype: 
             raise SimfrontError(f"impossible parallelism: tp x pp x attention-dp = {worker} does not divide {g.count} GPUs")
         layout = Layout(tp=tp, pp=pp, dp=attention_dp, ep=ep, replicas=g.count // worker)
     v = memory_verdict(m, prec, g, isl, osl, layout=layout)
-    return v.to_json()
+    return MemoryVerdict(**v.to_json())
 
 
 def use_calibration(path: str) -> None:
@@ -362,10 +362,11 @@ def validate(paths: list[str], overrides: dict | None = None) -> dict:
     return validate_files(paths, overrides)
 
 
-def validation_flat(res: dict) -> dict:
+def validation_flat(res: dict) -> ValidationReport:
+    """The ``--json`` shape of a validation (summary, rows, problems) as a typed report."""
     from .validation import flat
 
-    return flat(res)
+    return ValidationReport(**flat(res))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -468,10 +469,11 @@ def calibrate(paths: list[str], output: str, folds: int = 5, overrides: dict | N
 # Capacity planning, GPU comparison, launch commands (logic in simfront.planning / simfront.launch)
 
 
-def plan(model: str, rate: float, **kw) -> dict:
+def plan(model: str, rate: float, **kw) -> Plan:
+    """Capacity plan (see :func:`simfront.planning.plan`) as a typed :class:`simfront.results.Plan`."""
     from .planning import plan as _plan
 
-    return _plan(model, rate, **kw)
+    return Plan(**_plan(model, rate, **kw))
 
 
 def launch_for(point: dict, model: str, gpus: str, engine: str, isl: int, osl: int) -> dict:

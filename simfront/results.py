@@ -147,6 +147,8 @@ class Frontier(Result):
     sla: Sla = Sla()
     notes: list[str] = []
     search_time_s: float = 0.0
+    uncertainty: dict | None = None  # {band, widening, note}: what the *_low / *_high fields of the points mean
+    launch: dict | None = None  # engine and benchmark commands of the chosen point (``--launch``)
     _points: dict | None = PrivateAttr(default=None)
 
     @property
@@ -162,6 +164,57 @@ class Frontier(Result):
         import pandas as pd
 
         return pd.DataFrame({k: np.asarray(v) for k, v in (self._points or {}).items()})
+
+
+class MemoryVerdict(Result):
+    """``memory``: does the model fit, and how much KV cache is left."""
+
+    model: str
+    gpus: str
+    precision: str
+    kv_dtype: str
+    fits: bool
+    layout: dict | None
+    weights_bytes: float
+    weights_bytes_per_gpu: float
+    reserve_bytes_per_gpu: float
+    kv_budget_bytes_per_gpu: float
+    kv_bytes_per_token: float
+    kv_bytes_per_token_per_gpu: float
+    kv_state_bytes_per_seq: float
+    kv_capacity_tokens: int | None
+    max_concurrency: int
+    context_tokens: int
+    min_gpus: int | None
+    reason: str | None = None
+    alternatives: list[str] = []
+
+
+class ValidationReport(Result):
+    """``validate``: error summary, one row per input row, and the input problems."""
+
+    summary: dict
+    rows: list[dict]
+    problems: list[str]
+
+    def _frame_rows(self) -> list[dict]:
+        return list(self.rows)
+
+
+class Plan(Result):
+    """``plan``: the fewest GPUs of each type that serve a rate within an SLA, cheapest first."""
+
+    model: str
+    workload: dict
+    sla: dict
+    max_gpus: int
+    engine: str | None
+    rows: list[dict]
+    search_time_s: float
+    launch: dict | None = None
+
+    def _frame_rows(self) -> list[dict]:
+        return [{k: v for k, v in r.items() if k != "point"} for r in self.rows]
 
 
 class StepBreakdown(Result):
