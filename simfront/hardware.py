@@ -78,7 +78,9 @@ class Achievable(BaseModel):
     """
 
     model_config = ConfigDict(extra="forbid")
-    matmul_flops_per_s: dict[ComputeDtype, AchievedValue]  # dense GEMM, large well-shaped problems
+    # dense GEMM, large well-shaped problems, per tensor-core dtype; "fp8_block" (optional) is the
+    # block-scaled FP8 kernel (128x128 weight scales), whose k-loop pays scale loads and promotion
+    matmul_flops_per_s: dict[Literal[ComputeDtype, "fp8_block"], AchievedValue]
     hbm_bandwidth_bytes_per_s: AchievedValue  # streaming copy / coalesced load rate
     scaleup_link_kind: LinkKind  # which entry of ``collectives`` the scale-up domain uses
     collectives: dict[LinkKind, CollectivePeak]  # must hold scaleup_link_kind and "nic"
@@ -125,11 +127,13 @@ class Hardware(BaseModel):
         return dtype in self.peak_flops_per_s and self.peak_flops_per_s[dtype] > 0
 
     def achievable_matmul_flops_per_s(self, dtype: str) -> float:
-        """Maximum sustained dense GEMM rate in ``dtype``; the datasheet peak times
-        ``UNLISTED_ACHIEVABLE_FRACTION`` where the spec has no achievable entry."""
+        """Maximum sustained dense GEMM rate in ``dtype`` (``fp8_block``: block-scaled FP8, falling back
+        to ``fp8``); the datasheet peak times ``UNLISTED_ACHIEVABLE_FRACTION`` where the spec has no entry."""
         a = self.achievable
         if a is not None and dtype in a.matmul_flops_per_s:
             return a.matmul_flops_per_s[dtype].value
+        if dtype == "fp8_block":
+            return self.achievable_matmul_flops_per_s("fp8")
         return self.peak_flops_per_s[dtype] * UNLISTED_ACHIEVABLE_FRACTION
 
     @property
