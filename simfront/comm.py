@@ -2,12 +2,14 @@
 
 Inside the scale-up domain (modeling-notes.md §3): ``t = base + steps·step + S·busfactor / BW_eff``
 for each NCCL protocol (LL, LL128, Simple; Epoch AI inference-economics notebook), the fastest
-protocol wins. ``BW_eff`` is the per-GPU one-direction
-scale-up bandwidth times a fitted link efficiency, reduced when few peers share the ring (NCCL
-drives fewer NVLink paths at 2-4 ranks; specs.md A.3 shows 349 vs 445 GB/s busbw at 4 vs 8
-H100s). Meshes (AMD Infinity Fabric) reach ``(n-1)`` peer links only. Beyond the domain the
-collective is hierarchical: intra-domain phases plus an inter-node ring over the NICs.
-``message_bytes`` is the buffer size as nccl-tests reports it.
+protocol wins. ``BW_eff`` is the per-GPU one-direction scale-up bandwidth scaled to the link's
+ACHIEVABLE all-reduce bus bandwidth (``Hardware.collective_peak``: nccl-tests / rccl-tests figures per
+link kind), times a fitted link efficiency, reduced when few peers share the ring (NCCL drives fewer
+NVLink paths at 2-4 ranks; specs.md A.3 shows 349 vs 445 GB/s busbw at 4 vs 8 H100s). Meshes (AMD
+Infinity Fabric) reach ``(n-1)`` peer links only. The protocol latencies are fitted in units of the
+link's achievable small-message (8 KiB all-reduce) latency, so they transfer across GPUs and links.
+Beyond the domain the collective is hierarchical: intra-domain phases plus an inter-node ring over the
+NICs at their achievable bandwidth. ``message_bytes`` is the buffer size as nccl-tests reports it.
 """
 
 from __future__ import annotations
@@ -21,16 +23,21 @@ from .gemm import resolve_params
 KINDS = ("all_reduce", "all_gather", "reduce_scatter", "alltoall", "p2p")
 PROTOCOLS = ("ll", "ll128", "simple")
 
+# Reference small-message latency the protocol-latency priors below were written against: the 8 KiB
+# all-reduce on 8xH100 SXM, 16 µs (aiconfigurator NCCL data, specs.md A.3).
+_PRIOR_LATENCY_S = 16e-6
+
 PARAMS: dict[str, tuple[float, float, float]] = {
-    # fixed and per-ring-step latency of each protocol (Epoch defaults: LL 6.8 + 0.6/step µs,
-    # LL128 14 + 1.25/step, Simple 28/step; AIC NCCL data: 16 µs at 8 KiB on 8xH100, specs.md A.3)
-    # (each protocol's fixed latency is the previous one's plus an extra, keeping LL < LL128 < Simple)
-    "ll_base_s": (5e-6, 1e-6, 5e-5),
-    "ll_step_s": (0.6e-6, 1e-8, 2e-5),
-    "ll128_extra_base_s": (5e-6, 1e-8, 1e-4),
-    "ll128_step_s": (1.25e-6, 1e-8, 2e-5),
-    "simple_extra_base_s": (5e-6, 1e-8, 2e-4),
-    "simple_step_s": (3e-6, 1e-8, 5e-5),
+    # fixed and per-ring-step latency of each protocol, in units of the link's achievable small-message
+    # latency (Hardware.collective_peak().latency_s). Priors: Epoch defaults LL 6.8 + 0.6/step µs,
+    # LL128 14 + 1.25/step, Simple 28/step (AIC NCCL data: 16 µs at 8 KiB on 8xH100, specs.md A.3),
+    # divided by 16 µs. Each protocol's fixed latency is the previous one's plus an extra (LL < LL128 < Simple).
+    "ll_base": (5e-6 / _PRIOR_LATENCY_S, 1e-6 / _PRIOR_LATENCY_S, 5e-5 / _PRIOR_LATENCY_S),
+    "ll_step": (0.6e-6 / _PRIOR_LATENCY_S, 1e-8 / _PRIOR_LATENCY_S, 2e-5 / _PRIOR_LATENCY_S),
+    "ll128_extra_base": (5e-6 / _PRIOR_LATENCY_S, 1e-8 / _PRIOR_LATENCY_S, 1e-4 / _PRIOR_LATENCY_S),
+    "ll128_step": (1.25e-6 / _PRIOR_LATENCY_S, 1e-8 / _PRIOR_LATENCY_S, 2e-5 / _PRIOR_LATENCY_S),
+    "simple_extra_base": (5e-6 / _PRIOR_LATENCY_S, 1e-8 / _PRIOR_LATENCY_S, 2e-4 / _PRIOR_LATENCY_S),
+    "simple_step": (3e-6 / _PRIOR_LATENCY_S, 1e-8 / _PRIOR_LATENCY_S, 5e-5 / _PRIOR_LATENCY_S),
     # bandwidth fraction each protocol reaches (Epoch notebook: LL x0.5, LL128 x0.95, Simple x1); the
     # fit also folds in NCCL's channel count for the mid-size messages each protocol serves. Upper
     # bounds are the protocols' payload shares: LL sends 8 data bytes per 16-byte line (flag + data),
@@ -41,18 +48,19 @@ PARAMS: dict[str, tuple[float, float, float]] = {
     "simple_bw_fraction": (1.0, 1.0, 1.0),
     # all-to-all sends to all peers at once: latency steps per peer as a fraction of a ring step
     "alltoall_peer_step_fraction": (0.25, 0.01, 2.0),
-    # achieved fraction of one-direction scale-up bandwidth (busbw / link; specs.md A.3: 0.75-1.0);
-    # above 1 when NVLink SHARP reduces in the switch and beats the ring's bus traffic (8xH100 AR)
-    "link_efficiency_all_reduce": (0.9, 0.2, 1.2),
-    "link_efficiency_all_gather": (0.8, 0.2, 1.2),
-    "link_efficiency_reduce_scatter": (0.8, 0.2, 1.2),
-    "link_efficiency_alltoall": (0.7, 0.2, 1.2),
+    # achieved fraction of the link's ACHIEVABLE all-reduce bus bandwidth per collective (the
+    # achievable figure is the large-message all-reduce, so all-reduce sits near 1; specs.md A.3 shows
+    # all-gather / all-to-all at 0.7-0.9 of it)
+    "link_efficiency_all_reduce": (1.0, 0.2, 1.5),
+    "link_efficiency_all_gather": (0.9, 0.2, 1.5),
+    "link_efficiency_reduce_scatter": (0.9, 0.2, 1.5),
+    "link_efficiency_alltoall": (0.75, 0.2, 1.5),
     # ring-peer shortfall: BW_eff scales by (n-1)/(n-1+c)
     "few_peer_penalty": (0.3, 0.0, 3.0),
-    # scale-out (not in the calibration data): IB/RoCE ~0.95 of line rate (specs.md A.3),
-    # 10 µs per transfer (AIC p2p_latency), 5 µs per inter-node ring step (Epoch LL: 5·log2 nodes)
-    "net_efficiency": (0.95, 0.95, 0.95),
-    "net_base_s": (10e-6, 10e-6, 10e-6),
+    # scale-out (not in the calibration data): fraction of the NIC's achievable bandwidth (the achievable
+    # entry already carries IB/RoCE's ~0.95 of line rate, specs.md A.3); per transfer the NIC's achievable
+    # latency (AIC p2p_latency 10 µs); 5 µs per inter-node ring step (Epoch LL: 5·log2 nodes)
+    "net_efficiency": (1.0, 1.0, 1.0),
     "net_step_s": (5e-6, 5e-6, 5e-6),
 }
 
@@ -80,11 +88,27 @@ def _ring_steps(kind: str, n, q):
 
 
 def _link_bandwidth(n, hw):
-    """One-direction bytes/s a GPU drives into its scale-up peers (mesh: only n-1 links)."""
+    """Achievable one-direction bytes/s a GPU drives into its scale-up peers (mesh: only n-1 links).
+
+    The datasheet link (or, on a mesh, the n-1 peer links) scaled by the link kind's achievable share:
+    the achievable all-reduce bus bandwidth over the full datasheet link."""
     su = hw.scaleup
+    share = hw.collective_peak("scaleup").bus_bandwidth_bytes_per_s / su.bandwidth_bytes_per_s
     if su.topology == "mesh" and su.peer_bandwidth_bytes_per_s:
-        return np.minimum(su.bandwidth_bytes_per_s, (n - 1.0) * su.peer_bandwidth_bytes_per_s)
-    return np.full_like(n, su.bandwidth_bytes_per_s)
+        return share * np.minimum(su.bandwidth_bytes_per_s, (n - 1.0) * su.peer_bandwidth_bytes_per_s)
+    return np.full_like(n, share * su.bandwidth_bytes_per_s)
+
+
+def _latency_view(q: dict, hw) -> dict:
+    """Protocol latencies in seconds: the fitted multiples times the link's achievable small-message latency."""
+    lat = hw.collective_peak("scaleup").latency_s
+    out = dict(q)
+    for name in ("ll_base", "ll_step", "ll128_extra_base", "ll128_step", "simple_extra_base", "simple_step"):
+        out[f"{name}_s"] = q[name] * lat
+    nic = hw.collective_peak("scaleout")
+    out["net_base_s"] = nic.latency_s
+    out["net_bw"] = nic.bus_bandwidth_bytes_per_s * q["net_efficiency"]
+    return out
 
 
 def _intra(kind: str, S, n, hw, q):
@@ -98,7 +122,7 @@ def _intra(kind: str, S, n, hw, q):
     best = None
     base = {"ll": q["ll_base_s"]}
     base["ll128"] = base["ll"] + q["ll128_extra_base_s"]
-    base["simple"] = base["ll128"] + q["simple_extra_base_s"]
+    base["simple"] = base["ll128"] + q["simple_extra_base_s"]  # seconds (see _latency_view)
     for proto in PROTOCOLS:
         t = base[proto] + steps * q[f"{proto}_step_s"] + wire / (bw * q[f"{proto}_bw_fraction"])
         best = t if best is None else np.minimum(best, t)
@@ -107,7 +131,7 @@ def _intra(kind: str, S, n, hw, q):
 
 def _inter(kind: str, S, nodes, hw, q):
     """Ring over ``nodes`` scale-out peers (one NIC per GPU), message ``S`` per GPU."""
-    bw = hw.scaleout_bandwidth_bytes_per_s * q["net_efficiency"]
+    bw = q["net_bw"]
     wire = S * _bus_factor(kind, nodes)
     steps = _ring_steps(kind, nodes, {"alltoall_peer_step_fraction": 1.0})
     t = q["net_base_s"] + steps * q["net_step_s"] + wire / bw
@@ -118,7 +142,7 @@ def collective_cost(kind: str, message_bytes, n_gpus, hw, p: dict | None = None)
     """Time of one collective of ``message_bytes`` over ``n_gpus`` GPUs (broadcasts; 0 for n <= 1)."""
     if kind not in KINDS:
         raise SimfrontError(f"unknown collective {kind!r}; valid: {', '.join(KINDS)}")
-    q = resolve_params("comm", hw, p, PARAMS, FAMILY_DEFAULTS)
+    q = _latency_view(resolve_params("comm", hw, p, PARAMS, FAMILY_DEFAULTS), hw)
     S, n = np.broadcast_arrays(np.asarray(message_bytes, dtype=np.float64), np.asarray(n_gpus, dtype=np.float64))
     S = np.maximum(S, 0.0)
     n = np.maximum(n, 1.0)
@@ -142,7 +166,7 @@ def collective_cost(kind: str, message_bytes, n_gpus, hw, p: dict | None = None)
     else:  # alltoall: the off-domain share goes through the NIC while the rest uses the scale-up links
         a, w1 = _intra(kind, S * local / n, local, hw, q)
         remote = S * (n - local) / n
-        x = q["net_base_s"] + remote / (hw.scaleout_bandwidth_bytes_per_s * q["net_efficiency"])
+        x = q["net_base_s"] + remote / q["net_bw"]
         t = np.where(nodes > 1, np.maximum(a, x), a)
         wire = w1 + np.where(nodes > 1, remote, 0.0)
     t = np.where(n > 1, t, 0.0)
@@ -155,12 +179,12 @@ def p2p_cost(message_bytes, hw, scope: str = "scaleup", p: dict | None = None) -
     """One point-to-point send (pipeline stage boundary, KV transfer) inside or across domains."""
     if scope not in ("scaleup", "scaleout"):
         raise SimfrontError(f"unknown p2p scope {scope!r}; valid: scaleup, scaleout")
-    q = resolve_params("comm", hw, p, PARAMS, FAMILY_DEFAULTS)
+    q = _latency_view(resolve_params("comm", hw, p, PARAMS, FAMILY_DEFAULTS), hw)
     S = np.maximum(np.asarray(message_bytes, dtype=np.float64), 0.0)
     if scope == "scaleup":
         t, wire = _intra("p2p", S, np.full_like(S, 2.0), hw, q)
     else:
-        t = q["net_base_s"] + S / (hw.scaleout_bandwidth_bytes_per_s * q["net_efficiency"])
+        t = q["net_base_s"] + S / q["net_bw"]
         wire = S
     t = np.where(S > 0, t, 0.0)
     zero = np.zeros_like(t)

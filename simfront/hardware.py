@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from .errors import SimfrontError, unknown
 
@@ -20,6 +20,11 @@ HARDWARE_DIR = Path(__file__).resolve().parent.parent / "hardware"
 
 Family = Literal["ampere", "ada", "hopper", "blackwell", "cdna3", "cdna4"]
 ComputeDtype = Literal["fp32", "tf32", "bf16", "fp8", "int8", "fp6", "fp4"]
+# Tensor-core dtypes a GEMM runs at (precision.gemm_rate_dtype): each needs an achievable-peak entry
+MATMUL_DTYPES = ("bf16", "fp8", "fp4", "int8")
+# Kinds of link a collective runs over: NVLink through NVSwitch, AMD's xGMI point-to-point mesh, PCIe
+# peer-to-peer through a PCIe switch, PCIe routed through the host CPU (no P2P path), scale-out NIC
+LinkKind = Literal["nvswitch", "xgmi_mesh", "pcie_switch", "pcie_host", "nic"]
 
 
 class ScaleUp(BaseModel):
@@ -31,6 +36,61 @@ class ScaleUp(BaseModel):
     bandwidth_bytes_per_s: float  # per GPU, ONE direction (NVLink "900 GB/s" bidi -> 450e9)
     topology: Literal["switch", "mesh", "pcie"]  # mesh: one link per peer pair (AMD), switch: full bandwidth to any peer
     peer_bandwidth_bytes_per_s: float | None = None  # one direction, GPU pair, for meshes (MI300X: 64e9)
+
+
+class _Provenance(BaseModel):
+    """Where an achievable figure comes from: a public ``source``, or ``estimate: true`` with ``reasoning``."""
+
+    model_config = ConfigDict(extra="forbid")
+    source: str | None = None
+    estimate: bool = False
+    reasoning: str | None = None  # how an estimate was derived (clocks, family, a measured sibling)
+
+    @model_validator(mode="after")
+    def _sourced_or_estimated(self):
+        if not self.estimate and not self.source:
+            raise ValueError("an achievable figure needs a source, or estimate: true with its reasoning")
+        if self.estimate and not self.reasoning:
+            raise ValueError("an estimated achievable figure needs its reasoning")
+        return self
+
+
+class AchievedValue(_Provenance):
+    """One achievable figure: the most a tuned kernel sustains on real silicon (not the datasheet)."""
+
+    value: float = Field(gt=0)
+
+
+class CollectivePeak(_Provenance):
+    """What NCCL/RCCL sustain over one kind of link, as nccl-tests / rccl-tests report it."""
+
+    # all-reduce bus bandwidth at the largest message (busbw = algbw x 2(n-1)/n), per GPU, bytes/s
+    bus_bandwidth_bytes_per_s: float = Field(gt=0)
+    # time of a small (8 KiB) all-reduce across the group: the latency floor of the collective, seconds
+    latency_s: float = Field(gt=0)
+
+
+class Achievable(BaseModel):
+    """Achievable peaks: maximum sustained matmul rate per dtype, HBM bandwidth, collectives per link kind.
+
+    Efficiency parameters of the GEMM and collective models are fractions of these, so a value fitted
+    on one GPU transfers to another through its achievable peaks rather than its datasheet.
+    """
+
+    model_config = ConfigDict(extra="forbid")
+    # dense GEMM, large well-shaped problems, per tensor-core dtype; "fp8_block" (optional) is the
+    # block-scaled FP8 kernel (128x128 weight scales), whose k-loop pays scale loads and promotion
+    matmul_flops_per_s: dict[Literal[ComputeDtype, "fp8_block"], AchievedValue]
+    hbm_bandwidth_bytes_per_s: AchievedValue  # streaming copy / coalesced load rate
+    scaleup_link_kind: LinkKind  # which entry of ``collectives`` the scale-up domain uses
+    collectives: dict[LinkKind, CollectivePeak]  # must hold scaleup_link_kind and "nic"
+
+    @model_validator(mode="after")
+    def _has_used_links(self):
+        for kind in (self.scaleup_link_kind, "nic"):
+            if kind not in self.collectives:
+                raise ValueError(f"achievable.collectives lacks {kind!r} (scale-up link kind and the scale-out NIC)")
+        return self
 
 
 class Hardware(BaseModel):
@@ -55,11 +115,59 @@ class Hardware(BaseModel):
     gpus_per_node: int  # GPUs per host / tray (GB200: 4); scale-up may span nodes (NVL72)
     scaleout_bandwidth_bytes_per_s: float  # NIC per GPU, one direction (400 Gb/s CX-7 -> 50e9)
     power_w: float
+    # measured (or estimated, and marked so) achievable peaks; see :class:`Achievable`
+    achievable: Achievable | None = None
+    # tensor-core rate a format runs at where it differs from precision.FORMATS (e.g. MI355X: MXFP4
+    # MFMA at the FP4 rate, where NVIDIA runs MXFP4 MoE as W4A8 at the FP8 rate)
+    format_rates: dict[str, ComputeDtype] = Field(default_factory=dict)
     price_usd_per_hour: float  # default on-demand price per GPU-hour; overridable with --price
     sources: dict[str, str]  # field -> citation
 
     def supports(self, dtype: str) -> bool:
         return dtype in self.peak_flops_per_s and self.peak_flops_per_s[dtype] > 0
+
+    def achievable_matmul_flops_per_s(self, dtype: str) -> float:
+        """Maximum sustained dense GEMM rate in ``dtype`` (``fp8_block``: block-scaled FP8, falling back
+        to ``fp8``); the datasheet peak times ``UNLISTED_ACHIEVABLE_FRACTION`` where the spec has no entry."""
+        a = self.achievable
+        if a is not None and dtype in a.matmul_flops_per_s:
+            return a.matmul_flops_per_s[dtype].value
+        if dtype == "fp8_block":
+            return self.achievable_matmul_flops_per_s("fp8")
+        return self.peak_flops_per_s[dtype] * UNLISTED_ACHIEVABLE_FRACTION
+
+    @property
+    def achievable_hbm_bytes_per_s(self) -> float:
+        a = self.achievable
+        return a.hbm_bandwidth_bytes_per_s.value if a is not None else self.hbm_bandwidth_bytes_per_s * UNLISTED_ACHIEVABLE_FRACTION
+
+    def collective_peak(self, scope: str = "scaleup") -> CollectivePeak:
+        """Achievable collective bus bandwidth and latency of the scale-up link (``scope='scaleup'``) or the NIC."""
+        a = self.achievable
+        if a is not None:
+            return a.collectives[a.scaleup_link_kind if scope == "scaleup" else "nic"]
+        bw = self.scaleup.bandwidth_bytes_per_s if scope == "scaleup" else self.scaleout_bandwidth_bytes_per_s
+        return CollectivePeak(bus_bandwidth_bytes_per_s=bw * UNLISTED_ACHIEVABLE_FRACTION, latency_s=UNLISTED_COLLECTIVE_LATENCY_S,
+                              estimate=True, reasoning="no achievable entry in the hardware spec: datasheet share")
+
+    def estimated_peaks(self) -> list[str]:
+        """Names of the achievable figures that are estimates rather than published measurements."""
+        a = self.achievable
+        if a is None:
+            return ["all achievable peaks (no achievable entry: datasheet x UNLISTED_ACHIEVABLE_FRACTION)"]
+        out = [f"matmul_flops_per_s.{d}" for d, v in a.matmul_flops_per_s.items() if v.estimate]
+        if a.hbm_bandwidth_bytes_per_s.estimate:
+            out.append("hbm_bandwidth_bytes_per_s")
+        used = (a.scaleup_link_kind, "nic")  # the link kinds predictions on this GPU use
+        out += [f"collectives.{k}" for k in used if a.collectives[k].estimate]
+        return out
+
+
+# Share of a datasheet figure taken as achievable when a spec carries no achievable entry: the median
+# achievable/datasheet ratio of the catalog's measured entries (GEMM 0.70-0.86, HBM 0.84, links 0.7-1.0).
+UNLISTED_ACHIEVABLE_FRACTION = 0.8
+# Small-message collective latency taken when a spec carries none: the 8 KiB all-reduce on 8xH100 (specs.md A.3)
+UNLISTED_COLLECTIVE_LATENCY_S = 16e-6
 
 
 @lru_cache(maxsize=None)

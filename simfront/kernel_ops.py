@@ -35,12 +35,16 @@ _COLLECTIVE = {"all_reduce": "all_reduce", "allreduce": "all_reduce", "all_gathe
                "reduce_scatter": "reduce_scatter", "reducescatter": "reduce_scatter", "alltoall": "alltoall", "all_to_all": "alltoall"}
 
 
-def csv_format(dtype: str) -> str:
-    """simfront format for a calibration-file dtype string."""
-    from .precision import normalize_format
+def csv_format(dtype: str, hw=None) -> str:
+    """simfront format for a calibration-file dtype string, read for ``hw`` when given (a bare ``fp4``
+    is MXFP4 on GPUs without NVFP4, e.g. CDNA4). Weight-only ``int4_wo`` / ``int8_wo`` and SmoothQuant
+    ``sq`` map to ``w4a16`` / ``w8a16`` / ``int8``."""
+    from .precision import normalize_format, resolve_format
 
     d = str(dtype).strip().lower()
-    return _DTYPE_TO_FORMAT.get(d, normalize_format(d))
+    if d in _DTYPE_TO_FORMAT:
+        return _DTYPE_TO_FORMAT[d]
+    return resolve_format(d, hw).name if hw is not None else normalize_format(d)
 
 
 def routing_alpha(distribution: str) -> float | None:
@@ -70,7 +74,7 @@ def predict_gemm(cols: dict, hw, p: dict) -> np.ndarray:
     out = np.empty(len(cols["m"]))
 
     def one(sel, key):
-        return gemm.gemm_cost(_f(cols, "m", sel), _f(cols, "n", sel), _f(cols, "k", sel), csv_format(key[0]), hw, p).time_s
+        return gemm.gemm_cost(_f(cols, "m", sel), _f(cols, "n", sel), _f(cols, "k", sel), csv_format(key[0], hw), hw, p).time_s
 
     return _by_values(out, [cols["dtype"]], one)
 
@@ -107,7 +111,7 @@ def predict_moe_paths(cols: dict, hw, p: dict) -> np.ndarray:
     def one(sel, key):
         paths = moe.moe_path_costs(
             _f(cols, "num_tokens", sel), _f(cols, "hidden_size", sel), _f(cols, "inter_size", sel), _f(cols, "topk", sel),
-            _f(cols, "num_experts", sel), _f(cols, "moe_tp_size", sel), _f(cols, "moe_ep_size", sel), csv_format(key[0]), hw,
+            _f(cols, "num_experts", sel), _f(cols, "moe_tp_size", sel), _f(cols, "moe_ep_size", sel), csv_format(key[0], hw), hw,
             alpha=routing_alpha(key[1]), gated=bool(key[2]), p=p, spread_balanced=True,
         )
         n = int(np.sum(sel))

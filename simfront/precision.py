@@ -41,7 +41,11 @@ FORMATS: dict[str, Format] = {
         Format("mxfp4", 0.5 + 1.0 / 32, "fp8", "bf16", 1.0 + 1.0 / 32, "mxfp4", "MXFP4, 32-element blocks, E8M0 scales"),
         # INT4 weight-only (AWQ/GPTQ/compressed-tensors pack): 0.5 B + a BF16 scale per group of 32.
         Format("w4a16", 0.5 + 2.0 / 32, "bf16", "bf16", 2.0, None, "4-bit integer weights, BF16 math (weight-only)"),
-        Format("int8", 1.0, "int8", "bf16", 1.0, "int8", "INT8 W8A8"),
+        # INT8 weight-only (TensorRT-LLM int8_wo): per-channel scales, negligible; dequantised in the
+        # GEMM main loop, BF16 math
+        Format("w8a16", 1.0, "bf16", "bf16", 2.0, None, "8-bit integer weights, BF16 math (weight-only)"),
+        # INT8 W8A8 (SmoothQuant): per-channel weight and per-token activation scales, negligible
+        Format("int8", 1.0, "int8", "bf16", 1.0, "int8", "INT8 W8A8 (SmoothQuant)"),
     ]
 }
 
@@ -53,6 +57,9 @@ KV_FORMATS: dict[str, float] = {
 }
 
 PRECISION_CHOICES = ["native", "bf16", "fp8", "fp8_block", "nvfp4", "mxfp4", "w4a16"]
+# Format names that mean different formats on different GPUs: a bare "fp4" checkpoint or kernel is
+# NVFP4 where the GPU runs NVFP4 and MXFP4 where it only runs MXFP4 (AMD CDNA4 has no NVFP4).
+GENERIC_FP4 = ("fp4",)
 
 
 def get_format(name: str) -> Format:
@@ -80,11 +87,30 @@ def normalize_format(name: str) -> str:
         "mxfp4_pack_quantized": "mxfp4",
         "int4": "w4a16",
         "int4_wo": "w4a16",
+        "w4a16_awq": "w4a16",
+        "int8_wo": "w8a16",
+        "int8_weight_only": "w8a16",
+        "sq": "int8",
+        "smoothquant": "int8",
+        "w8a8": "int8",
+        "w8a8_int8": "int8",
+        "int8_sq": "int8",
         "awq": "w4a16",
         "gptq": "w4a16",
         "fp8block": "fp8_block",
     }
     return aliases.get(n, n)
+
+
+def resolve_format(name: str, hw=None) -> Format:
+    """The format ``name`` means on ``hw``: a generic ``fp4`` is NVFP4 where the GPU has NVFP4 tensor
+    cores and MXFP4 where it has only MXFP4 (CDNA4); without a GPU, the name's default reading."""
+    raw = str(name).strip().lower().replace("-", "_").replace(" ", "")
+    if hw is not None and raw in GENERIC_FP4:
+        fp4 = list(getattr(hw, "fp4_formats", []) or [])
+        if "nvfp4" not in fp4 and "mxfp4" in fp4:
+            return FORMATS["mxfp4"]
+    return get_format(name)
 
 
 def kv_bytes(name: str) -> float:
@@ -97,7 +123,13 @@ def kv_bytes(name: str) -> float:
 
 
 def gemm_rate_dtype(fmt: Format, hw) -> str:
-    """The tensor-core dtype a GEMM in ``fmt`` runs at on ``hw`` (fast path if supported, else fallback)."""
+    """The tensor-core dtype a GEMM in ``fmt`` runs at on ``hw`` (fast path if supported, else fallback).
+
+    A GPU's ``format_rates`` names a different fast-path rate where its kernels run the format natively
+    (MI355X: MXFP4 MFMA at the FP4 rate)."""
+    native = (getattr(hw, "format_rates", None) or {}).get(fmt.name)
+    if native is not None and hw.supports(native) and (fmt.needs is None or fmt.needs not in ("nvfp4", "mxfp4") or fmt.needs in hw.fp4_formats):
+        return native
     if fmt.needs is None:
         return fmt.compute_dtype
     if fmt.needs in ("nvfp4", "mxfp4"):

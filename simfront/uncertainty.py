@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import numpy as np
 
-from .efficiency import _load
+from .efficiency import _load, borrowed_family_widening
 
-# Band widening outside the calibration data (log-width multiplier): an unprofiled GPU or a model
-# absent from the fit sees errors at least like leave-one-model-out ones; 1.5x is a round guard.
+# Band widening outside the calibration data (log-width multiplier) where no held-out residuals
+# measure it: a model absent from the fit, or a new GPU of a fitted family, sees errors at least like
+# leave-one-model-out ones; 1.5x is a round guard. A GPU whose family borrows another family's
+# parameters widens by the leave-one-family-out factor instead (hardware/efficiency/transfer.yaml).
 EXTRAPOLATION_WIDENING = 1.5
 
 
@@ -15,16 +17,34 @@ def prediction_bands(gpu_id: str, model_id: str) -> tuple[dict, float]:
     """(p10/p90 log-ratio quantiles per metric, widening factor) for a GPU and model.
 
     The quantiles come from the leave-one-model-out residuals of the shipped calibration
-    (hardware/efficiency/serving.yaml); a GPU or model outside the calibration data widens them.
+    (hardware/efficiency/serving.yaml); a GPU or model outside the calibration data widens them: a GPU
+    whose kernel parameters are borrowed from another family by the factor measured on
+    leave-one-family-out residuals (``scripts/leave_one_family_out.py``), any other uncalibrated GPU
+    by ``EXTRAPOLATION_WIDENING``.
     """
     data = _load("serving")
     q = data.get("uncertainty") or {}
     widen = 1.0
     if gpu_id not in (data.get("calibrated_gpus") or []):
-        widen *= EXTRAPOLATION_WIDENING
+        widen *= _gpu_widening(gpu_id)
     if model_id not in (data.get("calibrated_models") or []):
         widen *= EXTRAPOLATION_WIDENING
     return q, widen
+
+
+def _gpu_widening(gpu_id: str) -> float:
+    """Widening for an uncalibrated GPU: the leave-one-family-out factor when its parameters are borrowed."""
+    from .efficiency import provenance
+    from .errors import SimfrontError
+
+    try:
+        prov = provenance(gpu_id)
+    except SimfrontError:
+        return EXTRAPOLATION_WIDENING  # not a catalog GPU: the round guard
+    lofo = borrowed_family_widening()
+    if any(p.borrowed for p in prov.params) and lofo is not None:
+        return lofo
+    return EXTRAPOLATION_WIDENING
 
 
 def add_bands(point: dict, q: dict, widen: float) -> dict:

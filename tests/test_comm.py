@@ -42,7 +42,10 @@ def test_more_link_bandwidth_never_slows_a_collective(gpu, kind, n, factor):
         "bandwidth_bytes_per_s": hw.scaleup.bandwidth_bytes_per_s * factor,
         "peer_bandwidth_bytes_per_s": (hw.scaleup.peer_bandwidth_bytes_per_s or 0) * factor or None,
     })
-    faster = hw.model_copy(update={"scaleup": su, "scaleout_bandwidth_bytes_per_s": hw.scaleout_bandwidth_bytes_per_s * factor})
+    a = hw.achievable
+    coll = {k: v.model_copy(update={"bus_bandwidth_bytes_per_s": v.bus_bandwidth_bytes_per_s * factor}) for k, v in a.collectives.items()}
+    faster = hw.model_copy(update={"scaleup": su, "scaleout_bandwidth_bytes_per_s": hw.scaleout_bandwidth_bytes_per_s * factor,
+                                   "achievable": a.model_copy(update={"collectives": coll})})
     assert np.all(collective_cost(kind, SIZES, n, faster).time_s <= collective_cost(kind, SIZES, n, hw).time_s * (1 + 1e-12))
 
 
@@ -113,3 +116,25 @@ def test_calibrated_predictions_land_near_measured_collectives(gpu):
     pred = np.array([collective_cost(r["collective"], float(r["message_bytes"]), float(r["num_gpus"]), hw).time_s for r in rows]) * 1e6
     meas = np.array([float(r["latency_us"]) for r in rows])
     assert np.mean(np.abs(pred / meas - 1)) < 0.25
+
+
+def test_pcie_collectives_run_at_the_measured_pcie_bus_bandwidth_not_the_link_rate():
+    # aiconfigurator's 8xL40S NCCL data: ~1-2 GB/s all-reduce busbw over PCIe with no P2P path (specs.md A.3)
+    hw = get_hardware("l40s")
+    S = 512 * 2**20
+    t = collective_cost("all_reduce", S, 8, hw).time_s
+    busbw = S * 2 * 7 / 8 / t
+    assert 0.5e9 < busbw < 3e9  # not the 32 GB/s PCIe Gen4 link rate
+    # 8xH100 NVSwitch reaches hundreds of GB/s on the same message
+    h100 = get_hardware("h100_sxm")
+    assert S * 2 * 7 / 8 / collective_cost("all_reduce", S, 8, h100).time_s > 300e9
+
+
+def test_small_message_latency_follows_the_links_achievable_latency():
+    # the protocol latencies are fitted in units of the link's 8 KiB all-reduce latency
+    h100 = get_hardware("h100_sxm")
+    slow = h100.achievable.collectives["nvswitch"].model_copy(update={"latency_s": 2 * h100.collective_peak().latency_s})
+    h100_slow = h100.model_copy(update={"achievable": h100.achievable.model_copy(update={"collectives": {**h100.achievable.collectives, "nvswitch": slow}})})
+    t1 = collective_cost("all_reduce", 8192, 8, h100).time_s
+    t2 = collective_cost("all_reduce", 8192, 8, h100_slow).time_s
+    assert 1.7 * t1 < t2 < 2.1 * t1

@@ -54,9 +54,55 @@ def test_time_never_decreases_when_a_dimension_grows(gpu, fmt, seed, axis, step)
 @given(gpu=st.sampled_from(GPUS), fmt=st.sampled_from(FMTS), seed=st.integers(0, 2**16), factor=st.floats(1.0, 4.0))
 def test_more_hbm_bandwidth_never_slows_a_gemm(gpu, fmt, seed, factor):
     hw = get_hardware(gpu)
-    faster = hw.model_copy(update={"hbm_bandwidth_bytes_per_s": hw.hbm_bandwidth_bytes_per_s * factor})
+    faster = _more_hbm(hw, factor)
     m, n, k = _shapes(seed)
     assert np.all(gemm_cost(m, n, k, fmt, faster).time_s <= gemm_cost(m, n, k, fmt, hw).time_s * (1 + 1e-12))
+
+
+def _more_hbm(hw, factor):
+    """``hw`` with its datasheet AND achievable HBM bandwidth scaled by ``factor`` (GEMMs use the achievable one)."""
+    a = hw.achievable
+    hbm = a.hbm_bandwidth_bytes_per_s.model_copy(update={"value": a.hbm_bandwidth_bytes_per_s.value * factor})
+    return hw.model_copy(update={"hbm_bandwidth_bytes_per_s": hw.hbm_bandwidth_bytes_per_s * factor,
+                                 "achievable": a.model_copy(update={"hbm_bandwidth_bytes_per_s": hbm})})
+
+
+def test_gemms_use_the_achievable_peaks_not_the_datasheet():
+    hw = get_hardware("l40s")
+    big = gemm_cost(8192, 8192, 8192, "bf16", hw)
+    # never faster than the measured maximum (261 of 362 datasheet TFLOPS), and near it on a big square GEMM
+    assert big.flops / big.time_s <= hw.achievable_matmul_flops_per_s("bf16") * 1.3
+    assert big.flops / big.time_s <= hw.peak_flops_per_s["bf16"]
+    assert big.flops / big.time_s > 0.6 * hw.achievable_matmul_flops_per_s("bf16")
+    # a decode GEMM streams its weights at the achievable bandwidth: doubling it halves the weight time
+    d1 = gemm_cost(1, 8192, 8192, "bf16", hw).time_s
+    d2 = gemm_cost(1, 8192, 8192, "bf16", _more_hbm(hw, 2.0)).time_s
+    assert d2 < 0.75 * d1
+
+
+@pytest.mark.parametrize("gpu", ["a100_sxm", "l40s", "h100_sxm", "mi300x", "mi355x", "b200_sxm"])
+def test_weight_only_formats_run_near_the_16_bit_rate_when_compute_bound_and_at_their_weight_bytes_when_not(gpu):
+    hw = get_hardware(gpu)
+    bf16 = gemm_cost(8192, 8192, 8192, "bf16", hw).time_s
+    for fmt in ("w4a16", "w8a16"):
+        big = gemm_cost(8192, 8192, 8192, fmt, hw).time_s
+        assert big < 1.5 * bf16, fmt  # dequantise in the main loop: near the BF16 tensor rate (not 0.2 of it)
+        small = gemm_cost(1, 8192, 8192, fmt, hw).time_s
+        assert small < 0.8 * gemm_cost(1, 8192, 8192, "bf16", hw).time_s, fmt  # fewer weight bytes
+    assert gemm_cost(1, 8192, 8192, "w4a16", hw).time_s < gemm_cost(1, 8192, 8192, "w8a16", hw).time_s
+
+
+def test_fp4_is_mxfp4_on_cdna4_and_runs_at_its_fp4_rate():
+    mi355, b200 = get_hardware("mi355x"), get_hardware("b200_sxm")
+    from simfront.precision import gemm_rate_dtype, resolve_format
+
+    assert resolve_format("fp4", mi355).name == "mxfp4" and resolve_format("fp4", b200).name == "nvfp4"
+    assert gemm_rate_dtype(resolve_format("fp4", mi355), mi355) == "fp4"  # MXFP4 MFMA at the FP4 rate
+    big = (8192, 8192, 8192)
+    assert gemm_cost(*big, "fp4", mi355).time_s < 0.5 * gemm_cost(*big, "bf16", mi355).time_s
+    # on H100 (no FP4) a fp4 GEMM falls back to dequantise + BF16 math
+    h100 = get_hardware("h100_sxm")
+    assert gemm_cost(*big, "fp4", h100).time_s > 0.7 * gemm_cost(*big, "bf16", h100).time_s
 
 
 def test_no_nan_or_negative_over_wide_shapes_including_zero_tokens():
@@ -135,7 +181,7 @@ def test_memory_op_time_is_fixed_cost_plus_bytes_over_achieved_bandwidth():
 @given(gpu=st.sampled_from(GPUS), nbytes=st.floats(0, 1e12), flops=st.floats(0, 1e13), factor=st.floats(1.0, 8.0))
 def test_memory_op_never_slower_with_more_bandwidth_and_never_nan(gpu, nbytes, flops, factor):
     hw = get_hardware(gpu)
-    faster = hw.model_copy(update={"hbm_bandwidth_bytes_per_s": hw.hbm_bandwidth_bytes_per_s * factor})
+    faster = _more_hbm(hw, factor)
     a, b = memory_op_cost(nbytes, hw, flops=flops), memory_op_cost(nbytes, faster, flops=flops)
     assert np.isfinite(a.time_s) and a.time_s > 0
     assert b.time_s <= a.time_s * (1 + 1e-12)

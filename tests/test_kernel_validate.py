@@ -113,3 +113,14 @@ def test_predictions_match_the_registry_and_are_vectorised():
     hw = get_hardware("b200_sxm")
     want = OPS["gemm"]["predict"]({"dtype": np.array(["nvfp4"] * n), "m": m, "n": nn, "k": k}, hw, op_params(OPS["gemm"], hw)) * 1e6
     np.testing.assert_allclose([r[PREDICTED] for r in out["rows"]], want, rtol=1e-12)
+
+
+@pytest.mark.parametrize("dtype", ["int4_wo", "int8_wo", "sq", "fp4"])
+def test_weight_only_smoothquant_and_fp4_rows_are_predicted_on_every_catalog_gpu(dtype):
+    from simfront.hardware import catalog
+
+    rows = [{"gpu": g, "dtype": dtype, "m": m, "n": 8192, "k": 8192, "latency_us": 100.0}
+            for g in sorted(catalog()) for m in (1, 64, 4096)]
+    out = validate_kernel_rows(rows, op="gemm")
+    for r in out["rows"]:
+        assert r["predicted_latency_us"] is not None and r["predicted_latency_us"] > 0, (r["gpu"], r.get("reason"))
