@@ -12,6 +12,7 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 
+from . import efficiency
 from . import hardware as hwmod
 from . import models as modmod
 from .errors import SimfrontError, check_lengths
@@ -94,7 +95,6 @@ def use_calibration(path: str) -> None:
     """Install a calibration profile (``simfront calibrate`` output) for this process."""
     import yaml
 
-    from . import efficiency
 
     p = Path(path)
     if not p.exists():
@@ -110,6 +110,16 @@ def use_calibration(path: str) -> None:
 
 # ---------------------------------------------------------------------------------------------
 # Frontier prediction
+
+def _format_on(name: str, hw) -> str:
+    """The format a precision name means on ``hw`` (unknown names pass through to the one-line error)."""
+    from .precision import resolve_format
+
+    try:
+        return resolve_format(name, hw).name
+    except SimfrontError:
+        return name
+
 
 def _frontier(out: dict, t0: float, points: dict | None = None) -> Frontier:
     """The typed result of ``predict`` (``points``: every feasible configuration, kept out of the JSON)."""
@@ -147,6 +157,8 @@ def predict(model: str, gpus: str | GpuSet, isl: int = 1024, osl: int = 1024, co
     m = get_model(model)
     g = parse_gpus(gpus) if isinstance(gpus, str) else gpus
     precs = [precision] if isinstance(precision, str) else precision
+    # a generic name means what it means on this GPU (``fp4`` is MXFP4 on CDNA4, NVFP4 elsewhere)
+    precs = [q if q == "native" else _format_on(q, g.hardware) for q in precs] if precs else precs
     kvs = [kv_dtype] if isinstance(kv_dtype, str) else kv_dtype
     mem_prec = apply_precision(m, (precs[0] if precs else None) if precs and precs[0] != "native" else (m.name_precision or "native"),
                                kvs[0] if kvs else "native")
@@ -158,6 +170,9 @@ def predict(model: str, gpus: str | GpuSet, isl: int = 1024, osl: int = 1024, co
         "best_under_sla": None, "sla": {"ttft_ms": ttft_ms, "tpot_ms": tpot_ms, "min_tok_s_user": min_tok_s_user},
         "notes": [f"config.json: {w}" for w in getattr(m, "warnings", ())],  # keys simfront does not understand
     }
+    prov = efficiency.provenance(g.hardware)
+    out["provenance"] = prov.model_dump()
+    out["notes"] += prov.notes
     specs = None
     if spec is not None:
         specs = [make_spec(s.strip(), spec_k, acceptance, m) for s in spec.split(",")]
@@ -333,6 +348,7 @@ def explain(model: str, gpus: str | GpuSet, tp: int = 1, pp: int = 1, ep: int = 
         "tpot_s": out_step / al if phase == "decode" else None,
         "step_flops_per_gpu": flops, "model_flops": model_flops, "attention_flops": attn_flops, "weight_flops": weight_flops,
         "weight_flops_reference": ref, "weight_flops_ratio": weight_flops / ref if ref else None,
+        "provenance": efficiency.provenance(hw).model_dump(),
         "note": "op times and FLOPs are per GPU of one attention-DP rank, all layers (a PP worker spreads them over its stages); "
                 "step_time_s is the step the serving model uses (terms add up to it from the op sum); "
                 "model_flops counts the useful work of the whole worker (replicated ops once); reference = 2 x active params x tokens",

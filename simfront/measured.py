@@ -27,7 +27,7 @@ from .hardware import get_hardware
 from .layout import layout_errors
 from .memory import plan_memory
 from .models import Model, apply_precision, get_model
-from .precision import normalize_format
+from .precision import normalize_format as _normalize_kv, resolve_format
 from .deployment import Layouts, evaluate_agg, evaluate_disagg, running_batch
 from .search import BATCH_SIZES, kv_link_bytes_per_s, make_spec
 from .serving import DEFAULT_CHUNK_TOKENS, NO_SPEC, Workload, aggregated_raw, decode_raw, engine_profile, finish_decode, finish_prefill, prefill_raw
@@ -67,8 +67,13 @@ class Resolved:
     token_budget: float  # engine token budget per step per attention rank
 
 
-def _precision_for(model: Model, p) -> Any:
-    """Per-component formats from the row's precision fields (gemm / moe quant modes, weights, KV)."""
+def _precision_for(model: Model, p, hw=None) -> Any:
+    """Per-component formats from the row's precision fields (gemm / moe quant modes, weights, KV);
+    a generic name means what it means on ``hw`` (``fp4`` is MXFP4 on CDNA4, NVFP4 elsewhere)."""
+
+    def normalize_format(name):
+        return resolve_format(name, hw).name
+
     gemm = _get(p, "gemm_quant_mode")
     moe = _get(p, "moe_quant_mode")
     w = _get(p, "precision")
@@ -94,7 +99,7 @@ def _precision_for(model: Model, p) -> Any:
 
 
 def apply_precision_kv(prec, kv):
-    k = normalize_format(str(kv))
+    k = _normalize_kv(str(kv))
     k = "fp8" if k.startswith("fp8") else ("bf16" if k in ("bf16", "fp16", "auto") else k)
     return replace(prec, kv=k)
 
@@ -117,7 +122,7 @@ def resolve(p) -> tuple[Resolved | None, str | None]:
     if isl is None or osl is None:
         return None, "no ISL/OSL (named dataset with unknown mean lengths)"
     try:
-        prec = _precision_for(model, p)
+        prec = _precision_for(model, p, hw)
     except SimfrontError as e:
         return None, str(e)
     spec = NO_SPEC

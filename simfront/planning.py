@@ -87,7 +87,7 @@ def as_list(v) -> list[str] | None:
 
 def _tables(m: Model, hw: Hardware, wl: Workload, space: SearchSpace, max_gpus: int) -> _Tables:
     key = (m.id, m.name_precision, hw.id, wl, tuple(space.precisions or ()), tuple(space.kv_dtypes or ()), space.modes,
-           space.engine, max_gpus, repr(getattr(efficiency, "_overrides", None)))  # calibration overrides change results
+           space.engine, max_gpus, efficiency.override_key())  # calibration overrides change results
     if key not in _TABLE_CACHE:
         if len(_TABLE_CACHE) >= _CACHE_MAX:
             _TABLE_CACHE.pop(next(iter(_TABLE_CACHE)))
@@ -319,6 +319,7 @@ def _finish_row(hw: Hardware, choice: dict, rate: float, osl: float, price: floa
         "capacity_requests_s": cap, "headroom": cap / rate, "search_gpus": f"{choice['search_n']}x{hw.id}",
         # requests/s one worker carries (agg worker or decode worker) and one prefill worker (disagg)
         "worker_requests_s": choice["worker_rate"], "prefill_worker_requests_s": choice["prefill_rate"],
+        "provenance": efficiency.provenance(hw).model_dump(),
         "point": pt,
     }
 

@@ -148,6 +148,7 @@ class Frontier(Result):
     notes: list[str] = []
     search_time_s: float = 0.0
     uncertainty: dict | None = None  # {band, widening, note}: what the *_low / *_high fields of the points mean
+    provenance: dict | None = None  # which fitted parameters this GPU borrowed, which peaks are estimates
     launch: dict | None = None  # engine and benchmark commands of the chosen point (``--launch``)
     _points: dict | None = PrivateAttr(default=None)
 
@@ -249,7 +250,8 @@ class StepBreakdown(Result):
     weight_flops: float
     weight_flops_reference: float
     weight_flops_ratio: float | None
-    note: str
+    provenance: dict | None = None
+    note: str = ""
 
     def _frame_rows(self) -> list[dict]:
         return list(self.ops)
