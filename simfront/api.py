@@ -13,6 +13,7 @@ from typing import Any
 import numpy as np
 
 from . import hardware as hwmod
+from . import inputs
 from . import models as modmod
 from .errors import SimfrontError, check_lengths
 from .format import gib
@@ -75,6 +76,7 @@ def list_hardware() -> list[dict]:
 def memory(model: str, gpus: str | GpuSet, precision: str = "native", kv_dtype: str = "native", isl: int = 1024, osl: int = 1024,
            tp: int | None = None, pp: int = 1, ep: int = 1, attention_dp: int = 1) -> dict:
     """The memory verdict as a JSON-ready dict (``fits``, ``weights_bytes_per_gpu``, ``min_gpus`` ...)."""
+    inputs.check_memory(model, gpus, isl=isl, osl=osl, tp=tp, pp=pp, ep=ep, attention_dp=attention_dp)
     check_lengths(isl=isl, osl=osl)
     m = get_model(model)
     g = parse_gpus(gpus) if isinstance(gpus, str) else gpus
@@ -114,6 +116,7 @@ def print_memory(v: dict) -> None:
 
 def use_calibration(path: str) -> None:
     """Install a calibration profile (``simfront calibrate`` output) for this process."""
+    inputs.check_calibration_profile(path)
     import yaml
 
     from . import efficiency
@@ -179,6 +182,7 @@ def predict(model: str, gpus: str | GpuSet, isl: int = 1024, osl: int = 1024, co
             spec_k: int | None = None, acceptance: float | None = None, modes: list[str] | None = None,
             price: float | None = None, prefix_hit: float = 0.0, engine: str | None = None, chunk_tokens: int | None = None) -> dict:
     """The predicted frontier of every configuration of ``model`` on ``gpus`` (JSON-ready dict)."""
+    inputs.check_predict(model, gpus, isl=isl, osl=osl, concurrency=concurrency, rate=rate, ttft_ms=ttft_ms, tpot_ms=tpot_ms, min_tok_s_user=min_tok_s_user, spec=spec, spec_k=spec_k, acceptance=acceptance, modes=modes, price=price, prefix_hit=prefix_hit, engine=engine, chunk_tokens=chunk_tokens)
     import time
 
     from .pareto import knee_index, pareto_mask, sla_mask
@@ -338,6 +342,7 @@ def write_frontier_html(res: dict, points: dict | None, path: str) -> None:
 def explain(model: str, gpus: str | GpuSet, tp: int = 1, pp: int = 1, ep: int = 1, attention_dp: int = 1, batch: int = 1,
             ctx: int = 1024, phase: str = "decode", precision: str = "native", kv_dtype: str = "native", spec_k: int = 0) -> dict:
     """Per-op table of one forward step on one GPU (time, bound, FLOPs, bytes, intensity) and the total."""
+    inputs.check_explain(model, gpus, tp=tp, pp=pp, ep=ep, attention_dp=attention_dp, batch=batch, ctx=ctx, phase=phase, precision=precision, kv_dtype=kv_dtype)
     from .layout import check_layout
     from .step import StepBatch, forward_step
 
@@ -526,6 +531,7 @@ SAME_FRONTIER_TOLERANCE = 0.05
 
 def frontier_compare(model: str, gpus: str, knob: str, values: list[str], isl: int = 1024, osl: int = 1024, **kw) -> dict:
     """Frontiers for each value of one knob, and how each moves relative to the first value."""
+    inputs.check_frontier_compare(model, gpus, knob, values)
     from .pareto import interp_frontier
 
     knob = knob.replace("-", "_")
@@ -611,6 +617,7 @@ def print_compare(res: dict) -> None:
 
 def calibrate(paths: list[str], output: str, folds: int = 5, overrides: dict | None = None) -> dict:
     """Fit the serving profile to measured files, write a profile YAML for ``--calibration``."""
+    inputs.check_calibrate(paths, output, folds=folds, overrides=overrides)
     import yaml
 
     from .calibration import calibrate_measurements
