@@ -14,6 +14,7 @@ import numpy as np
 
 from . import efficiency
 from . import hardware as hwmod
+from . import inputs
 from . import models as modmod
 from .errors import SimfrontError, check_lengths
 from .serving import DEFAULT_CHUNK_TOKENS
@@ -77,6 +78,7 @@ def list_hardware() -> list[dict]:
 def memory(model: str, gpus: str | GpuSet, precision: str = "native", kv_dtype: str = "native", isl: int = 1024, osl: int = 1024,
            tp: int | None = None, pp: int = 1, ep: int = 1, attention_dp: int = 1) -> MemoryVerdict:
     """The memory verdict (``fits``, ``weights_bytes_per_gpu``, ``min_gpus`` ...) as a typed result."""
+    inputs.check_memory(model, gpus, isl=isl, osl=osl, tp=tp, pp=pp, ep=ep, attention_dp=attention_dp)
     check_lengths(isl=isl, osl=osl)
     m = get_model(model)
     g = parse_gpus(gpus) if isinstance(gpus, str) else gpus
@@ -93,6 +95,7 @@ def memory(model: str, gpus: str | GpuSet, precision: str = "native", kv_dtype: 
 
 def use_calibration(path: str) -> None:
     """Install a calibration profile (``simfront calibrate`` output) for this process."""
+    inputs.check_calibration_profile(path)
     import yaml
 
 
@@ -138,6 +141,7 @@ def predict(model: str, gpus: str | GpuSet, isl: int = 1024, osl: int = 1024, co
             price: float | None = None, prefix_hit: float = 0.0, engine: str | None = None, chunk_tokens: int | None = None) -> Frontier:
     """The predicted frontier of every configuration of ``model`` on ``gpus`` (a :class:`simfront.results.Frontier`:
     attributes, ``["field"]`` access, ``.to_frame()``, ``.points`` for every feasible configuration)."""
+    inputs.check_predict(model, gpus, isl=isl, osl=osl, concurrency=concurrency, rate=rate, ttft_ms=ttft_ms, tpot_ms=tpot_ms, min_tok_s_user=min_tok_s_user, spec=spec, spec_k=spec_k, acceptance=acceptance, modes=modes, price=price, prefix_hit=prefix_hit, engine=engine, chunk_tokens=chunk_tokens)
     import time
 
     from .pareto import knee_index, pareto_mask, sla_mask
@@ -239,6 +243,8 @@ def explain(model: str, gpus: str | GpuSet, tp: int = 1, pp: int = 1, ep: int = 
     decode step with ``mode="disagg"``); decode with ``ctx`` alone: a pure decode step at that cached
     context; prefill: ``batch`` prompts of ``ctx`` tokens per rank.
     """
+    inputs.check_explain(model, gpus, tp=tp, pp=pp, ep=ep, attention_dp=attention_dp, batch=batch,
+                         ctx=ctx if ctx is not None else int((isl or 1) + (osl or 0)), phase=phase, precision=precision, kv_dtype=kv_dtype)
     from .layout import check_layout
     from .search import make_spec
     from .serving import (NO_SPEC, Workload, aggregated_raw, decode_raw, engine_profile, mean_step_s, prefill_raw, step_terms)
@@ -395,6 +401,7 @@ SAME_FRONTIER_TOLERANCE = 0.05
 
 def frontier_compare(model: str, gpus: str, knob: str, values: list[str], isl: int = 1024, osl: int = 1024, **kw) -> dict:
     """Frontiers for each value of one knob, and how each moves relative to the first value."""
+    inputs.check_frontier_compare(model, gpus, knob, values)
     from .pareto import interp_frontier
 
     knob = knob.replace("-", "_")
@@ -462,6 +469,7 @@ def frontier_compare(model: str, gpus: str, knob: str, values: list[str], isl: i
 
 def calibrate(paths: list[str], output: str, folds: int = 5, overrides: dict | None = None) -> dict:
     """Fit the serving profile to measured files, write a profile YAML for ``--calibration``."""
+    inputs.check_calibrate(paths, output, folds=folds, overrides=overrides)
     import yaml
 
     from .calibration import calibrate_measurements

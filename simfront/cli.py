@@ -7,19 +7,17 @@ User errors print one line ``error: ...`` and exit with status 2, never a traceb
 from __future__ import annotations
 
 import json
+import math
+import os
 import sys
 from typing import List, Optional
 
 import typer
 
-try:  # typer >= 0.2x vendors click as typer._click; older typer depends on click
-    from typer._click import exceptions as click_exc
-except ImportError:  # pragma: no cover - depends on the installed typer
-    from click import exceptions as click_exc
-
-from . import api, report
+from . import api, inputs, report
 from .errors import SimfrontError
 from .format import print_table
+from .hardware import MAX_GPU_COUNT
 
 app = typer.Typer(
     add_completion=False,
@@ -37,8 +35,31 @@ JsonOpt = typer.Option(False, "--json", help="Print one JSON document (stable in
 CalOpt = typer.Option(None, "--calibration", help="Calibration profile YAML written by `simfront calibrate`.")
 
 
+def _finite(o):
+    """``o`` with every non-finite float (NaN, +-Infinity) replaced by None: JSON has no such numbers."""
+    if isinstance(o, float):
+        return o if math.isfinite(o) else None
+    if isinstance(o, dict):
+        return {k: _finite(v) for k, v in o.items()}
+    if isinstance(o, (list, tuple)):
+        return [_finite(v) for v in o]
+    return o
+
+
+def _json_ready(o):
+    """Plain JSON types throughout (numpy scalars and arrays, paths ... via api.json_default)."""
+    if isinstance(o, dict):
+        return {k: _json_ready(v) for k, v in o.items()}
+    if isinstance(o, (list, tuple)):
+        return [_json_ready(v) for v in o]
+    if o is None or isinstance(o, (str, bool, int, float)):
+        return o
+    return _json_ready(api.json_default(o))
+
+
 def _emit_json(obj) -> None:
-    sys.stdout.write(json.dumps(obj, indent=2, default=api.json_default) + "\n")
+    """One standard JSON document: non-finite numbers become null (``allow_nan=False`` guarantees no NaN token)."""
+    sys.stdout.write(json.dumps(_finite(_json_ready(obj)), indent=2, allow_nan=False) + "\n")
 
 
 def _load_calibration(path: Optional[str]) -> None:
@@ -91,6 +112,16 @@ def _csv_list(s: Optional[str]) -> Optional[list]:
     return [x.strip() for x in s.split(",") if x.strip()] if s else None
 
 
+def _values(flag: str, s: Optional[str]) -> Optional[list]:
+    """A comma list the user gave: None when not given, an error for an empty item (nothing dropped silently)."""
+    if s is None:
+        return None
+    vals = [x.strip() for x in s.split(",")]
+    if not all(vals):
+        raise SimfrontError(f"{flag} {s!r}: empty value in the comma list; give values such as {flag} a,b")
+    return vals
+
+
 @app.command("predict")
 def predict_cmd(
     model: str = ModelOpt,
@@ -119,12 +150,17 @@ def predict_cmd(
     as_json: bool = JsonOpt,
 ) -> None:
     """The predicted latency-throughput frontier of every sensible configuration (the main job)."""
+    inputs.check_output_path("--html", html)
+    inputs.check_output_path("--csv", csv_path)
+    modes = _values("--mode", mode)
+    inputs.check_modes(modes)
+    engine = inputs.check_engine(engine)
+    if launch is not None:
+        inputs.check_engine(launch)
     _load_calibration(calibration)
-    if mode and any(x not in ("agg", "disagg") for x in _csv_list(mode)):
-        raise SimfrontError(f"--mode {mode!r}: valid values are agg, disagg")
     res = api.predict(model, gpus, isl=isl, osl=osl, concurrency=concurrency, rate=rate, ttft_ms=ttft, tpot_ms=tpot,
-                      min_tok_s_user=min_tok_s_user, precision=_csv_list(precision), kv_dtype=_csv_list(kv_dtype), spec=spec,
-                      spec_k=spec_k, acceptance=acceptance, modes=_csv_list(mode), price=price, prefix_hit=prefix_hit, engine=engine)
+                      min_tok_s_user=min_tok_s_user, precision=_values("--precision", precision), kv_dtype=_values("--kv-dtype", kv_dtype),
+                      spec=spec, spec_k=spec_k, acceptance=acceptance, modes=modes, price=price, prefix_hit=prefix_hit, engine=engine)
     points = res.points
     if launch and res["fits"]:
         target = res.get("best_under_sla") or res.get("knee")
@@ -133,6 +169,9 @@ def predict_cmd(
         report.write_frontier_html(res, points, html)
     if csv_path and res["fits"]:
         report.write_csv(res["frontier"], csv_path)
+    unwritten = [f for f, v in (("--html", html), ("--csv", csv_path)) if v and not res["fits"]]
+    if unwritten:
+        res["notes"].append(f"no configuration fits, so {' and '.join(unwritten)} {'was' if len(unwritten) == 1 else 'were'} not written")
     if as_json:
         return _emit_json(res)
     report.print_predict(res, show_all=show_all)
@@ -183,8 +222,8 @@ def validate_cmd(
     files: Optional[List[str]] = typer.Argument(None, help="Kernel CSVs (calibration format), serving CSVs, measured-point CSVs, or benchmark result files (vLLM, SGLang, AIPerf, genai-perf, GuideLLM, trtllm-bench)."),
     builtin: bool = typer.Option(False, "--builtin", help="Validate against simfront's shipped measured dataset (measurements/)."),
     html: Optional[str] = typer.Option(None, "--html", help="Write a predicted-vs-measured report page."),
-    model: Optional[str] = typer.Option(None, "--model", help="Model for result files that do not name it."),
-    gpu: Optional[str] = typer.Option(None, "--gpu", help="GPU type for result files that do not name it."),
+    model: Optional[str] = typer.Option(None, "--model", help="Model for rows that do not name one (rows that name their own keep it)."),
+    gpu: Optional[str] = typer.Option(None, "--gpu", help="GPU type for rows that do not name one (rows that name their own keep it)."),
     num_gpus: Optional[int] = typer.Option(None, "--num-gpus"),
     tp: Optional[int] = typer.Option(None, "--tp"),
     pp: Optional[int] = typer.Option(None, "--pp"),
@@ -198,6 +237,7 @@ def validate_cmd(
     as_json: bool = JsonOpt,
 ) -> None:
     """Measured vs predicted for every row and metric; error summary by model, GPU, engine and mode."""
+    inputs.check_output_path("--html", html)
     _load_calibration(calibration)
     paths = list(files or [])
     if builtin:
@@ -234,9 +274,14 @@ def frontier_cmd(
     if "=" not in compare:
         raise SimfrontError(f"--compare {compare!r}: expected KNOB=V1,V2 such as precision=fp8,nvfp4")
     knob, vals = compare.split("=", 1)
+    values = [v.strip() for v in vals.split(",")]
+    if not all(values) or len(values) < 2:
+        raise SimfrontError(f"--compare {compare!r}: give at least two non-empty comma-separated values, e.g. {knob.strip() or 'precision'}=fp8,nvfp4")
     if knob.strip() != "gpus" and not gpus:
         raise SimfrontError("--gpus is required unless comparing gpus=...")
-    res = api.frontier_compare(model, gpus or "", knob.strip(), _csv_list(vals), isl=isl, osl=osl, prefix_hit=prefix_hit, engine=engine)
+    inputs.check_output_path("--html", html)
+    engine = inputs.check_engine(engine)
+    res = api.frontier_compare(model, gpus or "", knob.strip(), values, isl=isl, osl=osl, prefix_hit=prefix_hit, engine=engine)
     if html:
         from .plot import compare_html
         compare_html({s["value"]: s["frontier"] for s in res["sets"] if s["frontier"]}, path=html,
@@ -253,8 +298,8 @@ def calibrate_cmd(
     files: List[str] = typer.Argument(..., help="Measured serving results (any format `simfront validate` reads)."),
     output: str = typer.Option(..., "--output", "-o", help="Profile YAML to write."),
     folds: int = typer.Option(5, "--folds", help="k for k-fold cross-validation of the fit."),
-    gpu: Optional[str] = typer.Option(None, "--gpu", help="GPU type for result files that do not name it."),
-    model: Optional[str] = typer.Option(None, "--model"),
+    gpu: Optional[str] = typer.Option(None, "--gpu", help="GPU type for every row (calibrate sets it on all rows; validate --gpu fills only rows without one)."),
+    model: Optional[str] = typer.Option(None, "--model", help="Model for every row."),
     tp: Optional[int] = typer.Option(None, "--tp"),
     ep: Optional[int] = typer.Option(None, "--ep"),
     engine: Optional[str] = typer.Option(None, "--engine"),
@@ -263,6 +308,8 @@ def calibrate_cmd(
     """Fit simfront's serving efficiency parameters to your measurements; report before/after error (k-fold CV)."""
     if folds < 2:
         raise SimfrontError(f"--folds {folds} must be at least 2")
+    inputs.check_input_files(files)
+    inputs.check_output_path("--output", output)
     overrides = {k: v for k, v in dict(gpu=gpu, model=model, tp=tp, ep=ep, engine=engine).items() if v is not None}
     rep = api.calibrate(files, output, folds=folds, overrides=overrides or None)
     if as_json:
@@ -283,6 +330,8 @@ def _prices(items: Optional[List[str]]) -> Optional[dict]:
                 out[k.strip()] = float(v)
             except ValueError:
                 raise SimfrontError(f"--price {part!r}: {v!r} is not a number of dollars per GPU-hour") from None
+            if not (math.isfinite(out[k.strip()]) and out[k.strip()] >= 0):
+                raise SimfrontError(f"--price {part!r}: {v.strip()!r} is not a price; give a finite, non-negative USD per GPU-hour")
     return out
 
 
@@ -307,6 +356,10 @@ def plan_cmd(
     as_json: bool = JsonOpt,
 ) -> None:
     """Capacity planning: the fewest GPUs of each type that serve the rate within the SLA, ranked by cost."""
+    inputs.check_sla(ttft, tpot, min_tok_s_user)
+    inputs.count("--max-gpus", max_gpus, lo=1, hi=MAX_GPU_COUNT, why_hi="the largest GPU set simfront searches")
+    if launch is not None:
+        inputs.check_engine(launch)
     _load_calibration(calibration)
     progress = None if (quiet or as_json) else (lambda msg: sys.stderr.write(f"... {msg}\n"))
     res = api.plan(model, rate, isl=isl, osl=osl, ttft_ms=ttft, tpot_ms=tpot, min_tok_s_user=min_tok_s_user,
@@ -336,6 +389,7 @@ def compare_cmd(
 ) -> None:
     """Frontiers of several GPU sets, and throughput per GPU and per dollar at equal tok/s/user."""
     _load_calibration(calibration)
+    inputs.check_output_path("--html", html)
     sets = [g for item in gpus for g in item.split(",") if g.strip()]
     if len(sets) < 2:
         raise SimfrontError("compare needs at least two --gpus sets")
@@ -351,26 +405,77 @@ def compare_cmd(
         print(f"wrote {html}")
 
 
-def main() -> None:
-    """Console entry point: one-line errors, non-zero exit, no traceback."""
+DEBUG_ENV = "SIMFRONT_TRACEBACK"  # set to 1 to get the full traceback of an unexpected error
+EXIT_USAGE = 2  # bad input, and any failure the CLI reports as one error line
+EXIT_INTERRUPTED = 130  # 128 + SIGINT: the shell convention for a command stopped by Ctrl-C
+
+
+def _fail(message: str, code: int = EXIT_USAGE) -> None:
+    """One ``error:`` line on stderr (newlines folded so it stays one line), then exit."""
+    sys.stderr.write("error: " + " ".join(str(message).split()) + "\n")
+    sys.stderr.flush()
+    sys.exit(code)
+
+
+def _quiet_broken_pipe() -> None:
+    """The reader of stdout went away (``| head``): stop quietly. stdout is pointed at /dev/null so the
+    interpreter's final flush cannot raise again (Python docs, "Note on SIGPIPE")."""
     try:
-        app(standalone_mode=False)
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError):  # stdout without a file descriptor (captured in-process)
+        pass
+    sys.exit(0)
+
+
+def _is_click_error(e: BaseException) -> bool:
+    """click's documented exception interface (``format_message()`` and ``exit_code``), whichever click
+    typer ships: a vendored copy (typer >= 0.2x) or the click package (older typer)."""
+    return callable(getattr(e, "format_message", None)) and isinstance(getattr(e, "exit_code", None), int)
+
+
+def main(argv: Optional[List[str]] = None) -> None:
+    """Console entry point: one-line errors with exit status 2, never a traceback.
+
+    The command is parsed and run through click's public ``make_context`` / ``invoke`` on the command
+    ``typer.main.get_command`` builds, so every exception arrives here unchanged:
+    SimfrontError and usage errors -> ``error: ...`` (2); Ctrl-C -> ``error: interrupted`` (130);
+    a closed pipe -> quiet exit (0); anything unexpected -> one ``error:`` line naming the exception
+    and where to report it (2; ``SIMFRONT_TRACEBACK=1`` shows the traceback instead).
+    """
+    args = sys.argv[1:] if argv is None else list(argv)
+    try:
+        cmd = typer.main.get_command(app)
+        with cmd.make_context("simfront", args) as ctx:
+            cmd.invoke(ctx)
     except SimfrontError as e:
-        sys.stderr.write(f"error: {e}\n")
-        sys.exit(2)
-    except click_exc.UsageError as e:
-        if type(e).__name__ == "NoArgsIsHelpError":  # bare `simfront`: show help, not an error
-            sys.stdout.write(e.format_message() + "\n")
-            sys.exit(0)
-        sys.stderr.write(f"error: {e.format_message()}\n")
-        sys.exit(2)
-    except click_exc.Abort:
-        sys.stderr.write("error: aborted\n")
-        sys.exit(130)
-    except click_exc.Exit as e:
+        _fail(str(e))
+    except (KeyboardInterrupt, typer.Abort):
+        _fail("interrupted", EXIT_INTERRUPTED)
+    except typer.Exit as e:  # --help, or a command that ends early
         sys.exit(e.exit_code)
     except BrokenPipeError:
-        sys.exit(0)
+        _quiet_broken_pipe()
+    except SystemExit:
+        raise
+    except Exception as e:
+        if _is_click_error(e):
+            if type(e).__name__ == "NoArgsIsHelpError":  # bare `simfront`: show help, not an error
+                sys.stdout.write(e.format_message() + "\n")
+                sys.exit(0)
+            _fail(e.format_message())
+        if type(e).__name__ == "Exit" and isinstance(getattr(e, "exit_code", None), int):  # click's own Exit (older typer)
+            sys.exit(e.exit_code)
+        if os.environ.get(DEBUG_ENV) == "1":
+            raise
+        if isinstance(e, OSError) and e.filename:
+            _fail(f"{e.filename}: {e.strerror or e}")
+        _fail(f"unexpected {type(e).__name__}: {e}. This is a simfront bug: please report it with the command line "
+              f"(rerun with {DEBUG_ENV}=1 for the traceback)")
+    try:
+        sys.stdout.flush()
+    except BrokenPipeError:
+        _quiet_broken_pipe()
 
 
 if __name__ == "__main__":

@@ -40,7 +40,11 @@ def unknown(kind: str, name: str, candidates: Iterable[str]) -> SimfrontError:
 
 
 def check_lengths(**lengths: int | None) -> None:
-    """Token lengths must be non-negative (and the output at least one token)."""
+    """Token lengths must be whole numbers of at least one token (a request has a prompt and an output)."""
     for name, v in lengths.items():
-        if v is not None and v < (1 if name == "osl" else 0):
-            raise SimfrontError(f"--{name} {v} is invalid; lengths must be positive token counts")
+        if v is None:
+            continue
+        if isinstance(v, bool) or not isinstance(v, int) and not (isinstance(v, float) and v.is_integer()):
+            raise SimfrontError(f"--{name} {v!r} must be a whole number of tokens")
+        if v < 1:
+            raise SimfrontError(f"--{name} {v} is invalid; lengths must be positive token counts (at least 1)")

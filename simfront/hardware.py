@@ -248,6 +248,12 @@ class GpuSet(BaseModel):
         return -(-self.count // self.hardware.gpus_per_node)
 
 
+# Largest GPU set simfront searches: 2048 GPUs, four times the largest deployment the planner and
+# the fewest-GPUs search consider (planning.DEFAULT_MAX_GPUS, sizing.CANDIDATE_COUNTS: 512). The
+# disaggregated search matches worker counts over the whole set, so its time grows with the count
+# (DeepSeek-R1 on 2304xGB200: about 10 s on one core); a million GPUs would run for many minutes.
+MAX_GPU_COUNT = 2048
+
 _GPUS_RE = re.compile(r"^\s*(-?\d+)\s*[x×*]\s*(.+?)\s*$", re.I)
 
 
@@ -259,4 +265,7 @@ def parse_gpus(spec: str) -> GpuSet:
     count = int(m.group(1))
     if count < 1:
         raise SimfrontError(f"--gpus {spec!r}: the GPU count must be at least 1")
+    if count > MAX_GPU_COUNT:
+        raise SimfrontError(f"--gpus {spec!r}: {count:,} GPUs is above the largest set simfront searches, {MAX_GPU_COUNT:,} "
+                            f"(four times the planner's largest deployment)")
     return GpuSet(count=count, hardware=get_hardware(m.group(2)))

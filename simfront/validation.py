@@ -147,18 +147,108 @@ def _summary(rows: list[dict]) -> dict:
     return out
 
 
-def validate_files(paths: list[str], overrides: dict | None = None) -> dict:
-    """Validate kernel and serving files. Returns {kernels, serving, problems, files}."""
-    from .ingest import load_measurements
+# Fields that --model / --gpu fill only where a row does not name its own (the file knows best what
+# it measured); every other override sets the field on every row, with a warning where it changes one.
+FILL_ONLY = ("model", "gpu")
+_NAN_TEXT = {"nan", "+nan", "-nan"}  # spellings of a non-number in a CSV cell
 
+
+def _fill_only(overrides: dict | None) -> tuple[dict, dict]:
+    """(overrides, fill-only defaults): --gpu / --model checked against the catalogs first."""
+    from .inputs import check_gpu_name, check_model_name
+
+    rest = dict(overrides or {})
+    fill = {k: rest.pop(k) for k in FILL_ONLY if rest.get(k) is not None}
+    check_gpu_name("--gpu", fill.get("gpu"))
+    check_model_name("--model", fill.get("model"))
+    return rest, fill
+
+
+def _fill_points(points: list, fill: dict) -> list:
+    """Points with the fill-only fields set where the file (and its sidecar) left them unknown."""
+    if not fill:
+        return points
+    out = []
+    for p in points:
+        upd = {k: v for k, v in fill.items() if getattr(p, k, None) is None}
+        if upd:
+            notes = dict(p.notes or {})
+            notes.update({k: f"{k} from --{k} (the file does not name it)" for k in upd})
+            p = p.model_copy(update={**upd, "notes": notes, "missing": [m for m in p.missing if m not in upd]})
+        out.append(p)
+    return out
+
+
+def _nan_paths(obj, prefix: str = "") -> list[str]:
+    """Key paths of NaN numbers inside a parsed JSON record."""
+    if isinstance(obj, float) and math.isnan(obj):
+        return [prefix or "value"]
+    if isinstance(obj, dict):
+        return [q for k, v in obj.items() for q in _nan_paths(v, f"{prefix}.{k}" if prefix else str(k))]
+    if isinstance(obj, list):
+        return [q for i, v in enumerate(obj) for q in _nan_paths(v, f"{prefix}[{i}]")]
+    return []
+
+
+def _nan_cells(path: str) -> dict[int, list[str]]:
+    """line -> fields the file gives as NaN (CSV cells, JSON / JSONL records): a NaN is no measurement."""
+    from .ingest.detect import load_file
+
+    try:
+        loaded = load_file(Path(path), path)
+    except (OSError, UnicodeDecodeError, ValueError):
+        return {}
+    out: dict[int, list[str]] = {}
+    for line, row in loaded.rows:
+        bad = [k for k, v in row.items() if isinstance(v, str) and v.strip().lower() in _NAN_TEXT]
+        if bad:
+            out[line] = bad
+    for line, obj in loaded.json:
+        bad = _nan_paths(obj)
+        if bad:
+            out[line] = bad
+    return out
+
+
+def _warn_nan(points: list, paths: list[str]) -> list:
+    """A row whose file gives a metric (or anything) as NaN says so: the value is not silently lost."""
+    cells = {p: _nan_cells(p) for p in paths}
+    out = []
+    for pt in points:
+        bad = cells.get(pt.source_file, {}).get(pt.line)
+        if bad:
+            msg = (f"{', '.join(bad)} = NaN in the file: not a measurement, so "
+                   f"{'that value is' if len(bad) == 1 else 'those values are'} left out of this row")
+            pt = pt.model_copy(update={"warnings": [*(pt.warnings or []), msg]})
+        out.append(pt)
+    return out
+
+
+def _nothing_read(paths: list[str], problems: list[str]) -> SimfrontError:
+    """One error line when no file yielded a single row: what was wrong with (the first of) them."""
+    first = problems[0] if problems else f"{', '.join(paths)}: no data rows (a header only?)"
+    more = f" (and {len(problems) - 1} more problems)" if len(problems) > 1 else ""
+    tail = "" if "known formats" in first else ("; validate reads kernel CSVs, the serving and measured-point CSVs and vLLM, "
+                                                "SGLang, AIPerf, genai-perf, GuideLLM and trtllm-bench result files")
+    return SimfrontError(f"nothing could be read: {first}{more}{tail}")
+
+
+def validate_files(paths: list[str], overrides: dict | None = None) -> dict:
+    """Validate kernel and serving files. Returns {kernels, serving, problems, files}.
+
+    ``overrides`` set configuration fields on every row, except ``model`` and ``gpu``, which fill
+    only rows that do not name one. A file list from which no row at all could be read is an error."""
+    from .ingest import load_measurements
+    from .inputs import check_input_files
+
+    check_input_files(paths)
+    overrides, fill = _fill_only(overrides)
     kernel_rows: list[dict] = []
     kernel_summary: dict = {}
     serving_paths: list[str] = []
     problems: list[str] = []
     for p in paths:
         path = Path(p)
-        if not path.exists():
-            raise SimfrontError(f"file not found: {p}")
         op = _is_kernel_file(path)
         if op:
             _, rows = _read_csv(path)
@@ -176,9 +266,14 @@ def validate_files(paths: list[str], overrides: dict | None = None) -> dict:
     if serving_paths:
         ing = load_measurements(serving_paths, overrides=overrides)
         problems.extend(ing.problems)
-        preds = predict_points(ing.points)
-        rows = _with_skipped(_serving_rows(ing.points, preds), ing.skipped, {p: i for i, p in enumerate(serving_paths)})
+        if not ing.points and not ing.skipped and not kernel_rows:
+            raise _nothing_read(serving_paths, problems)
+        points = _warn_nan(_fill_points(ing.points, fill), serving_paths)
+        preds = predict_points(points)
+        rows = _with_skipped(_serving_rows(points, preds), ing.skipped, {p: i for i, p in enumerate(serving_paths)})
         out["serving"] = {"summary": _summary(rows), "rows": rows}
+    elif not kernel_rows:
+        raise _nothing_read([str(p) for p in paths], problems)
     out["problems"] = problems
     return out
 

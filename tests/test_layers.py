@@ -16,7 +16,7 @@ LAYERS = {
     3: ["serving"],
     4: ["deployment"],
     5: ["search", "pareto", "uncertainty", "results"],
-    6: ["ingest", "measured", "calibration", "validation", "launch", "planning", "export"],
+    6: ["ingest", "measured", "calibration", "validation", "launch", "planning", "export", "inputs"],
     7: ["api"],
     8: ["format", "plot", "report", "cli", "__main__", "__init__"],
 }
