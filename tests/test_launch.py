@@ -80,15 +80,31 @@ def test_vllm_attention_dp_maps_to_data_parallel_with_expert_parallel():
 
 def test_sglang_attention_dp_flags():
     [cmd] = launch_commands(dsr1_adp(), "sglang").commands
-    assert tokens(cmd)[:4] == ["python", "-m", "sglang.launch_server", "--model-path"]
-    assert value(cmd, "--tp-size") == "8" and value(cmd, "--dp-size") == "8" and value(cmd, "--ep-size") == "8"
-    assert "--enable-dp-attention" in tokens(cmd)
+    assert tokens(cmd)[:3] == ["sglang", "serve", "--model-path"]  # 0.5.23: launch_server deprecated
+    assert value(cmd, "--tp-size") == "8" and value(cmd, "--attn-dp-size") == "8" and value(cmd, "--ep-size") == "8"
+    assert not flags(cmd) & {"--enable-dp-attention", "--dp-size", "--cuda-graph-max-bs"}
     assert value(cmd, "--max-running-requests") == "512"  # SGLang splits it over DP ranks itself
     assert value(cmd, "--chunked-prefill-size") == "16384"
     assert value(cmd, "--kv-cache-dtype") == "fp8_e4m3"
     assert value(cmd, "--mem-fraction-static") == "0.82"
-    assert value(cmd, "--cuda-graph-max-bs") == "64"
+    assert value(cmd, "--cuda-graph-max-bs-decode") == "64"  # per DP rank
     assert not flags(cmd) & {"--tensor-parallel-size", "--tp", "--dp"}
+
+
+def test_sglang_older_release_keeps_old_spellings():
+    [cmd] = launch_commands(dsr1_adp(), "sglang", engine_version="0.5.9").commands
+    assert tokens(cmd)[:4] == ["python", "-m", "sglang.launch_server", "--model-path"]
+    assert value(cmd, "--dp-size") == "8" and "--enable-dp-attention" in tokens(cmd)
+    assert value(cmd, "--cuda-graph-max-bs") == "64" and "--attn-dp-size" not in tokens(cmd)
+    assert tokens(benchmark_command(dsr1_adp(), "sglang", engine_version="0.5.9"))[:3] == \
+        ["python", "-m", "sglang.bench_serving"]
+
+
+def test_engine_version_errors():
+    with pytest.raises(SimfrontError, match="older than any release.*0.4.0"):
+        launch_commands(dsr1_adp(), "sglang", engine_version="0.1.0")
+    with pytest.raises(SimfrontError, match="not a release number"):
+        launch_commands(dsr1_adp(), "vllm", engine_version="latest-ish")
 
 
 def test_trtllm_attention_dp_cli_and_yaml():
@@ -237,8 +253,7 @@ def test_disagg_1p1d_roles_ports_and_gpus(engine):
         assert value(router, "--port") == "8000"
     elif engine == "sglang":
         assert value(pre, "--disaggregation-mode") == "prefill" and value(dec, "--disaggregation-mode") == "decode"
-        assert value(dec, "--dp-size") == "4" and "--enable-dp-attention" in tokens(dec)
-        assert "--enable-dp-attention" not in tokens(pre)
+        assert value(dec, "--attn-dp-size") == "4" and "--attn-dp-size" not in tokens(pre)
         assert value(router, "--prefill") == "http://localhost:8100"
         assert value(router, "--decode") == "http://localhost:8200"
         assert "--pd-disaggregation" in tokens(router)
@@ -385,7 +400,7 @@ def test_benchmark_carries_load_point_and_result_file(tool):
         meta = t[t.index("--metadata") + 1:]
         assert {"tp=1", "ep=8", "attention_dp=8", "isl=8192", "osl=1024", "concurrency=96", "engine=vllm"} <= set(meta)
     elif tool == "sglang":
-        assert t[:3] == ["python", "-m", "sglang.bench_serving"]
+        assert t[:3] == ["python", "-m", "sglang.benchmark.serving"]  # 0.5.23: bench_serving deprecated
         assert value(cmd, "--random-input-len") == "8192" and value(cmd, "--random-output-len") == "1024"
         assert value(cmd, "--random-range-ratio") == "1.0"
         assert value(cmd, "--max-concurrency") == "96" and value(cmd, "--num-prompts") == "960"
@@ -425,10 +440,18 @@ def test_sidecar_agg():
 
 def test_sidecar_disagg():
     side = yaml.safe_load(sidecar_yaml(disagg_1p1d()))
-    assert SIDECAR_KEYS <= set(side)
+    assert SIDECAR_KEYS - {"tp", "pp", "ep", "attention_dp", "gpu", "engine"} <= set(side)  # None: left out
     assert side["mode"] == "disagg" and side["num_gpus"] == 8 and side["spec_decoding"] == "none"
-    assert side["prefill"]["tp"] == 4 and side["decode"]["attention_dp"] == 4
-    assert side["tp"] == 1 and side["attention_dp"] == 4  # top level = the decode layout
+    assert side["prefill_tp"] == 4 and side["prefill_gpus"] == 4 and side["prefill_workers"] == 1
+    assert side["decode_attention_dp"] == 4 and side["decode_ep"] == 4 and side["decode_batch"] == 64
+    assert "tp" not in side  # no ambiguous top-level layout
+
+
+def test_sidecars_are_measured_point_fields():
+    from simfront.ingest.schema import CONFIG_FIELDS
+
+    for dep in (dsr1_adp(spec_method="mtp", spec_k=2), disagg_1p1d(), llama_tp4()):
+        assert set(yaml.safe_load(sidecar_yaml(dep, "vllm", "0.33.0"))) <= set(CONFIG_FIELDS)
 
 
 def test_small_token_budget_is_noted():
