@@ -83,7 +83,8 @@ def test_vllm_json_maps_by_definition_and_reads_metadata():
     assert (p.format, p.line, p.model) == ("vllm_bench_serve", 1, "deepseek-ai/DeepSeek-R1")
     assert (p.ttft_ms, p.tpot_ms, p.itl_ms, p.e2el_ms) == (1850.2, 32.52, 58.43, 35118.2)
     assert (p.output_tok_s_total, p.total_tok_s, p.request_throughput) == (1866.157, 3732.314, 1.8224)
-    assert (p.isl, p.osl, p.concurrency, p.request_rate) == (1024.0, 1024.0, 64.0, math.inf)
+    assert (p.isl, p.osl, p.concurrency, p.request_rate) == (1024.0, 1024.0, 64.0, None)
+    assert "all requests issued at once" in p.notes["request_rate"]  # never Infinity in --json
     # --metadata tp=8 gpu=H200 ... arrive as strings and are typed
     assert (p.tp, p.gpu, p.precision, p.spec_decoding, p.spec_k) == (8, "H200", "fp8_block", "mtp", 1)
     assert p.acceptance_length == 1.801
