@@ -93,7 +93,11 @@ def parse_record(obj: dict, line: int) -> Record:
     if isinstance(info, dict):
         _take_server_info(rec, info)
         used.add("server_info")
-    # SGLang's own "concurrency" key is the ACHIEVED mean concurrency: kept in extra, never the load point
+    # SGLang's own "concurrency" key is the ACHIEVED mean concurrency: kept as extra achieved_concurrency
+    # (under its own name, so no row shows it as the load point), never the load point
+    if obj.get("concurrency") is not None:
+        rec.extra["achieved_concurrency"] = obj["concurrency"]
+        used.add("concurrency")
     take_config_keys(rec, {k: v for k, v in obj.items() if k != "concurrency"}, used)
     keep_extra(rec, obj, used)
     return rec
