@@ -21,11 +21,15 @@ import json
 import re
 import shlex
 from dataclasses import dataclass, field
+from functools import lru_cache
+from pathlib import Path
 
 import yaml
 
 from .errors import SimfrontError
 from .precision import normalize_format
+
+ENGINE_TABLES_DIR = Path(__file__).with_name("engines")  # <engine>.yaml: flag spellings per release
 
 ENGINES = ("vllm", "sglang", "trtllm")
 BENCH_TOOLS = ("vllm", "sglang", "aiperf")
@@ -164,6 +168,106 @@ def _render(args: list, env: dict[str, str] | None = None) -> str:
 
 
 # ---------------------------------------------------------------------------------------------
+# Per-engine, per-release flag tables (simfront/engines/<engine>.yaml)
+
+
+def _version_key(text: str) -> tuple:
+    """Sortable (major, minor, patch, ...) of a release string like "0.5.23", "v1.1.0rc2", "0.10.1.post1"."""
+    m = re.match(r"^\s*v?(\d+(?:\.\d+)*)", str(text))
+    if not m:
+        raise SimfrontError(f"engine version {text!r} is not a release number like 0.5.23 or 1.1.0")
+    return tuple(int(x) for x in m.group(1).split("."))
+
+
+@lru_cache(maxsize=None)
+def engine_table(engine: str) -> dict:
+    """The parsed ``simfront/engines/<engine>.yaml`` (versions newest first, layout rules)."""
+    eng = normalize_engine(engine)
+    path = ENGINE_TABLES_DIR / f"{eng}.yaml"
+    with open(path, encoding="utf-8") as fh:
+        doc = yaml.safe_load(fh)
+    doc["versions"] = sorted(doc["versions"], key=lambda v: _version_key(v["since"]), reverse=True)
+    return doc
+
+
+@dataclass(frozen=True)
+class EngineSpelling:
+    """How one engine release spells its entry points, flags and values."""
+
+    engine: str
+    since: str  # oldest release this entry covers
+    checked: str | None  # release the spellings were checked against (None: from ecosystem.md only)
+    server: tuple[str, ...]
+    model_positional: bool
+    bench: tuple[str, ...] | None
+    flags: dict
+    values: dict
+    attention_dp_style: str | None = None
+
+    def flag(self, name: str) -> str:
+        try:
+            return self.flags[name]
+        except KeyError:
+            raise SimfrontError(f"{self.engine} {self.since}+ has no flag for {name!r} in "
+                                f"{ENGINE_TABLES_DIR / (self.engine + '.yaml')}") from None
+
+
+def engine_spelling(engine: str, engine_version: str | None = None) -> EngineSpelling:
+    """Spellings of ``engine`` at ``engine_version`` (default: the newest release in its table).
+
+    A release uses the newest table entry whose ``since`` is not after it; a release older than every
+    entry is an error naming the oldest one covered.
+    """
+    eng = normalize_engine(engine)
+    versions = engine_table(eng)["versions"]
+    entry = versions[0]
+    if engine_version is not None:
+        want = _version_key(engine_version)
+        fits = [v for v in versions if _version_key(v["since"]) <= want]
+        if not fits:
+            raise SimfrontError(f"{eng} {engine_version} is older than any release simfront has flag spellings "
+                                f"for; valid: {versions[-1]['since']} or newer")
+        entry = fits[0]
+    return EngineSpelling(eng, str(entry["since"]), entry.get("checked"), tuple(entry["server"]),
+                          bool(entry.get("model_positional")), tuple(entry["bench"]) if entry.get("bench") else None,
+                          dict(entry["flags"]), dict(entry.get("values") or {}), entry.get("attention_dp_style"))
+
+
+def _role_layouts(point_or_deployment) -> dict[str, tuple[int, int, int, int]]:
+    """{role: (tp, pp, ep, attention_dp)} of a Deployment or a frontier/plan point dict."""
+    if isinstance(point_or_deployment, Deployment):
+        return {r: (lay.tp, lay.pp, lay.ep, lay.attention_dp) for r, lay in point_or_deployment.roles().items()}
+    p = point_or_deployment
+    if not isinstance(p, dict) or any(p.get(k) is None for k in ("tp", "ep", "attention_dp")):
+        raise SimfrontError("launchable() needs a Deployment or a frontier point with tp, ep and attention_dp")
+    main = (int(p["tp"]), int(p.get("pp") or 1), int(p["ep"]), int(p["attention_dp"]))
+    if p.get("mode") == "disagg":
+        pre = (int(p["prefill_tp"]), 1, int(p["prefill_ep"]), int(p["prefill_attention_dp"]))
+        return {"prefill": pre, "decode": main}
+    return {"server": main}
+
+
+def launchable(point_or_deployment, engine: str) -> tuple[bool, str]:
+    """(True, "") when ``engine`` can start every worker of the layout, else (False, the reason).
+
+    Takes a :class:`Deployment` or a frontier / plan point (``tp``, ``pp``, ``ep``, ``attention_dp``,
+    and ``prefill_*`` for disagg). The rules are ``layout_rules`` of the engine's table.
+    """
+    eng = normalize_engine(engine)
+    rules = engine_table(eng).get("layout_rules") or {}
+    for role, (tp, pp, ep, dp) in _role_layouts(point_or_deployment).items():
+        group = tp * dp  # GPUs one MoE layer spans
+        if group % ep:
+            return False, f"{role}: ep={ep} does not divide tp*attention_dp={group}"
+        if "ep_all_or_none" in rules and ep not in (1, group):
+            return False, (f"{role}: TP{tp} DPA{dp} EP{ep}: {rules['ep_all_or_none']}; "
+                           f"ep must be 1 or {group}")
+        if "attention_dp_tp1" in rules and dp > 1 and tp > 1:
+            return False, f"{role}: TP{tp} DPA{dp}: {rules['attention_dp_tp1']}; use tp=1, attention_dp={group}"
+    return True, ""
+
+
+# ---------------------------------------------------------------------------------------------
 # Validation
 
 
@@ -230,18 +334,9 @@ def check_deployment(dep: Deployment, engine: str | None = None) -> None:
         )
     if engine is None:
         return
-    eng = normalize_engine(engine)
-    for name, lay in dep.roles().items():
-        if eng == "vllm" and lay.ep not in (1, lay.tp * lay.attention_dp):
-            raise SimfrontError(
-                f"{name}: vLLM shards experts over all tp*attention_dp={lay.tp * lay.attention_dp} GPUs "
-                f"(--enable-expert-parallel) or none: ep must be 1 or {lay.tp * lay.attention_dp}, got {lay.ep}"
-            )
-        if eng == "trtllm" and lay.attention_dp > 1 and lay.tp > 1:
-            raise SimfrontError(
-                f"{name}: TensorRT-LLM attention DP runs attention with TP 1 on every rank: "
-                f"use tp=1, attention_dp={lay.tp * lay.attention_dp}"
-            )
+    ok, reason = launchable(dep, engine)
+    if not ok:
+        raise SimfrontError(reason)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -324,37 +419,37 @@ def _draft(dep: Deployment, notes: list[str]) -> str:
     return "<eagle3-draft-model>"
 
 
-def _vllm_server(dep, role, lay, ckpt, quant, port, notes, files) -> list:
-    """``vllm serve`` words for one worker kind (ecosystem.md §8.1)."""
+def _vllm_server(dep, role, lay, ckpt, quant, port, notes, files, sp: EngineSpelling) -> list:
+    """``vllm serve`` words for one worker kind (spellings: simfront/engines/vllm.yaml)."""
+    f = sp.flag
     tokens = _tokens(dep, lay)
-    args = ["vllm", "serve", ckpt, "--host", "0.0.0.0", "--port", port,
-            "--tensor-parallel-size", lay.tp, "--pipeline-parallel-size", lay.pp,
-            "--data-parallel-size", lay.attention_dp]
+    args = [*sp.server, ckpt, f("host"), "0.0.0.0", f("port"), port,
+            f("tp"), lay.tp, f("pp"), lay.pp, f("dp"), lay.attention_dp]
     if lay.ep > 1:
-        args.append("--enable-expert-parallel")
-    args += ["--max-num-seqs", _per_rank(lay.max_batch, lay.attention_dp, f"{role}.max_batch", notes),
-             "--max-num-batched-tokens", _per_rank(tokens, lay.attention_dp, f"{role}.max_num_tokens", notes),
-             "--max-model-len", dep.seq_len,
-             "--kv-cache-dtype", "fp8" if _kv(dep) == "fp8" else "auto",  # bf16 -> auto (ecosystem.md §8.4)
-             "--gpu-memory-utilization", _memory_fraction(dep, "vllm")]
+        args.append(f("expert_parallel"))
+    args += [f("max_batch"), _per_rank(lay.max_batch, lay.attention_dp, f"{role}.max_batch", notes),
+             f("max_num_tokens"), _per_rank(tokens, lay.attention_dp, f"{role}.max_num_tokens", notes),
+             f("context_length"), dep.seq_len,
+             f("kv_cache_dtype"), sp.values["kv_cache_dtype"][_kv(dep)],
+             f("memory_fraction"), _memory_fraction(dep, "vllm")]
     if quant:
-        args += ["--quantization", quant]
+        args += [f("quantization"), quant]
     if dep.spec_method:
-        spec = {"method": {"mtp": "mtp", "eagle3": "eagle3", "ngram": "ngram"}[dep.spec_method]}
+        spec = {"method": sp.values["spec_method"][dep.spec_method]}
         if dep.spec_method == "eagle3":
             spec["model"] = _draft(dep, notes)
         spec["num_speculative_tokens"] = dep.spec_k
         if dep.spec_method == "ngram":
             notes.append("vLLM ngram: prompt_lookup_min/max left at vLLM's defaults (unverified)")
-        args += ["--speculative-config", json.dumps(spec, separators=(",", ":"))]
+        args += [f("speculative_config"), json.dumps(spec, separators=(",", ":"))]
     if role in ROLE_PORTS:
-        args += ["--kv-transfer-config", json.dumps(VLLM_KV_TRANSFER, separators=(",", ":"))]
+        args += [f("kv_transfer_config"), json.dumps(VLLM_KV_TRANSFER, separators=(",", ":"))]
     nodes = _nodes(lay, dep.gpus_per_node)
     if nodes > 1:
         ranks_per_node = dep.gpus_per_node // (lay.tp * lay.pp)
         if lay.attention_dp > 1 and ranks_per_node >= 1 and lay.attention_dp % ranks_per_node == 0:
-            args += ["--data-parallel-size-local", ranks_per_node,
-                     "--data-parallel-address", _Expand("$HEAD_IP"), "--data-parallel-rpc-port", VLLM_DP_RPC_PORT]
+            args += [f("dp_size_local"), ranks_per_node,
+                     f("dp_address"), _Expand("$HEAD_IP"), f("dp_rpc_port"), VLLM_DP_RPC_PORT]
             notes.append(
                 f"vLLM {role}: {nodes} nodes; this line runs on the head node (HEAD_IP); on node i>0 add "
                 f"--headless --data-parallel-start-rank {ranks_per_node}*i (unverified)"
@@ -365,68 +460,69 @@ def _vllm_server(dep, role, lay, ckpt, quant, port, notes, files) -> list:
     return args
 
 
-def _sglang_server(dep, role, lay, ckpt, quant, port, notes, files) -> list:
-    """``sglang.launch_server`` words for one worker kind (ecosystem.md §8.2)."""
+def _sglang_server(dep, role, lay, ckpt, quant, port, notes, files, sp: EngineSpelling) -> list:
+    """SGLang server words for one worker kind (spellings: simfront/engines/sglang.yaml)."""
+    f = sp.flag
     tokens = _tokens(dep, lay)
-    args = ["python", "-m", "sglang.launch_server", "--model-path", ckpt, "--host", "0.0.0.0", "--port", port,
-            "--tp-size", lay.tp * lay.attention_dp]  # SGLang's TP size is the whole stage (§8.2)
+    args = [*sp.server, f("model"), ckpt, f("host"), "0.0.0.0", f("port"), port,
+            f("tp"), lay.tp * lay.attention_dp]  # SGLang's TP size is the whole stage (§8.2)
     if lay.pp > 1:
-        args += ["--pp-size", lay.pp]
+        args += [f("pp"), lay.pp]
     if lay.attention_dp > 1:
-        args += ["--dp-size", lay.attention_dp, "--enable-dp-attention"]
+        args += [f("attention_dp"), lay.attention_dp]
+        if sp.attention_dp_style == "enable_dp_attention":
+            args.append(f("enable_dp_attention"))
     if lay.ep > 1:
-        args += ["--ep-size", lay.ep]
-    args += ["--max-running-requests", lay.max_batch,  # whole server (split over DP ranks by SGLang)
-             "--chunked-prefill-size", tokens,  # global budget split across dp (ecosystem.md §8.2)
-             "--max-prefill-tokens", tokens,
-             "--context-length", dep.seq_len,
-             "--kv-cache-dtype", "fp8_e4m3" if _kv(dep) == "fp8" else "auto",  # never plain fp8 (§8.2)
-             "--mem-fraction-static", _memory_fraction(dep, "sglang")]
+        args += [f("ep"), lay.ep]
+    args += [f("max_batch"), lay.max_batch,  # whole server (split over DP ranks by SGLang)
+             f("chunked_prefill_size"), tokens,  # global budget split across dp (ecosystem.md §8.2)
+             f("max_prefill_tokens"), tokens,
+             f("context_length"), dep.seq_len,
+             f("kv_cache_dtype"), sp.values["kv_cache_dtype"][_kv(dep)],
+             f("memory_fraction"), _memory_fraction(dep, "sglang")]
     if role != "prefill":
-        args += ["--cuda-graph-max-bs", _per_rank(lay.max_batch, lay.attention_dp, f"{role}.max_batch", notes)]
+        args += [f("cuda_graph_max_bs"), _per_rank(lay.max_batch, lay.attention_dp, f"{role}.max_batch", notes)]
     if quant:
-        args += ["--quantization", quant]
+        args += [f("quantization"), quant]
     if dep.spec_method:
-        algo = {"mtp": "NEXTN", "eagle3": "EAGLE3", "ngram": "NGRAM"}[dep.spec_method]
-        args += ["--speculative-algorithm", algo]
+        args += [f("spec_algorithm"), sp.values["spec_method"][dep.spec_method]]
         if dep.spec_method == "eagle3":
-            args += ["--speculative-draft-model-path", _draft(dep, notes)]
+            args += [f("spec_draft_model"), _draft(dep, notes)]
         if dep.spec_method != "ngram":
             # chain drafting: k steps, top-1, k+1 verified tokens (set all three, ecosystem.md §8.2)
-            args += ["--speculative-num-steps", dep.spec_k, "--speculative-eagle-topk", 1]
-        args += ["--speculative-num-draft-tokens", dep.spec_k + 1]
+            args += [f("spec_num_steps"), dep.spec_k, f("spec_topk"), 1]
+        args += [f("spec_num_draft_tokens"), dep.spec_k + 1]
         if dep.spec_method == "ngram":
             notes.append("SGLang NGRAM: --speculative-num-draft-tokens k+1, other --speculative-ngram-* flags at "
                          "defaults (unverified)")
     if role in ROLE_PORTS:
-        args += ["--disaggregation-mode", role, "--disaggregation-transfer-backend", SGLANG_TRANSFER_BACKEND]
+        args += [f("disagg_mode"), role, f("disagg_transfer_backend"), SGLANG_TRANSFER_BACKEND]
     nodes = _nodes(lay, dep.gpus_per_node)
     if nodes > 1:
-        args += ["--nnodes", nodes, "--node-rank", _Expand("$NODE_RANK"),
-                 "--dist-init-addr", _Expand(f"$HEAD_IP:{SGLANG_DIST_INIT_PORT}")]
+        args += [f("nnodes"), nodes, f("node_rank"), _Expand("$NODE_RANK"),
+                 f("dist_init_addr"), _Expand(f"$HEAD_IP:{SGLANG_DIST_INIT_PORT}")]
         notes.append(f"SGLang {role}: run the line on each of {nodes} nodes with NODE_RANK=0..{nodes - 1} and HEAD_IP = node 0")
     return args
 
 
-def _trtllm_yaml(dep, role, lay, per_rank_batch, per_rank_tokens, notes) -> dict:
+def _trtllm_yaml(dep, role, lay, per_rank_batch, per_rank_tokens, notes, sp: EngineSpelling) -> dict:
     """The extra_llm_api_options mapping (LlmArgs keys, ecosystem.md §8.3; unknown keys are errors)."""
     cfg: dict = {"enable_attention_dp": lay.attention_dp > 1}
-    cfg["kv_cache_config"] = {"dtype": "fp8" if _kv(dep) == "fp8" else "auto",
+    cfg["kv_cache_config"] = {"dtype": sp.values["kv_cache_dtype"][_kv(dep)],
                               "free_gpu_memory_fraction": _memory_fraction(dep, "trtllm")}
     if role != "prefill":
         cfg["cuda_graph_config"] = {"enable_padding": True, "max_batch_size": per_rank_batch}
     if dep.isl > per_rank_tokens and role != "decode":
         cfg["enable_chunked_prefill"] = True  # a prompt longer than the budget must be chunked
         notes.append(f"TRT-LLM {role}: isl {dep.isl} > max_num_tokens {per_rank_tokens}: enable_chunked_prefill set")
+    decoding_type = sp.values["decoding_type"].get(dep.spec_method) if dep.spec_method else None
     if dep.spec_method == "mtp":
-        cfg["speculative_config"] = {"decoding_type": "MTP", "num_nextn_predict_layers": dep.spec_k}
+        cfg["speculative_config"] = {"decoding_type": decoding_type, "num_nextn_predict_layers": dep.spec_k}
     elif dep.spec_method == "eagle3":
-        cfg["speculative_config"] = {"decoding_type": "Eagle", "max_draft_len": dep.spec_k,
+        cfg["speculative_config"] = {"decoding_type": decoding_type, "max_draft_len": dep.spec_k,
                                      "speculative_model_dir": _draft(dep, notes)}
-        notes.append("TRT-LLM EAGLE3: decoding_type 'Eagle' per ecosystem.md §8.3; newer versions may spell "
-                     "it 'Eagle3' (unverified)")
     elif dep.spec_method == "ngram":
-        cfg["speculative_config"] = {"decoding_type": "NGram", "max_draft_len": dep.spec_k}
+        cfg["speculative_config"] = {"decoding_type": decoding_type, "max_draft_len": dep.spec_k}
         notes.append("TRT-LLM NGram: only decoding_type and max_draft_len set; other NGram keys left at defaults (unverified)")
     if role in ROLE_PORTS:
         cfg["cache_transceiver_config"] = {"backend": TRTLLM_CACHE_TRANSCEIVER_BACKEND}
@@ -435,22 +531,23 @@ def _trtllm_yaml(dep, role, lay, per_rank_batch, per_rank_tokens, notes) -> dict
     return cfg
 
 
-def _trtllm_server(dep, role, lay, ckpt, quant, port, notes, files) -> list:
-    """``trtllm-serve`` words for one worker kind; writes its YAML into ``files`` (ecosystem.md §8.3)."""
+def _trtllm_server(dep, role, lay, ckpt, quant, port, notes, files, sp: EngineSpelling) -> list:
+    """``trtllm-serve`` words for one worker kind; writes its YAML into ``files`` (simfront/engines/trtllm.yaml)."""
+    f = sp.flag
     tokens = _tokens(dep, lay)
     batch = _per_rank(lay.max_batch, lay.attention_dp, f"{role}.max_batch", notes)
     per_rank_tokens = _per_rank(tokens, lay.attention_dp, f"{role}.max_num_tokens", notes)
     fname = "extra_llm_api_options.yaml" if role == "server" else f"extra_llm_api_options_{role}.yaml"
-    files[fname] = yaml.safe_dump(_trtllm_yaml(dep, role, lay, batch, per_rank_tokens, notes), sort_keys=False)
-    args = ["trtllm-serve", ckpt, "--host", "0.0.0.0", "--port", port, "--backend", "pytorch",
-            "--tp_size", lay.tp * lay.attention_dp,  # the whole stage; the YAML turns on attention DP
-            "--pp_size", lay.pp, "--ep_size", lay.ep,
-            "--max_batch_size", batch, "--max_num_tokens", per_rank_tokens, "--max_seq_len", dep.seq_len,
-            "--kv_cache_free_gpu_memory_fraction", _memory_fraction(dep, "trtllm"),
-            "--extra_llm_api_options", fname]
+    files[fname] = yaml.safe_dump(_trtllm_yaml(dep, role, lay, batch, per_rank_tokens, notes, sp), sort_keys=False)
+    args = [*sp.server, ckpt, f("host"), "0.0.0.0", f("port"), port, f("backend"), "pytorch",
+            f("tp"), lay.tp * lay.attention_dp,  # the whole stage; the YAML turns on attention DP
+            f("pp"), lay.pp, f("ep"), lay.ep,
+            f("max_batch"), batch, f("max_num_tokens"), per_rank_tokens, f("context_length"), dep.seq_len,
+            f("memory_fraction"), _memory_fraction(dep, "trtllm"),
+            f("extra_options"), fname]
     nodes = _nodes(lay, dep.gpus_per_node)
     if nodes > 1:
-        args += ["--gpus_per_node", dep.gpus_per_node]
+        args += [f("gpus_per_node"), dep.gpus_per_node]
         notes.append(
             f"TRT-LLM {role}: {nodes} nodes: launch under MPI/Slurm with {lay.gpus_per_worker} ranks, "
             "e.g. srun ... trtllm-llmapi-launch trtllm-serve ... (unverified)"
@@ -538,17 +635,23 @@ def _check_mtp(dep: Deployment, eng: str, notes: list[str]) -> None:
     _, mtp_layers = _model_info(dep.checkpoint or dep.model_id)
     if mtp_layers == 0:
         raise SimfrontError(f"{dep.model_id} has no MTP layers; use spec_method 'eagle3' or 'ngram'")
-    if eng == "vllm":
-        notes.append("vLLM MTP: method 'mtp'; releases before the rename spell it 'deepseek_mtp'")
 
 
-def launch_commands(dep: Deployment, engine: str) -> LaunchPlan:
-    """Engine launch lines (+ TRT-LLM YAML files and caveats) that serve ``dep`` on ``engine``."""
+def launch_commands(dep: Deployment, engine: str, engine_version: str | None = None) -> LaunchPlan:
+    """Engine launch lines (+ TRT-LLM YAML files and caveats) that serve ``dep`` on ``engine``.
+
+    ``engine_version`` (e.g. "0.5.9"): spell flags as that release does (default: the newest release
+    in ``simfront/engines/<engine>.yaml``). A layout the engine cannot start is a SimfrontError
+    (see :func:`launchable`).
+    """
     eng = normalize_engine(engine)
+    sp = engine_spelling(eng, engine_version)
     check_deployment(dep, eng)
     ckpt, quant, notes = resolve_checkpoint(dep, eng)
     if dep.spec_method == "mtp":
         _check_mtp(dep, eng, notes)
+    notes.append(f"{eng} flags as spelled from release {sp.since} on "
+                 + (f"(checked against {sp.checked})" if sp.checked else "(from ecosystem.md; not checked against a parser)"))
     server = {"vllm": _vllm_server, "sglang": _sglang_server, "trtllm": _trtllm_server}[eng]
     files: dict[str, str] = {}
     commands, roles = [], []
@@ -561,7 +664,7 @@ def launch_commands(dep: Deployment, engine: str) -> LaunchPlan:
             offset += lay.gpus_per_worker
             if eng == "vllm":
                 env["VLLM_NIXL_SIDE_CHANNEL_PORT"] = str(VLLM_NIXL_SIDE_CHANNEL_BASE_PORT + i)
-        args = server(dep, role, lay, ckpt, quant, ROLE_PORTS.get(role, FRONT_PORT), notes, files)
+        args = server(dep, role, lay, ckpt, quant, ROLE_PORTS.get(role, FRONT_PORT), notes, files, sp)
         commands.append(_render(args, env))
         roles.append(role)
     if hosts is not None:
@@ -574,39 +677,39 @@ def launch_commands(dep: Deployment, engine: str) -> LaunchPlan:
     return LaunchPlan(engine=eng, commands=commands, roles=roles, files=files, notes=list(dict.fromkeys(notes)))
 
 
-def _layout_fields(dep: Deployment) -> dict:
-    main = dep.decode if dep.mode == "disagg" else dep.roles()["server"]
-    return {"tp": main.tp, "pp": main.pp, "ep": main.ep, "attention_dp": main.attention_dp}
+def _record(dep: Deployment, engine: str | None, engine_version: str | None = None) -> dict:
+    """Flat description of ``dep`` in simfront's measured-point field names (simfront/ingest/schema.py),
+    shared by the client's ``--metadata`` and the sidecar, so ``simfront validate`` reads both back as is.
 
-
-def _record(dep: Deployment, engine: str | None) -> dict:
-    """Flat description of ``dep`` shared by --metadata and the sidecar."""
-    rec = {"gpu": dep.gpu, "num_gpus": dep.total_gpus, **_layout_fields(dep), "mode": dep.mode,
-           "precision": normalize_format(dep.weight_precision), "kv_dtype": _kv(dep), "engine": engine,
-           "isl": dep.isl, "osl": dep.osl, "concurrency": dep.concurrency,
-           "spec_decoding": dep.spec_method or "none"}
+    Agg: tp/pp/ep/attention_dp and ``batch_size`` (max running requests per attention-DP rank).
+    Disagg: ``prefill_*``/``decode_*`` (workers, tp, pp, ep, attention_dp, gpus = all GPUs of the role,
+    batch = per rank) and no top-level layout.
+    """
+    rec: dict = {"model": dep.model_id, "gpu": dep.gpu, "num_gpus": dep.total_gpus, "mode": dep.mode}
+    if dep.mode == "disagg":
+        for role in ("prefill", "decode"):
+            lay = getattr(dep, role)
+            rec.update({f"{role}_workers": lay.workers, f"{role}_tp": lay.tp, f"{role}_pp": lay.pp,
+                        f"{role}_ep": lay.ep, f"{role}_attention_dp": lay.attention_dp,
+                        f"{role}_gpus": lay.workers * lay.gpus_per_worker,
+                        f"{role}_batch": max(1, lay.max_batch // (lay.attention_dp * lay.pp))})
+    else:
+        lay = dep.roles()["server"]
+        rec.update({"tp": lay.tp, "pp": lay.pp, "ep": lay.ep, "attention_dp": lay.attention_dp,
+                    "batch_size": max(1, lay.max_batch // (lay.attention_dp * lay.pp))})
+    rec.update({"precision": normalize_format(dep.weight_precision), "kv_dtype": _kv(dep), "engine": engine,
+                "engine_version": engine_version, "isl": dep.isl, "osl": dep.osl, "concurrency": dep.concurrency,
+                "spec_decoding": dep.spec_method or "none"})
     if dep.spec_method:
         rec["spec_k"] = dep.spec_k
-    rec["model"] = dep.model_id
-    return rec
+    return {k: v for k, v in rec.items() if v is not None}
 
 
-def _role_fields(lay: WorkerLayout) -> dict:
-    return {"tp": lay.tp, "pp": lay.pp, "ep": lay.ep, "attention_dp": lay.attention_dp,
-            "max_batch": lay.max_batch, "workers": lay.workers, "num_gpus": lay.workers * lay.gpus_per_worker}
-
-
-def sidecar_yaml(dep: Deployment, engine: str | None = None) -> str:
-    """YAML sidecar describing ``dep``; simfront validate reads it next to a client result file.
-
-    Disagg: the top-level tp/pp/ep/attention_dp are the decode layout; ``prefill``/``decode`` hold both.
-    """
+def sidecar_yaml(dep: Deployment, engine: str | None = None, engine_version: str | None = None) -> str:
+    """YAML sidecar describing ``dep``; ``simfront validate`` reads it next to a client result file
+    (``<result>.simfront.yaml``). Flat measured-point fields, agg and disagg alike (see :func:`_record`)."""
     check_deployment(dep)
-    rec = _record(dep, normalize_engine(engine) if engine else None)
-    if dep.mode == "disagg":
-        rec["prefill"] = _role_fields(dep.prefill)
-        rec["decode"] = _role_fields(dep.decode)
-    return yaml.safe_dump(rec, sort_keys=False)
+    return yaml.safe_dump(_record(dep, normalize_engine(engine) if engine else None, engine_version), sort_keys=False)
 
 
 def default_result_file(dep: Deployment, tool: str) -> str:
@@ -617,10 +720,15 @@ def default_result_file(dep: Deployment, tool: str) -> str:
 
 
 def benchmark_command(dep: Deployment, tool: str = "vllm", result_file: str | None = None, *,
-                      engine: str | None = None, base_url: str | None = None) -> str:
+                      engine: str | None = None, base_url: str | None = None,
+                      engine_version: str | None = None) -> str:
     """Client command measuring ``dep`` at its ISL/OSL/concurrency; writes ``result_file``.
 
-    ``engine`` (default: ``tool`` for vllm/sglang, else vllm) picks the served checkpoint name.
+    ``engine`` (default: ``tool`` for vllm/sglang, else vllm) picks the served checkpoint name and is
+    recorded with the layout: as ``--metadata`` pairs for vLLM's client (written into its result
+    JSON); SGLang's and AIPerf's clients have no such option, so their run needs the sidecar
+    (:func:`sidecar_yaml`). ``engine_version`` spells the client entry point of that release when
+    the client ships with the engine (SGLang), else the newest.
     """
     if tool not in BENCH_TOOLS:
         raise SimfrontError(f"unknown benchmark tool {tool!r}; valid: {', '.join(BENCH_TOOLS)}")
@@ -631,19 +739,18 @@ def benchmark_command(dep: Deployment, tool: str = "vllm", result_file: str | No
     out = result_file or default_result_file(dep, tool)
     prompts = PROMPTS_PER_CONCURRENCY * dep.concurrency
     if tool == "vllm":
-        meta = {**_record(dep, eng)}
-        if dep.mode == "disagg":
-            for role in ("prefill", "decode"):
-                meta.update({f"{role}_{k}": v for k, v in _role_fields(getattr(dep, role)).items()})
-        args = ["vllm", "bench", "serve", "--base-url", url, "--model", model,
+        meta = _record(dep, eng, engine_version if eng == "vllm" or engine else None)
+        bench = engine_spelling("vllm", engine_version if eng == "vllm" else None).bench
+        args = [*bench, "--base-url", url, "--model", model,
                 "--dataset-name", "random", "--random-input-len", dep.isl, "--random-output-len", dep.osl,
                 "--max-concurrency", dep.concurrency, "--num-prompts", prompts, "--ignore-eos",
                 "--percentile-metrics", "ttft,tpot,itl,e2el", "--metric-percentiles", "50,90,99",
                 "--save-result", "--result-filename", out,
-                "--metadata"] + [f"{k}={v}" for k, v in meta.items() if v is not None]
+                "--metadata"] + [f"{k}={v}" for k, v in meta.items()]
     elif tool == "sglang":
         backend = {"sglang": "sglang", "vllm": "vllm", "trtllm": "sglang-oai"}[eng]
-        args = ["python", "-m", "sglang.bench_serving", "--backend", backend, "--base-url", url, "--model", model,
+        bench = engine_spelling("sglang", engine_version if eng == "sglang" else None).bench
+        args = [*bench, "--backend", backend, "--base-url", url, "--model", model,
                 "--dataset-name", "random", "--random-input-len", dep.isl, "--random-output-len", dep.osl,
                 "--random-range-ratio", "1.0",  # fixed lengths: SGLang samples in [ratio*len, len]
                 "--max-concurrency", dep.concurrency, "--num-prompts", prompts, "--output-file", out]

@@ -9,6 +9,7 @@ import shutil
 from pathlib import Path
 
 import pytest
+import yaml
 
 from simfront.errors import SimfrontError
 from simfront.ingest import FORMATS, MeasuredPoint, detect_format, load_measurements
@@ -83,7 +84,8 @@ def test_vllm_json_maps_by_definition_and_reads_metadata():
     assert (p.format, p.line, p.model) == ("vllm_bench_serve", 1, "deepseek-ai/DeepSeek-R1")
     assert (p.ttft_ms, p.tpot_ms, p.itl_ms, p.e2el_ms) == (1850.2, 32.52, 58.43, 35118.2)
     assert (p.output_tok_s_total, p.total_tok_s, p.request_throughput) == (1866.157, 3732.314, 1.8224)
-    assert (p.isl, p.osl, p.concurrency, p.request_rate) == (1024.0, 1024.0, 64.0, math.inf)
+    assert (p.isl, p.osl, p.concurrency, p.request_rate) == (1024.0, 1024.0, 64.0, None)
+    assert "all requests issued at once" in p.notes["request_rate"]  # never Infinity in --json
     # --metadata tp=8 gpu=H200 ... arrive as strings and are typed
     assert (p.tp, p.gpu, p.precision, p.spec_decoding, p.spec_k) == (8, "H200", "fp8_block", "mtp", 1)
     assert p.acceptance_length == 1.801
@@ -115,7 +117,7 @@ def test_sglang_dp_attention_layout_and_achieved_concurrency():
     assert (p.spec_decoding, p.spec_k, p.acceptance_length) == ("mtp", 3, 2.41)
     assert (p.ttft_ms, p.tpot_ms, p.itl_ms, p.e2el_ms) == (620.4, 24.1, 58.08, 25274.7)
     assert (p.output_tok_s_total, p.total_tok_s) == (1296.474, 2592.949)
-    assert p.concurrency == 32.0 and p.extra["concurrency"] == 31.62  # cap vs achieved
+    assert p.concurrency == 32.0 and p.extra["achieved_concurrency"] == 31.62  # cap vs achieved
     assert p.missing == ["gpu", "mode", "precision"]
 
 
@@ -403,3 +405,89 @@ def test_shared_csv_every_row_is_a_point_or_a_problem(name, rows):
     assert len(point_lines) + len(problem_lines) == rows
     assert sorted(point_lines + problem_lines) == list(range(2, rows + 2))
     assert all(p.ttft_ms is not None or p.output_tok_s_total is not None for p in result.points)
+
+
+# --- current client formats: each fixture validates with the layout and engine it recorded ----------
+
+from simfront.validation import validate_files  # noqa: E402
+
+CURRENT = {
+    # file or directory: (format, engine, mode, (tp, attention_dp, ep) or decode layout, GPUs)
+    "aiperf_0.13_artifacts": ("aiperf", "vllm", "agg", (1, 8, 8), 8),
+    "genai_bench": ("genai_bench", "sglang", "agg", (1, 1, 1), 1),
+    "guidellm_run.yaml": ("guidellm", "vllm", "agg", (2, None, None), 2),
+    "sglang_0.5.23_dsr1_attn_dp8.jsonl": ("sglang_bench_serving", "sglang", "agg", (1, 8, 8), 8),
+    "vllm_0.33_openai_dsr1_disagg.json": ("vllm_bench_serve", "vllm", "disagg", (1, 8, 8), 16),
+}
+
+
+@pytest.mark.parametrize("name", CURRENT)
+def test_current_client_files_validate_with_their_recorded_layout(name):
+    fmt, engine, mode, layout, gpus = CURRENT[name]
+    res = validate_files([str(DATA / name)])
+    assert res["problems"] == []
+    rows = [r for r in res["serving"]["rows"] if r.get("format") == fmt]
+    assert rows and all("reason" not in r for r in rows[:1]), rows[0].get("reason")
+    r = rows[0]
+    assert (r["engine"], r["mode"], r["num_gpus"]) == (engine, mode, gpus)
+    got = (r["decode_tp"], r["decode_attention_dp"], r["decode_ep"]) if mode == "disagg" else (r["tp"], r["attention_dp"], r["ep"])
+    assert got == layout
+    for key, value in r.items():  # no metadata string where a number belongs, never a non-finite number
+        if key in ("isl", "osl", "concurrency", "tp", "num_gpus") or key.startswith(("prefill_", "decode_")):
+            assert value is None or isinstance(value, (int, float)), (key, value)
+    json.dumps(res, allow_nan=False)
+
+
+def test_sglang_0523_attn_dp_size_is_attention_dp():
+    (p,), _ = load_one(DATA / "sglang_0.5.23_dsr1_attn_dp8.jsonl")
+    assert (p.tp, p.attention_dp, p.ep, p.num_gpus, p.engine_version) == (1, 8, 8, 8, "0.5.23")
+    assert p.tpot_ms == 10.14 and p.concurrency == 64.0 and "achieved_concurrency" in p.extra
+
+
+def test_vllm_openai_backend_keeps_the_recorded_engine_and_disagg_layout():
+    (p,), _ = load_one(DATA / "vllm_0.33_openai_dsr1_disagg.json")
+    assert p.engine == "vllm" and p.extra["backend"] == "openai"  # the client backend names no engine
+    assert (p.prefill_gpus, p.decode_gpus, p.decode_batch, p.mode) == (8, 8, 96, "disagg")
+    assert "isl" not in p.extra and "engine" not in p.extra  # consumed, not echoed as strings
+
+
+def test_aiperf_013_concurrency_run_is_not_rate_driven():
+    (p,), problems = load_one(DATA / "aiperf_0.13_artifacts" / "profile_export_aiperf.json")
+    assert problems == [] and p.model == "deepseek-ai/DeepSeek-R1"
+    assert (p.concurrency, p.request_rate, p.isl, p.osl) == (96.0, None, 8192.0, 1024.0)
+
+
+def test_empty_directory_is_a_problem(tmp_path):
+    result = load_measurements([tmp_path])
+    assert result.points == [] and "no known result file" in result.problems[0]
+
+
+def test_simfront_sidecars_validate_agg_and_disagg(tmp_path):
+    from simfront.launch import Deployment, WorkerLayout, sidecar_yaml
+
+    src = json.loads((DATA / "vllm_0.33_openai_dsr1_disagg.json").read_text())
+    bare = {k: v for k, v in src.items() if not k.startswith(("prefill_", "decode_")) and k not in
+            ("mode", "num_gpus", "engine", "engine_version", "gpu", "precision", "kv_dtype", "model")}
+    (tmp_path / "run.json").write_text(json.dumps(bare))
+    dis = Deployment("deepseek-ai/DeepSeek-R1", mode="disagg", kv_dtype="fp8", weight_precision="fp8_block", gpu="h200_sxm",
+                     prefill=WorkerLayout(tp=1, attention_dp=8, ep=8, max_batch=16),
+                     decode=WorkerLayout(tp=1, attention_dp=8, ep=8, max_batch=768), isl=8192, osl=1024, concurrency=256)
+    (tmp_path / "run.json.simfront.yaml").write_text(sidecar_yaml(dis, "vllm"))
+    res = validate_files([str(tmp_path / "run.json")])
+    assert res["problems"] == [] and "reason" not in res["serving"]["rows"][0]
+    # an older simfront sidecar (nested prefill:/decode:) is read too
+    old = yaml.safe_load(sidecar_yaml(dis, "vllm"))
+    old = {k: v for k, v in old.items() if not k.startswith(("prefill_", "decode_"))}
+    old.update(tp=1, attention_dp=8, ep=8, prefill={"tp": 1, "attention_dp": 8, "ep": 8, "workers": 1, "num_gpus": 8, "pp": 1},
+               decode={"tp": 1, "attention_dp": 8, "ep": 8, "workers": 1, "num_gpus": 8, "max_batch": 96, "pp": 1})
+    (tmp_path / "run.json.simfront.yaml").write_text(yaml.safe_dump(old))
+    res = validate_files([str(tmp_path / "run.json")])
+    assert res["problems"] == [] and "reason" not in res["serving"]["rows"][0]
+
+
+def test_num_gpus_contradicting_the_layout_is_warned_not_trusted(tmp_path):
+    (tmp_path / "r.json").write_text((DATA / "aiperf_0.13_artifacts" / "profile_export_aiperf.json").read_text())
+    side = yaml.safe_load((DATA / "aiperf_0.13_artifacts.simfront.yaml").read_text())
+    (tmp_path / "r.json.simfront.yaml").write_text(yaml.safe_dump({**side, "num_gpus": 12}))
+    (p,), _ = load_one(tmp_path / "r.json")
+    assert p.num_gpus == 8 and any("num_gpus=12 contradicts the layout" in w for w in p.warnings)

@@ -80,15 +80,31 @@ def test_vllm_attention_dp_maps_to_data_parallel_with_expert_parallel():
 
 def test_sglang_attention_dp_flags():
     [cmd] = launch_commands(dsr1_adp(), "sglang").commands
-    assert tokens(cmd)[:4] == ["python", "-m", "sglang.launch_server", "--model-path"]
-    assert value(cmd, "--tp-size") == "8" and value(cmd, "--dp-size") == "8" and value(cmd, "--ep-size") == "8"
-    assert "--enable-dp-attention" in tokens(cmd)
+    assert tokens(cmd)[:3] == ["sglang", "serve", "--model-path"]  # 0.5.23: launch_server deprecated
+    assert value(cmd, "--tp-size") == "8" and value(cmd, "--attn-dp-size") == "8" and value(cmd, "--ep-size") == "8"
+    assert not flags(cmd) & {"--enable-dp-attention", "--dp-size", "--cuda-graph-max-bs"}
     assert value(cmd, "--max-running-requests") == "512"  # SGLang splits it over DP ranks itself
     assert value(cmd, "--chunked-prefill-size") == "16384"
     assert value(cmd, "--kv-cache-dtype") == "fp8_e4m3"
     assert value(cmd, "--mem-fraction-static") == "0.82"
-    assert value(cmd, "--cuda-graph-max-bs") == "64"
+    assert value(cmd, "--cuda-graph-max-bs-decode") == "64"  # per DP rank
     assert not flags(cmd) & {"--tensor-parallel-size", "--tp", "--dp"}
+
+
+def test_sglang_older_release_keeps_old_spellings():
+    [cmd] = launch_commands(dsr1_adp(), "sglang", engine_version="0.5.9").commands
+    assert tokens(cmd)[:4] == ["python", "-m", "sglang.launch_server", "--model-path"]
+    assert value(cmd, "--dp-size") == "8" and "--enable-dp-attention" in tokens(cmd)
+    assert value(cmd, "--cuda-graph-max-bs") == "64" and "--attn-dp-size" not in tokens(cmd)
+    assert tokens(benchmark_command(dsr1_adp(), "sglang", engine_version="0.5.9"))[:3] == \
+        ["python", "-m", "sglang.bench_serving"]
+
+
+def test_engine_version_errors():
+    with pytest.raises(SimfrontError, match="older than any release.*0.4.0"):
+        launch_commands(dsr1_adp(), "sglang", engine_version="0.1.0")
+    with pytest.raises(SimfrontError, match="not a release number"):
+        launch_commands(dsr1_adp(), "vllm", engine_version="latest-ish")
 
 
 def test_trtllm_attention_dp_cli_and_yaml():
@@ -237,8 +253,7 @@ def test_disagg_1p1d_roles_ports_and_gpus(engine):
         assert value(router, "--port") == "8000"
     elif engine == "sglang":
         assert value(pre, "--disaggregation-mode") == "prefill" and value(dec, "--disaggregation-mode") == "decode"
-        assert value(dec, "--dp-size") == "4" and "--enable-dp-attention" in tokens(dec)
-        assert "--enable-dp-attention" not in tokens(pre)
+        assert value(dec, "--attn-dp-size") == "4" and "--attn-dp-size" not in tokens(pre)
         assert value(router, "--prefill") == "http://localhost:8100"
         assert value(router, "--decode") == "http://localhost:8200"
         assert "--pd-disaggregation" in tokens(router)
@@ -385,7 +400,7 @@ def test_benchmark_carries_load_point_and_result_file(tool):
         meta = t[t.index("--metadata") + 1:]
         assert {"tp=1", "ep=8", "attention_dp=8", "isl=8192", "osl=1024", "concurrency=96", "engine=vllm"} <= set(meta)
     elif tool == "sglang":
-        assert t[:3] == ["python", "-m", "sglang.bench_serving"]
+        assert t[:3] == ["python", "-m", "sglang.benchmark.serving"]  # 0.5.23: bench_serving deprecated
         assert value(cmd, "--random-input-len") == "8192" and value(cmd, "--random-output-len") == "1024"
         assert value(cmd, "--random-range-ratio") == "1.0"
         assert value(cmd, "--max-concurrency") == "96" and value(cmd, "--num-prompts") == "960"
@@ -425,10 +440,18 @@ def test_sidecar_agg():
 
 def test_sidecar_disagg():
     side = yaml.safe_load(sidecar_yaml(disagg_1p1d()))
-    assert SIDECAR_KEYS <= set(side)
+    assert SIDECAR_KEYS - {"tp", "pp", "ep", "attention_dp", "gpu", "engine"} <= set(side)  # None: left out
     assert side["mode"] == "disagg" and side["num_gpus"] == 8 and side["spec_decoding"] == "none"
-    assert side["prefill"]["tp"] == 4 and side["decode"]["attention_dp"] == 4
-    assert side["tp"] == 1 and side["attention_dp"] == 4  # top level = the decode layout
+    assert side["prefill_tp"] == 4 and side["prefill_gpus"] == 4 and side["prefill_workers"] == 1
+    assert side["decode_attention_dp"] == 4 and side["decode_ep"] == 4 and side["decode_batch"] == 64
+    assert "tp" not in side  # no ambiguous top-level layout
+
+
+def test_sidecars_are_measured_point_fields():
+    from simfront.ingest.schema import CONFIG_FIELDS
+
+    for dep in (dsr1_adp(spec_method="mtp", spec_k=2), disagg_1p1d(), llama_tp4()):
+        assert set(yaml.safe_load(sidecar_yaml(dep, "vllm", "0.33.0"))) <= set(CONFIG_FIELDS)
 
 
 def test_small_token_budget_is_noted():
@@ -464,3 +487,180 @@ def test_ngram_per_engine(engine):
         spec = yaml.safe_load(plan.files["extra_llm_api_options.yaml"])["speculative_config"]
         assert spec == {"decoding_type": "NGram", "max_draft_len": 4}
     assert any("unverified" in n for n in plan.notes)
+
+
+# --- every generated line parses with the engine's own parser ---------------------------------
+#
+# The engines' real argument parsers are used where the engine is importable (skipped otherwise):
+# vLLM's `vllm serve` parser (vllm.entrypoints.common.cli_args.make_arg_parser) and SGLang's
+# ServerArgs.add_cli_args (sglang.srt.server_args). Both need torch at import, so neither can be
+# installed cheaply in CI; they were run locally from the 0.33.0 / 0.5.23 wheels. Whatever the
+# environment, every flag must be one the engine's table (simfront/engines/<engine>.yaml) spells.
+
+from simfront.launch import engine_spelling, engine_table, launchable  # noqa: E402
+
+R1, L70, L8 = "deepseek-ai/DeepSeek-R1", "meta-llama/Llama-3.1-70B-Instruct", "meta-llama/Llama-3.1-8B-Instruct"
+
+
+def _r1(**kw):
+    return dsr1_adp(**{"num_gpus": None, **kw})
+
+
+VARIED = {
+    "r1-dpa8-ep8": _r1(),
+    "r1-dpa8-ep8-mtp2": _r1(spec_method="mtp", spec_k=2),
+    "r1-tp8-ep8": _r1(tp=8, attention_dp=1, max_batch=256),
+    "r1-tp8-moe-tp": _r1(tp=8, attention_dp=1, ep=1, max_batch=256),
+    "r1-tp2-dpa4-ep8": _r1(tp=2, attention_dp=4),
+    "r1-tp8-dpa2-ep8-16gpu": _r1(tp=8, attention_dp=2, ep=8),
+    "r1-dpa16-ep16-2node": _r1(attention_dp=16, ep=16, max_batch=1024),
+    "r1-nvfp4-tp4-ep4": _r1(tp=4, attention_dp=1, ep=4, weight_precision="nvfp4", max_batch=128),
+    "l70-tp4-fp8kv": llama_tp4(),
+    "l70-tp2-pp2": Deployment(L70, tp=2, pp=2, max_batch=64, kv_dtype="fp8"),
+    "l70-tp8-online-fp8": Deployment(L70, tp=8, weight_precision="fp8", max_batch=256),
+    "l8-eagle3": Deployment(L8, spec_method="eagle3", spec_k=3, draft_model="yuhuili/EAGLE3-LLaMA3.1-Instruct-8B"),
+    "l8-ngram": Deployment(L8, spec_method="ngram", spec_k=4, max_batch=32),
+    "l70-nvfp4-tp4": Deployment(L70, tp=4, weight_precision="nvfp4", kv_dtype="fp8", max_batch=128),
+    "l405-tp8-pp2-2node": Deployment("meta-llama/Llama-3.1-405B-Instruct", tp=8, pp=2, weight_precision="fp8",
+                                     max_batch=128),
+    "r1-disagg-1p1d": disagg_1p1d(),
+    "r1-disagg-multinode": Deployment(R1, mode="disagg", kv_dtype="fp8", weight_precision="fp8_block",
+                                      prefill=WorkerLayout(tp=1, attention_dp=8, ep=8, max_batch=16, workers=2,
+                                                           max_num_tokens=32768),
+                                      decode=WorkerLayout(tp=1, attention_dp=16, ep=16, max_batch=1024,
+                                                          max_num_tokens=4096),
+                                      isl=8192, osl=1024, concurrency=512),
+    "r1-disagg-mtp": Deployment(R1, mode="disagg", kv_dtype="fp8", weight_precision="fp8_block",
+                                spec_method="mtp", spec_k=3,
+                                prefill=WorkerLayout(tp=8, ep=8, max_batch=8, max_num_tokens=16384),
+                                decode=WorkerLayout(tp=1, attention_dp=8, ep=8, max_batch=256, max_num_tokens=2048),
+                                isl=4096, osl=1024, concurrency=128),
+    "l70-disagg-2p1d": Deployment(L70, mode="disagg", prefill=WorkerLayout(tp=2, workers=2, max_batch=4),
+                                  decode=WorkerLayout(tp=4, max_batch=128), isl=8192, osl=512, concurrency=64),
+    "qwen3-235b-tp4-ep4-fp8": Deployment("Qwen/Qwen3-235B-A22B", tp=4, ep=4, weight_precision="fp8_block",
+                                         kv_dtype="fp8", max_batch=128),
+    "gpt-oss-120b-mxfp4-tp2": Deployment("openai/gpt-oss-120b", tp=2, weight_precision="mxfp4", max_batch=128),
+}
+# The layouts an engine cannot start, and why (launchable() says so; launch_commands refuses them).
+NOT_LAUNCHABLE = {("vllm", "r1-tp8-dpa2-ep8-16gpu"): "ep must be 1 or 16",
+                  ("trtllm", "r1-tp2-dpa4-ep8"): "use tp=1, attention_dp=8",
+                  ("trtllm", "r1-tp8-dpa2-ep8-16gpu"): "use tp=1, attention_dp=16"}
+PLACEHOLDERS = {"$HEAD_IP": "10.0.0.1", "$NODE_RANK": "0"}
+
+
+def _server_argv(cmd: str, engine: str) -> list[str]:
+    """The argument words after the entry point, env assignments dropped, $placeholders filled."""
+    words = [w for w in tokens(cmd) if not (w.split("=", 1)[0].isupper() and "=" in w and not w.startswith("-"))]
+    words = [next((w.replace(k, v) for k, v in PLACEHOLDERS.items() if k in w), w) for w in words]
+    entry = engine_spelling(engine).server
+    assert tuple(words[:len(entry)]) == entry, words[:4]
+    return words[len(entry):]
+
+
+def _plans(engine):
+    for name, dep in VARIED.items():
+        ok, reason = launchable(dep, engine)
+        if (engine, name) in NOT_LAUNCHABLE:
+            assert not ok and NOT_LAUNCHABLE[engine, name] in reason
+            with pytest.raises(SimfrontError):
+                launch_commands(dep, engine)
+            continue
+        assert ok, (name, reason)
+        yield name, launch_commands(dep, engine)
+
+
+def test_varied_deployments_cover_the_brief():
+    deps = list(VARIED.values())
+    assert len(deps) >= 20
+    assert {d.mode for d in deps} == {"agg", "disagg"}
+    assert {d.spec_method for d in deps} >= {None, "mtp", "eagle3", "ngram"}
+    assert {d.weight_precision for d in deps} >= {"fp8", "nvfp4", "bf16", "mxfp4"}
+    assert any(d.pp > 1 for d in deps) and any(d.attention_dp > 1 for d in deps) and any(d.ep > 1 for d in deps)
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+def test_every_flag_is_in_the_engine_table(engine):
+    spelled = set(engine_spelling(engine).flags.values())
+    for name, plan in _plans(engine):
+        for cmd, role in zip(plan.commands, plan.roles):
+            if role == "router":
+                continue
+            unknown = {w for w in _server_argv(cmd, engine) if w.startswith("--")} - spelled
+            assert not unknown, (name, unknown)
+
+
+def test_launchable_on_frontier_points():
+    agg = {"mode": "agg", "tp": 8, "pp": 1, "ep": 8, "attention_dp": 2}
+    assert launchable(agg, "sglang") == (True, "")
+    assert not launchable(agg, "vllm")[0] and not launchable(agg, "trtllm")[0]
+    dis = {"mode": "disagg", "tp": 1, "pp": 1, "ep": 8, "attention_dp": 8,
+           "prefill_tp": 1, "prefill_ep": 2, "prefill_attention_dp": 8}
+    ok, why = launchable(dis, "vllm")
+    assert not ok and why.startswith("prefill:")
+    with pytest.raises(SimfrontError, match="tp, ep and attention_dp"):
+        launchable({"mode": "agg"}, "vllm")
+
+
+def test_trtllm_eagle3_decoding_type_per_release():
+    dep = VARIED["l8-eagle3"]
+    new = yaml.safe_load(launch_commands(dep, "trtllm").files["extra_llm_api_options.yaml"])
+    old = yaml.safe_load(launch_commands(dep, "trtllm", "1.0.0").files["extra_llm_api_options.yaml"])
+    assert new["speculative_config"]["decoding_type"] == "Eagle3"
+    assert old["speculative_config"]["decoding_type"] == "Eagle"
+    assert engine_table("trtllm")["versions"][0]["since"] == "1.1.0"
+
+
+def test_sglang_lines_parse_with_sglang_server_args():
+    server_args = pytest.importorskip("sglang.srt.server_args", reason="sglang not installed (needs torch)")
+    import argparse
+
+    parser = argparse.ArgumentParser()
+    server_args.ServerArgs.add_cli_args(parser)
+    n = 0
+    for name, plan in _plans("sglang"):
+        for cmd, role in zip(plan.commands, plan.roles):
+            if role == "router":
+                continue
+            args = parser.parse_args(_server_argv(cmd, "sglang"))  # exits on an unknown/ambiguous flag
+            dep = VARIED[name]
+            lay = dep.roles()[role]
+            assert args.tp_size == lay.tp * lay.attention_dp and args.attn_dp_size == lay.attention_dp, name
+            assert args.ep_size == lay.ep and args.pp_size == lay.pp
+            n += 1
+    assert n >= 20
+
+
+def test_vllm_lines_parse_with_vllm_serve_parser():
+    cli_args = pytest.importorskip("vllm.entrypoints.common.cli_args", reason="vllm not installed (needs torch)")
+    from typing import get_args
+
+    from vllm.config.speculative import SpeculativeMethod
+    from vllm.utils.argparse_utils import FlexibleArgumentParser
+
+    parser = cli_args.make_arg_parser(FlexibleArgumentParser())
+    n = 0
+    for name, plan in _plans("vllm"):
+        for cmd, role in zip(plan.commands, plan.roles):
+            if role == "router":
+                continue
+            args = parser.parse_args(_server_argv(cmd, "vllm"))
+            lay = VARIED[name].roles()[role]
+            assert (args.tensor_parallel_size, args.data_parallel_size) == (lay.tp, lay.attention_dp), name
+            assert args.enable_expert_parallel == (lay.ep > 1)
+            if args.speculative_config:
+                assert args.speculative_config["method"] in get_args(SpeculativeMethod)
+            n += 1
+    assert n >= 20
+
+
+def test_benchmark_lines_parse_with_the_clients():
+    serve = pytest.importorskip("vllm.benchmarks.serve", reason="vllm not installed (needs torch)")
+    from vllm.utils.argparse_utils import FlexibleArgumentParser
+
+    parser = FlexibleArgumentParser()
+    serve.add_cli_args(parser)
+    for dep in VARIED.values():
+        words = tokens(benchmark_command(dep, "vllm"))
+        assert tuple(words[:3]) == engine_spelling("vllm").bench
+        args = parser.parse_args(words[3:])
+        assert args.max_concurrency == dep.concurrency and all("=" in m for m in args.metadata)

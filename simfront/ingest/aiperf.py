@@ -76,23 +76,56 @@ def take_stat_metrics(rec: Record, obj: dict, used: set[str], tool: str) -> None
         )
 
 
+def _take_config_0_13(rec: Record, cfg: dict) -> bool:
+    """AIPerf >= 0.13 ``input_config`` (a BenchmarkConfig dump, aiperf/config/config.py): ``models.items[].name``,
+    ``phases[]`` (the ``kind: profiling`` phase: ``type: concurrency`` with ``concurrency``, or a rate
+    type with ``rate``), ``datasets[].prompts.{isl,osl}.mean``. False when ``cfg`` is not of that shape."""
+    phases = cfg.get("phases")
+    if not isinstance(phases, list):
+        return False
+    items = (cfg.get("models") or {}).get("items") if isinstance(cfg.get("models"), dict) else None
+    if isinstance(items, list) and items and isinstance(items[0], dict):
+        rec.fields["model"] = items[0].get("name")
+    profiling = [p for p in phases if isinstance(p, dict) and p.get("kind", "profiling") == "profiling"]
+    if profiling:
+        phase = profiling[-1]
+        if phase.get("concurrency") is not None:
+            rec.fields["concurrency"] = to_float(phase["concurrency"], "phases.concurrency")
+        if phase.get("rate") is not None:
+            rec.fields["request_rate"] = to_float(phase["rate"], "phases.rate")
+        rec.notes["load"] = f"AIPerf input_config.phases[{phase.get('name')}] type {phase.get('type')!r}"
+    datasets = cfg.get("datasets")
+    prompts = (datasets[0].get("prompts") or {}) if isinstance(datasets, list) and datasets and isinstance(datasets[0], dict) else {}
+    for canon in ("isl", "osl"):
+        mean = to_float((prompts.get(canon) or {}).get("mean"), f"prompts.{canon}.mean")
+        if mean is not None and canon not in rec.fields:
+            rec.fields[canon] = mean
+            rec.metric_definitions[canon] = f"AIPerf input_config.datasets[0].prompts.{canon}.mean (requested)"
+    return True
+
+
 def parse_record(obj: dict, line: int) -> Record:
     rec, used = Record(line), set()
     take_stat_metrics(rec, obj, used, "AIPerf")
     cfg = obj.get("input_config") or {}
-    endpoint, loadgen = cfg.get("endpoint") or {}, cfg.get("loadgen") or {}
-    names = endpoint.get("model_names") or find_key(cfg, ("model_names", "model"))
-    rec.fields["model"] = names[0] if isinstance(names, list) and names else names
-    rec.fields["concurrency"] = to_float(loadgen.get("concurrency", find_key(cfg, ("concurrency",))), "concurrency")
-    rec.fields["request_rate"] = to_float(loadgen.get("request_rate"), "request_rate")
-    if "isl" not in rec.fields:  # fall back to the requested synthetic lengths
-        prompt = (cfg.get("input") or {}).get("prompt") or {}
-        for canon, key in (("isl", "input_tokens"), ("osl", "output_tokens")):
-            mean = to_float((prompt.get(key) or {}).get("mean"), f"{key}.mean")
-            if mean is not None and canon not in rec.fields:
-                rec.fields[canon] = mean
-                rec.metric_definitions[canon] = f"AIPerf input_config.input.prompt.{key}.mean (requested)"
+    if not _take_config_0_13(rec, cfg):  # before 0.13: endpoint.model_names, loadgen.concurrency
+        endpoint, loadgen = cfg.get("endpoint") or {}, cfg.get("loadgen") or {}
+        names = endpoint.get("model_names") or find_key(cfg, ("model_names", "model"))
+        rec.fields["model"] = names[0] if isinstance(names, list) and names else names
+        rec.fields["concurrency"] = to_float(loadgen.get("concurrency", find_key(cfg, ("concurrency",))), "concurrency")
+        rec.fields["request_rate"] = to_float(loadgen.get("request_rate"), "request_rate")
+        if "isl" not in rec.fields:  # fall back to the requested synthetic lengths
+            prompt = (cfg.get("input") or {}).get("prompt") or {}
+            for canon, key in (("isl", "input_tokens"), ("osl", "output_tokens")):
+                mean = to_float((prompt.get(key) or {}).get("mean"), f"{key}.mean")
+                if mean is not None and canon not in rec.fields:
+                    rec.fields[canon] = mean
+                    rec.metric_definitions[canon] = f"AIPerf input_config.input.prompt.{key}.mean (requested)"
+    if obj.get("aiperf_version"):
+        rec.notes["aiperf_version"] = str(obj["aiperf_version"])
     if obj.get("was_cancelled"):
         rec.warnings.append("AIPerf run was cancelled (was_cancelled=true)")
+    if obj.get("is_complete") is False:
+        rec.warnings.append(f"AIPerf run incomplete: {obj.get('incomplete_reason') or 'is_complete=false'}")
     keep_extra(rec, obj, used)
     return rec

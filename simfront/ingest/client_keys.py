@@ -33,16 +33,33 @@ ALIASES = {
 
 
 def take_config_keys(rec: Record, source: dict[str, Any], used: set[str]) -> None:
-    """Map canonical or aliased configuration keys of ``source`` into ``rec.fields``."""
+    """Map canonical or aliased configuration keys of ``source`` into ``rec.fields``.
+
+    Values the parser already took from the file's own fields (measured mean lengths, the client's
+    model id) are kept; a recorded value that differs is noted. The engine is the exception: a
+    recorded ``engine`` (what simfront's benchmark command writes with ``--metadata``) names the
+    server, while the client's ``backend`` only names its request format (vLLM's default is
+    ``openai``), so the recorded one wins. Every key read here is consumed: its string never reaches
+    ``extra`` (so ``--json`` rows do not echo "128" next to 128).
+    """
     for key, value in source.items():
         name = key if key in CONFIG_FIELDS else ALIASES.get(key)
-        if name is None or name in rec.fields or value is None:
+        if name is None or value is None:
             continue
-        if name == "spec_decoding":
-            set_spec(rec, value, key)
-        else:
-            rec.fields[name] = coerce(name, value)
         used.add(key)
+        have = rec.fields.get(name)
+        if name == "spec_decoding":
+            if have is None:
+                set_spec(rec, value, key)
+            continue
+        new = coerce(name, value)
+        if have is None or (name == "engine" and new is not None and new != have):
+            if have is not None:
+                rec.notes["engine"] = f"recorded engine={value!r} (client backend said {have!r})"
+            rec.fields[name] = new
+        elif new is not None and new != have:
+            rec.notes[f"recorded {key}"] = f"{value} (the file's own value {have:g} kept)" if isinstance(have, float) \
+                else f"{value} (the file's own value {have} kept)"
     if "data_parallel_size" in source and "attention_dp" not in rec.fields:
         rec.warnings.append(
             "data_parallel_size given but attention_dp not: DP replicas vs attention-DP is ambiguous, "

@@ -91,13 +91,54 @@ def _load_csv(label: str, text: str) -> Loaded:
     return loaded
 
 
+# Result files a client writes into its output directory, in the order they are looked for:
+# AIPerf's and genai-perf's profile exports (aiperf/config/artifacts.py PROFILE_EXPORT_AIPERF_JSON_FILE).
+ARTIFACT_FILES = ("profile_export_aiperf.json", "profile_export_genai_perf.json")
+GENAI_BENCH_METADATA = "experiment_metadata.json"  # genai-bench: one per experiment folder, beside the run files
+
+
+def result_files_in(directory: Path) -> list[Path]:
+    """The result files of a client's artifact/experiment directory (searched recursively).
+
+    AIPerf / genai-perf: the profile export JSON; genai-bench: every run JSON beside an
+    ``experiment_metadata.json``. Empty when the directory holds none of them.
+    """
+    for name in ARTIFACT_FILES:
+        found = sorted(directory.rglob(name))
+        if found:
+            return found
+    runs = []
+    for meta in sorted(directory.rglob(GENAI_BENCH_METADATA)):
+        runs += sorted(p for p in meta.parent.glob("*.json") if p.name != GENAI_BENCH_METADATA)
+    return runs
+
+
+def _load_yaml(label: str, text: str) -> Loaded | None:
+    """A YAML document holding a mapping (GuideLLM ``--output-path x.yaml``), as one JSON record; else None."""
+    import yaml
+
+    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # the C loader where built
+    try:
+        doc = yaml.load(text, Loader=loader)  # noqa: S506 (a safe loader)
+    except yaml.YAMLError:
+        return None
+    if not isinstance(doc, dict):
+        return None
+    return Loaded(label, "json", json=[(1, doc)])
+
+
 def load_file(path: Path, label: str) -> Loaded:
-    """Read ``path`` as JSON/JSONL when it starts with '{' or '[', else as CSV."""
+    """Read ``path`` as JSON/JSONL when it starts with '{' or '[', as YAML when named .yaml/.yml
+    and holding a mapping, else as CSV."""
     text = path.read_text(encoding="utf-8-sig")
     if not text.strip():
         return Loaded(label, "empty")
     if text.lstrip()[0] in "{[":
         return _load_json(label, text)
+    if path.suffix.lower() in (".yaml", ".yml"):
+        loaded = _load_yaml(label, text)
+        if loaded is not None:
+            return loaded
     return _load_csv(label, text)
 
 
@@ -133,6 +174,8 @@ def _json_format(loaded: Loaded) -> str | None:
         return "trtllm_bench"
     if "benchmarks" in keys:
         return "guidellm"
+    if "aggregated_metrics" in keys:
+        return "genai_bench"
     if "time_to_first_token" in keys and keys & {"input_config", "inter_token_latency"}:
         return _aiperf_or_genai_perf(loaded, keys)
     if "total_token_throughput" in keys and keys & {"mean_ttft_ms", "model_id", "request_throughput"}:

@@ -7,6 +7,7 @@ layout, ``metric_definitions`` for metrics). ``missing`` lists what is still unk
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 from typing import Any
 
@@ -62,6 +63,17 @@ def load_sidecar(path: Path) -> tuple[dict[str, Any], str | None, list[Problem]]
     if not isinstance(doc, dict):
         return {}, label, [Problem(label, None, "sidecar must be a mapping of field: value; ignored")]
     problems, values = [], {}
+    doc = dict(doc)
+    for role in ("prefill", "decode"):  # older simfront sidecars nest the roles: prefill: {tp: 4, ...}
+        nested = doc.pop(role, None)
+        if isinstance(nested, dict):
+            for k, v in nested.items():
+                k = {"max_batch": "batch", "num_gpus": "gpus"}.get(k, k)
+                doc.setdefault(f"{role}_{k}", v)
+    if doc.get("mode") == "disagg":  # a top-level layout beside the roles is the decode one: not a field of disagg
+        for k in ("tp", "pp", "ep", "attention_dp"):
+            if doc.get(f"decode_{k}") is not None:
+                doc.pop(k, None)
     for key, value in doc.items():
         if key not in CONFIG_FIELDS:
             problems.append(Problem(label, None, f"{unknown('sidecar field', str(key), CONFIG_FIELDS)}; key ignored"))
@@ -105,8 +117,14 @@ def _derive_gpus(f: dict, notes: dict, warnings: list) -> None:
         return
     if f.get("num_gpus") is None:
         f["num_gpus"], notes["num_gpus"] = derived, f"derived {how}"
+    elif f.get("mode") != "disagg" and f["num_gpus"] % derived == 0:
+        notes.setdefault("num_gpus", f"num_gpus={f['num_gpus']}: {f['num_gpus'] // derived} replicas of {how} = {derived}")
     elif f["num_gpus"] != derived:
-        warnings.append(f"num_gpus={f['num_gpus']} but {how} = {derived}")
+        # A count the layout cannot make (not whole replicas; disagg: not prefill + decode): the layout is trusted.
+        warnings.append(f"num_gpus={f['num_gpus']} contradicts the layout ({how} = {derived}"
+                        f"{'' if f.get('mode') == 'disagg' else ' per replica'}); {derived} used")
+        notes["num_gpus"] = f"source said {f['num_gpus']}; layout gives {derived}"
+        f["num_gpus"] = derived
 
 
 def _derive_metrics(f: dict, defs: dict) -> None:
@@ -154,6 +172,9 @@ def finalize(
             defs["isl"] = defs["osl"] = f"dataset {fields['dataset']} mean length ({cite})"
         else:
             warnings.append(f"dataset {fields['dataset']!r} has no tabulated mean lengths; isl/osl unknown")
+    if fields.get("request_rate") == math.inf:  # every request issued at once: closed loop at the cap
+        del fields["request_rate"]
+        notes["request_rate"] = "inf in source: all requests issued at once (load set by the concurrency cap)"
     if not any(fields.get(m) is not None for m in METRIC_FIELDS):
         return Problem(label, rec.line, "no metric values; record skipped")
     _derive_gpus(fields, notes, warnings)

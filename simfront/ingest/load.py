@@ -5,10 +5,12 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Callable, Iterable, Iterator
 
-from . import aiperf, genai_perf, guidellm, offline_csv, serving_csv, sglang_serving, trtllm_bench, vllm_serve
+import json
+
+from . import aiperf, genai_bench, genai_perf, guidellm, offline_csv, serving_csv, sglang_serving, trtllm_bench, vllm_serve
 from .checks import run_checks
 from .common import Problem, Record, RecordError
-from .detect import Loaded, format_of, load_file, unknown_format_message
+from .detect import GENAI_BENCH_METADATA, Loaded, format_of, load_file, result_files_in, unknown_format_message
 from .finalize import check_overrides, finalize, load_sidecar, sidecar_paths
 from .schema import IngestResult, MeasuredPoint
 
@@ -19,6 +21,7 @@ JSON_PARSERS: dict[str, Callable[..., Record]] = {
     "genai_perf": genai_perf.parse_record,
     "trtllm_bench": trtllm_bench.parse_record,
     "guidellm": guidellm.parse_record,
+    "genai_bench": genai_bench.parse_record,
 }
 CSV_PARSERS = {"serving_csv": serving_csv, "offline_csv": offline_csv}
 
@@ -27,6 +30,13 @@ def _json_items(loaded: Loaded, fmt: str) -> list[tuple[int, tuple]]:
     """(line or record number, parser arguments) per record; GuideLLM has one per benchmark."""
     if fmt == "guidellm":
         return [(n, (bench, n, report)) for n, bench, report in guidellm.records(loaded)]
+    if fmt == "genai_bench":  # the experiment's metadata (model, engine, GPUs) sits beside each run file
+        meta_path = Path(loaded.label).with_name(GENAI_BENCH_METADATA)
+        try:
+            meta = json.loads(meta_path.read_text(encoding="utf-8")) if meta_path.is_file() else {}
+        except (OSError, ValueError) as err:
+            raise RecordError(f"{meta_path}: unreadable ({err})") from None
+        return [(line, (obj, line, meta if isinstance(meta, dict) else {})) for line, obj in loaded.json]
     return [(line, (obj, line)) for line, obj in loaded.json]
 
 
@@ -59,7 +69,9 @@ def _csv_records(loaded: Loaded, fmt: str) -> Iterator[Record | Problem]:
             yield Problem(loaded.label, line, f"{err}; row skipped")
 
 
-def _one_file(path: Path, overrides: dict) -> tuple[list[MeasuredPoint], list[Problem]]:
+def _one_file(path: Path, overrides: dict, sidecar_base: Path | None = None) -> tuple[list[MeasuredPoint], list[Problem]]:
+    """Points of one result file; ``sidecar_base``: the artifact directory it was found in (its sidecar
+    ``<dir>.simfront.yaml`` applies when the file has none of its own)."""
     label = str(path)
     try:
         loaded = load_file(path, label)
@@ -76,6 +88,8 @@ def _one_file(path: Path, overrides: dict) -> tuple[list[MeasuredPoint], list[Pr
             problems.append(Problem(label, None, unknown_format_message()))
         return [], problems
     sidecar, sidecar_label, sidecar_problems = load_sidecar(path)
+    if sidecar_label is None and sidecar_base is not None:
+        sidecar, sidecar_label, sidecar_problems = load_sidecar(sidecar_base)
     problems += sidecar_problems
     records = _csv_records(loaded, fmt) if loaded.kind == "csv" else _json_records(loaded, fmt)
     points = []
@@ -104,6 +118,19 @@ def load_measurements(
     for index, path in enumerate(paths):
         if path.resolve() in sidecars and path.suffix in (".yaml", ".yml"):
             continue  # a sidecar given alongside its result file is configuration, not a result
+        if path.is_dir():  # an AIPerf artifact directory, a genai-bench experiment folder
+            inner = result_files_in(path)
+            if not inner:
+                order[str(path)] = index
+                problems.append((index, Problem(str(path), None, "directory holds no known result file (looked for "
+                                                "profile_export_aiperf.json, profile_export_genai_perf.json, genai-bench "
+                                                "experiment_metadata.json + run JSON)")))
+            for file in inner:
+                order[str(file)] = index
+                file_points, file_problems = _one_file(file, overrides, sidecar_base=path)
+                points += file_points
+                problems += [(index, p) for p in file_problems]
+            continue
         order[str(path)] = index
         file_points, file_problems = _one_file(path, overrides)
         points += file_points

@@ -17,6 +17,7 @@ Format = Literal[
     "aiperf",
     "genai_perf",
     "guidellm",
+    "genai_bench",
     "trtllm_bench",
     "serving_csv",
     "offline_csv",

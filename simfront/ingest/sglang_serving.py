@@ -36,8 +36,18 @@ def _take_server_info(rec: Record, info: dict) -> None:
     _, version = normalize_engine(f"v{info['version']}") if info.get("version") else (None, None)
     rec.fields["engine_version"] = version
     tp, dp = to_int(info.get("tp_size"), "tp_size"), to_int(info.get("dp_size"), "dp_size")
-    if to_bool(info.get("enable_dp_attention"), "enable_dp_attention") and tp and dp:
-        # With DP attention SGLang's attention-TP size is tp/dp (ecosystem.md §8.2).
+    pp = to_int(info.get("pp_size"), "pp_size") or 1
+    attn_dp = to_int(info.get("attn_dp_size"), "attn_dp_size")
+    if attn_dp is not None and tp:
+        # 0.5.23+ (sglang/srt/arg_groups/fields/parallel.py): tp_size is the whole TP group, attn_dp_size the
+        # attention-DP groups inside it (attention TP = tp_size/attn_dp_size), dp_size whole-model replicas.
+        rec.fields["attention_dp"], rec.fields["tp"] = attn_dp, tp // attn_dp
+        rec.notes["attention_dp"] = f"attn_dp_size={attn_dp} with tp_size={tp}: attention TP = {tp // attn_dp}"
+        if dp and dp > 1:
+            rec.fields["num_gpus"] = tp * pp * dp  # dp_size replicas of the tp*pp-GPU model
+            rec.notes["num_gpus"] = f"tp_size x pp_size x dp_size (replicas) = {tp}x{pp}x{dp}"
+    elif to_bool(info.get("enable_dp_attention"), "enable_dp_attention") and tp and dp:
+        # Before 0.5.23: --dp-size N --enable-dp-attention, attention-TP size tp/dp (ecosystem.md §8.2).
         rec.fields["attention_dp"], rec.fields["tp"] = dp, tp // dp
         rec.notes["attention_dp"] = f"enable_dp_attention with tp_size={tp}, dp_size={dp}: attention TP = {tp // dp}"
     else:
@@ -76,8 +86,18 @@ def parse_record(obj: dict, line: int) -> Record:
     dataset = obj.get("dataset_name")
     if dataset and dataset != "random":
         rec.fields["dataset"] = dataset
-    if isinstance(obj.get("server_info"), dict):
-        _take_server_info(rec, obj["server_info"])
-    take_config_keys(rec, obj, used)
+    info = obj.get("server_info")
+    if isinstance(info, dict) and isinstance(info.get("decode"), list) and info["decode"]:
+        info = info["decode"][0]  # PD router: the decode server's arguments (as bench_serving reads them)
+        rec.notes["server_info"] = "server_info.decode[0] (PD router): decode server's arguments"
+    if isinstance(info, dict):
+        _take_server_info(rec, info)
+        used.add("server_info")
+    # SGLang's own "concurrency" key is the ACHIEVED mean concurrency: kept as extra achieved_concurrency
+    # (under its own name, so no row shows it as the load point), never the load point
+    if obj.get("concurrency") is not None:
+        rec.extra["achieved_concurrency"] = obj["concurrency"]
+        used.add("concurrency")
+    take_config_keys(rec, {k: v for k, v in obj.items() if k != "concurrency"}, used)
     keep_extra(rec, obj, used)
     return rec
