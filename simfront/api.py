@@ -500,6 +500,32 @@ def plan(model: str, rate: float, **kw) -> Plan:
     return Plan(**_plan(model, rate, **kw))
 
 
+def launch_target(res: Frontier, engine: str) -> tuple[Any, str | None]:
+    """The point ``--launch ENGINE`` starts: the best point under the SLA (else the knee) when the engine
+    can launch its layout, else the best launchable frontier point under the SLA (else the launchable
+    point nearest the knee in tok/s/user), with a note saying why; (None, reason) when none is."""
+    from .launch import launchable
+
+    sla = res["sla"]
+    want = res.get("best_under_sla") or res.get("knee")
+    if want is None:
+        return None, None
+    ok, why = launchable(want, engine)
+    if ok:
+        return want, None
+    cands = [p for p in res["frontier"] if launchable(p, engine)[0]]
+    if not cands:
+        return None, f"--launch {engine}: no frontier point is launchable ({why})"
+    meets = [p for p in cands if (sla["ttft_ms"] is None or p["ttft_ms"] <= sla["ttft_ms"])
+             and (sla["tpot_ms"] is None or p["tpot_ms"] <= sla["tpot_ms"])
+             and (sla["min_tok_s_user"] is None or p["tok_s_user"] >= sla["min_tok_s_user"])]
+    if res.get("best_under_sla") is not None and meets:
+        pick = max(meets, key=lambda p: p["tok_s_gpu"])
+    else:
+        pick = min(cands, key=lambda p: abs(math.log(p["tok_s_user"] / want["tok_s_user"])))
+    return pick, f"--launch {engine}: {want['layout']} cannot be launched ({why}); launching {pick['layout']} instead"
+
+
 def launch_for(point: dict, model: str, gpus: str, engine: str, isl: int, osl: int) -> dict:
     from .planning import launch_for as _launch_for
 

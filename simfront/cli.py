@@ -163,8 +163,10 @@ def predict_cmd(
                       spec=spec, spec_k=spec_k, acceptance=acceptance, modes=modes, price=price, prefix_hit=prefix_hit, engine=engine)
     points = res.points
     if launch and res["fits"]:
-        target = res.get("best_under_sla") or res.get("knee")
+        target, why = api.launch_target(res, launch)
         res["launch"] = api.launch_for(target, model, gpus, launch, isl, osl) if target else None
+        if why:
+            res["notes"].append(why)
     if html and res["fits"]:
         report.write_frontier_html(res, points, html)
     if csv_path and res["fits"]:

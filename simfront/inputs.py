@@ -140,13 +140,17 @@ def check_output_path(flag: str, path: Any) -> None:
 
 
 def check_input_files(paths: Iterable[Any], what: str = "file") -> None:
-    """Every input path exists and is a regular file (not a folder)."""
+    """Every input path exists and is a file, or a result folder a reader knows (an AIPerf artifact
+    directory, a genai-bench experiment folder)."""
+    from .ingest.detect import result_files_in
+
     for raw in paths:
         p = Path(str(raw))
         if not p.exists():
             raise SimfrontError(f"{what} not found: {raw}")
-        if p.is_dir():
-            raise SimfrontError(f"{raw} is a directory; give the result files inside it (e.g. {raw}/*.json)")
+        if p.is_dir() and not result_files_in(p):
+            raise SimfrontError(f"{raw} is a directory with no known result file (an AIPerf artifact directory or a "
+                                f"genai-bench experiment folder); give the result files inside it (e.g. {raw}/*.json)")
 
 
 def check_compare_values(knob: str, values: Any) -> None:

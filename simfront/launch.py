@@ -238,7 +238,7 @@ def _role_layouts(point_or_deployment) -> dict[str, tuple[int, int, int, int]]:
     if isinstance(point_or_deployment, Deployment):
         return {r: (lay.tp, lay.pp, lay.ep, lay.attention_dp) for r, lay in point_or_deployment.roles().items()}
     p = point_or_deployment
-    if not isinstance(p, dict) or any(p.get(k) is None for k in ("tp", "ep", "attention_dp")):
+    if not hasattr(p, "get") or any(p.get(k) is None for k in ("tp", "ep", "attention_dp")):  # dicts and typed points
         raise SimfrontError("launchable() needs a Deployment or a frontier point with tp, ep and attention_dp")
     main = (int(p["tp"]), int(p.get("pp") or 1), int(p["ep"]), int(p["attention_dp"]))
     if p.get("mode") == "disagg":

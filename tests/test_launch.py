@@ -664,3 +664,18 @@ def test_benchmark_lines_parse_with_the_clients():
         assert tuple(words[:3]) == engine_spelling("vllm").bench
         args = parser.parse_args(words[3:])
         assert args.max_concurrency == dep.concurrency and all("=" in m for m in args.metadata)
+
+
+@pytest.mark.parametrize("engine", ["vllm", "sglang", "trtllm"])
+def test_predict_launch_never_errors_on_a_point_the_search_offered(engine):
+    """--launch picks a point the engine can start (the knee when it can, else the nearest launchable one)."""
+    from simfront import api
+
+    res = api.predict("deepseek-r1", "16xH200", isl=1024, osl=1024)
+    target, why = api.launch_target(res, engine)
+    assert target is not None
+    assert launchable(target, engine)[0]
+    out = api.launch_for(target, "deepseek-r1", "16xH200", engine, 1024, 1024)
+    assert out["commands"]
+    if why:
+        assert engine in why and "instead" in why

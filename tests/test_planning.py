@@ -215,16 +215,16 @@ def test_launch_for_disagg_plan_row_names_both_roles(planned):
     if p["ep"] > 1:
         assert _val(dec, "--ep-size") == str(p["ep"])
     if p["attention_dp"] > 1:
-        assert _val(dec, "--dp-size") == str(p["attention_dp"]) and "--enable-dp-attention" in dec
-    assert _val(dec, "--cuda-graph-max-bs") == str(p["batch"])
+        assert _val(dec, "--attn-dp-size") == str(p["attention_dp"])
+    assert _val(dec, "--cuda-graph-max-bs-decode") == str(p["batch"])
     assert _val(dec, "--kv-cache-dtype") == ("fp8_e4m3" if p["kv_dtype"] == "fp8" else "auto")
     if p["spec"].startswith("mtp"):
         assert _val(dec, "--speculative-algorithm") == "NEXTN"
     assert out["commands"][2].count("--prefill") == p["prefill_workers"]
     side = yaml.safe_load(out["sidecar"])
     assert side["num_gpus"] == row["num_gpus"] == out["num_gpus"]
-    assert side["prefill"]["workers"] == p["prefill_workers"] and side["decode"]["workers"] == p["decode_workers"]
-    assert (side["tp"], side["ep"], side["attention_dp"], side["pp"]) == (p["tp"], p["ep"], p["attention_dp"], p["pp"])
+    assert side["prefill_workers"] == p["prefill_workers"] and side["decode_workers"] == p["decode_workers"]  # flat measured-point fields
+    assert (side["decode_tp"], side["decode_ep"], side["decode_attention_dp"], side["decode_pp"]) == (p["tp"], p["ep"], p["attention_dp"], p["pp"])
     assert _val(out["benchmark"], "--max-concurrency") == str(p["concurrency"])
 
 
