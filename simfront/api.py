@@ -138,7 +138,8 @@ def predict(model: str, gpus: str | GpuSet, isl: int = 1024, osl: int = 1024, co
             ttft_ms: float | None = None, tpot_ms: float | None = None, min_tok_s_user: float | None = None,
             precision: list[str] | str | None = None, kv_dtype: list[str] | str | None = None, spec: str | None = None,
             spec_k: int | None = None, acceptance: float | None = None, modes: list[str] | None = None,
-            price: float | None = None, prefix_hit: float = 0.0, engine: str | None = None, chunk_tokens: int | None = None) -> Frontier:
+            price: float | None = None, prefix_hit: float = 0.0, engine: str | None = None, chunk_tokens: int | None = None,
+            quality: str | dict | None = None) -> Frontier:
     """The predicted frontier of every configuration of ``model`` on ``gpus`` (a :class:`simfront.results.Frontier`:
     attributes, ``["field"]`` access, ``.to_frame()``, ``.points`` for every feasible configuration)."""
     inputs.check_predict(model, gpus, isl=isl, osl=osl, concurrency=concurrency, rate=rate, ttft_ms=ttft_ms, tpot_ms=tpot_ms, min_tok_s_user=min_tok_s_user, spec=spec, spec_k=spec_k, acceptance=acceptance, modes=modes, price=price, prefix_hit=prefix_hit, engine=engine, chunk_tokens=chunk_tokens)
@@ -158,6 +159,9 @@ def predict(model: str, gpus: str | GpuSet, isl: int = 1024, osl: int = 1024, co
     if price is not None and price < 0:
         raise SimfrontError(f"--price {price} must be non-negative")
     t0 = time.perf_counter()
+    from .quality import parse_quality
+
+    scores = parse_quality(quality)
     m = get_model(model)
     g = parse_gpus(gpus) if isinstance(gpus, str) else gpus
     precs = [precision] if isinstance(precision, str) else precision
@@ -205,7 +209,15 @@ def predict(model: str, gpus: str | GpuSet, isl: int = 1024, osl: int = 1024, co
         out["notes"].append("no configuration meets the load constraint")
         return _frontier(out, t0)
     sel = np.nonzero(keep)[0]
-    front = sel[pareto_mask(pts["tok_s_user"][sel], pts["tok_s_gpu"][sel])]
+    if scores:  # quality as the third axis: a point survives when no other is as good on all three
+        from .quality import pareto_mask_3d, point_scores
+
+        pts["quality"] = point_scores(scores, pts["precision"], pts["kv_dtype"], pts["spec"])
+        front = sel[pareto_mask_3d(pts["tok_s_user"][sel], pts["tok_s_gpu"][sel], pts["quality"][sel])]
+        out["notes"].append("--quality: frontier over tok/s/user, tok/s/GPU and your quality scores (speculative "
+                            "decoding counts as lossless unless scored)")
+    else:
+        front = sel[pareto_mask(pts["tok_s_user"][sel], pts["tok_s_gpu"][sel])]
     front = front[np.argsort(pts["tok_s_user"][front])]
     from .uncertainty import add_bands, prediction_bands
 
@@ -377,11 +389,12 @@ def builtin_measurements() -> list[str]:
     return builtin_files()
 
 
-def validate(paths: list[str], overrides: dict | None = None) -> dict:
-    """Measured vs predicted for kernel and serving files (see simfront.validation)."""
+def validate(paths: list[str], overrides: dict | None = None, frontier: bool = False) -> dict:
+    """Measured vs predicted for kernel and serving files (see simfront.validation); ``frontier``: also
+    residual trends by knob and measured frontiers against predicted ones (simfront.fidelity)."""
     from .validation import validate_files
 
-    return validate_files(paths, overrides)
+    return validate_files(paths, overrides, frontier=frontier)
 
 
 def validation_flat(res: dict) -> ValidationReport:
@@ -397,6 +410,12 @@ def validation_flat(res: dict) -> ValidationReport:
 COMPARE_KNOBS = ("precision", "kv_dtype", "spec", "mode", "gpus")
 # relative throughput change below which two frontiers count as the same (model noise)
 SAME_FRONTIER_TOLERANCE = 0.05
+
+
+def _mean_quality(front) -> float | None:
+    """Mean user quality score over a frontier's points (None without ``--quality``)."""
+    q = [p["quality"] for p in front if p.get("quality") is not None]
+    return float(np.mean(q)) if q else None
 
 
 def frontier_compare(model: str, gpus: str, knob: str, values: list[str], isl: int = 1024, osl: int = 1024, **kw) -> dict:
@@ -458,7 +477,16 @@ def frontier_compare(model: str, gpus: str, knob: str, values: list[str], isl: i
             verdict = "moves configurations along the same frontier"
         else:
             verdict = "trades: better in part of the range, worse elsewhere"
-        verdicts.append({"value": s["value"], "verdict": verdict, "median_gain_pct": round(100 * med, 1),
+        qb = _mean_quality(base["frontier"])
+        qs = _mean_quality(s["frontier"])
+        trade = None
+        if qb is not None and qs is not None and abs(qs - qb) > 1e-9:
+            d_pts = 100 * (qs - qb)  # quality change in points (score x 100)
+            trade = {"quality_change_pts": round(d_pts, 2), "gain_pct_per_quality_pt": round(100 * med / abs(d_pts), 2)}
+            if d_pts < 0 and med > 0:
+                verdict = (f"trades quality for throughput: {100 * med:+.1f}% tok/s/GPU (median, equal tok/s/user) for "
+                           f"{d_pts:.2f} quality points ({trade['gain_pct_per_quality_pt']:.1f}% per point lost)")
+        verdicts.append({"value": s["value"], "verdict": verdict, "median_gain_pct": round(100 * med, 1), "quality_trade": trade,
                          "max_gain_pct": round(100 * best, 1), "min_gain_pct": round(100 * worst, 1),
                          "max_tok_s_user_change_pct": round(100 * reach, 1),
                          "gain_at": [{"tok_s_user": round(float(x), 2), "gain_pct": (round(100 * float(gv), 1) if np.isfinite(gv) else None)}

@@ -14,7 +14,7 @@ from typing import List, Optional
 
 import typer
 
-from . import api, inputs, report
+from . import api, inputs, report, report_fidelity
 from .errors import SimfrontError
 from .format import print_table
 from .hardware import MAX_GPU_COUNT
@@ -146,6 +146,7 @@ def predict_cmd(
     csv_path: Optional[str] = typer.Option(None, "--csv", help="Write every frontier point as CSV."),
     show_all: bool = typer.Option(False, "--all", help="Print every frontier point, not a thinned 8-15."),
     launch: Optional[str] = typer.Option(None, "--launch", help="Print the engine launch and benchmark commands (vllm, sglang, trtllm) for the best point under the SLA, else the knee."),
+    quality: Optional[str] = typer.Option(None, "--quality", help="Quality as a third axis: your scores per weight format, KV dtype (kv:fp8) and speculative method, e.g. nvfp4=0.97,fp8_block=1.0,kv:fp8=0.995, or a YAML file; simfront never invents scores."),
     calibration: Optional[str] = CalOpt,
     as_json: bool = JsonOpt,
 ) -> None:
@@ -160,7 +161,8 @@ def predict_cmd(
     _load_calibration(calibration)
     res = api.predict(model, gpus, isl=isl, osl=osl, concurrency=concurrency, rate=rate, ttft_ms=ttft, tpot_ms=tpot,
                       min_tok_s_user=min_tok_s_user, precision=_values("--precision", precision), kv_dtype=_values("--kv-dtype", kv_dtype),
-                      spec=spec, spec_k=spec_k, acceptance=acceptance, modes=modes, price=price, prefix_hit=prefix_hit, engine=engine)
+                      spec=spec, spec_k=spec_k, acceptance=acceptance, modes=modes, price=price, prefix_hit=prefix_hit, engine=engine,
+                      quality=quality)
     points = res.points
     if launch and res["fits"]:
         target, why = api.launch_target(res, launch)
@@ -235,11 +237,14 @@ def validate_cmd(
     precision: Optional[str] = typer.Option(None, "--precision"),
     kv_dtype: Optional[str] = typer.Option(None, "--kv-dtype"),
     rows_out: bool = typer.Option(False, "--rows", help="Print every row, not just the summary."),
+    frontier: bool = typer.Option(False, "--frontier", help="Also: median predicted/measured by knob bin, and measured Pareto frontiers against simfront's frontiers on the same GPU counts."),
+    frontier_html: Optional[str] = typer.Option(None, "--frontier-html", help="With --frontier: write measured frontiers over predicted ones as an offline page."),
     calibration: Optional[str] = CalOpt,
     as_json: bool = JsonOpt,
 ) -> None:
     """Measured vs predicted for every row and metric; error summary by model, GPU, engine and mode."""
     inputs.check_output_path("--html", html)
+    inputs.check_output_path("--frontier-html", frontier_html)
     _load_calibration(calibration)
     paths = list(files or [])
     if builtin:
@@ -248,12 +253,16 @@ def validate_cmd(
         raise SimfrontError("give files to validate or --builtin")
     overrides = {k: v for k, v in dict(model=model, gpu=gpu, num_gpus=num_gpus, tp=tp, pp=pp, ep=ep, attention_dp=attention_dp,
                                        engine=engine, precision=precision, kv_dtype=kv_dtype).items() if v is not None}
-    res = api.validate(paths, overrides=overrides or None)
+    res = api.validate(paths, overrides=overrides or None, frontier=frontier or bool(frontier_html))
     if html:
         report.write_validation_html(res, html)
+    if frontier_html and res.get("fidelity"):
+        report_fidelity.write_fidelity_html(res["fidelity"], frontier_html)
     if as_json:
         return _emit_json(api.validation_flat(res))
     report.print_validation(res, rows=rows_out)
+    if res.get("fidelity"):
+        report_fidelity.print_fidelity(res["fidelity"])
     if html:
         print(f"wrote {html}")
 
@@ -268,6 +277,7 @@ def frontier_cmd(
     prefix_hit: float = typer.Option(0.0, "--prefix-hit"),
     engine: Optional[str] = typer.Option(None, "--engine"),
     html: Optional[str] = typer.Option(None, "--html", help="Write the overlaid frontiers as an offline plotly page."),
+    quality: Optional[str] = typer.Option(None, "--quality", help="Your quality scores (see predict --quality): the verdict then names the trade, throughput gained per quality point lost."),
     calibration: Optional[str] = CalOpt,
     as_json: bool = JsonOpt,
 ) -> None:
@@ -283,7 +293,8 @@ def frontier_cmd(
         raise SimfrontError("--gpus is required unless comparing gpus=...")
     inputs.check_output_path("--html", html)
     engine = inputs.check_engine(engine)
-    res = api.frontier_compare(model, gpus or "", knob.strip(), values, isl=isl, osl=osl, prefix_hit=prefix_hit, engine=engine)
+    res = api.frontier_compare(model, gpus or "", knob.strip(), values, isl=isl, osl=osl, prefix_hit=prefix_hit, engine=engine,
+                               **({"quality": quality} if quality else {}))
     if html:
         from .plot import compare_html
         compare_html({s["value"]: s["frontier"] for s in res["sets"] if s["frontier"]}, path=html,

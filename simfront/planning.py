@@ -181,7 +181,7 @@ def _base_point(t: _Tables, mode: str, tp, pp, ep, dp, batch, prec, spec, ttft_s
             "ttft_ms": round(float(ttft_s) * 1e3, _ROUND), "tpot_ms": round(float(tpot_s) * 1e3, _ROUND),
             "tok_s_user": round(1.0 / float(tpot_s), _ROUND), "tok_s_gpu": None, "usd_per_mtok": None, "requests_s": None,
             "gpus_used": 0, "chunk_tokens": 0, "prefill_tp": 0, "prefill_ep": 0, "prefill_attention_dp": 0, "prefill_workers": 0, "prefill_batch": 0,
-            "decode_workers": 0, "kv_headroom": None, "queue_ms": 0.0}
+            "decode_workers": 0, "kv_headroom": None, "queue_ms": 0.0, "quality": None}
 
 
 def _best_agg(t: _Tables, A: dict, rate: float, sla: dict, max_gpus: int, engine: str | None) -> tuple[dict | None, dict]:

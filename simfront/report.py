@@ -66,7 +66,8 @@ def print_predict(res, show_all: bool = False) -> None:
         p = dict(front[i])
         p["layout"] = ("* " if knee and p == knee else "  ") + p["layout"]
         rows.append(p)
-    print_table(rows, FRONTIER_COLUMNS)
+    cols = FRONTIER_COLUMNS + ([("quality", "quality", "{:.3f}")] if any(r.get("quality") is not None for r in rows) else [])
+    print_table(rows, cols)
     print("lowest latency first; * = knee of the frontier; tok/s/GPU counts output tokens over all GPUs of the set")
     if knee:
         print(f"knee: {knee['layout']} {knee['precision']} batch {knee['batch']}: {knee['tok_s_user']:.1f} tok/s/user, {knee['tok_s_gpu']:,.0f} tok/s/GPU, ${knee['usd_per_mtok']:.3f}/Mtok")

@@ -20,7 +20,7 @@ from pydantic import BaseModel, ConfigDict, PrivateAttr
 FRONTIER_FIELDS = ["mode", "tp", "pp", "ep", "attention_dp", "replicas", "batch", "concurrency", "precision", "kv_dtype", "spec",
                    "ttft_ms", "tpot_ms", "tok_s_user", "tok_s_gpu", "usd_per_mtok", "requests_s", "gpus_used",
                    "chunk_tokens", "prefill_tp", "prefill_ep", "prefill_attention_dp", "prefill_workers", "prefill_batch", "decode_workers",
-                   "kv_headroom", "queue_ms"]
+                   "kv_headroom", "queue_ms", "quality"]
 INT_FIELDS = {"tp", "pp", "ep", "attention_dp", "replicas", "batch", "concurrency", "gpus_used", "chunk_tokens", "prefill_tp", "prefill_ep",
               "prefill_attention_dp", "prefill_workers", "prefill_batch", "decode_workers"}
 ROUND_DECIMALS = 4  # decimals of float fields in points (sub-permille of every metric's scale)
@@ -113,6 +113,7 @@ class FrontierPoint(Result):
     decode_workers: int
     kv_headroom: float | None = None
     queue_ms: float | None = None
+    quality: float | None = None  # the user's quality score of the configuration (``--quality``), else null
     layout: str = ""
 
 
@@ -197,6 +198,7 @@ class ValidationReport(Result):
     summary: dict
     rows: list[dict]
     problems: list[str]
+    fidelity: dict | None = None  # with --frontier: {trends[...], frontiers{summary, points[], knees[]}}
 
     def _frame_rows(self) -> list[dict]:
         return list(self.rows)
@@ -261,6 +263,9 @@ def point_dict(points: dict, i: int) -> dict:
     """Row ``i`` of the search's column arrays as a frontier-point dict (ints, rounded floats, layout)."""
     d = {}
     for k in FRONTIER_FIELDS:
+        if k not in points:  # optional columns (quality without --quality)
+            d[k] = None
+            continue
         v = points[k][i]
         if k in INT_FIELDS:
             d[k] = int(round(float(v)))

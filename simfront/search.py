@@ -20,6 +20,7 @@ from .memory import plan_memory
 from .models import Model, Precision, apply_precision
 from .pareto import pareto_mask
 from .deployment import evaluate_agg, evaluate_disagg
+from .speculative import family_for, survival
 from .serving import (DEFAULT_CHUNK_TOKENS, NO_SPEC, DecodeResult, PrefillResult, Speculation, Workload, aggregated_raw,
                       decode_raw, engine_profile, finish_decode, finish_prefill, prefill_raw, usd_per_mtok)
 
@@ -29,8 +30,9 @@ CHUNK_TOKEN_OPTIONS = (2048, 8192)
 # above this many prefill x decode pairs, dominated sides are pruned before pairing (keeps big GPU
 # sets such as 72xGB200 interactive; every pair that could reach the frontier is still scored)
 MAX_FULL_PAIRS = 200_000
-# MTP draft lengths searched (DeepSeek-style MTP reuses its next-n layer autoregressively for k > 1)
-MTP_DRAFT_LENGTHS = (1, 2)
+# MTP draft lengths searched (DeepSeek-style MTP reuses its next-n layer autoregressively for k > 1);
+# measured acceptance lengths per position (models/speculative.yaml) decide which one pays off
+MTP_DRAFT_LENGTHS = (1, 2, 3, 4)
 # Default per-token draft acceptance for MTP heads: DeepSeek-V3 reports 85-90% acceptance of the
 # second token with its 1-layer MTP (DeepSeek-V3 report §5.4.3; modeling-notes §6). Users override.
 DEFAULT_MTP_ACCEPTANCE = 0.8
@@ -101,7 +103,11 @@ def make_spec(method: str, k: int | None = None, acceptance: float | None = None
     kk = DEFAULT_SPEC_K[m] if k is None else k
     if kk < 1:
         raise SimfrontError("--spec-k must be at least 1")
-    return Speculation(m, kk, a, draft_layers=0.0 if m == "ngram" else 1.0, position_decay=DEFAULT_POSITION_DECAY)
+    layers = 0.0 if m == "ngram" else 1.0
+    family, _borrowed = family_for(m, model.id if model is not None else None)
+    if acceptance is None and family:  # measured acceptance lengths per position (models/speculative.yaml)
+        return Speculation(m, kk, a, draft_layers=layers, survival=survival(family, kk), family=family)
+    return Speculation(m, kk, a, draft_layers=layers, position_decay=DEFAULT_POSITION_DECAY)
 
 
 @dataclass
@@ -235,8 +241,11 @@ def kv_link_bytes_per_s(hw, deployment_gpus, prefill_worker_gpus):
 
 
 def spec_label(spec: Speculation) -> str:
-    """Short text of a speculative-decoding setting, e.g. ``mtp-k2@0.8`` (``none`` without drafts)."""
-    return "none" if spec.k == 0 else f"{spec.method}-k{spec.k}@{spec.acceptance:g}"
+    """Short text of a speculative-decoding setting: ``mtp-k2@0.8`` (per-token acceptance given) or
+    ``mtp-k3@AL2.49`` (measured acceptance length of the drafter family); ``none`` without drafts."""
+    if spec.k == 0:
+        return "none"
+    return f"{spec.method}-k{spec.k}@" + (f"AL{spec.accepted_per_step:.2f}" if spec.survival else f"{spec.acceptance:g}")
 
 
 def _append(cols: dict, mask: np.ndarray, **values) -> None:

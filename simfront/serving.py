@@ -54,14 +54,20 @@ class Speculation:
     acceptance: float = 0.0  # per-token acceptance probability
     draft_layers: float = 0.0  # target-size layers the drafter costs per draft token (MTP/EAGLE: 1)
     position_decay: float = 1.0  # conditional acceptance of draft i+1 relative to draft i (1 = i.i.d.)
+    # measured P(drafts 1..i all accepted), i = 1..k (simfront.speculative); overrides the two above
+    survival: tuple[float, ...] = ()
+    family: str = ""  # drafter family the survival table comes from ("" for a user-given acceptance)
 
     @property
     def accepted_per_step(self) -> float:
         """Expected tokens emitted per verify step, bonus token included.
 
-        Draft i is accepted with conditional probability ``acceptance * position_decay**(i-1)`` given
-        the drafts before it were; with no decay this is Leviathan et al.'s (1 - a^(k+1)) / (1 - a).
+        With a measured table: 1 + sum of P(drafts 1..i accepted). Otherwise draft i is accepted with
+        conditional probability ``acceptance * position_decay**(i-1)`` given the drafts before it were;
+        with no decay this is Leviathan et al.'s (1 - a^(k+1)) / (1 - a).
         """
+        if self.survival:
+            return 1.0 + float(sum(self.survival[: self.k]))
         survive = 1.0  # probability that drafts 1..i were all accepted
         total = 1.0  # the verified (bonus) token is always emitted
         for i in range(self.k):  # k is a handful of drafts

@@ -233,8 +233,9 @@ def _nothing_read(paths: list[str], problems: list[str]) -> SimfrontError:
     return SimfrontError(f"nothing could be read: {first}{more}{tail}")
 
 
-def validate_files(paths: list[str], overrides: dict | None = None) -> dict:
-    """Validate kernel and serving files. Returns {kernels, serving, problems, files}.
+def validate_files(paths: list[str], overrides: dict | None = None, frontier: bool = False) -> dict:
+    """Validate kernel and serving files. Returns {kernels, serving, problems, files} (+ ``fidelity``:
+    residual trends by knob and measured-vs-predicted frontiers, with ``frontier``).
 
     ``overrides`` set configuration fields on every row, except ``model`` and ``gpu``, which fill
     only rows that do not name one. A file list from which no row at all could be read is an error."""
@@ -272,6 +273,10 @@ def validate_files(paths: list[str], overrides: dict | None = None) -> dict:
         preds = predict_points(points)
         rows = _with_skipped(_serving_rows(points, preds), ing.skipped, {p: i for i, p in enumerate(serving_paths)})
         out["serving"] = {"summary": _summary(rows), "rows": rows}
+        if frontier:
+            from .fidelity import frontier_comparison, residual_trends
+
+            out["fidelity"] = {"trends": residual_trends(rows), "frontiers": frontier_comparison(points)}
     elif not kernel_rows:
         raise _nothing_read([str(p) for p in paths], problems)
     out["problems"] = problems
@@ -291,11 +296,12 @@ def flat(res: dict) -> dict:
     if "kernels" in res and "serving" not in res:
         return {"summary": res["kernels"]["summary"], "rows": res["kernels"]["rows"], "problems": res["problems"]}
     if "serving" in res and "kernels" not in res:
-        return {"summary": res["serving"]["summary"], "rows": res["serving"]["rows"], "problems": res["problems"]}
+        return {"summary": res["serving"]["summary"], "rows": res["serving"]["rows"], "problems": res["problems"],
+                "fidelity": res.get("fidelity")}
     summary = {}
     rows: list[dict] = []
     for kind in ("kernels", "serving"):
         if kind in res:
             summary[kind] = res[kind]["summary"]
             rows.extend(res[kind]["rows"])
-    return {"summary": summary, "rows": rows, "problems": res["problems"]}
+    return {"summary": summary, "rows": rows, "problems": res["problems"], "fidelity": res.get("fidelity")}

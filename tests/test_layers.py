@@ -10,15 +10,15 @@ PKG = Path(__file__).resolve().parent.parent / "simfront"
 
 # layer of each module (a module may import its own layer or lower ones; a cycle inside a layer fails too)
 LAYERS = {
-    0: ["errors", "units", "precision", "hardware", "architecture", "model_schema", "models", "params", "efficiency", "engines"],
+    0: ["errors", "units", "precision", "hardware", "architecture", "model_schema", "models", "params", "efficiency", "engines", "speculative"],
     1: ["cost", "gemm", "moe", "attention", "mla", "linear_attention", "elementwise", "comm", "kernel_ops", "layout", "memory"],
     2: ["step", "sizing", "kernel_validate"],
     3: ["serving"],
     4: ["deployment"],
-    5: ["search", "pareto", "uncertainty", "results"],
-    6: ["ingest", "measured", "calibration", "validation", "launch", "planning", "export", "inputs"],
+    5: ["search", "pareto", "uncertainty", "results", "quality"],
+    6: ["ingest", "measured", "calibration", "validation", "launch", "planning", "export", "inputs", "fidelity"],
     7: ["api"],
-    8: ["format", "plot", "report", "cli", "__main__", "__init__"],
+    8: ["format", "plot", "report", "report_fidelity", "cli", "__main__", "__init__"],
 }
 LEVEL = {m: lvl for lvl, mods in LAYERS.items() for m in mods}
 

@@ -82,7 +82,7 @@ def _space_for(p: dict, model) -> SearchSpace:
     if p["spec"] != "none":
         method, rest = p["spec"].split("-k")
         k, acc = rest.split("@")
-        spec = [make_spec(method, int(k), float(acc), model)]
+        spec = [make_spec(method, int(k), None if acc.startswith("AL") else float(acc), model)]
     return SearchSpace(precisions=[weights], kv_dtypes=[p["kv_dtype"]], specs=spec or [make_spec("none")], modes=(p["mode"],))
 
 

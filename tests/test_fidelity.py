@@ -1,0 +1,38 @@
+"""Fidelity checks: residual trends by knob and measured frontiers against predicted ones."""
+
+from __future__ import annotations
+
+import math
+
+from simfront import api
+from simfront.export import measured_csv
+from simfront.fidelity import knob_bins, layout_class, residual_trends
+
+
+def test_layout_classes_and_bins():
+    assert layout_class(8, 1, 1) == "TP" and layout_class(8, 8, 1) == "TP+EP" and layout_class(1, 8, 8) == "DPA+EP"
+    b = knob_bins({"mode": "agg", "tp": 1, "attention_dp": 8, "ep": 8, "num_gpus": 8, "concurrency": 512})
+    assert b["requests per rank"] == "33-128" and b["layout class"] == "DPA+EP" and b["attention-DP size"] == "8"
+    d = knob_bins({"mode": "disagg", "decode_tp": 8, "decode_ep": 8, "decode_attention_dp": 1, "decode_workers": 2, "concurrency": 8})
+    assert d["requests per rank"] == "2-8" and d["layout class"] == "TP+EP" and d["mode"] == "disagg"
+
+
+def test_trends_are_medians_of_log_ratios():
+    rows = [{"mode": "agg", "tp": 8, "concurrency": 4, "tpot_ms": 10.0, "predicted_tpot_ms": 10.0 * r} for r in (0.5, 1.0, 2.0)]
+    t = {(r["knob"], r["bin"]): r for r in residual_trends(rows)}
+    row = t[("layout class", "TP")]
+    assert row["count"] == 3 and math.isclose(row["tpot_ms_ratio"], 1.0) and not row["judged"]
+
+
+def test_predicted_frontier_validates_as_its_own_frontier(tmp_path):
+    """A frontier written as measured rows compares to itself: ratio 1 at every point, layout classes agree."""
+    front = api.predict("llama-3.1-70b", "8xH100", modes=["agg"], precision=["fp8_block"], kv_dtype=["fp8"]).frontier
+    path = tmp_path / "self.csv"
+    path.write_text(measured_csv(front, "llama-3.1-70b", "H100", 1024, 1024, "default"))
+    res = api.validate([str(path)], frontier=True)
+    fid = res["fidelity"]
+    s = fid["frontiers"]["summary"]["all"]
+    assert s["reached"] == s["points"] > 0
+    assert 0.98 <= s["geomean_ratio"] <= 1.02
+    assert s["class_agreement"] == 1.0
+    assert all(abs(t["tpot_ms_log_ratio"]) < 0.01 for t in fid["trends"] if t["tpot_ms_log_ratio"] is not None)

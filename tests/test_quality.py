@@ -1,0 +1,74 @@
+"""Quality as the third axis of the frontier (user scores only) and speculative acceptance as data."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from simfront import api
+from simfront.errors import SimfrontError
+from simfront.quality import parse_quality, pareto_mask_3d
+from simfront.search import make_spec
+from simfront.models import get_model
+from simfront.speculative import family_for, survival
+
+SCORES = "nvfp4=0.97,fp8_block=1.0,kv:fp8=0.995"
+
+
+def test_no_frontier_point_is_dominated_on_all_three_axes():
+    res = api.predict("deepseek-r1", "8xB200", modes=["agg"], quality=SCORES)
+    f = res.frontier
+    x = np.array([p.tok_s_user for p in f])
+    y = np.array([p.tok_s_gpu for p in f])
+    q = np.array([p.quality for p in f])
+    assert len({float(v) for v in q}) >= 2  # the scores shape the frontier
+    for i in range(len(f)):
+        dom = (x >= x[i]) & (y >= y[i]) & (q >= q[i]) & ((x > x[i]) | (y > y[i]) | (q > q[i]))
+        assert not dom.any(), f[i].layout
+    # every point outside the frontier is dominated by one inside it or by another point
+    pts = res.points
+    assert pts["quality"].size == pts["tok_s_gpu"].size
+
+
+def test_pareto_3d_keeps_a_slower_but_better_point():
+    x = np.array([1.0, 1.0, 2.0])
+    y = np.array([1.0, 1.0, 0.5])
+    q = np.array([0.9, 1.0, 0.9])
+    assert list(pareto_mask_3d(x, y, q)) == [False, True, True]  # the tie goes to the better score
+
+
+def test_compare_names_the_trade():
+    r = api.frontier_compare("deepseek-r1", "8xB200", "precision", ["fp8_block", "nvfp4"], quality=SCORES)
+    v = r["verdicts"][0]
+    assert v["quality_trade"]["quality_change_pts"] < 0
+    assert "quality" in v["verdict"] and "per point" in v["verdict"]
+
+
+@pytest.mark.parametrize("bad", ["nvfp4", "nvfp4=1.5", "nvfp4=0", "nvfp4=x", "=0.9"])
+def test_bad_quality_is_one_line_error(bad):
+    with pytest.raises(SimfrontError) as e:
+        parse_quality(bad)
+    assert "\n" not in str(e.value)
+
+
+def test_unscored_format_is_an_error_not_an_invented_score():
+    with pytest.raises(SimfrontError, match="no score for weight format"):
+        api.predict("llama-3.1-8b", "1xB200", modes=["agg"], quality="nvfp4=0.97")
+
+
+def test_acceptance_table_peaks_gain_near_three_drafts_for_deepseek_mtp():
+    m = get_model("deepseek-r1")
+    al = [make_spec("mtp", k, None, m).accepted_per_step for k in (1, 2, 3, 4)]
+    assert al == pytest.approx([1.79, 2.27, 2.49, 2.54])
+    gains = np.diff([1.0] + al)
+    assert gains[3] < 0.1 * gains[0]  # the fourth draft adds almost nothing (measured)
+    assert family_for("mtp", "minimax-m2.5") == ("deepseek-mtp", True)
+    s = survival("glm-mtp", 6)
+    assert all(0 < a <= 1 for a in s) and all(s[i + 1] <= s[i] + 1e-12 for i in range(5))
+    assert make_spec("mtp", 2, 0.8, m).accepted_per_step == pytest.approx(1 + 0.8 + 0.8 * 0.8 * 0.85)
+
+
+def test_search_offers_mtp_up_to_four_drafts():
+    res = api.predict("deepseek-r1", "8xB200", modes=["agg"])
+    ks = {int(s.split("-k")[1].split("@")[0]) for s in res.points["spec"] if s != "none"}
+    assert ks == {1, 2, 3, 4}
