@@ -3,7 +3,7 @@
     python scripts/calibrate_serving.py                 # fit, write hardware/efficiency/serving.yaml, print report
     python scripts/calibrate_serving.py --no-write      # report only
 
-The profile (simfront.calibration.PARAMS) has eight physical parameters per engine (TensorRT-LLM,
+The profile (simfront.calibration.PARAMS) has nine physical parameters per engine (TensorRT-LLM,
 SGLang, vLLM, plus a pooled ``default``). Kernel efficiencies are NOT refitted here. The report
 gives TTFT / TPOT error in-sample and leave-one-model-out (profiles fitted without the model
 being scored), broken down by model, GPU, engine and mode; coverage; the offline max-throughput

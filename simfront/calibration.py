@@ -1,6 +1,6 @@
 """Fit the serving profile to measurements, cross-validate it, and derive prediction intervals.
 
-The serving profile is eight physical parameters per engine (see :func:`simfront.serving.engine_profile`):
+The serving profile is nine physical parameters per engine (see :func:`simfront.serving.engine_profile`):
 the share of per-kernel fixed latency a step hides, a step-time scale, a per-step CPU overhead, the
 steps between the last prefill step and the first streamed token, the share of an arrival group
 prefilled together, the share of requests in a synchronised start-up wave, a TTFT scale and a per-request TTFT
@@ -26,6 +26,9 @@ PARAMS = {  # name: (initial, low, high)
     "kernel_overlap": (0.5, 0.0, 0.95),
     "step_scale": (1.0, 0.5, 2.0),
     "step_overhead_s": (5e-4, 0.0, 5e-3),
+    # CPU per request per step: 0-200 us spans C++ batch managers to Python schedulers with sampling
+    # bookkeeping (engine profiling write-ups, modeling-notes §5)
+    "request_overhead_s": (1e-5, 0.0, 2e-4),
     "burst_fraction": (0.5, 0.0, 1.0),
     "ttft_scale": (1.0, 0.3, 5.0),
     "ttft_overhead_s": (0.05, 0.0, 0.5),

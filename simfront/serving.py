@@ -88,6 +88,9 @@ NEUTRAL_PROFILE = {
     # step with the first prompt that arrives; the rest of the group joins the next one)
     "group_share": 1.0,
     "step_overhead_s": 0.0,  # CPU scheduling + launch per step
+    # CPU work per request per step on a rank (scheduling, input preparation, sampling bookkeeping,
+    # detokenisation): what makes a step at 256 requests slower than the GPU kernels alone
+    "request_overhead_s": 0.0,
     "step_scale": 1.0,  # multiplicative efficiency of the engine's kernels
     "ttft_overhead_s": 0.0,  # API / tokenisation / queue per request
     # engine steps between a prompt's last prefill step and its first streamed token (overlap
@@ -126,25 +129,28 @@ def _split(st, model: Model, spec: Speculation) -> np.ndarray:
     return np.stack(np.broadcast_arrays(roof, extra))
 
 
-def step_terms(split: np.ndarray, prof: dict) -> dict:
+def step_terms(split: np.ndarray, prof: dict, requests=0.0) -> dict:
     """Every term of an engine step from a (roofline, fixed) pair under an engine profile.
 
     ``roofline_s``: the ops' dominant legs (compute, memory or wire time); ``fixed_s``: their fixed
     latencies (launch, pipeline fill, collective latency); ``hidden_s``: the share of the fixed part
     the engine hides (CUDA graphs, PDL, fusion); ``scale_s``: what the engine's step scale adds;
-    ``overhead_s``: per-step CPU scheduling; ``engine_s``: the step the serving model uses.
+    ``overhead_s``: per-step CPU scheduling; ``request_overhead_s``: CPU work for the ``requests`` of
+    the rank; ``engine_s``: the step the serving model uses.
     """
     roof, fixed = split[0], split[1]
     hidden = prof["kernel_overlap"] * fixed  # fixed latency the engine overlaps
     kernels = roof + fixed - hidden
     scaled = kernels * prof["step_scale"]
+    per_request = prof.get("request_overhead_s", 0.0) * np.asarray(requests, dtype=np.float64)  # CPU per request per step
     return {"roofline_s": roof, "fixed_s": fixed, "hidden_s": hidden, "scale_s": scaled - kernels,
-            "overhead_s": prof["step_overhead_s"] + 0 * roof, "engine_s": scaled + prof["step_overhead_s"]}
+            "overhead_s": prof["step_overhead_s"] + 0 * roof, "request_overhead_s": per_request + 0 * roof,
+            "engine_s": scaled + prof["step_overhead_s"] + per_request}
 
 
-def _apply(split: np.ndarray, prof: dict) -> np.ndarray:
-    """Engine step time from a (roofline, fixed) pair under an engine profile."""
-    return step_terms(split, prof)["engine_s"]
+def _apply(split: np.ndarray, prof: dict, requests=0.0) -> np.ndarray:
+    """Engine step time from a (roofline, fixed) pair under an engine profile (``requests`` on the rank)."""
+    return step_terms(split, prof, requests)["engine_s"]
 
 
 @dataclass
@@ -193,11 +199,17 @@ def aggregated_raw(model: Model, precision: Precision, hw: Hardware, tp, pp, dp,
     p = b * isl_new / n_life  # prompt tokens per step, on average, that keep the batch full
     group = arrival_group(b, isl_new, chunk)
     mixed_tokens = np.minimum(chunk, np.maximum(np.minimum(group * isl_new, chunk), p)) + 0 * b  # prompt tokens in a mixed step
-    mixed_share = np.minimum(p / np.maximum(mixed_tokens, 1.0), 1.0)  # share of steps that are mixed
+    rank_share = np.minimum(p / np.maximum(mixed_tokens, 1.0), 1.0)  # share of one rank's steps that carry prompt tokens
+    # attention-DP ranks step together (every MoE layer waits for all of them), so a step is mixed when ANY
+    # rank prefills: 1 - (1 - s)^dp of the steps, carrying on average dp*s / that many prefilling ranks
+    ranks = _f(dp) + 0 * b
+    mixed_share = 1.0 - (1.0 - rank_share) ** ranks
+    prefill_ranks = np.where(mixed_share > 0, ranks * rank_share / np.maximum(mixed_share, 1e-300), 1.0)
     dec = StepBatch(decode_reqs=b, decode_ctx=ctx, q_tokens=q)
     decode_step = _split(forward_step(model, precision, hw, tp, pp, dp, ep, dec), model, spec)
     mix = StepBatch(decode_reqs=b, decode_ctx=ctx, q_tokens=q, prefill_tokens=mixed_tokens,
-                    prefill_seqs=np.maximum(mixed_tokens / max(isl_new, 1.0), 1.0), prefill_prefix=prefix)
+                    prefill_seqs=np.maximum(mixed_tokens / max(isl_new, 1.0), 1.0), prefill_prefix=prefix,
+                    prefill_ranks=prefill_ranks)
     mixed_step = _split(forward_step(model, precision, hw, tp, pp, dp, ep, mix), model, spec)
     rho = np.clip(p / chunk, 0.0, 0.95)
     return AggRaw(decode_step_s=decode_step, mixed_step_s=mixed_step, mixed_tokens=mixed_tokens, mixed_share=mixed_share,
@@ -229,8 +241,8 @@ def md1_wait_s(service_s, rho) -> np.ndarray:
 
 def mean_step_s(raw: AggRaw, prof: dict) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(decode-only engine step, mixed engine step, mean step) of an aggregated worker."""
-    t_dec = _apply(raw.decode_step_s, prof)
-    t_mix = _apply(raw.mixed_step_s, prof)
+    t_dec = _apply(raw.decode_step_s, prof, raw.batch)
+    t_mix = _apply(raw.mixed_step_s, prof, raw.batch)
     return t_dec, t_mix, (1.0 - raw.mixed_share) * t_dec + raw.mixed_share * t_mix  # decode-only and mixed steps
 
 
@@ -290,15 +302,15 @@ class DecodeResult:
 
 def decode_raw(model: Model, precision: Precision, hw: Hardware, tp, pp, dp, ep, batch, wl: Workload,
                spec: Speculation = NO_SPEC) -> tuple:
-    """(raw step seconds, tokens per step, requests in flight per worker)."""
+    """(raw step seconds, tokens per step, requests in flight per worker, requests per rank)."""
     b = _f(batch)
     sb = StepBatch(decode_reqs=b, decode_ctx=wl.isl + wl.osl / 2.0, q_tokens=spec.k + 1)
     st = forward_step(model, precision, hw, tp, pp, dp, ep, sb)
-    return _split(st, model, spec), spec.accepted_per_step, b * _f(dp) * _f(pp)
+    return _split(st, model, spec), spec.accepted_per_step, b * _f(dp) * _f(pp), b
 
 
-def finish_decode(step_raw, al, slots, osl, prof: dict) -> DecodeResult:
-    step = _apply(step_raw, prof)
+def finish_decode(step_raw, al, slots, batch, osl, prof: dict) -> DecodeResult:
+    step = _apply(step_raw, prof, batch)
     tpot = step / al
     cap = slots / (tpot * max(osl - 1, 1))  # slots / time a request holds one (Little's law)
     return DecodeResult(tpot, step, cap)

@@ -50,6 +50,10 @@ class StepBatch:
     prefill_seqs: object = 0  # how many sequences those prompt tokens belong to
     prefill_prefix: object = 0  # cached prefix each prefill sequence attends to (chunked prefill, prefix cache)
     sampled: object | None = None  # requests that sample a token (default: decode reqs*q + prefill seqs)
+    # attention-DP ranks that carry the prefill tokens (default: all). The op list is the busiest rank's
+    # (it sets the step: every rank waits for it at each MoE layer); the experts see the decode tokens of
+    # every rank plus the prompt tokens of this many ranks.
+    prefill_ranks: object | None = None
 
 
 @dataclass
@@ -241,7 +245,8 @@ def forward_step(model: Model, precision: Precision, hw: Hardware, tp, pp, dp, e
             moe_tp = group / ep
             # Tokens entering the experts of this GPU's EP group: every attention-DP rank's tokens
             # (TP ranks of one DP group share theirs).
-            tokens_group = T * dp
+            pre_ranks = dp if batch.prefill_ranks is None else np.minimum(_f(batch.prefill_ranks), dp)
+            tokens_group = B * q * dp + P * pre_ranks
             add("moe.experts", g, n, moe_cost(tokens_group, width, m.expert_inter, m.top_k, m.n_experts, moe_tp, ep,
                                               precision.experts, hw, alpha=routing_alpha, gated=m.gated))
             if m.latent_dim:
