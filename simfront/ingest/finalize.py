@@ -17,7 +17,8 @@ from pydantic import ValidationError
 from ..errors import SimfrontError, unknown
 from ..units import MS
 from .common import Problem, Record, RecordError, coerce, normalize_spec
-from .datasets import dataset_lengths
+from .datasets import benchmark_named, dataset_lengths
+from .gpu_names import check_gpu
 from .schema import CONFIG_FIELDS, METRIC_FIELDS, MeasuredPoint
 
 ALWAYS_NEEDED = ("model", "gpu", "num_gpus", "engine", "mode", "precision", "isl", "osl")
@@ -97,6 +98,67 @@ def _apply(fields: dict, origins: dict, notes: dict, warnings: list, layer: dict
         notes[origin.split()[0]] = f"{', '.join(sorted(layer))} from {origin}"
 
 
+def _check_gpu(f: dict, notes: dict, warnings: list) -> None:
+    """A virtualised GPU is read as its physical part; a part the catalog lacks is said to be one."""
+    name, said, note = check_gpu(str(f["gpu"]))
+    warnings.extend(said)
+    if note:
+        notes["gpu"], f["gpu"] = note, name
+
+
+def _is_mlperf(notes: dict, extra: dict) -> bool:
+    """Whether a row says it is an MLPerf result: it names a scenario, or mentions MLPerf."""
+    keys = {str(k).lower() for k in (*notes, *extra)}
+    return "scenario" in keys or any("mlperf" in str(v).lower() for v in (*notes.values(), *extra.values()))
+
+
+def _mlperf_benchmark(f: dict, notes: dict, extra: dict) -> None:
+    """A model column holding an MLPerf benchmark name (``llama2-70b-99.9``) names the benchmark's model and,
+    where the row gives neither lengths nor a dataset, its dataset. Names that are also catalog model names
+    (``deepseek-r1``) count as benchmark names only on rows that say they are MLPerf results."""
+    bench = benchmark_named(f.get("model"))
+    if bench is None:
+        return
+    if not _is_mlperf(notes, extra):
+        from ..models import resolve_name
+
+        try:
+            resolve_name(str(f["model"]))
+            return  # a catalog model name on a row that is not an MLPerf result: not a benchmark name
+        except SimfrontError:
+            pass
+    notes["model"] = f"MLPerf benchmark {f['model']!r}: model {bench.model}"
+    f["model"] = bench.model
+    if f.get("dataset") is None and f.get("isl") is None and f.get("osl") is None:
+        f["dataset"] = bench.dataset
+        notes["dataset"] = f"the {bench.benchmark} benchmark's dataset"
+
+
+def _dataset_lengths(f: dict, defs: dict, warnings: list) -> None:
+    """isl/osl the row lacks, from the named dataset's tabulated means (estimates said so on the row)."""
+    lengths, why = dataset_lengths(f["dataset"], f.get("model"))
+    if lengths is None:
+        warnings.append(why)
+        return
+    for key, value, source in (("isl", lengths.isl, lengths.isl_source), ("osl", lengths.osl, lengths.osl_source)):
+        if f.get(key) is not None:
+            continue
+        f[key] = value
+        defs[key] = f"{lengths.citation()}: {source}"
+        if key in lengths.estimated:
+            warnings.append(f"{key} = {value:g} is an ESTIMATE of the mean {'input' if key == 'isl' else 'output'} "
+                            f"tokens of MLPerf {lengths.benchmark} ({lengths.dataset}): {source.removeprefix('estimate: ')}")
+    if not _same_tokenizer(f.get("model"), lengths.model):
+        warnings.append(f"dataset lengths of {f['dataset']!r} are counted in {lengths.model} tokens; the row's model "
+                        f"{f.get('model')!r} tokenises differently")
+
+
+def _same_tokenizer(model, bench_model: str) -> bool:
+    from .datasets import _same_model
+
+    return model is None or _same_model(model, bench_model)
+
+
 def _derive_gpus(f: dict, notes: dict, warnings: list) -> None:
     """Role and total GPU counts from the layout: GPUs per worker = tp * pp * attention_dp."""
     def per_worker(prefix: str) -> int | None:
@@ -165,13 +227,11 @@ def finalize(
     origins: dict[str, str] = {}
     _apply(fields, origins, notes, warnings, sidecar, f"sidecar {sidecar_label}")
     _apply(fields, origins, notes, warnings, overrides, "overrides")
-    if fields.get("dataset") and fields.get("isl") is None:
-        lengths = dataset_lengths(fields["dataset"])
-        if lengths:
-            fields["isl"], fields["osl"], cite = lengths
-            defs["isl"] = defs["osl"] = f"dataset {fields['dataset']} mean length ({cite})"
-        else:
-            warnings.append(f"dataset {fields['dataset']!r} has no tabulated mean lengths; isl/osl unknown")
+    if fields.get("gpu"):
+        _check_gpu(fields, notes, warnings)
+    _mlperf_benchmark(fields, notes, rec.extra)
+    if fields.get("dataset") and (fields.get("isl") is None or fields.get("osl") is None):
+        _dataset_lengths(fields, defs, warnings)
     if fields.get("request_rate") == math.inf:  # every request issued at once: closed loop at the cap
         del fields["request_rate"]
         notes["request_rate"] = "inf in source: all requests issued at once (load set by the concurrency cap)"
