@@ -24,6 +24,7 @@ import numpy as np
 
 from .errors import SimfrontError
 from .hardware import get_hardware
+from .ingest.gpu_names import unresolved_reason
 from .layout import layout_errors
 from .memory import plan_memory
 from .models import Model, apply_precision, get_model
@@ -117,7 +118,7 @@ def resolve(p) -> tuple[Resolved | None, str | None]:
     try:
         hw = get_hardware(str(_get(p, "gpu", "")))
     except SimfrontError as e:
-        return None, f"GPU unresolved: {e}"
+        return None, unresolved_reason(str(_get(p, "gpu", ""))) or f"GPU unresolved: {e}"
     isl, osl = _get(p, "isl"), _get(p, "osl")
     if isl is None or osl is None:
         return None, "no ISL/OSL (named dataset with unknown mean lengths)"
@@ -163,7 +164,7 @@ def build_groups(points: Iterable[Any]) -> tuple[list[PointGroup], list[dict]]:
         mode = _get(p, "mode", "agg")
         # offline max-throughput runs (all requests queued at once): the measured-point CSV without a
         # client concurrency; rate-driven client runs (GuideLLM) are not offline
-        offline = _get(p, "concurrency") is None and _get(p, "format") == "offline_csv"
+        offline = _get(p, "concurrency") is None and _get(p, "request_rate") is None and _get(p, "format") == "offline_csv"
         if mode != "disagg" and not offline and _get(p, "concurrency") is None:
             out[i]["reason"] = "no client concurrency (rate-driven runs are not predicted point by point)"
             continue
