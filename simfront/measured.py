@@ -168,6 +168,10 @@ def build_groups(points: Iterable[Any]) -> tuple[list[PointGroup], list[dict]]:
         if mode != "disagg" and not offline and _get(p, "concurrency") is None:
             out[i]["reason"] = "no client concurrency (rate-driven runs are not predicted point by point)"
             continue
+        lacks = [f for f in (("prefill_tp", "decode_tp") if mode == "disagg" else ("tp",)) if _get(p, f) is None]
+        if lacks:  # a layout the file does not give is not guessed
+            out[i]["reason"] = f"no {' / '.join(lacks)} in the file: give the layout (--tp/--ep/--attention-dp ...) or a sidecar"
+            continue
         if mode == "disagg" and (_get(p, "prefill_workers") is None or _get(p, "decode_workers") is None):
             out[i]["reason"] = "disaggregated run without prefill/decode worker counts: the deployment cannot be sized"
             continue

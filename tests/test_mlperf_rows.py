@@ -163,3 +163,10 @@ def test_rows_with_a_layout_are_predicted(validated):
         v = rows[ln]["predicted_output_tok_s_total"]
         assert v is not None and math.isfinite(v) and v > 0
     assert "gpt-j" in rows[20]["reason"]  # GPT-J is not in the model catalog
+
+
+def test_a_row_without_a_layout_is_not_guessed(validated):
+    """A row that gives no tensor-parallel size is reported, not predicted as TP1."""
+    rows = {r["line"]: r for r in validated["rows"]}
+    no_layout = [r for r in rows.values() if not r.get("tp") and "reason" in r]
+    assert no_layout and all("tp" in r["reason"] for r in no_layout)
