@@ -192,7 +192,7 @@ def aggregated_raw(model: Model, precision: Precision, hw: Hardware, tp, pp, dp,
     al = spec.accepted_per_step
     q = spec.k + 1
     decode_steps = np.maximum(np.ceil((wl.osl - 1) / al), 1.0)  # verify steps after the first token
-    ctx = wl.isl + wl.osl / 2.0  # mean cached context of a decoding request
+    ctx = busiest_rank_context(wl.isl + wl.osl / 2.0, dp, b, wl.isl, wl.osl)  # the busiest rank's mean context
     chunk = float(wl.chunk_tokens)
     pre_steps = np.maximum(np.ceil(isl_new / chunk), 1.0)  # steps one prompt's prefill spans
     n_life = decode_steps + pre_steps  # steps in one request's life
@@ -215,6 +215,21 @@ def aggregated_raw(model: Model, precision: Precision, hw: Hardware, tp, pp, dp,
     return AggRaw(decode_step_s=decode_step, mixed_step_s=mixed_step, mixed_tokens=mixed_tokens, mixed_share=mixed_share,
                   batch=b, chunk=chunk, isl_new=isl_new, rho=rho + 0 * b, al=al,
                   osl=wl.osl, slots=b * _f(dp) * _f(pp))
+
+
+def busiest_rank_context(ctx, dp, batch, isl: float, osl: float) -> np.ndarray:
+    """Mean cached context per request on the busiest of ``dp`` attention-DP ranks.
+
+    Every rank waits for the slowest at each MoE layer, so the step's attention runs at the busiest rank's
+    KV. With requests spread evenly over ranks (engines balance the counts), a rank's KV is the sum of
+    ``batch`` contexts, each somewhere in its decode, uniform over [ISL, ISL + OSL]: coefficient of variation
+    cv = (OSL / sqrt(12)) / (ISL + OSL / 2) per request, cv / sqrt(batch) per rank. The largest of ``dp``
+    such sums sits about sqrt(2 ln dp) standard deviations above the mean (Gaussian extreme-value bound).
+    """
+    d = _f(dp)
+    cv = (osl / np.sqrt(12.0)) / max(isl + osl / 2.0, 1.0)  # one request's context spread
+    z = np.sqrt(2.0 * np.log(np.maximum(d, 1.0)))  # expected-maximum multiplier over dp ranks
+    return _f(ctx) * (1.0 + z * cv / np.sqrt(np.maximum(_f(batch), 1.0)))
 
 
 def arrival_group(batch, isl_new: float, budget_tokens) -> np.ndarray:
@@ -304,7 +319,7 @@ def decode_raw(model: Model, precision: Precision, hw: Hardware, tp, pp, dp, ep,
                spec: Speculation = NO_SPEC) -> tuple:
     """(raw step seconds, tokens per step, requests in flight per worker, requests per rank)."""
     b = _f(batch)
-    sb = StepBatch(decode_reqs=b, decode_ctx=wl.isl + wl.osl / 2.0, q_tokens=spec.k + 1)
+    sb = StepBatch(decode_reqs=b, decode_ctx=busiest_rank_context(wl.isl + wl.osl / 2.0, dp, b, wl.isl, wl.osl), q_tokens=spec.k + 1)
     st = forward_step(model, precision, hw, tp, pp, dp, ep, sb)
     return _split(st, model, spec), spec.accepted_per_step, b * _f(dp) * _f(pp), b
 
