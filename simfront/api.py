@@ -259,7 +259,8 @@ def explain(model: str, gpus: str | GpuSet, tp: int = 1, pp: int = 1, ep: int = 
                          ctx=ctx if ctx is not None else int((isl or 1) + (osl or 0)), phase=phase, precision=precision, kv_dtype=kv_dtype)
     from .layout import check_layout
     from .search import make_spec
-    from .serving import (NO_SPEC, Workload, aggregated_raw, decode_raw, engine_profile, mean_step_s, prefill_raw, step_terms)
+    from .serving import (NO_SPEC, Workload, aggregated_raw, busiest_rank_context, decode_raw, engine_profile, mean_step_s, prefill_raw,
+                          step_terms)
     from .step import StepBatch, forward_step
 
     if phase not in ("decode", "prefill"):
@@ -292,7 +293,8 @@ def explain(model: str, gpus: str | GpuSet, tp: int = 1, pp: int = 1, ep: int = 
     serving = isl is not None and osl is not None and phase == "decode"
     if serving:
         wl = Workload(isl=isl, osl=osl, chunk_tokens=float(chunk_tokens or DEFAULT_CHUNK_TOKENS))
-        ctx_eff = wl.isl + wl.osl / 2.0  # mean cached context of a decoding request
+        # mean cached context of a decoding request on the busiest attention-DP rank (what the evaluator costs)
+        ctx_eff = float(busiest_rank_context(wl.isl + wl.osl / 2.0, attention_dp, batch, wl.isl, wl.osl))
         sb = StepBatch(decode_reqs=batch, decode_ctx=ctx_eff, q_tokens=q)
     elif phase == "decode":
         ctx_eff = float(ctx)
@@ -305,6 +307,8 @@ def explain(model: str, gpus: str | GpuSet, tp: int = 1, pp: int = 1, ep: int = 
     if serving and mode == "agg":
         raw = aggregated_raw(m, prec, hw, tp, pp, attention_dp, ep, float(batch), wl, sp)
         split = raw.decode_step_s
+    elif serving:
+        split = decode_raw(m, prec, hw, tp, pp, attention_dp, ep, float(batch), wl, sp)[0]
     elif phase == "decode":
         split = decode_raw(m, prec, hw, tp, pp, attention_dp, ep, float(batch), Workload(isl=ctx_eff, osl=0.0), sp)[0]
     else:
