@@ -242,7 +242,12 @@ def flash_prefill_seconds(batch, seq_len, prefix_len, n_heads, n_kv_heads, head_
     flops = 2.0 * b * nh * (dqk + dv) * pairs_nominal  # QK^T (d_qk) + PV (d_v), 2 flops per MAC
 
     peak = _math_peak(hw, fp8, p["prefill_flop_eff"], p["prefill_flop_eff_fp8"])
-    pair_sm_s = soft_max(2.0 * (dqk + dv) / (peak / sm), p["prefill_score_s"], PREFILL_OVERLAP_NORM)  # SM-s per pair
+    # Softmax per (q, k) score, in tensor-FLOP equivalents of the GPU's achievable BF16 rate per SM: flash
+    # kernels keep the exponentials in step with the MMA pipe of their architecture (FlashAttention-4 on
+    # Blackwell computes part of them as FMA polynomials because MUFU throughput did not grow with the
+    # tensor cores), so a score costs a fixed share of MMA time across GPUs rather than fixed SM-seconds.
+    score_sm_s = p["prefill_score_flops"] / (_peak(hw, "bf16") / sm)
+    pair_sm_s = soft_max(2.0 * (dqk + dv) / (peak / sm), score_sm_s, PREFILL_OVERLAP_NORM)  # SM-s per pair
     row_sm_s = p["prefill_row_s"] + (dqk + dv) * p["prefill_elem_s"] + np.where(fp8, (dqk + dv) * p["prefill_fp8_elem_s"], 0.0)
     ctas = b * nh * np.ceil(s / PREFILL_TILE_Q)
     work_sm_s = ctas * p["prefill_cta_s"] + b * nh * s * row_sm_s + b * nh * pairs * pair_sm_s
@@ -314,7 +319,9 @@ PREFILL_PARAMS = {
     "prefill_launch_s": (1.2e-5, 1e-6, 5e-5),  # fixed kernel cost
     "prefill_flop_eff": (0.69, 0.05, 1.3),  # achieved fraction of the ACHIEVABLE BF16 tensor rate in the attention main loop
     "prefill_flop_eff_fp8": (0.59, 0.05, 1.3),  # same for FP8 attention math (FP8 KV cache), of the achievable FP8 rate
-    "prefill_score_s": (6e-11, 1e-13, 1e-8),  # SM-seconds per (q, k) score: softmax/exp, overlapped with MMA
+    # softmax/exp per (q, k) score, overlapped with MMA, in BF16 tensor FLOPs at the achievable per-SM rate
+    # (H100: 6e-11 SM-s x 834e12 / 132 FLOP/s = 380)
+    "prefill_score_flops": (380.0, 0.1, 1e5),
     "prefill_window_min_tokens": (780.0, 1.0, 8192.0),  # fewest keys a sliding-window query visits
     "prefill_cta_s": (3.6e-6, 1e-9, 1e-4),  # SM-seconds of setup per CTA (query tile x head)
     "prefill_row_s": (1e-8, 1e-12, 1e-6),  # SM-seconds per query row per head (softmax finalise)

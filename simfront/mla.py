@@ -161,7 +161,7 @@ PREFILL_PARAMS = {
     "prefill_launch_s": (1.38e-5, 1e-6, 5e-5),
     "prefill_flop_eff": (0.77, 0.05, 1.3),  # of the achievable BF16 tensor rate
     "prefill_flop_eff_fp8": (0.59, 0.05, 1.3),  # of the achievable FP8 tensor rate
-    "prefill_score_s": (1.1e-10, 1e-13, 1e-8),
+    "prefill_score_flops": (700.0, 0.1, 1e5),  # softmax per score in BF16 tensor FLOPs (attention.PREFILL_PARAMS)
     "prefill_cta_s": (3.4e-6, 1e-9, 1e-4),
     "prefill_row_s": (2.4e-9, 1e-12, 1e-6),
     "prefill_elem_s": (4.3e-11, 1e-14, 1e-8),
