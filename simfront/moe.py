@@ -93,6 +93,9 @@ PARAMS: dict[str, tuple[float, float, float]] = {
 }
 
 FAMILY_DEFAULTS: dict[str, dict[str, float]] = {}
+# class with no calibration rows on a family -> measured class it takes its fitted values from
+# (gemm.CLASS_FALLBACK; W4A8 MXFP4 grouped GEMMs are mixed-input FP8 MMA)
+CLASS_FALLBACK = {"fp4": "fp8", "mxfp4": "fp8", "wonly": "bf16", "fp8_block": "fp8"}
 
 # Formats whose fused-MoE kernel is its own efficiency class (the GEMM module folds them into another):
 # W4A8 MXFP4 x MXFP8 experts run a mixed-input grouped GEMM with 32-element block scales, not the
