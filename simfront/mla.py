@@ -8,7 +8,9 @@ Heads are per GPU. Parameters: ``hardware/efficiency/mla.yaml`` (fitted through
 * Decode (weight absorption): every local head attends in the latent space against one shared
   latent KV row of ``kv_lora_rank + qk_rope_dim`` elements per token, so KV bytes do not grow
   with heads while FLOPs do: memory-bound at few heads, compute-bound when
-  heads x query tokens is large (modeling-notes.md §1.4; FlashMLA deep-dive).
+  heads x query tokens is large (modeling-notes.md §1.4; FlashMLA deep-dive). That is the native
+  kernels' path (Hopper, datacenter Blackwell, CDNA3/4: ``hardware/kernels.yaml``); other GPUs run
+  the Triton grouped decode kernel, which streams the latent rows once per block of 16 heads.
 * Prefill (no absorption): ordinary causal MHA with ``d_qk = nope + rope`` and ``d_v``,
   timed by the shared flash-prefill model of :mod:`simfront.attention`.
 * DSA (DeepSeek-V3.2, GLM-5): ``topk`` limits each query to its selected tokens; the lightning
@@ -19,7 +21,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from . import efficiency
+from . import efficiency, kernels
 from .attention import BYTES_16BIT, DECODE_OVERLAP_NORM, _f, _math_peak, _occupancy, flash_prefill_seconds, hbm_bw, soft_max
 from .cost import Cost
 
@@ -39,7 +41,12 @@ INDEXER_LOGIT_BYTES = 4.0
 
 
 def _params(p, hw) -> dict:
-    return dict(efficiency.params(KIND, hw.family)) if p is None else dict(p)
+    """Fitted parameters of ``hw``'s family (priors from the PARAMS tables for any key not fitted)."""
+    if p is not None:
+        return dict(p)
+    out = {k: v[0] for k, v in {**DECODE_PARAMS, **PREFILL_PARAMS}.items()}
+    out.update(efficiency.params(KIND, hw.family))
+    return out
 
 
 def _decode_seconds(batch, kv_len, n_heads, kv_bytes, hw, p, kv_lora_rank=512, qk_rope_dim=64, qk_nope_dim=128,
@@ -48,15 +55,23 @@ def _decode_seconds(batch, kv_len, n_heads, kv_bytes, hw, p, kv_lora_rank=512, q
     r, rope = _f(kv_lora_rank), _f(qk_rope_dim)
     L = kv if topk is None else np.minimum(kv, _f(topk))  # latent rows each query attends
     rows = nh * q  # query rows sharing each latent KV row
-    tiles = np.ceil(rows / MLA_HEAD_TILE)
+    native = kernels.has_native("mla_decode", hw)
+    # Native absorbed-MLA kernels (FlashMLA, trtllm-gen, aiter) tile the heads of a request in
+    # MLA_HEAD_TILE rows and read the latent rows once. Elsewhere (Ampere, Ada, SM 12.0) engines run the
+    # Triton grouped decode kernel (hardware/kernels.yaml mla_decode fallback): one program per block of
+    # head_block heads, each streaming the request's latent rows, so they are read once per head block.
+    tile = MLA_HEAD_TILE if native else float(kernels.fallback("mla_decode")["head_block"])
+    tiles = np.ceil(rows / tile)
+    reads = 1.0 if native else tiles
     low_bit = kvb < BYTES_16BIT
 
     # Latent rows read once per request (shared by all local heads and, for DSA, assumed largely
-    # shared by neighbouring draft tokens); Q in (r + rope) and latent output (r) per row, 16-bit.
-    kv_stream_bytes = b * L * (r + rope) * kvb
+    # shared by neighbouring draft tokens) by native kernels, once per head block by the fallback;
+    # Q in (r + rope) and latent output (r) per row, 16-bit.
+    kv_stream_bytes = b * L * (r + rope) * kvb * reads
     qo_bytes = b * rows * (r + rope + r) * BYTES_16BIT
     flops = 2.0 * b * rows * L * (r + rope + r)  # scores over r+rope dims, values over r dims
-    padded_flops = flops * tiles * MLA_HEAD_TILE / rows
+    padded_flops = flops * tiles * tile / rows
 
     sm = hw.sm_count
     bw = p["decode_hbm_eff"] * hbm_bw(hw)

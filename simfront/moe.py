@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from . import kernels
 from .cost import Cost
 from .gemm import ACT_QUANT_READS, ACT_SOURCE_BYTES, DTYPE_CLASSES, OUT_BYTES, class_view, dtype_class, grouped_gemm_times, resolve_params, soft_max
 from .precision import gemm_rate_dtype, get_format
@@ -102,13 +103,12 @@ CLASS_FALLBACK = {"fp4": "fp8", "mxfp4": "fp8", "wonly": "bf16", "fp8_block": "f
 # FP8 block-scaled (DeepGEMM-style) kernels of its dense-GEMM class.
 MOE_CLASS = {"mxfp4": "mxfp4"}
 
-# Compute capabilities with the fused FP4 block-scale MoE kernel (TensorRT-LLM "min-latency" MoE /
-# flashinfer trtllm-gen ``trtllm_fp4_block_scale_moe``): routing, the gathered gate/up GEMM with SwiGLU
-# and FP4 requantization in its epilogue, the down GEMM and finalize, in a few launches with no
-# permuted copy of the activations. Its cubins are built for the datacenter Blackwell SMs (sm_100a /
-# sm_103a) only; the RTX PRO 6000 (sm_120) and every other GPU run the CUTLASS grouped-GEMM path.
-# Gated (SwiGLU) NVFP4 experts only. The GPU side is ``compute_capability`` in hardware/*.yaml.
-FUSED_FP4_COMPUTE_CAPABILITIES = frozenset({"10.0", "10.3"})
+# Platforms with the fused FP4 block-scale MoE kernel (TensorRT-LLM "min-latency" MoE / flashinfer
+# trtllm-gen ``trtllm_fp4_block_scale_moe``): routing, the gathered gate/up GEMM with SwiGLU and FP4
+# requantization in its epilogue, the down GEMM and finalize, in a few launches with no permuted copy of
+# the activations. Data: ``moe_fused_fp4`` in hardware/kernels.yaml (sm_100 / sm_103 cubins only; the RTX
+# PRO 6000 (sm_120) and every other GPU run the CUTLASS grouped-GEMM path). Gated NVFP4 experts only.
+FUSED_FP4_COMPUTE_CAPABILITIES = kernels.platforms("moe_fused_fp4")
 # names of the two kernels where both exist (``Cost.kernel``, shown by ``simfront explain``)
 KERNEL_LABELS = {"grouped": "cutlass-grouped", "fused": "fused-fp4"}
 # Token tile of the fused kernel's GEMMs (rows of routed tokens per CTA): the routed tokens per expert,
@@ -126,7 +126,7 @@ FUSED_TILE_TOKENS = (8.0, 64.0)
 def has_fused_path(fmt, hw, gated=True) -> bool:
     """True where the fused FP4 MoE kernel exists: gated NVFP4 experts on ``FUSED_FP4_COMPUTE_CAPABILITIES``."""
     f = get_format(fmt) if isinstance(fmt, str) else fmt
-    return bool(gated) and f.name == "nvfp4" and hw.compute_capability in FUSED_FP4_COMPUTE_CAPABILITIES and dtype_class(f, hw) == "fp4"
+    return bool(gated) and f.name == "nvfp4" and kernels.has_native("moe_fused_fp4", hw) and dtype_class(f, hw) == "fp4"
 
 
 # Skewed router of the calibration benchmark (aiconfigurator MoE collector, ``power_law_<alpha>``;
