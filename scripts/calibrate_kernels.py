@@ -162,7 +162,26 @@ def fit_kind(kind_ops: dict, samples: list, family: str) -> tuple[dict, list[str
                         ftol=FIT_TOL, xtol=FIT_TOL, max_nfev=200)
     out = dict(base)
     out.update({n: float(v) for n, v in zip(free, np.exp(sol.x))})
-    return out, free
+    return borrow_classes(kind_ops, out, free), free
+
+
+def borrow_classes(kind_ops: dict, params: dict, free: list[str]) -> dict:
+    """A dtype class whose parameters these rows left unfitted (no NVFP4 rows on H100) takes the fitted
+    values of its measured sibling class (entry ``class_fallback``, e.g. ``gemm.CLASS_FALLBACK``) instead
+    of the module priors: same kernel pipeline, another tensor rate. The borrowed names stay out of
+    ``fitted`` (the yaml lists only what the data moved)."""
+    out = dict(params)
+    fitted = set(free)
+    for entry in kind_ops.values():
+        for cls, src in entry.get("class_fallback", {}).items():
+            for name in entry["params"]:
+                if not name.endswith(f"_{cls}") or name in fitted:
+                    continue
+                sib = name[: -len(cls)] + src
+                lo, hi = entry["params"][name][1:]  # the class's own bounds still hold
+                if sib in fitted:
+                    out[name] = float(np.clip(params[sib], lo, hi))
+    return out
 
 
 # ----------------------------------------------------------------------------- scoring

@@ -12,7 +12,7 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 
-from . import efficiency
+from . import efficiency, kernels
 from . import hardware as hwmod
 from . import inputs
 from . import models as modmod
@@ -180,6 +180,7 @@ def predict(model: str, gpus: str | GpuSet, isl: int = 1024, osl: int = 1024, co
     }
     prov = efficiency.provenance(g.hardware)
     out["provenance"] = prov.model_dump()
+    out["provenance"]["kernels"] = [k.model_dump() for k in kernels.kernel_paths(g.hardware)]  # which kernel each op runs
     out["notes"] += prov.notes
     specs = None
     if spec is not None:
@@ -372,7 +373,7 @@ def explain(model: str, gpus: str | GpuSet, tp: int = 1, pp: int = 1, ep: int = 
         "tpot_s": out_step / al if phase == "decode" else None,
         "step_flops_per_gpu": flops, "model_flops": model_flops, "attention_flops": attn_flops, "weight_flops": weight_flops,
         "weight_flops_reference": ref, "weight_flops_ratio": weight_flops / ref if ref else None,
-        "provenance": efficiency.provenance(hw).model_dump(),
+        "provenance": {**efficiency.provenance(hw).model_dump(), "kernels": [k.model_dump() for k in kernels.kernel_paths(hw)]},
         "note": "op times and FLOPs are per GPU of one attention-DP rank, all layers (a PP worker spreads them over its stages); "
                 "step_time_s is the step the serving model uses (terms add up to it from the op sum); "
                 "model_flops counts the useful work of the whole worker (replicated ops once); reference = 2 x active params x tokens",

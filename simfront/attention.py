@@ -85,11 +85,19 @@ def _params(p, hw) -> dict:
 
 
 def _peak(hw, dtype: str) -> float:
-    return float(hw.peak_flops_per_s.get(dtype, 0.0))
+    """ACHIEVABLE dense tensor rate in ``dtype`` (``Hardware.achievable``), 0 where the GPU lacks it."""
+    return float(hw.achievable_matmul_flops_per_s(dtype)) if hw.supports(dtype) else 0.0
+
+
+def hbm_bw(hw) -> float:
+    """ACHIEVABLE HBM streaming bandwidth (``Hardware.achievable``): efficiencies are fractions of it."""
+    return float(hw.achievable_hbm_bytes_per_s)
 
 
 def _math_peak(hw, fp8_math, eff_bf16, eff_fp8) -> np.ndarray:
-    """Achieved tensor FLOP/s: FP8 when requested and supported, never below the BF16 path."""
+    """Achieved tensor FLOP/s: FP8 when requested and supported, never below the BF16 path.
+
+    ``eff_*`` are fractions of the ACHIEVABLE matmul rate, so they transfer across GPUs."""
     bf16 = _peak(hw, "bf16") * eff_bf16
     fp8 = _peak(hw, "fp8") * eff_fp8 if hw.supports("fp8") else 0.0
     return np.where(fp8_math, max(bf16, fp8), bf16)
@@ -125,7 +133,7 @@ def _decode_seconds(batch, kv_len, n_heads, n_kv_heads, head_dim, window, kv_byt
     flops = 4.0 * b * q * nh * L * hd  # QK^T and PV, 2 flops per MAC
 
     sm = hw.sm_count
-    bw = p["decode_hbm_eff"] * hw.hbm_bandwidth_bytes_per_s
+    bw = p["decode_hbm_eff"] * hbm_bw(hw)
     units = b * np.where(per_head_path, nh, nkv)  # CTAs before split-KV: one per (request, KV head or query head)
     ctas = units * np.maximum(L / p["decode_split_tokens"], 1.0)  # split-KV CTAs streaming at once
     # Per-head kernels load K/V in vectors of a fixed number of elements, so a CTA keeps bytes in
@@ -234,7 +242,12 @@ def flash_prefill_seconds(batch, seq_len, prefix_len, n_heads, n_kv_heads, head_
     flops = 2.0 * b * nh * (dqk + dv) * pairs_nominal  # QK^T (d_qk) + PV (d_v), 2 flops per MAC
 
     peak = _math_peak(hw, fp8, p["prefill_flop_eff"], p["prefill_flop_eff_fp8"])
-    pair_sm_s = soft_max(2.0 * (dqk + dv) / (peak / sm), p["prefill_score_s"], PREFILL_OVERLAP_NORM)  # SM-s per pair
+    # Softmax per (q, k) score, in tensor-FLOP equivalents of the GPU's achievable BF16 rate per SM: flash
+    # kernels keep the exponentials in step with the MMA pipe of their architecture (FlashAttention-4 on
+    # Blackwell computes part of them as FMA polynomials because MUFU throughput did not grow with the
+    # tensor cores), so a score costs a fixed share of MMA time across GPUs rather than fixed SM-seconds.
+    score_sm_s = p["prefill_score_flops"] / (_peak(hw, "bf16") / sm)
+    pair_sm_s = soft_max(2.0 * (dqk + dv) / (peak / sm), score_sm_s, PREFILL_OVERLAP_NORM)  # SM-s per pair
     row_sm_s = p["prefill_row_s"] + (dqk + dv) * p["prefill_elem_s"] + np.where(fp8, (dqk + dv) * p["prefill_fp8_elem_s"], 0.0)
     ctas = b * nh * np.ceil(s / PREFILL_TILE_Q)
     work_sm_s = ctas * p["prefill_cta_s"] + b * nh * s * row_sm_s + b * nh * pairs * pair_sm_s
@@ -249,7 +262,7 @@ def flash_prefill_seconds(batch, seq_len, prefix_len, n_heads, n_kv_heads, head_
                      + s * nkv * (dqk + dv) * BYTES_16BIT  # fresh K/V read
                      + (s + pf) * kv_rows)  # KV cache rows written (new) and read (prefix)
     hbm_bytes = hbm_bytes + _f(extra_bytes)
-    memory_s = hbm_bytes / (p["prefill_hbm_eff"] * hw.hbm_bandwidth_bytes_per_s)
+    memory_s = hbm_bytes / (p["prefill_hbm_eff"] * hbm_bw(hw))
     time_s = p["prefill_launch_s"] + soft_max(compute_s, memory_s, PREFILL_OVERLAP_NORM)
     return time_s, flops, hbm_bytes, compute_s, memory_s
 
@@ -288,7 +301,7 @@ def _predict_prefill(cols, hw, p):
 DECODE_PARAMS = {
     "decode_launch_s": (8.1e-6, 1e-6, 5e-5),  # fixed kernel cost (launch, split-KV combine)
     "decode_launch_grouped_fp8_frac": (0.67, 0.2, 1.0),  # fixed cost of grouped FP8-KV kernels (head_dim >= 128) / decode_launch_s
-    "decode_hbm_eff": (0.83, 0.3, 1.0),  # achieved fraction of HBM bandwidth for paged KV at full occupancy
+    "decode_hbm_eff": (0.99, 0.3, 1.3),  # achieved fraction of the ACHIEVABLE HBM bandwidth for paged KV at full occupancy
     "decode_split_tokens": (400.0, 16.0, 1e6),  # KV tokens per split-KV CTA
     "decode_half_occupancy_ctas_per_sm": (0.53, 1e-3, 10.0),  # CTAs per SM at which streaming reaches half its peak
     "decode_unit_s": (1.25e-6, 1e-10, 1e-4),  # SM-seconds per (request, head) CTA of per-head kernels
@@ -304,15 +317,17 @@ DECODE_PARAMS = {
 }
 PREFILL_PARAMS = {
     "prefill_launch_s": (1.2e-5, 1e-6, 5e-5),  # fixed kernel cost
-    "prefill_flop_eff": (0.58, 0.05, 1.0),  # achieved fraction of BF16 tensor peak in the attention main loop
-    "prefill_flop_eff_fp8": (0.45, 0.05, 1.0),  # same for FP8 attention math (FP8 KV cache)
-    "prefill_score_s": (6e-11, 1e-13, 1e-8),  # SM-seconds per (q, k) score: softmax/exp, overlapped with MMA
+    "prefill_flop_eff": (0.69, 0.05, 1.3),  # achieved fraction of the ACHIEVABLE BF16 tensor rate in the attention main loop
+    "prefill_flop_eff_fp8": (0.59, 0.05, 1.3),  # same for FP8 attention math (FP8 KV cache), of the achievable FP8 rate
+    # softmax/exp per (q, k) score, overlapped with MMA, in BF16 tensor FLOPs at the achievable per-SM rate
+    # (H100: 6e-11 SM-s x 834e12 / 132 FLOP/s = 380)
+    "prefill_score_flops": (380.0, 0.1, 1e5),
     "prefill_window_min_tokens": (780.0, 1.0, 8192.0),  # fewest keys a sliding-window query visits
     "prefill_cta_s": (3.6e-6, 1e-9, 1e-4),  # SM-seconds of setup per CTA (query tile x head)
     "prefill_row_s": (1e-8, 1e-12, 1e-6),  # SM-seconds per query row per head (softmax finalise)
     "prefill_elem_s": (2.8e-10, 1e-14, 1e-8),  # SM-seconds per Q/O element (prologue/epilogue)
     "prefill_fp8_elem_s": (1e-12, 1e-15, 1e-8),  # extra SM-seconds per element to quantise to FP8
-    "prefill_hbm_eff": (0.7, 0.5, 1.0),  # achieved fraction of HBM bandwidth for Q/K/V/O
+    "prefill_hbm_eff": (0.83, 0.2, 1.3),  # achieved fraction of the ACHIEVABLE HBM bandwidth for Q/K/V/O
 }
 
 CALIBRATION_OPS = {

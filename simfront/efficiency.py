@@ -36,6 +36,8 @@ from typing import Any, Iterator
 import yaml
 from pydantic import BaseModel, Field
 
+from .kernels import fallback_notes
+
 
 EFFICIENCY_DIR = Path(__file__).resolve().parent.parent / "hardware" / "efficiency"
 
@@ -216,6 +218,7 @@ def provenance(hw, kinds: tuple[str, ...] = KERNEL_KINDS) -> Provenance:
         widen = w if w is not None else 1.0
         notes.append(f"uncertainty band widened x{widen:.2f} for borrowed parameters"
                      + (" (leave-one-family-out residuals)" if w is not None else " (no leave-one-family-out data: not widened)"))
+    notes += fallback_notes(hw)  # ops that run a fallback kernel on this platform
     return Provenance(gpu=hw.id, family=hw.family, params=out, estimated_peaks=est, notes=notes, band_widening=widen)
 
 

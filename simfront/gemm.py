@@ -49,6 +49,12 @@ _FAST_CLASS = {
     "w8a16": "wonly",
 }
 DTYPE_CLASSES = ("bf16", "fp8", "fp8_block", "fp4", "wonly")
+# Measured class whose fitted values a class with no calibration rows on a family takes (the
+# calibrator copies them, ``scripts/calibrate_kernels.py``): the same kernel pipeline (launches,
+# prologue, CTA k-loop, share of the achievable peak) at another tensor rate. FP4 tensor cores are the
+# FP8 MMA path at half the operand width (H100 has no FP4 rows). Weight-only GEMMs keep their priors:
+# their main-loop dequantisation makes them slower than BF16 when compute-bound (measured ~0.8 of peak).
+CLASS_FALLBACK = {"fp4": "fp8", "fp8_block": "fp8"}
 # Activation-quantization reads of the BF16 input per class: dynamic per-tensor scaling needs an
 # amax pass before the quantize pass (2 reads); block scales are computed in one pass per 1x128 / 1x16
 # group (1 read) (TensorRT-LLM / TransformerEngine quantization kernels; modeling-notes.md §1.1).

@@ -106,6 +106,9 @@ class Hardware(BaseModel):
     # NVIDIA compute capability ("9.0", "10.0"): which architecture-specific kernels the engines ship
     # for the part (e.g. the fused FP4 MoE kernel is built for 10.0 / 10.3 only); None on AMD
     compute_capability: str | None = None
+    # AMD LLVM processor ("gfx942" CDNA3, "gfx950" CDNA4): which ROCm kernels (aiter, hipBLASLt, CK) ship
+    # for the part; None on NVIDIA. Kernel availability per platform: hardware/kernels.yaml
+    gfx_target: str | None = None
     peak_flops_per_s: dict[ComputeDtype, float]  # DENSE peaks; absent key = not supported
     fp4_formats: list[Literal["nvfp4", "mxfp4"]] = Field(default_factory=list)  # 4-bit formats with tensor-core support
     hbm_bytes: float  # capacity the framework sees (GiB-based for NVIDIA "80 GB" parts)

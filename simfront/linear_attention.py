@@ -13,7 +13,7 @@ from __future__ import annotations
 import numpy as np
 
 from . import efficiency
-from .attention import BYTES_16BIT, DECODE_OVERLAP_NORM, PREFILL_OVERLAP_NORM, _f, _occupancy, soft_max
+from .attention import BYTES_16BIT, DECODE_OVERLAP_NORM, PREFILL_OVERLAP_NORM, _f, _occupancy, _peak, hbm_bw, soft_max
 from .cost import Cost
 
 KIND = "attention"
@@ -48,7 +48,7 @@ def linear_attention_decode_cost(batch, n_heads, head_k_dim, head_v_dim, hw, p=N
     flops = DECODE_FLOPS_PER_STATE_ELEM * b * q * nh * dk * dv + 2.0 * b * q * cd * ck  # recurrence + depthwise conv
 
     sm = hw.sm_count
-    bw = p["decode_hbm_eff"] * hw.hbm_bandwidth_bytes_per_s
+    bw = p["decode_hbm_eff"] * hbm_bw(hw)
     ctas = b * nh  # one CTA per (request, head) state
     memory_s = hbm_bytes / (bw * _occupancy(ctas, p["decode_half_occupancy_ctas_per_sm"], sm))
     # FP32 state math on CUDA cores; the prefill tensor efficiency stands in for their efficiency.
@@ -75,11 +75,11 @@ def linear_attention_prefill_cost(batch, seq_len, n_heads, head_k_dim, head_v_di
     hbm_bytes = b * nh * (s * (2.0 * dk + 2.0 * dv) * BYTES_16BIT + (n_chunks + 2.0) * dk * dv * sb)
 
     sm = hw.sm_count
-    peak = p["prefill_flop_eff"] * hw.peak_flops_per_s["bf16"]  # tensor-core chunk GEMMs in BF16
+    peak = p["prefill_flop_eff"] * _peak(hw, "bf16")  # tensor-core chunk GEMMs in BF16 (achievable rate)
     ctas = b * nh
     work_s = flops / peak + ctas * p["prefill_cta_s"] / sm
     serial_s = per_head_flops / (peak / sm) + p["prefill_cta_s"]  # one (sequence, head) on one SM
     compute_s = soft_max(work_s, serial_s, PREFILL_OVERLAP_NORM)
-    memory_s = hbm_bytes / (p["prefill_hbm_eff"] * hw.hbm_bandwidth_bytes_per_s)
+    memory_s = hbm_bytes / (p["prefill_hbm_eff"] * hbm_bw(hw))
     time_s = p["prefill_launch_s"] + soft_max(compute_s, memory_s, PREFILL_OVERLAP_NORM)
     return Cost(time_s=time_s, flops=flops, mem_bytes=hbm_bytes, compute_s=compute_s, memory_s=memory_s)

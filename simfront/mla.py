@@ -8,7 +8,9 @@ Heads are per GPU. Parameters: ``hardware/efficiency/mla.yaml`` (fitted through
 * Decode (weight absorption): every local head attends in the latent space against one shared
   latent KV row of ``kv_lora_rank + qk_rope_dim`` elements per token, so KV bytes do not grow
   with heads while FLOPs do: memory-bound at few heads, compute-bound when
-  heads x query tokens is large (modeling-notes.md §1.4; FlashMLA deep-dive).
+  heads x query tokens is large (modeling-notes.md §1.4; FlashMLA deep-dive). That is the native
+  kernels' path (Hopper, datacenter Blackwell, CDNA3/4: ``hardware/kernels.yaml``); other GPUs run
+  the Triton grouped decode kernel, which streams the latent rows once per block of 16 heads.
 * Prefill (no absorption): ordinary causal MHA with ``d_qk = nope + rope`` and ``d_v``,
   timed by the shared flash-prefill model of :mod:`simfront.attention`.
 * DSA (DeepSeek-V3.2, GLM-5): ``topk`` limits each query to its selected tokens; the lightning
@@ -19,8 +21,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from . import efficiency
-from .attention import BYTES_16BIT, DECODE_OVERLAP_NORM, _f, _math_peak, _occupancy, flash_prefill_seconds, soft_max
+from . import efficiency, kernels
+from .attention import BYTES_16BIT, DECODE_OVERLAP_NORM, _f, _math_peak, _occupancy, flash_prefill_seconds, hbm_bw, soft_max
 from .cost import Cost
 
 KIND = "mla"
@@ -39,7 +41,12 @@ INDEXER_LOGIT_BYTES = 4.0
 
 
 def _params(p, hw) -> dict:
-    return dict(efficiency.params(KIND, hw.family)) if p is None else dict(p)
+    """Fitted parameters of ``hw``'s family (priors from the PARAMS tables for any key not fitted)."""
+    if p is not None:
+        return dict(p)
+    out = {k: v[0] for k, v in {**DECODE_PARAMS, **PREFILL_PARAMS}.items()}
+    out.update(efficiency.params(KIND, hw.family))
+    return out
 
 
 def _decode_seconds(batch, kv_len, n_heads, kv_bytes, hw, p, kv_lora_rank=512, qk_rope_dim=64, qk_nope_dim=128,
@@ -48,18 +55,26 @@ def _decode_seconds(batch, kv_len, n_heads, kv_bytes, hw, p, kv_lora_rank=512, q
     r, rope = _f(kv_lora_rank), _f(qk_rope_dim)
     L = kv if topk is None else np.minimum(kv, _f(topk))  # latent rows each query attends
     rows = nh * q  # query rows sharing each latent KV row
-    tiles = np.ceil(rows / MLA_HEAD_TILE)
+    native = kernels.has_native("mla_decode", hw)
+    # Native absorbed-MLA kernels (FlashMLA, trtllm-gen, aiter) tile the heads of a request in
+    # MLA_HEAD_TILE rows and read the latent rows once. Elsewhere (Ampere, Ada, SM 12.0) engines run the
+    # Triton grouped decode kernel (hardware/kernels.yaml mla_decode fallback): one program per block of
+    # head_block heads, each streaming the request's latent rows, so they are read once per head block.
+    tile = MLA_HEAD_TILE if native else float(kernels.fallback("mla_decode")["head_block"])
+    tiles = np.ceil(rows / tile)
+    reads = 1.0 if native else tiles
     low_bit = kvb < BYTES_16BIT
 
     # Latent rows read once per request (shared by all local heads and, for DSA, assumed largely
-    # shared by neighbouring draft tokens); Q in (r + rope) and latent output (r) per row, 16-bit.
-    kv_stream_bytes = b * L * (r + rope) * kvb
+    # shared by neighbouring draft tokens) by native kernels, once per head block by the fallback;
+    # Q in (r + rope) and latent output (r) per row, 16-bit.
+    kv_stream_bytes = b * L * (r + rope) * kvb * reads
     qo_bytes = b * rows * (r + rope + r) * BYTES_16BIT
     flops = 2.0 * b * rows * L * (r + rope + r)  # scores over r+rope dims, values over r dims
-    padded_flops = flops * tiles * MLA_HEAD_TILE / rows
+    padded_flops = flops * tiles * tile / rows
 
     sm = hw.sm_count
-    bw = p["decode_hbm_eff"] * hw.hbm_bandwidth_bytes_per_s
+    bw = p["decode_hbm_eff"] * hbm_bw(hw)
     ctas = b * tiles * np.maximum(L / p["decode_split_tokens"], 1.0)
     occ = _occupancy(ctas, p["decode_half_occupancy_ctas_per_sm"], sm)
     memory_s = kv_stream_bytes / (bw * occ) + qo_bytes / bw
@@ -126,7 +141,7 @@ def dsa_indexer_cost(batch, q_len, kv_len, index_n_heads, index_head_dim, hw, p=
     flops = 2.0 * b * ql * nidx * didx * kv
     hbm_bytes = b * kv * (didx + INDEXER_SCALE_BYTES) + 2.0 * b * ql * kv * INDEXER_LOGIT_BYTES
     compute_s = flops / _math_peak(hw, True, p["prefill_flop_eff"], p["prefill_flop_eff_fp8"])
-    memory_s = hbm_bytes / (p["decode_hbm_eff"] * hw.hbm_bandwidth_bytes_per_s)
+    memory_s = hbm_bytes / (p["decode_hbm_eff"] * hbm_bw(hw))
     time_s = p["decode_launch_s"] + np.maximum(compute_s, memory_s)
     return Cost(time_s=time_s, flops=flops, mem_bytes=hbm_bytes, compute_s=compute_s, memory_s=memory_s)
 
@@ -149,9 +164,9 @@ def _predict_prefill(cols, hw, p):
 
 DECODE_PARAMS = {
     "decode_launch_s": (1.28e-5, 1e-6, 5e-5),  # fixed kernel cost
-    "decode_flop_eff": (0.6, 0.05, 1.0),  # achieved fraction of BF16 tensor peak (compute-bound decode)
-    "decode_flop_eff_fp8": (0.33, 0.05, 1.0),  # same with FP8 KV (FP8 math where supported)
-    "decode_hbm_eff": (0.9, 0.3, 1.0),  # achieved fraction of HBM bandwidth for latent KV rows
+    "decode_flop_eff": (0.71, 0.05, 1.3),  # achieved fraction of the ACHIEVABLE BF16 tensor rate (compute-bound decode)
+    "decode_flop_eff_fp8": (0.43, 0.05, 1.3),  # same with FP8 KV (FP8 math where supported), of the achievable FP8 rate
+    "decode_hbm_eff": (1.07, 0.3, 1.3),  # achieved fraction of the ACHIEVABLE HBM bandwidth for latent KV rows
     "decode_split_tokens": (3000.0, 16.0, 1e6),  # KV tokens per split-KV CTA
     "decode_half_occupancy_ctas_per_sm": (0.04, 1e-3, 10.0),  # CTAs per SM at half streaming rate
     "decode_request_s": (4.2e-6, 1e-10, 1e-4),  # SM-seconds per request (tile setup, split combine)
@@ -159,14 +174,14 @@ DECODE_PARAMS = {
 }
 PREFILL_PARAMS = {
     "prefill_launch_s": (1.38e-5, 1e-6, 5e-5),
-    "prefill_flop_eff": (0.65, 0.05, 1.0),
-    "prefill_flop_eff_fp8": (0.45, 0.05, 1.0),
-    "prefill_score_s": (1.1e-10, 1e-13, 1e-8),
+    "prefill_flop_eff": (0.77, 0.05, 1.3),  # of the achievable BF16 tensor rate
+    "prefill_flop_eff_fp8": (0.59, 0.05, 1.3),  # of the achievable FP8 tensor rate
+    "prefill_score_flops": (700.0, 0.1, 1e5),  # softmax per score in BF16 tensor FLOPs (attention.PREFILL_PARAMS)
     "prefill_cta_s": (3.4e-6, 1e-9, 1e-4),
     "prefill_row_s": (2.4e-9, 1e-12, 1e-6),
     "prefill_elem_s": (4.3e-11, 1e-14, 1e-8),
     "prefill_fp8_elem_s": (2.4e-10, 1e-15, 1e-8),
-    "prefill_hbm_eff": (0.8, 0.5, 1.0),
+    "prefill_hbm_eff": (0.95, 0.2, 1.3),  # of the achievable HBM bandwidth
 }
 
 CALIBRATION_OPS = {

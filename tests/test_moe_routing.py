@@ -118,7 +118,7 @@ def test_skewed_rank_counts_its_heaviest_expert_tiles_apart():
     assert top < pairs and touched > 1
     f = get_format("fp8")
     q = class_view(p, dtype_class(f, hw))
-    kw = dict(rate_flops_per_s=hw.peak_flops_per_s["fp8"], hbm_bytes_per_s=hw.hbm_bandwidth_bytes_per_s, sm_count=hw.sm_count,
+    kw = dict(rate_flops_per_s=hw.achievable_matmul_flops_per_s("fp8"), hbm_bytes_per_s=hw.achievable_hbm_bytes_per_s, sm_count=hw.sm_count,
               b_act=f.act_bytes, b_w=f.bytes_per_element, q=q)
     rest = (pairs - top) / (touched - 1.0)
     up = (grouped_gemm_times(top, 2 * I, H, 1.0, b_out=f.act_bytes, **kw)[0]

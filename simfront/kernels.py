@@ -1,0 +1,114 @@
+"""Kernel availability per platform: which kernel an engine runs for an op on a GPU (``hardware/kernels.yaml``).
+
+A platform is a GPU's NVIDIA compute capability (``"9.0"``) or AMD gfx target (``"gfx942"``). Each op of
+the file lists its native kernels with the platforms they are built for, and the path taken elsewhere
+(``fallback``). The cost modules ask :func:`has_native` which path to price (MLA decode runs the Triton
+grouped kernel off Hopper / datacenter Blackwell / CDNA; the fused FP4 MoE kernel exists on sm_100 /
+sm_103 only), and :func:`kernel_paths` reports, per op, the kernel a GPU takes, for provenance.
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field
+
+from .errors import SimfrontError
+
+KERNELS_FILE = Path(__file__).resolve().parent.parent / "hardware" / "kernels.yaml"
+
+
+class NativeKernel(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    kernel: str
+    platforms: list[str] = Field(min_length=1)
+    source: str = Field(min_length=1)
+
+
+class Fallback(BaseModel):
+    model_config = ConfigDict(extra="allow")  # path-specific geometry (e.g. head_block), `measured`
+    kernel: str
+    source: str = Field(min_length=1)
+
+
+class OpKernels(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    what: str
+    native: list[NativeKernel] = Field(min_length=1)
+    fallback: Fallback
+
+
+class KernelPath(BaseModel):
+    """The kernel a GPU takes for one op."""
+
+    op: str  # key of hardware/kernels.yaml (mla_decode, moe_fused_fp4, gemm_smoothquant, ...)
+    kernel: str  # e.g. "flashmla", "triton-mla-decode"
+    native: bool  # False: the op's fallback path (no native kernel for this platform)
+    source: str
+
+
+@lru_cache(maxsize=None)
+def table() -> dict[str, OpKernels]:
+    """All ops of ``hardware/kernels.yaml``, validated."""
+    data = yaml.safe_load(KERNELS_FILE.read_text()) or {}
+    return {op: OpKernels(**spec) for op, spec in (data.get("ops") or {}).items()}
+
+
+def platform_of(hw) -> str | None:
+    """Key of ``hw`` in hardware/kernels.yaml: its compute capability (NVIDIA) or gfx target (AMD)."""
+    return getattr(hw, "compute_capability", None) or getattr(hw, "gfx_target", None)
+
+
+def _op(op: str) -> OpKernels:
+    t = table()
+    if op not in t:
+        raise SimfrontError(f"unknown kernel op {op!r}; valid: {', '.join(t)}")
+    return t[op]
+
+
+def platforms(op: str) -> frozenset[str]:
+    """Platforms with a native kernel for ``op``."""
+    return frozenset(p for k in _op(op).native for p in k.platforms)
+
+
+def native_kernel(op: str, hw) -> NativeKernel | None:
+    """The native kernel ``hw`` runs for ``op``, or None where it takes the fallback."""
+    plat = platform_of(hw)
+    return next((k for k in _op(op).native if plat in k.platforms), None)
+
+
+def has_native(op: str, hw) -> bool:
+    return native_kernel(op, hw) is not None
+
+
+def fallback(op: str) -> dict[str, Any]:
+    """The fallback entry of ``op`` (kernel, source and its path-specific geometry)."""
+    return _op(op).fallback.model_dump()
+
+
+def kernel_path(op: str, hw) -> KernelPath:
+    k = native_kernel(op, hw)
+    if k is not None:
+        return KernelPath(op=op, kernel=k.kernel, native=True, source=k.source)
+    fb = _op(op).fallback
+    return KernelPath(op=op, kernel=fb.kernel, native=False, source=fb.source)
+
+
+def kernel_paths(hw) -> list[KernelPath]:
+    """Per op of hardware/kernels.yaml, the kernel ``hw`` takes (``hw``: Hardware or GPU name)."""
+    from .hardware import get_hardware
+
+    hw = get_hardware(hw) if isinstance(hw, str) else hw
+    return [kernel_path(op, hw) for op in table()]
+
+
+def fallback_notes(hw) -> list[str]:
+    """One line per op where ``hw`` has no native kernel and the prediction prices the fallback path."""
+    out = []
+    for p in kernel_paths(hw):
+        if not p.native:
+            out.append(f"{hw.id}: no native {p.op} kernel for {platform_of(hw) or 'this platform'}: priced as {p.kernel}")
+    return out
