@@ -10,12 +10,12 @@ PKG = Path(__file__).resolve().parent.parent / "simfront"
 
 # layer of each module (a module may import its own layer or lower ones; a cycle inside a layer fails too)
 LAYERS = {
-    0: ["errors", "units", "precision", "hardware", "architecture", "model_schema", "models", "params", "efficiency", "engines"],
+    0: ["errors", "units", "precision", "hardware", "architecture", "model_schema", "models", "params", "efficiency", "engines", "scheduler", "clients"],
     1: ["cost", "gemm", "moe", "attention", "mla", "linear_attention", "elementwise", "comm", "kernel_ops", "layout", "memory"],
     2: ["step", "sizing", "kernel_validate"],
     3: ["serving"],
     4: ["deployment"],
-    5: ["search", "pareto", "uncertainty", "results"],
+    5: ["search", "pareto", "uncertainty", "results", "simulate"],
     6: ["ingest", "measured", "calibration", "validation", "launch", "planning", "export", "inputs"],
     7: ["api"],
     8: ["format", "plot", "report", "cli", "__main__", "__init__"],
