@@ -240,7 +240,8 @@ def run_engine(table: StepTable, plan: RequestPlan, eng: EngineArrays, decode_ta
     t_first = np.full((D, R), np.nan)
     t_end = np.full((D, R), np.nan)
     t_req = np.full((D, R), np.nan)
-    t_req[rows, rq] = np.where(live, t_send, np.nan)
+    lr, lc = np.nonzero(live)
+    t_req[lr, rq[lr, lc]] = t_send[lr, lc]
     budget = eng.token_budget
     min_need = max(float(np.min(np.where(np.isfinite(isl - cached), isl - cached, np.inf))), 1.0)
     W = int(min(Nq, max(8, np.ceil(float(np.max(budget)) / min_need) + 2)))
