@@ -11,12 +11,12 @@ PKG = Path(__file__).resolve().parent.parent / "simfront"
 # layer of each module (a module may import its own layer or lower ones; a cycle inside a layer fails too)
 LAYERS = {
     0: ["errors", "units", "precision", "hardware", "kernels", "architecture", "model_schema", "models", "params", "efficiency", "engines",
-        "speculative"],
+        "speculative", "scheduler", "clients"],
     1: ["cost", "gemm", "moe", "attention", "mla", "linear_attention", "elementwise", "comm", "kernel_ops", "layout", "memory"],
     2: ["step", "sizing", "kernel_validate"],
     3: ["serving"],
     4: ["deployment"],
-    5: ["search", "pareto", "uncertainty", "results", "quality"],
+    5: ["search", "pareto", "uncertainty", "results", "quality", "simulate"],
     6: ["ingest", "measured", "calibration", "validation", "launch", "planning", "export", "inputs", "fidelity"],
     7: ["api"],
     8: ["format", "plot", "report", "report_fidelity", "cli", "__main__", "__init__"],

@@ -1,0 +1,188 @@
+"""Simulated TTFT / TPOT against measured serving rows, next to the analytical evaluator's.
+
+For every row of a measured-point or serving CSV, build the row's deployment the way
+``simfront/measured.py`` does (layout, workers, max batch, precision, speculation, KV link) and run
+the step-level simulation (:mod:`simfront.simulate`) with the benchmark's client: closed loop with the
+row's concurrency, ``num_prompts = 10 x concurrency``, the first wave at once, lengths uniform in
+[r L, L] (r = 0.8 for the InferenceX file, whose client records it; 1.0 = fixed lengths for
+``measured_serving.csv``, whose client is not recorded). Nothing is fitted here: step times use the
+shipped per-engine serving profiles (the step terms and the per-request TTFT overhead only).
+
+    python scripts/validate_simulation.py [--file F --range-ratio R] [--limit N]
+
+Prints median predicted/measured TTFT, TTFT MAPE and TPOT MAPE for disaggregated rows and all rows,
+for the simulation and for the analytical evaluator on the same rows.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import sys
+import time
+from collections import defaultdict
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from simfront import clients as cl  # noqa: E402
+from simfront.deployment import Layouts  # noqa: E402
+from simfront.errors import SimfrontError  # noqa: E402
+from simfront.ingest import load_measurements  # noqa: E402
+from simfront.layout import layout_errors  # noqa: E402
+from simfront.measured import _get, _int, _layout, predict_points, resolve  # noqa: E402
+from simfront.memory import plan_memory  # noqa: E402
+from simfront.scheduler import scheduler_settings  # noqa: E402
+from simfront.search import kv_link_bytes_per_s  # noqa: E402
+from simfront.serving import engine_profile  # noqa: E402
+from simfront.simulate import simulate_agg, simulate_disagg  # noqa: E402
+
+INFERENCEMAX = ROOT.parent / "shared" / "calibration" / "e2e" / "inferencemax_b200_h100.csv"
+SERVING = ROOT / "measurements" / "measured_serving.csv"
+
+
+def simulate_points(pts, range_ratio: float, prompts_per_user: float = cl.BENCHMARK_PROMPTS_PER_USER) -> list[dict]:
+    """{ttft_ms, tpot_ms, p90_ttft_ms, p99_ttft_ms} (or {reason}) per point, in order."""
+    out: list[dict] = [dict() for _ in pts]
+    groups: dict[tuple, list[int]] = defaultdict(list)
+    res = {}
+    for i, p in enumerate(pts):
+        r, why = resolve(p)
+        if r is None:
+            out[i]["reason"] = why
+            continue
+        mode = _get(p, "mode", "agg")
+        if _get(p, "concurrency") is None:
+            out[i]["reason"] = "no client concurrency"
+            continue
+        if mode == "disagg" and (_get(p, "prefill_workers") is None or _get(p, "decode_workers") is None):
+            out[i]["reason"] = "disaggregated run without worker counts"
+            continue
+        res[i] = r
+        groups[(r.model.id, r.hw.id, r.precision, r.engine, r.isl, r.osl, r.spec, mode,
+                str(_get(p, "engine_version", "")), float(_get(p, "token_budget") or 0))].append(i)
+    for key, idx in groups.items():
+        r = res[idx[0]]
+        mode, version, budget = key[7], key[8], key[9]
+        try:
+            sched = scheduler_settings(r.engine, version or None, r.hw.hbm_bytes / 2**30)
+        except SimfrontError:
+            sched = scheduler_settings(None)
+        if budget > 0:
+            sched = sched.with_overrides(token_budget=budget)
+        prof = engine_profile(r.engine)
+        conc = np.array([float(_get(pts[i], "concurrency")) for i in idx])
+        client = cl.ClosedLoop(1.0, cl.Lengths(r.isl, r.osl, range_ratio), num_prompts=prompts_per_user, first_wave=True)
+
+        def plan_fn(users, D, client=client):
+            return cl.plan_closed(client, users, D, prompts=np.ceil(prompts_per_user * users))
+
+        try:
+            if mode == "disagg":
+                m = _disagg(pts, idx, r, sched, prof, conc, plan_fn)
+            else:
+                m = _agg(pts, idx, r, sched, prof, conc, plan_fn)
+        except SimfrontError as e:
+            for i in idx:
+                out[i]["reason"] = str(e)
+            continue
+        ok, metrics = m
+        for j, i in enumerate(idx):
+            if not ok[j]:
+                out[i]["reason"] = "layout invalid or does not fit"
+                continue
+            out[i].update(ttft_ms=metrics.ttft_s["mean"][j] * 1e3, tpot_ms=metrics.tpot_s["mean"][j] * 1e3,
+                          p90_ttft_ms=metrics.ttft_s["p90"][j] * 1e3, p99_ttft_ms=metrics.ttft_s["p99"][j] * 1e3)
+    return out
+
+
+def _agg(pts, idx, r, sched, prof, conc, plan_fn):
+    tp, pp, dp, ep = _layout(pts, idx, dense=not r.model.arch.is_moe)
+    bad = layout_errors(r.model.arch, tp, pp, dp, ep)
+    lay = Layouts.of(tp, pp, dp, ep)
+    max_b = np.array([float(_get(pts[i], "batch_size", 0) or 0) for i in idx])
+    given = np.array([_int(pts[i], "num_gpus", 0) for i in idx])
+    need = np.where(max_b > 0, np.ceil(conc / np.maximum(max_b * lay.ranks, 1)), 1)
+    workers = np.maximum(np.maximum(given // lay.gpus, 1), need)
+    mem = plan_memory(r.model, r.precision, r.hw, tp, pp, dp, ep, 1, r.isl + r.osl)
+    ok = ~bad & mem.fits
+    maxb = np.where(max_b > 0, max_b, sched.max_running)
+    m = simulate_agg(r.model, r.precision, r.hw, lay, workers, conc, plan_fn, sched=sched, profile=prof, spec=r.spec,
+                     max_batch=maxb, isl=r.isl, osl=r.osl)
+    return ok, m
+
+
+def _disagg(pts, idx, r, sched, prof, conc, plan_fn):
+    dense = not r.model.arch.is_moe
+    ptp, ppp, pdp, pep = _layout(pts, idx, "prefill_", dense=dense)
+    dtp, dpp, ddp, dep = _layout(pts, idx, "decode_", dense=dense)
+    pw = np.array([_int(pts[i], "prefill_workers") for i in idx])
+    dw = np.array([_int(pts[i], "decode_workers") for i in idx])
+    db = np.array([float(_get(pts[i], "decode_batch", 0) or 0) for i in idx])
+    arch = r.model.arch
+    bad = layout_errors(arch, ptp, ppp, pdp, pep) | layout_errors(arch, dtp, dpp, ddp, dep)
+    dlay, play = Layouts.of(dtp, dpp, ddp, dep), Layouts.of(ptp, ppp, pdp, pep)
+    dmem = plan_memory(r.model, r.precision, r.hw, dtp, dpp, ddp, dep, 1, r.isl + r.osl)
+    total = pw * play.gpus + dw * dlay.gpus
+    link = kv_link_bytes_per_s(r.hw, total, play.gpus)
+    m = simulate_disagg(r.model, r.precision, r.hw, play, pw, dlay, dw, conc, plan_fn, sched=sched, profile=prof, spec=r.spec,
+                        link_bytes_per_s=link, decode_max_batch=np.where(db > 0, db, sched.max_running), isl=r.isl, osl=r.osl)
+    return ~bad & dmem.fits, m
+
+
+def _stats(meas, pred) -> dict:
+    meas, pred = np.asarray(meas, float), np.asarray(pred, float)
+    k = np.isfinite(meas) & np.isfinite(pred) & (meas > 0) & (pred > 0)
+    if not k.any():
+        return {"n": 0}
+    ratio = pred[k] / meas[k]
+    return {"n": int(k.sum()), "median_ratio": float(np.median(ratio)), "mape": float(np.mean(np.abs(ratio - 1)) * 100)}
+
+
+def report(path, range_ratio, limit=None) -> dict:
+    t0 = time.perf_counter()
+    pts = [p for p in load_measurements([str(path)]).points if p.ttft_ms is not None or p.tpot_ms is not None]
+    if limit:
+        pts = pts[:limit]
+    ana = predict_points(pts)
+    t1 = time.perf_counter()
+    sim = simulate_points(pts, range_ratio)
+    t2 = time.perf_counter()
+    rows = []
+    for p, a, s in zip(pts, ana, sim):
+        rows.append((p.mode or "agg", p.ttft_ms, p.tpot_ms, a.get("predicted_ttft_ms"), a.get("predicted_tpot_ms"), s.get("ttft_ms"), s.get("tpot_ms")))
+    out = {}
+    print(f"{path}: {len(pts)} rows; analytical {t1 - t0:.1f} s, simulation {t2 - t1:.1f} s "
+          f"({sum('ttft_ms' in s for s in sim)} simulated)")
+    print(f"{'rows':8} {'metric':5} {'model':11} {'n':>5} {'median pred/meas':>17} {'MAPE %':>8}")
+    for sel in ("disagg", "all"):
+        rs = [x for x in rows if sel == "all" or x[0] == sel]
+        both = [x for x in rs if x[3] is not None and x[5] is not None]  # rows both models predict
+        for metric, mi, ai, si in (("ttft", 1, 3, 5), ("tpot", 2, 4, 6)):
+            for name, col in (("analytical", ai), ("simulation", si)):
+                st = _stats([x[mi] if x[mi] is not None else math.nan for x in both],
+                            [x[col] if x[col] is not None else math.nan for x in both])
+                out[(sel, metric, name)] = st
+                if st["n"]:
+                    print(f"{sel:8} {metric:5} {name:11} {st['n']:5d} {st['median_ratio']:17.2f} {st['mape']:8.1f}")
+    return out
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--file", default=None)
+    ap.add_argument("--range-ratio", type=float, default=None)
+    ap.add_argument("--limit", type=int, default=None)
+    a = ap.parse_args()
+    if a.file:
+        report(a.file, a.range_ratio if a.range_ratio is not None else 1.0, a.limit)
+        return
+    report(INFERENCEMAX, cl.BENCHMARK_RANGE_RATIO if a.range_ratio is None else a.range_ratio, a.limit)
+    report(SERVING, 1.0 if a.range_ratio is None else a.range_ratio, a.limit)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,104 @@
+"""Engine scheduler settings as data: token budget, policy, max running requests, CUDA-graph sizes.
+
+The step-level simulation (:mod:`simfront.simulate`) runs each deployment's engine with these
+settings. Defaults per engine and release family live in ``simfront/engines/scheduler.yaml`` with
+the engine source each value comes from; a value the user or a result file gives overrides them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from functools import lru_cache
+from pathlib import Path
+
+import yaml
+
+from .errors import SimfrontError
+
+SCHEDULER_FILE = Path(__file__).with_name("engines") / "scheduler.yaml"
+POLICIES = ("mixed", "prefill_first")
+ADMISSIONS = ("on_demand", "reserve")
+ENGINE_ALIASES = {"vllm": "vllm", "sglang": "sglang", "trtllm": "trtllm", "tensorrt-llm": "trtllm", "tensorrt_llm": "trtllm",
+                  "trt-llm": "trtllm", "dynamo": "default", "default": "default"}
+
+
+@dataclass(frozen=True)
+class SchedulerSettings:
+    engine: str
+    token_budget: float  # tokens one step carries per attention-DP rank (decode + prompt chunk)
+    policy: str  # mixed | prefill_first
+    max_running: float  # requests one rank runs at once
+    cuda_graph_max_bs: float  # largest decode batch captured in a CUDA graph
+    admission: str  # on_demand (preempt + recompute) | reserve (prompt + max output reserved, never preempted)
+    first_token_lag_steps: float  # steps between the last prefill step and the first streamed token
+    version_family: str = ""  # the ``since`` release of the family the values came from
+
+    def with_overrides(self, **kw) -> "SchedulerSettings":
+        """These settings with the given fields replaced (``None`` values are ignored)."""
+        kw = {k: v for k, v in kw.items() if v is not None}
+        bad = set(kw) - set(self.__dataclass_fields__)
+        if bad:
+            raise SimfrontError(f"unknown scheduler setting(s) {sorted(bad)}; valid: {sorted(self.__dataclass_fields__)}")
+        out = replace(self, **kw)
+        _check(out)
+        return out
+
+
+def _check(s: SchedulerSettings) -> None:
+    if s.policy not in POLICIES:
+        raise SimfrontError(f"scheduler policy {s.policy!r} unknown; valid: {', '.join(POLICIES)}")
+    if s.admission not in ADMISSIONS:
+        raise SimfrontError(f"scheduler admission {s.admission!r} unknown; valid: {', '.join(ADMISSIONS)}")
+    if not s.token_budget >= 1 or not s.max_running >= 1:
+        raise SimfrontError(f"token budget ({s.token_budget}) and max running requests ({s.max_running}) must be at least 1")
+
+
+@lru_cache(maxsize=1)
+def _table() -> dict:
+    return yaml.safe_load(SCHEDULER_FILE.read_text())
+
+
+def _version_key(v: str) -> tuple:
+    out = []
+    for part in str(v).replace("-", ".").split("."):
+        digits = "".join(ch for ch in part if ch.isdigit())
+        out.append(int(digits) if digits else 0)
+    return tuple(out)
+
+
+def engine_key(engine: str | None) -> str:
+    """Canonical engine name of a spelling (``None`` -> default); an engine string that merely
+    contains a known name (``Dynamo + SGLang [...]``) resolves to that engine."""
+    if not engine:
+        return "default"
+    e = str(engine).strip().lower()
+    if e in ENGINE_ALIASES:
+        return ENGINE_ALIASES[e]
+    for name in ("sglang", "vllm", "trtllm", "tensorrt-llm", "tensorrt_llm", "trt-llm"):
+        if name in e:
+            return ENGINE_ALIASES[name]
+    raise SimfrontError(f"unknown engine {engine!r} for scheduler settings; valid: vllm, sglang, trtllm")
+
+
+def scheduler_settings(engine: str | None = None, version: str | None = None, gpu_mem_gib: float | None = None) -> SchedulerSettings:
+    """Default scheduler settings of ``engine`` at release ``version`` (newest family when ``None``)
+    on a GPU with ``gpu_mem_gib`` of memory (engines whose default budget depends on it)."""
+    key = engine_key(engine)
+    fams = sorted(_table()[key], key=lambda f: _version_key(f["since"]))
+    fam = fams[-1]
+    if version:
+        older = [f for f in fams if _version_key(f["since"]) <= _version_key(version)]
+        fam = older[-1] if older else fams[0]
+    budget = float(fam["token_budget"])
+    if gpu_mem_gib is not None and fam.get("token_budget_by_gpu_mem_gib"):
+        for bound, b in fam["token_budget_by_gpu_mem_gib"]:
+            if gpu_mem_gib < bound:
+                budget = float(b)
+                break
+    s = SchedulerSettings(key, budget, fam["policy"], float(fam["max_running"]), float(fam["cuda_graph_max_bs"]),
+                          fam["admission"], float(fam["first_token_lag_steps"]), str(fam["since"]))
+    _check(s)
+    return s
+
+
+__all__ = ["SchedulerSettings", "scheduler_settings", "engine_key", "POLICIES", "ADMISSIONS"]

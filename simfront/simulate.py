@@ -1,0 +1,693 @@
+"""Step-level simulation of serving deployments: continuous batching, vectorised over deployments.
+
+The analytical evaluator (:mod:`simfront.deployment`) is the fast first pass; this module refines
+the points it keeps by running each deployment's engine loop step by step against a client model
+(:mod:`simfront.clients`), so that TTFT under load, tail latencies (p50/p90/p99) and goodput come out
+of the scheduling itself: the synchronised first wave, random lengths, the token budget per step,
+chunked prefill, prefill-first or mixed steps, max running requests, KV-cache capacity with
+preemption and recompute, prefix-cache hits, and for disaggregated deployments the prefill queue
+and the KV transfer.
+
+Step times come from the same cost model as everything else: :func:`build_step_table` evaluates
+:func:`simfront.step.forward_step` under the serving profile (:func:`simfront.serving.step_terms`)
+on a grid of (decode requests, prompt tokens, mean context) per deployment, once per group, and the
+loop interpolates in it.
+
+Reduction (mean field across identical servers): a deployment of ``S`` identical engine servers
+(workers x attention-DP ranks x pipeline micro-batches) under ``C`` clients is simulated as one
+representative server with ``C / S`` clients (rounded up: attention-DP ranks step together, so the
+busiest rank sets the step), and its throughput is scaled by ``C`` over its clients. A disaggregated
+deployment is simulated as one prefill worker with its share ``C / x`` of the clients and the share
+``y / x`` of the decode ranks, pooled (decode ranks step in parallel).
+
+Loop: arrays of shape (deployments, request slots); the Python loop runs over engine steps. A step
+without prompt tokens stands for every decode step up to the next event (a request finishing, an
+arrival, the KV cache filling), so the loop count is about the number of requests plus prefill steps.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from .clients import RequestPlan
+from .deployment import Layouts
+from .errors import SimfrontError
+from .memory import kv_bytes_per_token, plan_memory
+from .scheduler import SchedulerSettings
+from .serving import NO_SPEC, Speculation, _split, step_terms
+from .step import StepBatch, forward_step
+
+# Decode-batch grid points of the step table (requests per rank); prompt-token grid points below.
+# Step time is close to piecewise linear between them (memory-bound decode, tile steps in MoE).
+B_GRID = np.array([0, 1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64, 96, 128, 192, 256, 384, 512, 768, 1024, 1536, 2048, 3072, 4096], float)
+P_GRID = np.array([0, 16, 128, 512, 1024, 2048, 4096, 8192, 16384, 32768, 65536, 131072, 262144], float)
+CTX_POINTS = 2  # decode attention is linear in context: two points (shortest, longest) interpolate it
+# Above this many decode steps per request the loop would run long; the caller is told (SimfrontError).
+MAX_LOOP_ITERATIONS = 2_000_000
+PERCENTILES = (50, 90, 99)
+
+# phases of a request slot
+_PENDING, _QUEUED, _PREFILL, _DECODE, _DONE = 0, 1, 2, 3, 4
+
+
+@dataclass
+class StepTable:
+    """Engine step seconds per deployment on a grid: ``t[d, i_b, i_p, i_c]`` for ``b_grid[i_b]`` decode
+    requests per rank, ``p_grid[i_p]`` prompt tokens in the step and context ``ctx_lo + (ctx_hi -
+    ctx_lo) i_c / (n_c - 1)``; :meth:`__call__` interpolates (multilinear, linear beyond the grid)."""
+
+    b_grid: np.ndarray
+    p_grid: np.ndarray
+    ctx_lo: np.ndarray  # (D,)
+    ctx_hi: np.ndarray  # (D,)
+    t: np.ndarray  # (D, nb, np, nc) seconds
+
+    def __call__(self, b, p, ctx, rows=None) -> np.ndarray:
+        t = self.t if rows is None else self.t[rows]
+        D, nb, npp, nc = t.shape
+        lo = self.ctx_lo if rows is None else self.ctx_lo[rows]
+        hi = self.ctx_hi if rows is None else self.ctx_hi[rows]
+        ib, wb = _locate(self.b_grid, b)
+        ip, wp = _locate(self.p_grid, p)
+        u = (np.asarray(ctx, float) - lo) / np.maximum(hi - lo, 1.0) * (nc - 1)
+        ic = np.clip(np.floor(u), 0, max(nc - 2, 0)).astype(int)
+        wc = u - ic if nc > 1 else 0.0 * u
+        flat = t.reshape(-1)
+        base = np.arange(D) * (nb * npp * nc)
+        out = 0.0
+        for db, fb in ((0, 1 - wb), (1, wb)):
+            for dp_, fp in ((0, 1 - wp), (1, wp)):
+                for dc, fc in ((0, 1 - wc), (1, wc)):
+                    if nc == 1 and dc:
+                        continue
+                    k = base + ((ib + db) * npp + (ip + dp_)) * nc + np.minimum(ic + dc, nc - 1)
+                    out = out + flat[k] * fb * fp * (fc if nc > 1 else 1.0)
+        return np.maximum(out, 0.0)
+
+
+def _locate(grid: np.ndarray, x) -> tuple[np.ndarray, np.ndarray]:
+    x = np.asarray(x, float)
+    i = np.clip(np.searchsorted(grid, x, side="right") - 1, 0, grid.size - 2)
+    w = (x - grid[i]) / (grid[i + 1] - grid[i])
+    return i, np.maximum(w, 0.0)  # linear extrapolation above the last point
+
+
+def _grid(grid: np.ndarray, top: float) -> np.ndarray:
+    """Grid points up to the first one at or above ``top`` (at least two points)."""
+    k = int(np.searchsorted(grid, max(top, 1.0), side="left")) + 1
+    return grid[: max(min(k, grid.size), 2)]
+
+
+def build_step_table(model, precision, hw, lay: Layouts, profile: dict, *, isl_new: float, prefix: float, ctx_lo, ctx_hi,
+                     b_max: float, p_max: float, spec: Speculation = NO_SPEC) -> StepTable:
+    """Engine step times of the deployments' workers (``lay`` holds (D,) layout arrays) on the
+    (decode requests, prompt tokens, context) grid, with the serving profile applied exactly as
+    :mod:`simfront.serving` does (:func:`simfront.serving.step_terms`). ``isl_new`` sets how many
+    sequences a step's prompt tokens belong to and ``prefix`` their cached prefix, as in
+    :func:`simfront.serving.aggregated_raw`."""
+    bg = _grid(B_GRID, b_max)
+    pg = _grid(P_GRID, p_max)
+    D = np.asarray(lay.tp).reshape(-1).size
+    col = lambda a: np.broadcast_to(np.asarray(a, float).reshape(-1), (D,))[:, None, None, None]  # noqa: E731
+    tp, pp, dp, ep = (col(a) for a in (lay.tp, lay.pp, lay.dp, lay.ep))
+    lo = np.broadcast_to(np.asarray(ctx_lo, float), (D,)).copy()
+    hi = np.maximum(np.broadcast_to(np.asarray(ctx_hi, float), (D,)), lo + 1.0)
+    ctx = lo[:, None, None, None] + (hi - lo)[:, None, None, None] * np.linspace(0.0, 1.0, CTX_POINTS)[None, None, None, :]
+    B = bg[None, :, None, None]
+    P = pg[None, None, :, None]
+    seqs = np.where(P > 0, np.maximum(P / max(isl_new, 1.0), 1.0), 0.0)
+    sb = StepBatch(decode_reqs=B, decode_ctx=ctx, q_tokens=spec.k + 1, prefill_tokens=P, prefill_seqs=seqs, prefill_prefix=prefix)
+    split = _split(forward_step(model, precision, hw, tp, pp, dp, ep, sb), model, spec)
+    t = step_terms(split, profile, B)["engine_s"]  # per-request CPU overhead counts the decode requests, as serving does
+    t = np.broadcast_to(t, (D, bg.size, pg.size, CTX_POINTS)).copy()
+    return StepTable(bg, pg, lo, hi, t)
+
+
+# --------------------------------------------------------------------------------------------------
+# the engine loop
+# --------------------------------------------------------------------------------------------------
+
+
+@dataclass
+class EngineArrays:
+    """Per-deployment engine parameters of the representative server (all (D,) arrays)."""
+
+    token_budget: np.ndarray  # tokens per step per rank
+    max_running: np.ndarray  # requests one rank runs at once
+    kv_tokens: np.ndarray  # context tokens the rank's KV cache holds
+    prefill_first: np.ndarray  # bool: a step with prompts carries no decode tokens
+    reserve: np.ndarray  # bool: admission reserves prompt + output; no preemption
+    lag_steps: np.ndarray  # steps between last prefill step and first streamed token
+    al: np.ndarray  # tokens emitted per decode step per request (speculation)
+    q: np.ndarray  # tokens a decode request puts through the step (1 + drafts)
+    ttft_overhead_s: np.ndarray  # per-request API / tokenisation time
+
+    @classmethod
+    def of(cls, D: int, sched: SchedulerSettings, kv_tokens, spec: Speculation = NO_SPEC, profile: dict | None = None,
+           max_running=None, token_budget=None) -> "EngineArrays":
+        f = lambda v: np.broadcast_to(np.asarray(v, float), (D,)).copy()  # noqa: E731
+        return cls(f(sched.token_budget if token_budget is None else token_budget),
+                   f(sched.max_running if max_running is None else max_running), f(kv_tokens),
+                   f(sched.policy == "prefill_first").astype(bool), f(sched.admission == "reserve").astype(bool),
+                   f(sched.first_token_lag_steps), f(spec.accepted_per_step), f(spec.k + 1),
+                   f((profile or {}).get("ttft_overhead_s", 0.0)))
+
+
+@dataclass
+class SimTrace:
+    """Per-request times of a simulation (deployments x requests; NaN where a request did not run)."""
+
+    t_send: np.ndarray
+    t_first: np.ndarray
+    t_end: np.ndarray
+    isl: np.ndarray
+    osl: np.ndarray
+    counted: np.ndarray  # bool: request inside the statistics window (after warm-up)
+    itl_s: np.ndarray  # (D, iterations) step seconds seen by decode tokens
+    itl_w: np.ndarray  # (D, iterations) decode tokens emitted at that step time
+    ttft_overhead_s: np.ndarray
+    iterations: int
+    preemptions: np.ndarray  # (D,)
+    prompt_tokens_computed: np.ndarray  # (D,) prompt tokens prefilled (recompute included)
+
+
+def _push(Q, tail, qlen, mask):
+    """Append the slots in ``mask`` (D, N) to each deployment's ring queue, in slot order."""
+    rows, cols = np.nonzero(mask)
+    if rows.size == 0:
+        return
+    rank = np.cumsum(mask, axis=1)[rows, cols] - 1
+    Nq = Q.shape[1]
+    Q[rows, (tail[rows] + rank) % Nq] = cols
+    add = mask.sum(axis=1)
+    tail += add
+    qlen += add
+
+
+def _window(Q, head, qlen, W):
+    D, Nq = Q.shape
+    ar = np.arange(W)[None, :]
+    s = Q[np.arange(D)[:, None], (head[:, None] + ar) % Nq]
+    return s, ar < qlen[:, None]
+
+
+def run_engine(table: StepTable, plan: RequestPlan, eng: EngineArrays, decode_table: StepTable | None = None,
+               disagg: dict | None = None, max_iterations: int = MAX_LOOP_ITERATIONS) -> SimTrace:
+    """Simulate the representative server of every deployment until all its requests finished.
+
+    Aggregated (``disagg`` None): one engine prefills and decodes. Disaggregated: ``table`` is the
+    prefill worker, ``decode_table`` the decode pool, ``disagg`` holds (D,) arrays ``transfer_s``
+    (KV move per input token), ``decode_scale`` (decode ranks per representative: per-rank batch =
+    pooled decode requests / scale), ``decode_slots`` and ``decode_kv_tokens``.
+    """
+    D, R = plan.isl.shape
+    N = int(np.max(plan.users)) if plan.users.size else 1
+    N = max(min(N, R), 1)
+    d_ix = np.arange(D)
+    rows = d_ix[:, None]
+    isl, osl, cached = plan.isl, plan.osl, np.minimum(plan.cached, plan.isl - 1)
+    n_req = np.minimum(plan.n, R)
+    users = np.minimum(np.ceil(plan.users), N).astype(int)
+    # slot state
+    slot = np.arange(N)[None, :]
+    live = slot < np.minimum(users, n_req)[:, None]
+    rq = np.where(live, slot, 0)
+    ph = np.where(live, _PENDING, _DONE).astype(np.int8)
+    t_send = np.where(live, plan.arrival_s[rows, rq], np.inf)
+    if not plan.first_wave and not plan.open_loop:
+        # steady state: users start spread over one request's life (estimated from the table)
+        life = table(np.minimum(users, eng.max_running).astype(float), 0 * users, table.ctx_lo) * np.ceil(
+            np.mean(osl, axis=1) / eng.al) + table(0 * users, np.mean(isl, axis=1), table.ctx_lo)
+        t_send = np.where(live, slot * (life / np.maximum(users, 1))[:, None], np.inf)
+    need = np.where(live, isl[rows, rq] - cached[rows, rq], 0.0)
+    done_p = np.zeros((D, N))
+    left = np.zeros((D, N))
+    kv = np.zeros((D, N))
+    tick = np.zeros((D, N))
+    issued = np.minimum(users, n_req).astype(int)
+    fin = np.zeros(D, int)
+    now = np.zeros(D)
+    next_tick = np.ones(D)
+    # ring queue of slots waiting for / in prefill (engine FCFS order)
+    Nq = N + 1
+    Q = np.zeros((D, Nq), int)
+    head = np.zeros(D, int)
+    tail = np.zeros(D, int)
+    qlen = np.zeros(D, int)
+    # per-request records
+    t_first = np.full((D, R), np.nan)
+    t_end = np.full((D, R), np.nan)
+    t_req = np.full((D, R), np.nan)
+    lr, lc = np.nonzero(live)
+    t_req[lr, rq[lr, lc]] = t_send[lr, lc]
+    budget = eng.token_budget
+    min_need = max(float(np.min(np.where(np.isfinite(isl - cached), isl - cached, np.inf))), 1.0)
+    W = int(min(Nq, max(8, np.ceil(float(np.max(budget)) / min_need) + 2)))
+    itl_s, itl_w = [], []
+    preempt = np.zeros(D)
+    computed = np.zeros(D)
+    dis = disagg is not None
+    if dis:
+        # decode pool: its own clock, its own FCFS admission queue of prefilled requests
+        dnow = np.zeros(D)
+        ready = np.full((D, N), np.inf)  # time a prefilled request's KV is at the decode pool
+        dscale = np.maximum(disagg["decode_scale"], 1e-9)
+        dslots = disagg["decode_slots"]
+        dkv = disagg["decode_kv_tokens"]
+        xfer = disagg["transfer_s"]
+    it = 0
+    while True:
+        active = fin < n_req
+        if not active.any():
+            break
+        it += 1
+        if it > max_iterations:
+            raise SimfrontError(f"simulation did not finish within {max_iterations} steps; simulate fewer prompts")
+        # ---------------- prefill side (the whole engine when aggregated) ----------------
+        pclock = now
+        arr = (ph == _PENDING) & (t_send <= pclock[:, None])
+        if arr.any():
+            ph[arr] = _QUEUED
+            _push(Q, tail, qlen, arr)
+        s, valid = _window(Q, head, qlen, W)
+        phs = ph[rows, s]
+        started = valid & (phs == _PREFILL)
+        new = valid & (phs == _QUEUED)
+        dec = ph == _DECODE
+        n_dec = dec.sum(axis=1)
+        if dis:
+            n_run = (ph == _PREFILL).sum(axis=1)
+            cap_run = eng.max_running
+            kv_used = (kv * (ph == _PREFILL)).sum(axis=1)
+        else:
+            n_run = n_dec + (ph == _PREFILL).sum(axis=1)
+            cap_run = eng.max_running
+            kv_used = kv.sum(axis=1)
+        rem = np.where(valid, need[rows, s] - done_p[rows, s], 0.0)
+        kv_new = np.where(new, rem + np.where(eng.reserve[:, None], osl[rows, rq[rows, s]], 0.0), 0.0)
+        ok_new = new & (n_run[:, None] + np.cumsum(new, axis=1) <= cap_run[:, None]) & (
+            kv_used[:, None] + np.cumsum(kv_new, axis=1) <= eng.kv_tokens[:, None])
+        elig = started | ok_new
+        dec_tok = 0.0 if dis else n_dec * eng.q
+        bud = np.where(eng.prefill_first | dis, budget, np.maximum(budget - dec_tok, 0.0))
+        r = np.where(elig, rem, 0.0)
+        cum = np.cumsum(r, axis=1)
+        alloc = np.clip(bud[:, None] - (cum - r), 0.0, r)
+        p_tok = alloc.sum(axis=1) * active
+        has_p = p_tok > 0
+        if dis:
+            dec_in = np.zeros(D)
+        else:
+            dec_in = np.where(eng.prefill_first & has_p, 0, n_dec).astype(float)
+        # ---------------- how many steps this iteration stands for ----------------
+        pend = np.where(ph == _PENDING, t_send, np.inf).min(axis=1)
+        ctx_sum = (kv * dec).sum(axis=1)
+        ctx_mean = np.where(n_dec > 0, ctx_sum / np.maximum(n_dec, 1), table.ctx_lo)
+        if dis:
+            k = np.where(has_p, 1.0, 0.0)
+            t_step = table(0 * p_tok, p_tok, table.ctx_lo)
+        else:
+            k_left = np.where(dec, left, np.inf).min(axis=1)
+            t_est = table(dec_in, 0 * p_tok, ctx_mean)
+            k_arr = np.where(np.isfinite(pend), np.ceil(np.maximum(pend - now, 0.0) / np.maximum(t_est, 1e-12)), np.inf)
+            k_kv = np.where(eng.reserve, np.inf, np.floor((eng.kv_tokens - kv_used) / np.maximum(n_dec * eng.al, 1e-9)))
+            k = np.where(has_p, 1.0, np.maximum(np.minimum(np.minimum(k_left, k_arr), k_kv), 1.0))
+            k = np.where(n_dec > 0, k, np.where(has_p, 1.0, 0.0))
+            t_step = table(dec_in, p_tok, ctx_mean + np.where(has_p, 0.0, k * eng.al / 2.0))
+        k = k * active
+        dt = k * t_step
+        idle = active & (k == 0)
+        new_now = np.where(idle, np.where(np.isfinite(pend), np.maximum(now, pend), now), now + dt)
+        if dis:
+            # an idle prefill worker waits for the next arrival; none pending: for the decode pool
+            new_now = np.where(idle & ~np.isfinite(pend), np.maximum(now, dnow), new_now)
+        step_mask = (k > 0)[:, None]
+        # ---------------- apply the prefill part ----------------
+        got = (alloc > 0) & step_mask
+        if got.any():
+            rr, cc = np.nonzero(got)
+            ss = s[rr, cc]
+            first = ph[rr, ss] == _QUEUED
+            tick[rr[first], ss[first]] = next_tick[rr[first]] + np.arange(first.sum())
+            next_tick += np.bincount(rr[first], minlength=D)
+            ph[rr, ss] = _PREFILL
+            done_p[rr, ss] += alloc[rr, cc]
+            kv[rr, ss] += alloc[rr, cc] + np.where(first, cached[rr, rq[rr, ss]], 0.0)
+            computed += np.bincount(rr, weights=alloc[rr, cc], minlength=D)
+            fin_p = done_p[rr, ss] >= need[rr, ss] - 1e-9
+            fr, fs = rr[fin_p], ss[fin_p]
+            head += np.bincount(fr, minlength=D)
+            qlen -= np.bincount(fr, minlength=D)
+            req = rq[fr, fs]
+            if dis:
+                ph[fr, fs] = _DECODE  # handed to the decode pool (waits there until admitted)
+                ready[fr, fs] = new_now[fr] + xfer[fr] * isl[fr, req]
+                kv[fr, fs] = 0.0
+                left[fr, fs] = -1.0  # not yet admitted to a decode rank
+            else:
+                tf = new_now[fr] + eng.lag_steps[fr] * t_step[fr]
+                setf = np.isnan(t_first[fr, req])
+                t_first[fr[setf], req[setf]] = tf[setf]
+                ph[fr, fs] = _DECODE
+                fresh = left[fr, fs] <= 0
+                left[fr[fresh], fs[fresh]] = np.ceil(np.maximum(osl[fr[fresh], req[fresh]] - 1.0, 0.0) / eng.al[fr[fresh]])
+        # ---------------- decode part (aggregated) ----------------
+        if not dis:
+            stepping = dec & ((dec_in > 0) & (k > 0))[:, None]
+            left = np.where(stepping, left - k[:, None], left)
+            kv = np.where(stepping, kv + k[:, None] * eng.al[:, None], kv)
+            done = (ph == _DECODE) & (left <= 0)
+            itl_s.append(np.where(dec_in > 0, t_step, 0.0))
+            itl_w.append(dec_in * k)
+            now = new_now
+            _finish(done, now, ph, rq, t_end, t_send, kv, need, done_p, left, isl, cached, plan, issued, fin, n_req, t_req)
+            if not eng.reserve.all():
+                _preempt(kv, ph, tick, need, done_p, isl, cached, rq, osl, left, eng, Q, head, qlen, preempt, rows)
+            continue
+        now = new_now
+        # ---------------- decode pool (disaggregated): advance it up to the prefill clock ----------------
+        waiting = (ph == _DECODE) & (left < 0) & (ready <= dnow[:, None])
+        running = (ph == _DECODE) & (left > 0)
+        n_r = running.sum(axis=1)
+        room = np.maximum(np.minimum(dslots - n_r, np.floor((dkv - (kv * running).sum(axis=1)) /
+                                                             np.maximum(np.mean(isl + osl, axis=1), 1.0))), 0)
+        # admit the longest-waiting ready requests first (FCFS by ready time)
+        order = np.argsort(np.where(waiting, ready, np.inf), axis=1, kind="stable")[:, :W]
+        wsel = waiting[rows, order] & (np.arange(order.shape[1])[None, :] < room[:, None])
+        admitted = np.zeros((D, N), bool)
+        if wsel.any():
+            ar_, ac_ = np.nonzero(wsel)
+            sl = order[ar_, ac_]
+            req = rq[ar_, sl]
+            left[ar_, sl] = np.ceil(np.maximum(osl[ar_, req] - 1.0, 0.0) / eng.al[ar_])
+            kv[ar_, sl] = isl[ar_, req]
+            admitted[ar_, sl] = True
+            running = (ph == _DECODE) & (left > 0)
+        n_r = running.sum(axis=1)
+        nxt_ready = np.where((ph == _DECODE) & (left < 0), ready, np.inf).min(axis=1)
+        pend = np.where(ph == _PENDING, t_send, np.inf).min(axis=1)
+        h_p = np.where(qlen > 0, now, pend)  # next event of the prefill side
+        horizon = np.minimum(h_p, nxt_ready)
+        b_rank = n_r / dscale
+        dctx = np.where(n_r > 0, (kv * running).sum(axis=1) / np.maximum(n_r, 1), decode_table.ctx_lo)
+        td = decode_table(b_rank, 0 * b_rank, dctx)
+        k_left = np.where(running, left, np.inf).min(axis=1)
+        k_h = np.where(np.isfinite(horizon), np.ceil(np.maximum(horizon - dnow, 0.0) / np.maximum(td, 1e-12)), np.inf)
+        kd = np.where(n_r > 0, np.maximum(np.minimum(k_left, k_h), 1.0), 0.0) * active
+        td = decode_table(b_rank, 0 * b_rank, dctx + kd * eng.al / 2.0)
+        # the first token streams with the decode pool's first step of the request (one-token outputs at admission)
+        fr_, fs_ = np.nonzero(admitted)
+        t_first[fr_, rq[fr_, fs_]] = dnow[fr_] + np.where(left[fr_, fs_] > 0, td[fr_], 0.0)
+        left = np.where(running, left - kd[:, None], left)
+        kv = np.where(running, kv + kd[:, None] * eng.al[:, None], kv)
+        itl_s.append(np.where(kd > 0, td, 0.0))
+        itl_w.append(b_rank * kd)
+        done = (ph == _DECODE) & (left == 0) & (running | admitted)
+        when = dnow + kd * td
+        # an empty pool waits for its next ready request, or (nothing in flight) for the prefill clock
+        idle_to = np.where(np.isfinite(nxt_ready), np.minimum(nxt_ready, np.where(np.isfinite(h_p), np.maximum(h_p, dnow), nxt_ready)),
+                           np.maximum(dnow, now))
+        dnow = np.where(kd > 0, when, np.maximum(dnow, idle_to))
+        _finish(done, when, ph, rq, t_end, t_send, kv, need, done_p, left, isl, cached, plan, issued, fin, n_req, t_req)
+    counted = np.isfinite(t_end) & (np.arange(R)[None, :] >= plan.warmup[:, None]) & (np.arange(R)[None, :] < n_req[:, None])
+    return SimTrace(t_req, t_first, t_end, isl, osl, counted, np.array(itl_s).T if itl_s else np.zeros((D, 0)),
+                    np.array(itl_w).T if itl_w else np.zeros((D, 0)), eng.ttft_overhead_s, it, preempt, computed)
+
+
+def _finish(done, when, ph, rq, t_end, t_send, kv, need, done_p, left, isl, cached, plan, issued, fin, n_req, t_req):
+    """Record finished requests and give their users the next request (closed loop: in order)."""
+    if not done.any():
+        return
+    D = done.shape[0]
+    fr, fs = np.nonzero(done)
+    req = rq[fr, fs]
+    t_end[fr, req] = when[fr]
+    nd = np.bincount(fr, minlength=D)
+    fin += nd
+    rank = np.cumsum(done, axis=1)[fr, fs] - 1
+    nid = issued[fr] + rank
+    issued += nd
+    ok = nid < n_req[fr]
+    kv[fr, fs] = 0.0
+    done_p[fr, fs] = 0.0
+    left[fr, fs] = 0.0
+    ph[fr, fs] = _DONE
+    fr2, fs2, nid2 = fr[ok], fs[ok], nid[ok]
+    old = req[ok]
+    rq[fr2, fs2] = nid2
+    ts = np.maximum(plan.arrival_s[fr2, nid2], when[fr2] + plan.after_s[fr2, old])
+    t_send[fr2, fs2] = ts
+    t_req[fr2, nid2] = ts
+    need[fr2, fs2] = isl[fr2, nid2] - np.minimum(cached[fr2, nid2], isl[fr2, nid2] - 1)
+    ph[fr2, fs2] = _PENDING
+    issued -= np.bincount(fr[~ok], minlength=D)  # ids past the plan were not issued
+    np.maximum(issued, 0, out=issued)
+
+
+def _preempt(kv, ph, tick, need, done_p, isl, cached, rq, osl, left, eng, Q, head, qlen, preempt, rows):
+    """When the KV cache overflows, preempt the latest-admitted decoding request (recompute later:
+    its prompt plus generated tokens are prefilled again); one per deployment per step."""
+    over = (~eng.reserve) & (kv.sum(axis=1) > eng.kv_tokens)
+    if not over.any():
+        return
+    dec = ph == _DECODE
+    cand = np.where(dec, tick, -1.0)
+    victim = np.argmax(cand, axis=1)
+    ok = over & (cand.max(axis=1) >= 0) & (dec.sum(axis=1) > 1)
+    d = np.nonzero(ok)[0]
+    if d.size == 0:
+        return
+    v = victim[d]
+    req = rq[d, v]
+    gen = np.maximum(osl[d, req] - 1.0 - left[d, v] * eng.al[d], 0.0)
+    need[d, v] = isl[d, req] + gen  # recompute prompt + generated tokens (no prefix-cache credit)
+    done_p[d, v] = 0.0
+    kv[d, v] = 0.0
+    ph[d, v] = _QUEUED
+    Nq = Q.shape[1]
+    head[d] -= 1
+    Q[d, head[d] % Nq] = v
+    qlen[d] += 1
+    preempt[d] += 1
+
+
+# --------------------------------------------------------------------------------------------------
+# statistics
+# --------------------------------------------------------------------------------------------------
+
+
+def _nanpct(x: np.ndarray, mask: np.ndarray, q) -> np.ndarray:
+    y = np.where(mask, x, np.nan)
+    with np.errstate(all="ignore"):
+        import warnings
+
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", RuntimeWarning)
+            return np.nanpercentile(y, q, axis=1)
+
+
+def _nanmean(x, mask):
+    n = mask.sum(axis=1)
+    return np.where(n > 0, np.where(mask, x, 0.0).sum(axis=1) / np.maximum(n, 1), np.nan)
+
+
+def _weighted_pct(v: np.ndarray, w: np.ndarray, q: float) -> np.ndarray:
+    """Per-row weighted percentile (rows of values ``v`` with weights ``w``)."""
+    if v.shape[1] == 0:
+        return np.full(v.shape[0], np.nan)
+    o = np.argsort(v, axis=1)
+    vs = np.take_along_axis(v, o, axis=1)
+    ws = np.take_along_axis(w, o, axis=1)
+    c = np.cumsum(ws, axis=1)
+    tot = c[:, -1:]
+    i = np.argmax(c >= q / 100.0 * np.maximum(tot, 1e-30), axis=1)
+    out = vs[np.arange(v.shape[0]), i]
+    return np.where(tot[:, 0] > 0, out, np.nan)
+
+
+@dataclass
+class SimMetrics:
+    """Serving metrics of simulated deployments (every field a (D,) array; seconds, per second)."""
+
+    ttft_s: dict  # {"mean", "p50", "p90", "p99"}
+    tpot_s: dict
+    itl_s: dict
+    e2e_s: dict
+    requests_s: np.ndarray  # the whole deployment
+    output_tok_s: np.ndarray
+    concurrency: np.ndarray
+    gpus: np.ndarray
+    preemptions: np.ndarray  # on the representative server
+    iterations: int
+    trace: SimTrace = field(repr=False, default=None)
+    scale: np.ndarray = field(repr=False, default=None)  # deployment requests/s over the representative's
+
+    def goodput(self, ttft_s: float | None = None, tpot_s: float | None = None, percentile: float | None = None) -> np.ndarray:
+        """Requests/s of the deployment that meet the SLA (TTFT and TPOT each at most the bound).
+
+        Without ``percentile``: the rate of requests that meet both bounds (DistServe's goodput).
+        With ``percentile`` p: the whole throughput where the p-th percentile of TTFT and TPOT meets
+        the bounds, else 0 (an SLA stated on p90/p99)."""
+        tr = self.trace
+        ttft, tpot = _per_request(tr)
+        ok = tr.counted.copy()
+        if percentile is None:
+            if ttft_s is not None:
+                ok &= ttft <= ttft_s
+            if tpot_s is not None:
+                ok &= tpot <= tpot_s
+            share = ok.sum(axis=1) / np.maximum(tr.counted.sum(axis=1), 1)
+            return self.requests_s * share
+        meets = np.ones(self.requests_s.shape, bool)
+        if ttft_s is not None:
+            meets &= _nanpct(ttft, tr.counted, percentile) <= ttft_s
+        if tpot_s is not None:
+            meets &= _nanpct(tpot, tr.counted, percentile) <= tpot_s
+        return np.where(meets, self.requests_s, 0.0)
+
+    def meets_sla(self, ttft_s=None, tpot_s=None, percentile: float = 50.0) -> np.ndarray:
+        return self.goodput(ttft_s, tpot_s, percentile) > 0
+
+    def as_columns(self, prefix: str = "sim_") -> dict:
+        """Flat columns in milliseconds (``sim_ttft_p90_ms`` ...) and rates, for frontier points."""
+        out = {}
+        for name, d in (("ttft", self.ttft_s), ("tpot", self.tpot_s), ("itl", self.itl_s), ("e2e", self.e2e_s)):
+            for k, v in d.items():
+                out[f"{prefix}{name}_{k}_ms"] = v * 1e3
+        out[f"{prefix}requests_s"] = self.requests_s
+        out[f"{prefix}output_tok_s"] = self.output_tok_s
+        return out
+
+
+def _per_request(tr: SimTrace) -> tuple[np.ndarray, np.ndarray]:
+    ov = tr.ttft_overhead_s[:, None]
+    ttft = tr.t_first - tr.t_send + ov
+    with np.errstate(invalid="ignore", divide="ignore"):
+        tpot = np.where(tr.osl > 1, (tr.t_end - tr.t_first) / np.maximum(tr.osl - 1.0, 1.0), 0.0)
+    return ttft, tpot
+
+
+def summarise(tr: SimTrace, scale, concurrency, gpus) -> SimMetrics:
+    """Statistics of a trace; ``scale`` = deployment requests/s per representative-server request/s."""
+    m = tr.counted
+    ttft, tpot = _per_request(tr)
+    e2e = tr.t_end - tr.t_send + tr.ttft_overhead_s[:, None]
+
+    def stats(x):
+        out = {"mean": _nanmean(x, m)}
+        for q in PERCENTILES:
+            out[f"p{q}"] = _nanpct(x, m, q)
+        return out
+
+    itl = {"mean": np.where(tr.itl_w.sum(axis=1) > 0, (tr.itl_s * tr.itl_w).sum(axis=1) / np.maximum(tr.itl_w.sum(axis=1), 1e-30), np.nan)}
+    for q in PERCENTILES:
+        itl[f"p{q}"] = _weighted_pct(tr.itl_s, tr.itl_w, q)
+    # throughput: counted requests over the time from the first counted send to the last counted end
+    start = np.nanmin(np.where(m, tr.t_send, np.nan), axis=1) if m.any() else np.zeros(m.shape[0])
+    warm = ~np.all(m | ~np.isfinite(tr.t_end), axis=1)  # a warm-up was left out: measure from its end
+    end_warm = np.nanmax(np.where(np.isfinite(tr.t_end) & ~m, tr.t_end, -np.inf), axis=1)
+    start = np.where(warm & np.isfinite(end_warm), end_warm, start)
+    done_in = (m & (tr.t_end >= start[:, None])).sum(axis=1)
+    span = np.nanmax(np.where(m, tr.t_end, np.nan), axis=1) - start
+    with np.errstate(invalid="ignore", divide="ignore"):
+        x_rep = done_in / span
+        tok_rep = (np.where(m & (tr.t_end >= start[:, None]), tr.osl, 0.0)).sum(axis=1) / span
+    sc = np.asarray(scale, float)
+    return SimMetrics(stats(ttft), stats(tpot), itl, stats(e2e), x_rep * sc, tok_rep * sc,
+                      np.broadcast_to(np.asarray(concurrency, float), x_rep.shape).copy(),
+                      np.broadcast_to(np.asarray(gpus, float), x_rep.shape).copy(), tr.preemptions, tr.iterations, tr, sc)
+
+
+# --------------------------------------------------------------------------------------------------
+# deployments
+# --------------------------------------------------------------------------------------------------
+
+
+def _col(x, D) -> np.ndarray:
+    return np.broadcast_to(np.asarray(x, float).reshape(-1) if np.ndim(x) else np.asarray(x, float), (D,)).copy()
+
+
+def kv_tokens_per_rank(model, precision, hw, lay: Layouts, context_tokens: float) -> tuple[np.ndarray, np.ndarray]:
+    """(context tokens one engine server, i.e. one attention-DP rank's micro-batch, holds in its KV
+    cache; whether the layout fits), from :func:`simfront.memory.plan_memory` at ``context_tokens``
+    per sequence (fixed per-sequence state of linear-attention layers included)."""
+    mem = plan_memory(model, precision, hw, lay.tp, lay.pp, lay.dp, lay.ep, 1, context_tokens)
+    seqs = np.floor(mem.max_concurrency / lay.dp / lay.pp)
+    return seqs * context_tokens, mem.fits
+
+
+def simulate_agg(model, precision, hw, lay: Layouts, workers, concurrency, plan_fn, *, sched: SchedulerSettings,
+                 profile: dict, spec: Speculation = NO_SPEC, max_batch=None, token_budget=None, isl: float, osl: float,
+                 prefix: float = 0.0, kv_tokens=None, table: StepTable | None = None) -> SimMetrics:
+    """Simulate aggregated deployments (arrays of length D): ``workers`` copies of a worker with
+    layout ``lay`` under ``concurrency`` clients. ``plan_fn(users, D)`` returns the
+    :class:`~simfront.clients.RequestPlan` of one representative server with ``users`` clients
+    (see :func:`simfront.clients.plan_closed`). ``max_batch``: the engine's max running requests per
+    rank (default the scheduler's); ``isl``/``osl``: nominal lengths (the table's range)."""
+    D = np.asarray(lay.tp).reshape(-1).size
+    L = Layouts(*(_col(a, D) for a in (lay.tp, lay.pp, lay.dp, lay.ep)))
+    servers = _col(workers, D) * L.dp * L.pp
+    C = _col(concurrency, D)
+    users = np.maximum(np.ceil(C / servers - 1e-9), 1.0)
+    maxrun = np.minimum(_col(sched.max_running if max_batch is None else max_batch, D), sched.max_running if max_batch is None else np.inf)
+    if kv_tokens is None:
+        kv_tokens, _ = kv_tokens_per_rank(model, precision, hw, L, isl + osl)
+    budget = _col(sched.token_budget if token_budget is None else token_budget, D)
+    if table is None:
+        table = build_step_table(model, precision, hw, L, profile, isl_new=max(isl - prefix, 1.0), prefix=prefix,
+                                 ctx_lo=0.8 * isl, ctx_hi=isl + osl, b_max=float(np.max(np.minimum(users, maxrun))) + 1,
+                                 p_max=float(np.max(budget)), spec=spec)
+    plan = plan_fn(users, D)
+    eng = EngineArrays.of(D, sched, kv_tokens, spec, profile, max_running=maxrun, token_budget=budget)
+    tr = run_engine(table, plan, eng)
+    return summarise(tr, C / users, C, _col(workers, D) * L.gpus)
+
+
+def simulate_disagg(model, precision, hw, prefill: Layouts, prefill_workers, decode: Layouts, decode_workers, concurrency,
+                    plan_fn, *, sched: SchedulerSettings, profile: dict, spec: Speculation = NO_SPEC, link_bytes_per_s,
+                    decode_max_batch=None, prefill_budget=None, isl: float, osl: float, prefix: float = 0.0) -> SimMetrics:
+    """Simulate disaggregated deployments (arrays of length D): ``prefill_workers`` x prefill layout,
+    ``decode_workers`` x decode layout, KV moved over ``link_bytes_per_s``; see :func:`simulate_agg`."""
+    D = np.asarray(decode.tp).reshape(-1).size
+    P = Layouts(*(_col(a, D) for a in (prefill.tp, prefill.pp, prefill.dp, prefill.ep)))
+    Dl = Layouts(*(_col(a, D) for a in (decode.tp, decode.pp, decode.dp, decode.ep)))
+    x = np.maximum(_col(prefill_workers, D), 1.0)
+    y = np.maximum(_col(decode_workers, D), 1.0)
+    C = _col(concurrency, D)
+    users = np.maximum(np.ceil(C / x - 1e-9), 1.0)
+    dranks = y * Dl.dp * Dl.pp / x  # decode ranks per representative prefill worker
+    dmax = _col(sched.max_running if decode_max_batch is None else decode_max_batch, D)
+    dkv, _ = kv_tokens_per_rank(model, precision, hw, Dl, isl + osl)
+    pkv, _ = kv_tokens_per_rank(model, precision, hw, P, isl + osl)
+    pbudget = _col(sched.token_budget if prefill_budget is None else prefill_budget, D) * P.dp  # every prefill rank's budget
+    ptable = build_step_table(model, precision, hw, P, profile, isl_new=max(isl - prefix, 1.0), prefix=prefix, ctx_lo=isl,
+                              ctx_hi=isl + 1, b_max=1, p_max=float(np.max(pbudget)))
+    b_top = float(np.max(np.minimum(users / np.maximum(dranks, 1e-9), dmax))) + 1
+    dtable = build_step_table(model, precision, hw, Dl, profile, isl_new=max(isl - prefix, 1.0), prefix=prefix, ctx_lo=0.8 * isl,
+                              ctx_hi=isl + osl, b_max=b_top, p_max=1, spec=spec)
+    kv_bytes = kv_bytes_per_token(model, precision.kv)
+    plan = plan_fn(users, D)
+    eng = EngineArrays.of(D, sched, pkv * P.dp, spec, profile, max_running=sched.max_running * P.dp, token_budget=pbudget)
+    eng.prefill_first[:] = True
+    dis = {"transfer_s": kv_bytes / _col(link_bytes_per_s, D), "decode_scale": dranks,
+           "decode_slots": np.floor(dmax * dranks), "decode_kv_tokens": dkv * dranks}
+    tr = run_engine(_PerRank(ptable, P.dp), plan, eng, decode_table=dtable, disagg=dis)
+    gpus = x * P.gpus + y * Dl.gpus
+    return summarise(tr, C / users, C, gpus)
+
+
+class _PerRank:
+    """A prefill worker's step: its ``dp`` ranks each take ``1/dp`` of the step's prompt tokens."""
+
+    def __init__(self, table: StepTable, dp):
+        self.t, self.dp = table, np.asarray(dp, float)
+        self.ctx_lo, self.ctx_hi = table.ctx_lo, table.ctx_hi
+
+    def __call__(self, b, p, ctx, rows=None):
+        return self.t(b, np.asarray(p, float) / self.dp, ctx, rows)
+
+
+__all__ = ["StepTable", "build_step_table", "EngineArrays", "SimTrace", "SimMetrics", "run_engine", "summarise",
+           "simulate_agg", "simulate_disagg", "kv_tokens_per_rank", "B_GRID", "P_GRID"]

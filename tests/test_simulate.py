@@ -1,0 +1,143 @@
+"""Step-level simulation (simfront.simulate) against the analytical evaluator where it is exact,
+plus invariants (load, Little's law, no NaN) and the agentic workload's routing closed form."""
+
+import numpy as np
+import pytest
+
+from simfront import clients as cl
+from simfront.deployment import Layouts, evaluate_agg, evaluate_disagg
+from simfront.hardware import get_hardware
+from simfront.models import get_model
+from simfront.scheduler import scheduler_settings
+from simfront.serving import NEUTRAL_PROFILE, Workload, aggregated_raw, decode_raw, engine_profile, finish_decode, finish_prefill, prefill_raw
+from simfront.simulate import build_step_table, simulate_agg, simulate_disagg
+
+MODEL = get_model("llama-3.1-8b")
+HW = get_hardware("h100_sxm")
+ISL, OSL = 1024, 1024
+
+
+def _closed(C, first_wave=False, prompts=6, warm=2, ratio=1.0, isl=ISL, osl=OSL):
+    c = cl.ClosedLoop(C, cl.Lengths(isl, osl, ratio), num_prompts=prompts * C, first_wave=first_wave, warmup=warm * C)
+    return lambda users, D: cl.plan_closed(c, users, D)
+
+
+@pytest.mark.parametrize("C", [1, 4])
+@pytest.mark.parametrize("prof", [dict(NEUTRAL_PROFILE), engine_profile("vllm")])
+def test_agg_agrees_with_analytical_evaluator_in_steady_state(C, prof):
+    """Low load, fixed lengths, no first wave: the mean-field evaluator is exact up to the mixed step
+    it averages into TPOT (one prompt per request lifetime); within 3 % on TPOT and requests/s."""
+    wl = Workload(isl=ISL, osl=OSL, chunk_tokens=8192)
+    ana = evaluate_agg(aggregated_raw(MODEL, MODEL.precision, HW, 1, 1, 1, 1, C, wl), prof, 1, 1, C)
+    sim = simulate_agg(MODEL, MODEL.precision, HW, Layouts.of([1]), 1, C, _closed(C), sched=scheduler_settings("vllm"),
+                       profile=prof, isl=ISL, osl=OSL)
+    assert sim.tpot_s["mean"][0] == pytest.approx(float(ana.tpot_s), rel=0.03)
+    assert sim.requests_s[0] == pytest.approx(float(ana.requests_s), rel=0.03)
+
+
+@pytest.mark.parametrize("C", [1, 4])
+def test_disagg_agrees_with_analytical_evaluator_at_low_load(C):
+    prof = dict(NEUTRAL_PROFILE)
+    wl = Workload(isl=ISL, osl=OSL)
+    link = HW.scaleup.bandwidth_bytes_per_s
+    pre = finish_prefill(*prefill_raw(MODEL, MODEL.precision, HW, 1, 1, 1, 1, 1, wl, link), prof)
+    dec = finish_decode(*decode_raw(MODEL, MODEL.precision, HW, 1, 1, 1, 1, C, wl), OSL, prof)
+    ana = evaluate_disagg(pre, 1, dec, C, C, OSL, 2)
+    sim = simulate_disagg(MODEL, MODEL.precision, HW, Layouts.of([1]), 1, Layouts.of([1]), 1, C, _closed(C),
+                          sched=scheduler_settings("vllm"), profile=prof, link_bytes_per_s=link, isl=ISL, osl=OSL)
+    assert sim.tpot_s["mean"][0] == pytest.approx(float(ana.tpot_s), rel=0.03)
+    assert sim.requests_s[0] == pytest.approx(float(ana.requests_s), rel=0.03)
+
+
+def test_step_table_reproduces_the_evaluator_step_times():
+    prof = engine_profile("sglang")
+    wl = Workload(isl=ISL, osl=OSL)
+    raw = aggregated_raw(MODEL, MODEL.precision, HW, 2, 1, 1, 1, 16, wl)
+    tab = build_step_table(MODEL, MODEL.precision, HW, Layouts.of([2]), prof, isl_new=ISL, prefix=0, ctx_lo=0.8 * ISL,
+                           ctx_hi=ISL + OSL, b_max=64, p_max=8192)
+    from simfront.serving import step_terms
+    want = step_terms(raw.decode_step_s, prof)["engine_s"]
+    got = tab([16], [0], [ISL + OSL / 2])
+    assert got[0] == pytest.approx(float(want), rel=0.01)
+
+
+def test_more_load_never_lowers_p90_ttft_and_littles_law_holds():
+    Cs = np.array([1, 4, 16, 64, 128])
+    m = simulate_agg(MODEL, MODEL.precision, HW, Layouts.of(np.ones(5)), 1, Cs, _closed(1, first_wave=True, prompts=4, warm=0, ratio=0.8, osl=256),
+                     sched=scheduler_settings("sglang"), profile=engine_profile("sglang"), isl=ISL, osl=256)
+    for k in ("mean", "p50", "p90", "p99"):
+        assert np.all(np.isfinite(m.ttft_s[k])) and np.all(np.isfinite(m.tpot_s[k])) and np.all(np.isfinite(m.e2e_s[k]))
+    assert np.all(np.diff(m.ttft_s["p90"]) >= -1e-9)
+    assert np.all(m.ttft_s["p99"] >= m.ttft_s["p90"]) and np.all(m.ttft_s["p90"] >= m.ttft_s["p50"])
+    # Little's law on the simulated run: users in flight = throughput x time in system (first wave to
+    # last completion; the users idle only after their last request, which the tail of the run shows)
+    tr = m.trace
+    busy = np.nansum(np.where(tr.counted, tr.t_end - tr.t_send, 0.0), axis=1)
+    span = np.nanmax(tr.t_end, axis=1)
+    users = np.ceil(Cs / 1.0)
+    in_flight = busy / span  # time-average requests in the system on the representative server
+    assert np.all(in_flight <= users + 1e-6) and np.all(in_flight >= 0.85 * users)
+    x_rep = m.requests_s / m.scale
+    assert np.allclose(x_rep * (busy / tr.counted.sum(axis=1)), in_flight, rtol=0.15)
+
+
+def test_kv_cache_limit_preempts_and_recomputes():
+    """A KV cache that holds only a few requests: the engine preempts and still finishes everything."""
+    from simfront.clients import plan_closed
+    c = cl.ClosedLoop(16, cl.Lengths(1024, 512), num_prompts=32)
+    m = simulate_agg(MODEL, MODEL.precision, HW, Layouts.of([1]), 1, 16, lambda u, D: plan_closed(c, u, D),
+                     sched=scheduler_settings("vllm"), profile=engine_profile("vllm"), isl=1024, osl=512, kv_tokens=np.array([6 * 1536.0]))
+    assert m.preemptions[0] > 0 and np.isfinite(m.requests_s[0])
+    assert m.trace.counted.sum() == 32
+    roomy = simulate_agg(MODEL, MODEL.precision, HW, Layouts.of([1]), 1, 16, lambda u, D: plan_closed(c, u, D),
+                         sched=scheduler_settings("vllm"), profile=engine_profile("vllm"), isl=1024, osl=512)
+    assert roomy.preemptions[0] == 0 and roomy.requests_s[0] > m.requests_s[0]
+
+
+def test_goodput_with_percentile_sla():
+    m = simulate_agg(MODEL, MODEL.precision, HW, Layouts.of(np.ones(2)), 1, [2, 64], _closed(1, first_wave=True, prompts=3, warm=0, osl=128),
+                     sched=scheduler_settings("vllm"), profile=engine_profile("vllm"), isl=ISL, osl=128)
+    loose = m.goodput(ttft_s=100.0, tpot_s=1.0)
+    assert np.allclose(loose, m.requests_s)
+    tight = m.goodput(ttft_s=float(m.ttft_s["p50"][1]), tpot_s=1.0, percentile=99)
+    assert tight[1] == 0.0  # p99 TTFT above the p50 bound
+    share = m.goodput(ttft_s=float(m.ttft_s["p50"][1]), tpot_s=1.0)
+    assert 0.3 * m.requests_s[1] < share[1] < 0.75 * m.requests_s[1]
+
+
+def test_agentic_kv_aware_routing_beats_round_robin_by_the_hit_rate_closed_form():
+    """R = 4 replicas, one session per replica at a time, prefill-dominated turns. KV-aware routing
+    reuses the previous context on every later turn; round-robin on 1/R of them. The simulated
+    prompt tokens computed per request follow the closed form, and so does the prefill-time gain."""
+    R = 4
+    res = {}
+    for routing in ("kv-aware", "round-robin"):
+        a = cl.AgenticCoding(sessions=1, turns=6, first_prompt=2048, output_tokens=64, tool_tokens=256, think_s=0.5,
+                             routing=routing, replicas=R, num_sessions=20)
+        m = simulate_agg(MODEL, MODEL.precision, HW, Layouts.of([1]), 1, 1, lambda u, D, a=a: cl.plan_agentic(a, u, D, seed=5),
+                         sched=scheduler_settings("vllm"), profile=engine_profile("vllm"), isl=float(a.turn_prompt(5)), osl=64)
+        tr = m.trace
+        n = tr.counted.sum()
+        computed = m.trace.prompt_tokens_computed[0] / n
+        want = float(np.mean(a.turn_prompt(np.arange(6)))) - a.expected_hit_tokens()
+        res[routing] = (computed, want, m.ttft_s["mean"][0], m.requests_s[0])
+    for routing, (computed, want, _, _) in res.items():
+        assert computed == pytest.approx(want, rel=0.08), routing
+    # At this load a turn's TTFT is one prefill step of its computed tokens (no decode batch beside
+    # it): closed form from the same step table, each later turn a hit with probability route_hit.
+    a = cl.AgenticCoding(sessions=1, turns=6, first_prompt=2048, output_tokens=64, tool_tokens=256)
+    tab = build_step_table(MODEL, MODEL.precision, HW, Layouts.of([1]), engine_profile("vllm"), isl_new=float(a.turn_prompt(5)),
+                           prefix=0.0, ctx_lo=0.8 * float(a.turn_prompt(5)), ctx_hi=float(a.turn_prompt(5)) + 64, b_max=2, p_max=8192)
+    t = np.arange(6)
+    full = a.turn_prompt(t)
+    new_tok = np.where(t > 0, full - (a.turn_prompt(t - 1) + 64), full)
+    t_full = tab(np.zeros(6), full, np.zeros(6) + tab.ctx_lo)
+    t_new = tab(np.zeros(6), new_tok, np.zeros(6) + tab.ctx_lo)
+
+    def closed_form(p_hit):
+        return float(np.mean(np.where(t > 0, p_hit * t_new + (1 - p_hit) * t_full, t_full)))
+
+    gain = res["round-robin"][2] - res["kv-aware"][2]
+    want_gain = closed_form(1 / R) - closed_form(1.0)
+    assert gain == pytest.approx(want_gain, rel=0.2)
+    assert res["kv-aware"][3] > res["round-robin"][3]
