@@ -56,7 +56,7 @@ def test_step_table_reproduces_the_evaluator_step_times():
     tab = build_step_table(MODEL, MODEL.precision, HW, Layouts.of([2]), prof, isl_new=ISL, prefix=0, ctx_lo=0.8 * ISL,
                            ctx_hi=ISL + OSL, b_max=64, p_max=8192)
     from simfront.serving import step_terms
-    want = step_terms(raw.decode_step_s, prof)["engine_s"]
+    want = step_terms(raw.decode_step_s, prof, raw.batch)["engine_s"]  # per-request CPU overhead of the 16 requests included
     got = tab([16], [0], [ISL + OSL / 2])
     assert got[0] == pytest.approx(float(want), rel=0.01)
 
