@@ -41,11 +41,12 @@ KNEE_COLOR = "rgb(255,176,0)"  # the knee: a gold star, outlined, above every ot
 KNEE_SYMBOL, KNEE_SIZE = "star", 20
 SLA_COLOR = "rgb(44,160,44)"  # the best point under the SLA: a green ring around the point
 SLA_SYMBOL, SLA_SIZE, SLA_RING_PX = "circle-open", 24, 3
-TOP_MARGIN_PX = 150  # room above the plot for the title and a legend of up to three rows
+TOP_MARGIN_PX = 110  # room above the plot for the title and a legend of up to three rows
 TITLE_Y = 0.98  # the title at the very top of the page, above the legend (container coordinates)
 # page CSS: a figure without its own height fills the browser window instead of plotly's fixed 450 px
 PAGE_CSS = "<style>html,body,body>div{height:100%;margin:0}</style>"
-AXIS_TYPE = "log"  # both frontier axes: tok/s/user and tok/s/GPU span decades (the latency end is not flat)
+AXIS_TYPE = "log"
+LOG_TICKS = "D2"  # plotly log-axis ticks labelled at 1, 2 and 5 of each decade (not every digit)  # both frontier axes: tok/s/user and tok/s/GPU span decades (the latency end is not flat)
 
 X_TITLE = "interactivity: output tok/s per user"
 Y_TITLE = "throughput: output tok/s per GPU"
@@ -215,8 +216,8 @@ def _frontier_layout(fig: go.Figure, title: str) -> go.Figure:
     fig.update_layout(
         title={"text": title, "x": 0.01, "xanchor": "left", "y": TITLE_Y, "yanchor": "top"}, template=TEMPLATE,
         hovermode="closest", margin={"b": 110, "t": TOP_MARGIN_PX},
-        xaxis={"title": X_TITLE, "type": AXIS_TYPE},
-        yaxis={"title": Y_TITLE, "type": AXIS_TYPE},
+        xaxis={"title": X_TITLE, "type": AXIS_TYPE, "dtick": LOG_TICKS},
+        yaxis={"title": Y_TITLE, "type": AXIS_TYPE, "dtick": LOG_TICKS},
         legend={"orientation": "h", "yanchor": "bottom", "y": 1.02, "xanchor": "left", "x": 0,
                 "traceorder": "normal"})
     return _footnote(fig, OUTPUT_NOTE)
