@@ -3,8 +3,8 @@
     python scripts/make_readme_figure.py [--out docs/frontier.png] [--chromium /usr/bin/chromium]
 
 The picture is the page `simfront predict --model deepseek-r1 --gpus 8xB200 --isl 8192 --osl 1024
---html page.html` writes (``api.predict`` + ``api.write_frontier_html``: dominated configurations, the
-p10-p90 band and the Pareto frontier), screenshotted by headless Chromium.
+--html page.html` writes (``api.predict`` + ``report.write_frontier_html``: dominated configurations, the
+p10-p90 band, the Pareto frontier and its knee, log-scale axes), screenshotted by headless Chromium.
 
 Why Chromium: plotly's static export (``fig.write_image``) needs the kaleido package, which is not a
 simfront dependency and cannot be installed offline; the rendered page is what users see anyway. The
@@ -25,13 +25,15 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from simfront import api  # noqa: E402
+from simfront import api, report  # noqa: E402
 
 MODEL, GPUS, ISL, OSL = "deepseek-r1", "8xB200", 8192, 1024  # the README tour's example
 WIDTH_PX, HEIGHT_PX = 1100, 650  # the picture's size in the README (the page's plot scales with the window)
 RENDER_BUDGET_MS = 5000  # virtual time Chromium gives the page's scripts before the screenshot
 # picture-only CSS: no toolbar, no page margin or scrollbar (the figure itself is unchanged)
-PICTURE_CSS = "<style>body{margin:0;overflow:hidden}.modebar-container{display:none!important}</style>"
+# (and the plot as tall as the picture: headless Chromium reports a shorter window than it screenshots)
+PICTURE_CSS = ("<style>body{margin:0;overflow:hidden}.modebar-container{display:none!important}"
+               f"body>div,.plotly-graph-div{{height:{HEIGHT_PX}px!important}}</style>")
 
 
 def find_chromium(given: str | None) -> str:
@@ -59,10 +61,10 @@ def main() -> None:
     args = ap.parse_args()
     chromium = find_chromium(args.chromium)
     res = api.predict(MODEL, GPUS, isl=ISL, osl=OSL)
-    points = res.pop("_points", None)
+    points = res.points  # every feasible configuration (the dominated cloud)
     with tempfile.TemporaryDirectory() as d:
         page = Path(d) / "frontier.html"
-        api.write_frontier_html(res, points, str(page))
+        report.write_frontier_html(res, points, str(page))
         page.write_text(page.read_text(encoding="utf-8").replace("<head>", "<head>" + PICTURE_CSS, 1), encoding="utf-8")
         out = Path(d) / "frontier.png"
         render(page, out, chromium)

@@ -14,25 +14,80 @@ from typing import List, Optional
 
 import typer
 
-from . import api, inputs, report, report_fidelity
+from . import __version__
 from .errors import SimfrontError
-from .format import print_table
-from .hardware import MAX_GPU_COUNT
+from .format import print_table, progress
+
+# The library (api, and through it numpy, pydantic and the search) is imported inside each command,
+# so `simfront --help`, `--version` and shell completion start in a fraction of the time.
+
+LAZY_MODULES = ("api", "inputs", "report")  # library modules the commands import when they run
+
+
+def __getattr__(name: str):
+    """``cli.api``, ``cli.inputs``, ``cli.report``: the modules the commands use, imported on first access
+    (PEP 562), so code that reaches them through this module (tests patching ``cli.api.predict``) still can."""
+    if name in LAZY_MODULES:
+        import importlib
+
+        return importlib.import_module(f"{__package__}.{name}")
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+PROG = "simfront"  # the command's name: help text, and the shell-completion variable _SIMFRONT_COMPLETE
+COMPLETE_ENV = "_SIMFRONT_COMPLETE"  # set by the completion script the shell runs (typer / click protocol)
 
 app = typer.Typer(
-    add_completion=False,
+    add_completion=True,
     no_args_is_help=True,
     pretty_exceptions_enable=False,
     rich_markup_mode=None,
     help="simfront: predict the latency-throughput frontier of LLM serving configurations from hardware and model specs.",
 )
 
-ModelOpt = typer.Option(..., "--model", "-m", help="Catalog id (kimi-k3), Hugging Face id (deepseek-ai/DeepSeek-R1) or path to a config.json.")
-GpusOpt = typer.Option(..., "--gpus", "-g", help="GPU set as COUNTxGPU, e.g. 8xB200, 16xH200, 72xGB200.")
 PrecisionOpt = typer.Option("native", "--precision", help="Weight precision: native, bf16, fp8, fp8_block, nvfp4, mxfp4, w4a16.")
 KvOpt = typer.Option("native", "--kv-dtype", help="KV-cache dtype: native, bf16, fp8.")
 JsonOpt = typer.Option(False, "--json", help="Print one JSON document (stable interface, see README).")
 CalOpt = typer.Option(None, "--calibration", help="Calibration profile YAML written by `simfront calibrate`.")
+IslOpt = typer.Option(1024, "--isl", help="Mean input (prompt) tokens per request.")
+OslOpt = typer.Option(1024, "--osl", help="Mean output (generated) tokens per request.")
+PrefixOpt = typer.Option(0.0, "--prefix-hit", help="Share of input tokens served from the prefix cache (0-1).")
+EngineOpt = typer.Option(None, "--engine", help="Engine overhead profile: trtllm, sglang, vllm (default: average).")
+QuietOpt = typer.Option(False, "--quiet", "-q", help="No progress bar on stderr (there is none when stderr is not a terminal).")
+
+
+def _complete_model(incomplete: str) -> list[str]:
+    """Shell completion of --model: catalog ids."""
+    from .models import catalog_ids
+
+    return [m for m in catalog_ids() if m.startswith(incomplete.lower())]
+
+
+def _complete_gpus(incomplete: str) -> list[str]:
+    """Shell completion of --gpus: COUNTxGPU with the catalog's GPU ids (8x when no count is typed yet)."""
+    from .hardware import catalog
+
+    count, sep, gpu = incomplete.partition("x")
+    if not sep:
+        count, gpu = (incomplete, "") if incomplete.isdigit() else ("8", incomplete)
+    return [f"{count}x{g}" for g in catalog() if g.startswith(gpu.lower())]
+
+
+ModelOpt = typer.Option(..., "--model", "-m", help="Catalog id (kimi-k3), Hugging Face id (deepseek-ai/DeepSeek-R1) or path to a config.json.",
+                        autocompletion=_complete_model)
+GpusOpt = typer.Option(..., "--gpus", "-g", help="GPU set as COUNTxGPU, e.g. 8xB200, 16xH200, 72xGB200.", autocompletion=_complete_gpus)
+
+
+def _version(value: bool) -> None:
+    if value:
+        sys.stdout.write(f"{PROG} {__version__}\n")
+        raise typer.Exit()
+
+
+@app.callback()
+def _root(version: Optional[bool] = typer.Option(None, "--version", callback=_version, is_eager=True,
+                                                  help="Print the simfront version and exit.")) -> None:
+    """simfront: predict the latency-throughput frontier of LLM serving configurations from hardware and model specs."""
 
 
 def _finite(o):
@@ -54,7 +109,9 @@ def _json_ready(o):
         return [_json_ready(v) for v in o]
     if o is None or isinstance(o, (str, bool, int, float)):
         return o
-    return _json_ready(api.json_default(o))
+    from .api import json_default
+
+    return _json_ready(json_default(o))
 
 
 def _emit_json(obj) -> None:
@@ -64,12 +121,16 @@ def _emit_json(obj) -> None:
 
 def _load_calibration(path: Optional[str]) -> None:
     if path:
+        from . import api
+
         api.use_calibration(path)
 
 
 @app.command("models")
 def models_cmd(as_json: bool = JsonOpt) -> None:
     """List the model catalog: parameters, architecture, native precision."""
+    from . import api
+
     rows = api.list_models()
     if as_json:
         return _emit_json(rows)
@@ -79,6 +140,8 @@ def models_cmd(as_json: bool = JsonOpt) -> None:
 @app.command("hardware")
 def hardware_cmd(as_json: bool = JsonOpt) -> None:
     """List the accelerator catalog: dense peaks, memory, links, power, price."""
+    from . import api
+
     rows = api.list_hardware()
     if as_json:
         return _emit_json(rows)
@@ -96,12 +159,14 @@ def memory_cmd(
     isl: int = typer.Option(1024, "--isl", help="Input tokens per request."),
     osl: int = typer.Option(1024, "--osl", help="Output tokens per request."),
     tp: Optional[int] = typer.Option(None, "--tp", help="Tensor parallel size (default: best fit)."),
-    pp: int = typer.Option(1, "--pp"),
-    ep: int = typer.Option(1, "--ep"),
-    attention_dp: int = typer.Option(1, "--attention-dp"),
+    pp: int = typer.Option(1, "--pp", help="Pipeline-parallel size."),
+    ep: int = typer.Option(1, "--ep", help="Expert-parallel size (MoE)."),
+    attention_dp: int = typer.Option(1, "--attention-dp", help="Attention data-parallel size."),
     as_json: bool = JsonOpt,
 ) -> None:
     """Does the model fit? Weights per GPU, KV bytes per token, KV capacity, fewest GPUs that fit."""
+    from . import api, report
+
     v = api.memory(model, gpus, precision=precision, kv_dtype=kv_dtype, isl=isl, osl=osl, tp=tp, pp=pp, ep=ep, attention_dp=attention_dp)
     if as_json:
         return _emit_json(v)
@@ -141,7 +206,7 @@ def predict_cmd(
     mode: Optional[str] = typer.Option(None, "--mode", help="agg, disagg or agg,disagg (default both)."),
     price: Optional[float] = typer.Option(None, "--price", help="USD per GPU-hour (default: the catalog price)."),
     prefix_hit: float = typer.Option(0.0, "--prefix-hit", help="Share of input tokens served from the prefix cache (0-1)."),
-    engine: Optional[str] = typer.Option(None, "--engine", help="Engine overhead profile: trtllm, sglang, vllm (default: average)."),
+    engine: Optional[str] = EngineOpt,
     html: Optional[str] = typer.Option(None, "--html", help="Write a self-contained offline plotly page of the frontier."),
     csv_path: Optional[str] = typer.Option(None, "--csv", help="Write every frontier point as CSV."),
     show_all: bool = typer.Option(False, "--all", help="Print every frontier point, not a thinned 8-15."),
@@ -151,6 +216,8 @@ def predict_cmd(
     as_json: bool = JsonOpt,
 ) -> None:
     """The predicted latency-throughput frontier of every sensible configuration (the main job)."""
+    from . import api, inputs, report
+
     inputs.check_output_path("--html", html)
     inputs.check_output_path("--csv", csv_path)
     modes = _values("--mode", mode)
@@ -212,6 +279,8 @@ def explain_cmd(
     as_json: bool = JsonOpt,
 ) -> None:
     """One step, op by op (time, bound, FLOPs, bytes, intensity), and every term from the op sum to the step predict uses."""
+    from . import api, report
+
     _load_calibration(calibration)
     res = api.explain(model, gpus, tp=tp, pp=pp, ep=ep, attention_dp=attention_dp, batch=batch, ctx=ctx, phase=phase,
                       precision=precision, kv_dtype=kv_dtype, spec=spec, spec_k=spec_k, acceptance=acceptance, isl=isl, osl=osl,
@@ -228,21 +297,24 @@ def validate_cmd(
     html: Optional[str] = typer.Option(None, "--html", help="Write a predicted-vs-measured report page."),
     model: Optional[str] = typer.Option(None, "--model", help="Model for rows that do not name one (rows that name their own keep it)."),
     gpu: Optional[str] = typer.Option(None, "--gpu", help="GPU type for rows that do not name one (rows that name their own keep it)."),
-    num_gpus: Optional[int] = typer.Option(None, "--num-gpus"),
-    tp: Optional[int] = typer.Option(None, "--tp"),
-    pp: Optional[int] = typer.Option(None, "--pp"),
-    ep: Optional[int] = typer.Option(None, "--ep"),
-    attention_dp: Optional[int] = typer.Option(None, "--attention-dp"),
-    engine: Optional[str] = typer.Option(None, "--engine"),
-    precision: Optional[str] = typer.Option(None, "--precision"),
-    kv_dtype: Optional[str] = typer.Option(None, "--kv-dtype"),
+    num_gpus: Optional[int] = typer.Option(None, "--num-gpus", help="GPUs of the deployment, for rows that do not say."),
+    tp: Optional[int] = typer.Option(None, "--tp", help="Tensor-parallel size, for rows that do not say."),
+    pp: Optional[int] = typer.Option(None, "--pp", help="Pipeline-parallel size, for rows that do not say."),
+    ep: Optional[int] = typer.Option(None, "--ep", help="Expert-parallel size, for rows that do not say."),
+    attention_dp: Optional[int] = typer.Option(None, "--attention-dp", help="Attention data-parallel size, for rows that do not say."),
+    engine: Optional[str] = typer.Option(None, "--engine", help="Engine (trtllm, sglang, vllm), for rows that do not say."),
+    precision: Optional[str] = typer.Option(None, "--precision", help="Weight precision, for rows that do not say."),
+    kv_dtype: Optional[str] = typer.Option(None, "--kv-dtype", help="KV-cache dtype, for rows that do not say."),
     rows_out: bool = typer.Option(False, "--rows", help="Print every row, not just the summary."),
     frontier: bool = typer.Option(False, "--frontier", help="Also: median predicted/measured by knob bin, and measured Pareto frontiers against simfront's frontiers on the same GPU counts."),
     frontier_html: Optional[str] = typer.Option(None, "--frontier-html", help="With --frontier: write measured frontiers over predicted ones as an offline page."),
+    quiet: bool = QuietOpt,
     calibration: Optional[str] = CalOpt,
     as_json: bool = JsonOpt,
 ) -> None:
     """Measured vs predicted for every row and metric; error summary by model, GPU, engine and mode."""
+    from . import api, inputs, report, report_fidelity
+
     inputs.check_output_path("--html", html)
     inputs.check_output_path("--frontier-html", frontier_html)
     _load_calibration(calibration)
@@ -253,7 +325,8 @@ def validate_cmd(
         raise SimfrontError("give files to validate or --builtin")
     overrides = {k: v for k, v in dict(model=model, gpu=gpu, num_gpus=num_gpus, tp=tp, pp=pp, ep=ep, attention_dp=attention_dp,
                                        engine=engine, precision=precision, kv_dtype=kv_dtype).items() if v is not None}
-    res = api.validate(paths, overrides=overrides or None, frontier=frontier or bool(frontier_html))
+    with progress(f"validating {len(paths)} file{'s' if len(paths) != 1 else ''}", quiet=quiet or as_json):
+        res = api.validate(paths, overrides=overrides or None, frontier=frontier or bool(frontier_html))
     if html:
         report.write_validation_html(res, html)
     if frontier_html and res.get("fidelity"):
@@ -272,16 +345,19 @@ def frontier_cmd(
     model: str = ModelOpt,
     gpus: Optional[str] = typer.Option(None, "--gpus", "-g", help="GPU set (not needed with --compare gpus=...)."),
     compare: str = typer.Option(..., "--compare", help="KNOB=V1,V2,...: precision, kv_dtype, spec, mode or gpus (e.g. precision=fp8,nvfp4; gpus=8xH200,8xB200)."),
-    isl: int = typer.Option(1024, "--isl"),
-    osl: int = typer.Option(1024, "--osl"),
-    prefix_hit: float = typer.Option(0.0, "--prefix-hit"),
-    engine: Optional[str] = typer.Option(None, "--engine"),
+    isl: int = IslOpt,
+    osl: int = OslOpt,
+    prefix_hit: float = PrefixOpt,
+    engine: Optional[str] = EngineOpt,
     html: Optional[str] = typer.Option(None, "--html", help="Write the overlaid frontiers as an offline plotly page."),
     quality: Optional[str] = typer.Option(None, "--quality", help="Your quality scores (see predict --quality): the verdict then names the trade, throughput gained per quality point lost."),
+    quiet: bool = QuietOpt,
     calibration: Optional[str] = CalOpt,
     as_json: bool = JsonOpt,
 ) -> None:
     """Overlay frontiers for values of one knob and say whether it moves along or pushes out the frontier."""
+    from . import api, inputs, report
+
     _load_calibration(calibration)
     if "=" not in compare:
         raise SimfrontError(f"--compare {compare!r}: expected KNOB=V1,V2 such as precision=fp8,nvfp4")
@@ -293,12 +369,11 @@ def frontier_cmd(
         raise SimfrontError("--gpus is required unless comparing gpus=...")
     inputs.check_output_path("--html", html)
     engine = inputs.check_engine(engine)
-    res = api.frontier_compare(model, gpus or "", knob.strip(), values, isl=isl, osl=osl, prefix_hit=prefix_hit, engine=engine,
-                               **({"quality": quality} if quality else {}))
+    with progress(f"predicting {len(values)} frontiers ({knob.strip()})", quiet=quiet or as_json):
+        res = api.frontier_compare(model, gpus or "", knob.strip(), values, isl=isl, osl=osl, prefix_hit=prefix_hit, engine=engine,
+                                   **({"quality": quality} if quality else {}))
     if html:
-        from .plot import compare_html
-        compare_html({s["value"]: s["frontier"] for s in res["sets"] if s["frontier"]}, path=html,
-                     title=f"{model}: {knob} comparison (ISL {isl} / OSL {osl})")
+        report.write_knob_compare_html(res, html, title=f"{model}: {knob} comparison (ISL {isl} / OSL {osl})")
     if as_json:
         return _emit_json(res)
     report.print_compare(res)
@@ -313,12 +388,14 @@ def calibrate_cmd(
     folds: int = typer.Option(5, "--folds", help="k for k-fold cross-validation of the fit."),
     gpu: Optional[str] = typer.Option(None, "--gpu", help="GPU type for every row (calibrate sets it on all rows; validate --gpu fills only rows without one)."),
     model: Optional[str] = typer.Option(None, "--model", help="Model for every row."),
-    tp: Optional[int] = typer.Option(None, "--tp"),
-    ep: Optional[int] = typer.Option(None, "--ep"),
-    engine: Optional[str] = typer.Option(None, "--engine"),
+    tp: Optional[int] = typer.Option(None, "--tp", help="Tensor-parallel size for every row."),
+    ep: Optional[int] = typer.Option(None, "--ep", help="Expert-parallel size for every row."),
+    engine: Optional[str] = typer.Option(None, "--engine", help="Engine (trtllm, sglang, vllm) for every row."),
     as_json: bool = JsonOpt,
 ) -> None:
     """Fit simfront's serving efficiency parameters to your measurements; report before/after error (k-fold CV)."""
+    from . import api, inputs, report
+
     if folds < 2:
         raise SimfrontError(f"--folds {folds} must be at least 2")
     inputs.check_input_files(files)
@@ -352,32 +429,37 @@ def _prices(items: Optional[List[str]]) -> Optional[dict]:
 def plan_cmd(
     model: str = ModelOpt,
     rate: float = typer.Option(..., "--rate", help="Requests per second to serve."),
-    isl: int = typer.Option(1024, "--isl"),
-    osl: int = typer.Option(1024, "--osl"),
+    isl: int = IslOpt,
+    osl: int = OslOpt,
     ttft: Optional[float] = typer.Option(None, "--ttft", help="SLA: max mean TTFT in ms."),
     tpot: Optional[float] = typer.Option(None, "--tpot", help="SLA: max mean TPOT in ms."),
     min_tok_s_user: Optional[float] = typer.Option(None, "--min-tok-s-user", help="SLA: min tokens/s per user."),
     hardware: Optional[str] = typer.Option(None, "--hardware", help="Comma list of GPU types (default h100,h200,b200,b300,gb200,mi355x)."),
     price: Optional[List[str]] = typer.Option(None, "--price", help="GPU=USD per GPU-hour overrides, e.g. --price h200=3.2 --price b200=5."),
     precision: Optional[str] = typer.Option(None, "--precision", help="Comma list of weight precisions to consider."),
-    prefix_hit: float = typer.Option(0.0, "--prefix-hit"),
+    prefix_hit: float = PrefixOpt,
     engine: Optional[str] = typer.Option(None, "--engine", help="Plan for an engine (its overhead profile and the layouts it can launch)."),
-    max_gpus: Optional[int] = typer.Option(None, "--max-gpus"),
+    max_gpus: Optional[int] = typer.Option(None, "--max-gpus", help="Largest deployment to consider, in GPUs (default 512)."),
     launch: Optional[str] = typer.Option(None, "--launch", help="Print launch + benchmark commands for the cheapest row (vllm, sglang, trtllm)."),
-    quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress lines on stderr."),
+    quiet: bool = QuietOpt,
     calibration: Optional[str] = CalOpt,
     as_json: bool = JsonOpt,
 ) -> None:
     """Capacity planning: the fewest GPUs of each type that serve the rate within the SLA, ranked by cost."""
+    from . import api, inputs, report
+    from .hardware import MAX_GPU_COUNT
+    from .planning import DEFAULT_HARDWARE
+
     inputs.check_sla(ttft, tpot, min_tok_s_user)
     inputs.count("--max-gpus", max_gpus, lo=1, hi=MAX_GPU_COUNT, why_hi="the largest GPU set simfront searches")
     if launch is not None:
         inputs.check_engine(launch)
     _load_calibration(calibration)
-    progress = None if (quiet or as_json) else (lambda msg: sys.stderr.write(f"... {msg}\n"))
-    res = api.plan(model, rate, isl=isl, osl=osl, ttft_ms=ttft, tpot_ms=tpot, min_tok_s_user=min_tok_s_user,
-                   hardware=_csv_list(hardware), prices=_prices(price), engine=engine, precision=_csv_list(precision),
-                   max_gpus=max_gpus, progress=progress, prefix_hit=prefix_hit)
+    types = _csv_list(hardware) or list(DEFAULT_HARDWARE)
+    with progress(f"planning {model} on {len(types)} GPU types", total=len(types), quiet=quiet or as_json) as bar:
+        res = api.plan(model, rate, isl=isl, osl=osl, ttft_ms=ttft, tpot_ms=tpot, min_tok_s_user=min_tok_s_user,
+                       hardware=_csv_list(hardware), prices=_prices(price), engine=engine, precision=_csv_list(precision),
+                       max_gpus=max_gpus, progress=bar.step if bar.active else None, prefix_hit=prefix_hit)
     if launch:
         best = next((r for r in res["rows"] if r.get("feasible", True) and r.get("point")), None)
         res["launch"] = api.launch_for(best["point"], model, best["gpu"], launch, isl, osl) if best else None
@@ -392,23 +474,25 @@ def plan_cmd(
 def compare_cmd(
     model: str = ModelOpt,
     gpus: List[str] = typer.Option(..., "--gpus", "-g", help="GPU sets to compare; repeat: --gpus 8xH200 --gpus 8xB200."),
-    isl: int = typer.Option(1024, "--isl"),
-    osl: int = typer.Option(1024, "--osl"),
+    isl: int = IslOpt,
+    osl: int = OslOpt,
     price: Optional[List[str]] = typer.Option(None, "--price", help="GPU=USD per GPU-hour overrides."),
     html: Optional[str] = typer.Option(None, "--html", help="Write the overlaid frontiers as an offline plotly page."),
-    quiet: bool = typer.Option(False, "--quiet", "-q"),
+    quiet: bool = QuietOpt,
     calibration: Optional[str] = CalOpt,
     as_json: bool = JsonOpt,
 ) -> None:
     """Frontiers of several GPU sets, and throughput per GPU and per dollar at equal tok/s/user."""
+    from . import api, inputs, report
+
     _load_calibration(calibration)
     inputs.check_output_path("--html", html)
     sets = [g for item in gpus for g in item.split(",") if g.strip()]
     if len(sets) < 2:
         raise SimfrontError("compare needs at least two --gpus sets")
-    if not (quiet or as_json):
-        sys.stderr.write(f"... predicting {len(sets)} GPU sets\n")
-    res = api.compare_gpus(model, sets, isl=isl, osl=osl, prices=_prices(price))
+    prices = _prices(price)
+    with progress(f"predicting {len(sets)} GPU sets", quiet=quiet or as_json):
+        res = api.compare_gpus(model, sets, isl=isl, osl=osl, prices=prices)
     if html:
         report.write_compare_html(res, html)
     if as_json:
@@ -459,7 +543,9 @@ def main(argv: Optional[List[str]] = None) -> None:
     args = sys.argv[1:] if argv is None else list(argv)
     try:
         cmd = typer.main.get_command(app)
-        with cmd.make_context("simfront", args) as ctx:
+        if os.environ.get(COMPLETE_ENV):  # the shell asks for completions: click's own entry answers and exits
+            cmd.main(args=args, prog_name=PROG)
+        with cmd.make_context(PROG, args) as ctx:
             cmd.invoke(ctx)
     except SimfrontError as e:
         _fail(str(e))

@@ -33,9 +33,9 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any, Iterator
 
-import yaml
 from pydantic import BaseModel, Field
 
+from . import yamlio
 from .kernels import fallback_notes
 
 
@@ -56,7 +56,7 @@ def _load(kind: str) -> dict[str, Any]:
     path = EFFICIENCY_DIR / f"{kind}.yaml"
     if not path.exists():
         return {}  # nothing fitted yet: callers fall back to their documented priors
-    return yaml.safe_load(path.read_text()) or {}
+    return yamlio.load(path) or {}
 
 
 def active_overrides() -> Profile:

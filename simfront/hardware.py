@@ -9,11 +9,12 @@ from __future__ import annotations
 import re
 from functools import lru_cache
 from pathlib import Path
+from collections.abc import Mapping
 from typing import Literal
 
-import yaml
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from . import yamlio
 from .errors import SimfrontError, unknown
 
 HARDWARE_DIR = Path(__file__).resolve().parent.parent / "hardware"
@@ -173,17 +174,81 @@ UNLISTED_ACHIEVABLE_FRACTION = 0.8
 UNLISTED_COLLECTIVE_LATENCY_S = 16e-6
 
 
+# Top-level keys read from every spec file to resolve a name without parsing the whole file
+INDEX_KEYS = ("id", "name", "aliases")
+SPEC_MARKER_KEY = "peak_flops_per_s"  # a top-level key only hardware specs have (not efficiency files)
+
+
+def _header(path: Path) -> dict | None:
+    """``id``, ``name`` and ``aliases`` of one spec file, parsed from their own top-level blocks only.
+
+    A top-level block starts at a line whose first character begins a key (not indentation, a comment,
+    or a ``-`` sequence item) and runs to the next one. None when the file is not a hardware spec."""
+    keep: list[str] = []
+    top_keys: set[str] = set()
+    wanted = False
+    for line in path.read_text(encoding="utf-8").splitlines():
+        if line[:1] not in ("", " ", "\t", "#", "-"):
+            key = line.split(":", 1)[0].strip()
+            top_keys.add(key)
+            wanted = key in INDEX_KEYS
+        if wanted:
+            keep.append(line)
+    if SPEC_MARKER_KEY not in top_keys:
+        return None
+    head = yamlio.loads("\n".join(keep)) or {}
+    return head if isinstance(head, dict) else None
+
+
 @lru_cache(maxsize=None)
-def catalog() -> dict[str, Hardware]:
-    """All accelerators in ``hardware/*.yaml``, keyed by canonical id."""
-    out: dict[str, Hardware] = {}
+def _headers() -> dict[str, tuple[Path, dict]]:
+    """Canonical id -> (spec file, its header), for every hardware spec in ``hardware/*.yaml``."""
+    out: dict[str, tuple[Path, dict]] = {}
     for path in sorted(HARDWARE_DIR.glob("*.yaml")):
-        data = yaml.safe_load(path.read_text())
-        if not isinstance(data, dict) or "peak_flops_per_s" not in data:
+        head = _header(path)
+        if head is None:
             continue  # not a hardware spec (e.g. efficiency parameters)
-        hw = Hardware(**data)
-        out[hw.id] = hw
+        gid = head.get("id")
+        if not isinstance(gid, str) or not gid:
+            raise SimfrontError(f"{path}: a hardware spec needs a top-level 'id'")
+        if gid in out:
+            raise SimfrontError(f"{path}: id {gid!r} is also the id of {out[gid][0]}")
+        out[gid] = (path, head)
     return out
+
+
+@lru_cache(maxsize=None)
+def _load_spec(gid: str) -> Hardware:
+    """One accelerator, parsed and validated from its own file only."""
+    path = _headers()[gid][0]
+    hw = Hardware(**yamlio.load(path))
+    if hw.id != gid:
+        raise SimfrontError(f"{path}: id {hw.id!r} differs from the id its header was indexed under, {gid!r}")
+    return hw
+
+
+class _Catalog(Mapping):
+    """Canonical id -> :class:`Hardware`; a spec file is parsed the first time its GPU is looked up."""
+
+    def __getitem__(self, gid: str) -> Hardware:
+        if gid not in _headers():
+            raise KeyError(gid)
+        return _load_spec(gid)
+
+    def __iter__(self):
+        return iter(_headers())
+
+    def __len__(self) -> int:
+        return len(_headers())
+
+    def __contains__(self, gid) -> bool:
+        return gid in _headers()
+
+
+@lru_cache(maxsize=None)
+def catalog() -> Mapping[str, Hardware]:
+    """All accelerators in ``hardware/*.yaml``, keyed by canonical id (each file parsed on first use)."""
+    return _Catalog()
 
 
 def _norm(name: str) -> str:
@@ -192,10 +257,12 @@ def _norm(name: str) -> str:
 
 @lru_cache(maxsize=None)
 def _alias_index() -> dict[str, str]:
+    """Normalised id, display name and aliases -> canonical id, from the files' headers."""
     idx: dict[str, str] = {}
-    for hw in catalog().values():
-        for a in [hw.id, hw.name, *hw.aliases]:
-            idx[_norm(a)] = hw.id
+    for gid, (_, head) in _headers().items():
+        for a in [gid, head.get("name") or "", *(head.get("aliases") or [])]:
+            if a:
+                idx[_norm(str(a))] = gid
     return idx
 
 

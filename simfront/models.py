@@ -13,8 +13,8 @@ from dataclasses import dataclass, replace
 from functools import lru_cache
 from pathlib import Path
 
-import yaml
 
+from . import yamlio
 from .architecture import ModelArch, load_config, parse_arch, read_json
 from .errors import SimfrontError, unknown
 from .model_schema import text_part, unknown_keys, validate_hf_quant_config, validate_quantization_config
@@ -192,7 +192,7 @@ def apply_precision(model: Model, precision: str | None = None, kv_dtype: str | 
 
 @lru_cache(maxsize=None)
 def _catalog_entries() -> dict[str, dict]:
-    data = yaml.safe_load((MODELS_DIR / "catalog.yaml").read_text())
+    data = yamlio.load(MODELS_DIR / "catalog.yaml")
     return {e["id"]: e for e in data["models"]}
 
 

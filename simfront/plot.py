@@ -37,6 +37,16 @@ TEMPLATE = "plotly_white"
 PAGE_CONFIG = {"displaylogo": False, "responsive": True}
 FOOTNOTE_SHIFT_PX = 60  # below the x-axis title; needs a bottom margin > this
 MODE_SYMBOL = {"agg": "circle", "disagg": "diamond"}
+KNEE_COLOR = "rgb(255,176,0)"  # the knee: a gold star, outlined, above every other trace
+KNEE_SYMBOL, KNEE_SIZE = "star", 20
+SLA_COLOR = "rgb(44,160,44)"  # the best point under the SLA: a green ring around the point
+SLA_SYMBOL, SLA_SIZE, SLA_RING_PX = "circle-open", 24, 3
+TOP_MARGIN_PX = 110  # room above the plot for the title and a legend of up to three rows
+TITLE_Y = 0.98  # the title at the very top of the page, above the legend (container coordinates)
+# page CSS: a figure without its own height fills the browser window instead of plotly's fixed 450 px
+PAGE_CSS = "<style>html,body,body>div{height:100%;margin:0}</style>"
+AXIS_TYPE = "log"
+LOG_TICKS = "D2"  # plotly log-axis ticks labelled at 1, 2 and 5 of each decade (not every digit)  # both frontier axes: tok/s/user and tok/s/GPU span decades (the latency end is not flat)
 
 X_TITLE = "interactivity: output tok/s per user"
 Y_TITLE = "throughput: output tok/s per GPU"
@@ -187,12 +197,27 @@ def _measured_trace(measured: Sequence[Mapping]) -> go.Scatter:
                        "%{y:.1f} output tok/s/GPU<extra>measured</extra>"))
 
 
+def _marker_trace(row: Mapping, name: str, symbol: str, size: int, color: str, ring: bool = False) -> go.Scatter:
+    """One highlighted configuration (the knee, the best point under the SLA) with its full hover text."""
+    marker = ({"symbol": symbol, "size": size, "color": color, "line": {"color": color, "width": SLA_RING_PX}} if ring else
+              {"symbol": symbol, "size": size, "color": color, "line": {"color": "black", "width": 1}})
+    return go.Scatter(x=_floats([row], "tok_s_user"), y=_floats([row], "tok_s_gpu"), mode="markers", name=name,
+                      marker=marker, customdata=_customdata([row]), hovertemplate=HOVER_TEMPLATE)
+
+
+def _sla_text(sla: Mapping | None) -> str:
+    """``TTFT <= 2000 ms, TPOT <= 30 ms`` from the SLA the search used (None values left out)."""
+    parts = {"ttft_ms": "TTFT <= {:g} ms", "tpot_ms": "TPOT <= {:g} ms", "min_tok_s_user": ">= {:g} tok/s/user"}
+    return ", ".join(parts[k].format(v) for k, v in (sla or {}).items() if k in parts and v is not None)
+
+
 def _frontier_layout(fig: go.Figure, title: str) -> go.Figure:
-    """Shared axes, template, legend and the output-tokens footnote."""
+    """Shared log-scale axes, template, legend and the output-tokens footnote."""
     fig.update_layout(
-        title=title, template=TEMPLATE, hovermode="closest", margin={"b": 110},
-        xaxis={"title": X_TITLE, "rangemode": "tozero"},
-        yaxis={"title": Y_TITLE, "rangemode": "tozero"},
+        title={"text": title, "x": 0.01, "xanchor": "left", "y": TITLE_Y, "yanchor": "top"}, template=TEMPLATE,
+        hovermode="closest", margin={"b": 110, "t": TOP_MARGIN_PX},
+        xaxis={"title": X_TITLE, "type": AXIS_TYPE, "dtick": LOG_TICKS},
+        yaxis={"title": Y_TITLE, "type": AXIS_TYPE, "dtick": LOG_TICKS},
         legend={"orientation": "h", "yanchor": "bottom", "y": 1.02, "xanchor": "left", "x": 0,
                 "traceorder": "normal"})
     return _footnote(fig, OUTPUT_NOTE)
@@ -206,8 +231,10 @@ def _footnote(fig: go.Figure, text: str) -> go.Figure:
 
 
 def frontier_figure(points: Sequence[Mapping], frontier: Sequence[Mapping], title: str,
-                    bands: Mapping | None = None, measured: Sequence[Mapping] | None = None) -> go.Figure:
-    """Dominated cloud (faint), optional band, Pareto frontier (bold), optional measured X markers."""
+                    bands: Mapping | None = None, measured: Sequence[Mapping] | None = None,
+                    knee: Mapping | None = None, best: Mapping | None = None, sla: Mapping | None = None) -> go.Figure:
+    """Dominated cloud (faint grey), optional band, Pareto frontier (bold blue), the knee (gold star), the
+    best point under the SLA (green ring, legend names the SLA), optional measured X markers; log axes."""
     fig = go.Figure()
     if points:
         fig.add_trace(_dominated_trace(points, frontier))
@@ -215,6 +242,10 @@ def frontier_figure(points: Sequence[Mapping], frontier: Sequence[Mapping], titl
         fig.add_traces(_band_traces(bands))
     if frontier:
         fig.add_trace(_frontier_trace(frontier, "Pareto frontier", FRONTIER_COLOR))
+    if best:
+        fig.add_trace(_marker_trace(best, f"best under SLA ({_sla_text(sla) or 'no SLA given'})", SLA_SYMBOL, SLA_SIZE, SLA_COLOR, ring=True))
+    if knee:
+        fig.add_trace(_marker_trace(knee, "knee of the frontier", KNEE_SYMBOL, KNEE_SIZE, KNEE_COLOR))
     if measured:
         fig.add_trace(_measured_trace(measured))
     return _frontier_layout(fig, title)
@@ -223,6 +254,7 @@ def frontier_figure(points: Sequence[Mapping], frontier: Sequence[Mapping], titl
 def to_html(fig: go.Figure, path: str | Path | None = None) -> str:
     """Full standalone page with plotly.js inlined (offline); written to ``path`` if given."""
     html = fig.to_html(include_plotlyjs=True, full_html=True, include_mathjax=False, config=PAGE_CONFIG)
+    html = html.replace("<head>", "<head>" + PAGE_CSS, 1)
     if path is not None:
         Path(path).write_text(html, encoding="utf-8")
     return html
@@ -230,26 +262,33 @@ def to_html(fig: go.Figure, path: str | Path | None = None) -> str:
 
 def frontier_html(points: Sequence[Mapping], frontier: Sequence[Mapping], path: str | Path | None = None,
                   title: str = "Latency-throughput frontier", bands: Mapping | None = None,
-                  measured: Sequence[Mapping] | None = None) -> str:
+                  measured: Sequence[Mapping] | None = None, knee: Mapping | None = None,
+                  best: Mapping | None = None, sla: Mapping | None = None) -> str:
     """Offline HTML page of :func:`frontier_figure`."""
-    return to_html(frontier_figure(points, frontier, title, bands=bands, measured=measured), path)
+    return to_html(frontier_figure(points, frontier, title, bands=bands, measured=measured, knee=knee, best=best, sla=sla), path)
 
 
-def compare_figure(frontiers: Mapping[str, Sequence[Mapping]], title: str) -> go.Figure:
-    """Several frontiers overlaid, one colour each (e.g. precision=fp8 vs nvfp4)."""
+def compare_figure(frontiers: Mapping[str, Sequence[Mapping]], title: str,
+                   knees: Mapping[str, Mapping | None] | None = None) -> go.Figure:
+    """Several frontiers overlaid, one colour each (e.g. precision=fp8 vs nvfp4); each knee a star of its
+    frontier's colour (``knees``: name -> knee point); log axes."""
     fig = go.Figure()
     palette = qualitative.Plotly
     for i, (name, rows) in enumerate(frontiers.items()):  # one trace per named frontier, not per config
-        fig.add_trace(_frontier_trace(rows, name, palette[i % len(palette)]))
+        color = palette[i % len(palette)]
+        fig.add_trace(_frontier_trace(rows, name, color).update(legendgroup=name))
+        knee = (knees or {}).get(name)
+        if knee:
+            fig.add_trace(_marker_trace(knee, f"{name}: knee", KNEE_SYMBOL, KNEE_SIZE, color).update(legendgroup=name))
     return _frontier_layout(fig, title)
 
 
 def compare_html(frontiers: Mapping[str, Sequence[Mapping]], path: str | Path | None = None,
-                 title: str = "Frontier comparison") -> str:
+                 title: str = "Frontier comparison", knees: Mapping[str, Mapping | None] | None = None) -> str:
     """Offline HTML page of :func:`compare_figure`."""
     if not frontiers:
         raise SimfrontError("compare needs at least one frontier")
-    return to_html(compare_figure(frontiers, title), path)
+    return to_html(compare_figure(frontiers, title, knees=knees), path)
 
 
 def _metrics_present(rows: Sequence[Mapping]) -> list[str]:

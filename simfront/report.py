@@ -67,7 +67,7 @@ def print_predict(res, show_all: bool = False) -> None:
         p["layout"] = ("* " if knee and p == knee else "  ") + p["layout"]
         rows.append(p)
     cols = FRONTIER_COLUMNS + ([("quality", "quality", "{:.3f}")] if any(r.get("quality") is not None for r in rows) else [])
-    print_table(rows, cols)
+    print_table(rows, cols, highlight=lambda r: r["layout"].startswith("*"))
     print("lowest latency first; * = knee of the frontier; tok/s/GPU counts output tokens over all GPUs of the set")
     if knee:
         print(f"knee: {knee['layout']} {knee['precision']} batch {knee['batch']}: {knee['tok_s_user']:.1f} tok/s/user, {knee['tok_s_gpu']:,.0f} tok/s/GPU, ${knee['usd_per_mtok']:.3f}/Mtok")
@@ -112,7 +112,8 @@ def write_frontier_html(res, points: dict | None, path: str) -> None:
     bands = None
     if f and "tok_s_gpu_low" in f[0]:
         bands = {"x": [p["tok_s_user"] for p in f], "y_low": [p["tok_s_gpu_low"] for p in f], "y_high": [p["tok_s_gpu_high"] for p in f]}
-    frontier_html(allp, f, path=path, title=title, bands=bands)
+    frontier_html(allp, f, path=path, title=title, bands=bands, knee=res.get("knee"), best=res.get("best_under_sla"),
+                  sla=res.get("sla"))
 
 
 def print_explain(res: dict) -> None:
@@ -293,11 +294,25 @@ def write_compare_html(res: dict, path: str, title: str | None = None) -> None:
     from .plot import compare_html
 
     names: dict[str, list] = {}
+    knees: dict[str, dict | None] = {}
     for s in res["sets"]:
         name, i = s["gpus"], 2
         while name in names:  # the same set twice (e.g. two prices)
             name, i = f"{s['gpus']} ({i})", i + 1
         names[name] = [_plain(p) for p in s["frontier"]]
+        knees[name] = _plain(s["knee"]) if s.get("knee") else None
     wl = res["workload"]
-    compare_html(names, path=path, title=title or f"{res['model']} - ISL {wl['isl']} / OSL {wl['osl']}")
+    compare_html(names, path=path, title=title or f"{res['model']} - ISL {wl['isl']} / OSL {wl['osl']}", knees=knees)
     res["html"] = str(path)
+
+
+def write_knob_compare_html(res: dict, path: str, title: str) -> None:
+    """The frontiers of a knob comparison (``api.frontier_compare``) overlaid on one offline page."""
+    from .plot import compare_html
+
+    frontiers = {s["value"]: [_plain(p) for p in s["frontier"]] for s in res["sets"] if s["frontier"]}
+    if not frontiers:
+        from .errors import SimfrontError
+
+        raise SimfrontError(f"--html {path}: no value of --compare {res['knob']} fits, so there is no frontier to draw")
+    compare_html(frontiers, path=path, title=title)

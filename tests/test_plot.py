@@ -108,6 +108,42 @@ def test_axes_units_template_and_output_footnote(cloud):
     assert any("OUTPUT" in a.text for a in fig.layout.annotations)
 
 
+def test_frontier_axes_are_log_scale(cloud):
+    fig = plot.frontier_figure(*cloud, "t")
+    assert fig.layout.xaxis.type == "log" and fig.layout.yaxis.type == "log"
+    assert plot.compare_figure({"a": cloud[1]}, "c").layout.xaxis.type == "log"
+
+
+def test_knee_and_best_under_sla_are_marked_and_distinct(cloud):
+    points, frontier = cloud
+    by_x = sorted(frontier, key=lambda p: p["tok_s_user"])
+    knee, best = by_x[len(by_x) // 2], by_x[1]
+    fig = plot.frontier_figure(points, frontier, "t", knee=knee, best=best, sla={"tpot_ms": 30.0, "ttft_ms": None})
+    k, b = _trace(fig, "knee"), _trace(fig, "best under SLA")
+    assert (k.x[0], k.y[0]) == (knee["tok_s_user"], knee["tok_s_gpu"])
+    assert (b.x[0], b.y[0]) == (best["tok_s_user"], best["tok_s_gpu"])
+    assert "TPOT <= 30 ms" in b.name and "TTFT" not in b.name  # the legend names the SLA that was given
+    front, dom = _trace(fig, "Pareto frontier"), _trace(fig, "dominated")
+    symbols = {k.marker.symbol, b.marker.symbol, "circle", "diamond"}
+    assert len(symbols) == 4  # knee, SLA point and the frontier's own markers all differ
+    assert len({k.marker.color, b.marker.color, front.line.color, dom.marker.color}) == 4
+    names = [t.name for t in fig.data]
+    assert names.index(k.name) > names.index(front.name) and names.index(b.name) > names.index(front.name)  # drawn on top
+    assert k.customdata[0][list(plot.HOVER_KEYS).index("tp")] == knee["tp"]  # hover shows the configuration
+    plain = plot.frontier_figure(points, frontier, "t")
+    assert not [t for t in plain.data if (t.name or "").startswith(("knee", "best"))]
+
+
+def test_compare_marks_each_knee_in_its_frontier_colour(cloud):
+    _, frontier = cloud
+    other = [dict(p, tok_s_gpu=2 * p["tok_s_gpu"]) for p in frontier]
+    fig = plot.compare_figure({"fp8": frontier, "nvfp4": other}, "cmp", knees={"fp8": frontier[0], "nvfp4": None})
+    [knee] = [t for t in fig.data if t.name.endswith("knee")]
+    [fp8] = [t for t in fig.data if t.name == "fp8"]
+    assert knee.name == "fp8: knee" and knee.marker.color == fp8.line.color
+    assert knee.x[0] == frontier[0]["tok_s_user"]
+
+
 def test_html_is_offline_and_written(cloud, tmp_path):
     path = tmp_path / "f.html"
     html = plot.frontier_html(*cloud, path=path, title="offline")
@@ -281,6 +317,25 @@ def test_frontier_page_renders_offline_in_chromium(tmp_path):
     assert not is_blank(img), picture_stats(img)
     assert count_near(img, FRONTIER_RGB) > 500  # the frontier line itself was drawn
     assert count_near(img, MEASURED_RGB) > 30  # and the measured X marker
+
+
+KNEE_RGB = (255, 176, 0)  # plot.KNEE_COLOR
+SLA_RGB = (44, 160, 44)  # plot.SLA_COLOR
+
+
+@needs_chromium
+def test_knee_and_sla_point_render_in_chromium(tmp_path):
+    points, frontier = _cloud(2000)
+    by_x = sorted(frontier, key=lambda p: p["tok_s_user"])
+    page = tmp_path / "marked.html"
+    plot.frontier_html(points, frontier, path=page, title="marks", knee=by_x[len(by_x) // 2], best=by_x[1], sla={"tpot_ms": 30.0})
+    img = _screenshot(page, tmp_path)
+    assert count_near(img, KNEE_RGB) > 100  # the gold star (and its legend entry)
+    assert count_near(img, SLA_RGB) > 50  # the green ring
+    unmarked = tmp_path / "unmarked.html"
+    plot.frontier_html(points, frontier, path=unmarked, title="marks")
+    plain = _screenshot(unmarked, tmp_path)
+    assert count_near(plain, KNEE_RGB) < 10 and count_near(plain, SLA_RGB) < 10  # the check can fail
 
 
 @needs_chromium
