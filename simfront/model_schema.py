@@ -16,9 +16,9 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Annotated, Any, Literal, Optional
 
-import yaml
 from pydantic import AliasChoices, BaseModel, ConfigDict, Field, StrictBool, StrictInt, StrictStr, ValidationError
 
+from . import yamlio
 from .errors import SimfrontError
 
 MODELS_DIR = Path(__file__).resolve().parent.parent / "models"
@@ -222,12 +222,12 @@ def _raise(e: ValidationError, where: str, file: str, prefix: tuple = ()) -> Non
 
 @lru_cache(maxsize=None)
 def model_type_defaults() -> dict[str, dict]:
-    return yaml.safe_load((MODELS_DIR / "model_type_defaults.yaml").read_text())["model_types"]
+    return yamlio.load(MODELS_DIR / "model_type_defaults.yaml")["model_types"]
 
 
 @lru_cache(maxsize=None)
 def known_keys() -> frozenset[str]:
-    data = yaml.safe_load((MODELS_DIR / "config_keys.yaml").read_text())
+    data = yamlio.load(MODELS_DIR / "config_keys.yaml")
     return frozenset(data["read"]) | frozenset(data["no_cost_effect"])
 
 

@@ -18,7 +18,6 @@ from .hardware import GpuSet
 from .layout import enumerate_layouts
 from .memory import plan_memory
 from .models import Model, Precision, apply_precision
-from .pareto import pareto_mask
 from .deployment import evaluate_agg, evaluate_disagg
 from .speculative import family_for, survival
 from .serving import (DEFAULT_CHUNK_TOKENS, NO_SPEC, DecodeResult, PrefillResult, Speculation, Workload, aggregated_raw,
@@ -183,14 +182,17 @@ def worker_tables(model: Model, hw, n_gpus: int, wl: Workload, space: SearchSpac
             pb = PREFILL_BATCHES[None, :].astype(float)
             prefill = (P, pb, *prefill_raw(model, prec, hw, P["tp"], P["pp"], P["dp"], P["ep"], pb, wl, 1.0))
         for spec in spec_options(model, space):
+            # the decode-only step is the same for every token budget and for disaggregated decode
+            # workers: cost it once per (precision, speculation)
+            d_raw = decode_raw(model, prec, hw, L["tp"], L["pp"], L["dp"], L["ep"], B, wl, spec)
             agg = {}
             if "agg" in space.modes:
                 for chunk in chunks:
                     agg[chunk] = aggregated_raw(model, prec, hw, L["tp"], L["pp"], L["dp"], L["ep"], B,
-                                                replace(wl, chunk_tokens=float(chunk)), spec)
+                                                replace(wl, chunk_tokens=float(chunk)), spec, decode_step=d_raw[0])
             dec = None
             if prefill is not None:
-                dec = finish_decode(*decode_raw(model, prec, hw, L["tp"], L["pp"], L["dp"], L["ep"], B, wl, spec), wl.osl, prof)
+                dec = finish_decode(*d_raw, wl.osl, prof)
             yield WorkerTable(prec, spec, L, B, ok, cap_b, agg, dec, prefill, prof)
 
 
@@ -267,17 +269,34 @@ def worker_counts(d_gpus, d_cap, p_gpus, p_cap, n: int) -> tuple[np.ndarray, np.
     requests/s beside the ``x`` prefill workers it needs (each side at its own capacity, requests/s
     per worker) within ``n`` GPUs; zeros where no pair fits. The deployment evaluator then costs the
     pair with its prefill queue, so a prefill side sized to exactly its need shows its queueing.
+
+    The served rate rises with y while the prefill workers y needs still fit (rate = y x d_cap) and
+    cannot rise after (rate = the prefill workers that fit x p_cap, which shrinks with y), so the best
+    y is the last that fits its prefill need, y_c, or y_c + 1: y_c is found by bisection (about
+    log2(n) vectorised steps instead of one per decode-worker count).
     """
-    best = np.zeros(np.broadcast(d_gpus, p_gpus).shape)
-    best_y = np.zeros_like(best)
-    best_x = np.zeros_like(best)
-    for y in range(1, int(n // max(float(np.min(d_gpus)), 1.0)) + 1):  # decode workers: a small integer loop
-        rem = n - y * d_gpus
-        x_fit = np.floor(np.maximum(rem, 0) / p_gpus)  # prefill workers that fit beside them
-        x_need = np.ceil(y * d_cap / p_cap)  # prefill workers that keep y decode workers busy
-        x = np.minimum(x_fit, x_need)
-        rate = np.minimum(x * p_cap, y * d_cap)  # requests/s the slower side allows
-        better = (x >= 1) & (rem > 0) & (rate > best)
+    shape = np.broadcast(d_gpus, d_cap, p_gpus, p_cap).shape
+    dg, dc, pg, pc = (np.broadcast_to(np.asarray(v, dtype=float), shape) for v in (d_gpus, d_cap, p_gpus, p_cap))
+    y_max = np.floor((n - 1) / np.maximum(dg, 1.0))  # the most decode workers that leave a GPU (rem > 0)
+
+    def fits(y):  # the prefill workers y decode workers need fit beside them
+        return np.ceil(y * dc / pc) <= np.floor(np.maximum(n - y * dg, 0) / pg)
+
+    lo, hi = np.zeros(shape), y_max.copy()  # invariant: fits(lo) (y = 0 needs none), y_c <= hi
+    while True:  # about log2(n) vectorised halvings
+        open_ = lo < hi
+        if not open_.any():
+            break
+        mid = np.where(open_, np.ceil((lo + hi) / 2.0), lo)
+        ok = fits(mid)
+        lo = np.where(open_ & ok, mid, lo)
+        hi = np.where(open_ & ~ok, mid - 1.0, hi)
+    best, best_x, best_y = np.zeros(shape), np.zeros(shape), np.zeros(shape)
+    for y in (lo, lo + 1.0):  # the last y that fits its need, and the first that does not
+        rem = n - y * dg
+        x = np.minimum(np.floor(np.maximum(rem, 0) / pg), np.ceil(y * dc / pc))  # prefill workers: needed, or what fits
+        rate = np.minimum(x * pc, y * dc)  # requests/s the slower side allows
+        better = (y >= 1) & (y <= y_max) & (x >= 1) & (rem > 0) & (rate > best)
         best = np.where(better, rate, best)
         best_y = np.where(better, y, best_y)
         best_x = np.where(better, x, best_x)
@@ -346,9 +365,21 @@ def _disagg(cols, t: WorkerTable, hw, gpus, wl, price) -> int:
 
 
 def _front_per_size(x: np.ndarray, y: np.ndarray, size: np.ndarray) -> np.ndarray:
-    """Mask of points on the (x, y) Pareto front among points of the same worker size."""
+    """Mask of points on the (x, y) Pareto front among points of the same worker size.
+
+    One sort for all sizes: y is replaced by its rank (exact, ties kept equal) and offset by the
+    size's index times the number of points, so a running maximum over (size, x descending, y
+    descending) order restarts at each size; a point is kept when it beats that running maximum."""
+    x, y = np.asarray(x, dtype=float), np.asarray(y, dtype=float)
+    if x.size == 0:
+        return np.zeros(0, dtype=bool)
+    _, g = np.unique(size, return_inverse=True)
+    _, y_rank = np.unique(y, return_inverse=True)
+    key = g.astype(np.int64) * (x.size + 1) + y_rank.astype(np.int64)
+    order = np.lexsort((-y, -x, g))  # by size, then x descending, ties by y descending
+    ks = key[order]
+    prev = np.concatenate(([-1], np.maximum.accumulate(ks)[:-1]))
+    first = np.concatenate(([True], g[order][1:] != g[order][:-1]))  # first point of its size
     keep = np.zeros(x.size, dtype=bool)
-    for g in np.unique(size):  # a handful of distinct worker sizes
-        idx = np.nonzero(size == g)[0]
-        keep[idx[pareto_mask(x[idx], y[idx])]] = True
+    keep[order[first | (ks > prev)]] = True
     return keep

@@ -182,7 +182,7 @@ class AggResult:
 
 
 def aggregated_raw(model: Model, precision: Precision, hw: Hardware, tp, pp, dp, ep, batch, wl: Workload,
-                   spec: Speculation = NO_SPEC) -> AggRaw:
+                   spec: Speculation = NO_SPEC, decode_step: np.ndarray | None = None) -> AggRaw:
     """Steps of a continuous-batching worker: most carry only the decode batch; some also carry
     prompt tokens (one prompt, or a full token budget when prompts queue). Step costs are not
     linear in tokens (MoE layers touch more experts), so the two kinds are costed separately."""
@@ -206,7 +206,8 @@ def aggregated_raw(model: Model, precision: Precision, hw: Hardware, tp, pp, dp,
     mixed_share = 1.0 - (1.0 - rank_share) ** ranks
     prefill_ranks = np.where(mixed_share > 0, ranks * rank_share / np.maximum(mixed_share, 1e-300), 1.0)
     dec = StepBatch(decode_reqs=b, decode_ctx=ctx, q_tokens=q)
-    decode_step = _split(forward_step(model, precision, hw, tp, pp, dp, ep, dec), model, spec)
+    if decode_step is None:  # callers that costed the same decode step already (decode_raw) pass it in
+        decode_step = _split(forward_step(model, precision, hw, tp, pp, dp, ep, dec), model, spec)
     mix = StepBatch(decode_reqs=b, decode_ctx=ctx, q_tokens=q, prefill_tokens=mixed_tokens,
                     prefill_seqs=np.maximum(mixed_tokens / max(isl_new, 1.0), 1.0), prefill_prefix=prefix,
                     prefill_ranks=prefill_ranks)
