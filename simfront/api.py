@@ -139,7 +139,7 @@ def predict(model: str, gpus: str | GpuSet, isl: int = 1024, osl: int = 1024, co
             precision: list[str] | str | None = None, kv_dtype: list[str] | str | None = None, spec: str | None = None,
             spec_k: int | None = None, acceptance: float | None = None, modes: list[str] | None = None,
             price: float | None = None, prefix_hit: float = 0.0, engine: str | None = None, chunk_tokens: int | None = None,
-            quality: str | dict | None = None) -> Frontier:
+            quality: str | dict | None = None, tails: bool = False, sla_percentile: float | None = None) -> Frontier:
     """The predicted frontier of every configuration of ``model`` on ``gpus`` (a :class:`simfront.results.Frontier`:
     attributes, ``["field"]`` access, ``.to_frame()``, ``.points`` for every feasible configuration)."""
     inputs.check_predict(model, gpus, isl=isl, osl=osl, concurrency=concurrency, rate=rate, ttft_ms=ttft_ms, tpot_ms=tpot_ms, min_tok_s_user=min_tok_s_user, spec=spec, spec_k=spec_k, acceptance=acceptance, modes=modes, price=price, prefix_hit=prefix_hit, engine=engine, chunk_tokens=chunk_tokens)
@@ -162,6 +162,8 @@ def predict(model: str, gpus: str | GpuSet, isl: int = 1024, osl: int = 1024, co
     from .quality import parse_quality
 
     scores = parse_quality(quality)
+    if sla_percentile is not None and sla_percentile not in (50, 90, 99):
+        raise SimfrontError(f"--sla-percentile {sla_percentile}: valid values are 50, 90, 99")
     m = get_model(model)
     g = parse_gpus(gpus) if isinstance(gpus, str) else gpus
     precs = [precision] if isinstance(precision, str) else precision
@@ -227,15 +229,39 @@ def predict(model: str, gpus: str | GpuSet, isl: int = 1024, osl: int = 1024, co
     out["uncertainty"] = {"band": "p10-p90 of measured/predicted from leave-one-model-out validation", "widening": widen,
                           "note": "wider (x%.1f on log scale) for GPUs or models outside the calibration data" % widen if widen > 1 else
                           "GPU and model are inside the calibration data"}
+    if tails or sla_percentile is not None:  # tail latencies of the frontier points from the step-level simulation
+        from .serving import engine_profile
+        from .tails import TAIL_FIELDS, scaled_tails, simulate_points
+
+        raw_sim = simulate_points(m, g, wl, pts, front, engine_profile(engine), engine, space)
+        sim = scaled_tails(raw_sim, pts["ttft_ms"][front], pts["tpot_ms"][front])
+        for j, p in enumerate(out["frontier"]):
+            for f in TAIL_FIELDS:
+                v = float(sim[f][j])
+                p[f] = round(v, 4) if np.isfinite(v) else None
+        out["notes"].append("p50/p90/p99 TTFT and TPOT of the frontier points: the evaluator's means times the spread of a "
+                            "step-level simulation (steady closed loop at each point's concurrency, fixed lengths); the "
+                            "spread is not yet validated against measured percentiles")
     k = knee_index(pts["tok_s_user"][front], pts["tok_s_gpu"][front])
     out["knee"] = out["frontier"][k] if k >= 0 else None
-    ok = sla_mask(pts, ttft_ms, tpot_ms, min_tok_s_user) & keep
     if ttft_ms is not None or tpot_ms is not None or min_tok_s_user is not None:
-        if ok.any():
-            j = int(np.nonzero(ok)[0][np.argmax(pts["tok_s_gpu"][ok])])
-            out["best_under_sla"] = add_bands(point_dict(pts, j), q, widen)
+        if sla_percentile is not None:  # the SLA on a percentile: judged on the simulated frontier points
+            pct = int(sla_percentile)
+            meets = [p for p in out["frontier"]
+                     if (ttft_ms is None or (p.get(f"ttft_p{pct}_ms") or np.inf) <= ttft_ms)
+                     and (tpot_ms is None or (p.get(f"tpot_p{pct}_ms") or np.inf) <= tpot_ms)
+                     and (min_tok_s_user is None or p["tok_s_user"] >= min_tok_s_user)]
+            if meets:
+                out["best_under_sla"] = max(meets, key=lambda p: p["tok_s_gpu"])
+            else:
+                out["notes"].append(f"no frontier point meets the SLA at p{pct}")
         else:
-            out["notes"].append("no configuration meets the SLA")
+            ok = sla_mask(pts, ttft_ms, tpot_ms, min_tok_s_user) & keep
+            if ok.any():
+                j = int(np.nonzero(ok)[0][np.argmax(pts["tok_s_gpu"][ok])])
+                out["best_under_sla"] = add_bands(point_dict(pts, j), q, widen)
+            else:
+                out["notes"].append("no configuration meets the SLA")
     return _frontier(out, t0, pts)
 
 

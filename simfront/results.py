@@ -114,6 +114,13 @@ class FrontierPoint(Result):
     kv_headroom: float | None = None
     queue_ms: float | None = None
     quality: float | None = None  # the user's quality score of the configuration (``--quality``), else null
+    # with --tails / --sla-percentile: simulated percentiles (simfront.tails), else null
+    ttft_p50_ms: float | None = None
+    ttft_p90_ms: float | None = None
+    ttft_p99_ms: float | None = None
+    tpot_p50_ms: float | None = None
+    tpot_p90_ms: float | None = None
+    tpot_p99_ms: float | None = None
     layout: str = ""
 
 

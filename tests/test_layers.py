@@ -17,7 +17,7 @@ LAYERS = {
     3: ["serving"],
     4: ["deployment"],
     5: ["search", "pareto", "uncertainty", "results", "quality", "simulate"],
-    6: ["ingest", "measured", "calibration", "validation", "launch", "planning", "export", "inputs", "fidelity"],
+    6: ["ingest", "measured", "calibration", "validation", "launch", "planning", "export", "inputs", "fidelity", "tails"],
     7: ["api"],
     8: ["format", "plot", "report", "report_fidelity", "cli", "__main__", "__init__"],
 }

@@ -1,0 +1,92 @@
+"""Tail latencies of frontier points from the step-level simulation (:mod:`simfront.simulate`).
+
+The analytical evaluator gives means (validated against measurements); a user's SLA is often a
+percentile. The simulation gives the spread: a point's percentile is the evaluator's mean times the
+simulated percentile over the simulated mean (:func:`scaled_tails`). ``simulate_points`` replays
+each chosen configuration as a closed loop of its own concurrency (fixed lengths, clients spread, the
+first request of each client as warm-up) through the engine loop, with step times from the same cost
+model and serving profile, and returns p50 / p90 / p99 of TTFT and TPOT per point. Points are grouped
+by (mode, precision, KV dtype, speculation, token budget) so each group is one vectorised run.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+
+import numpy as np
+
+from . import clients as cl
+from .deployment import Layouts
+from .hardware import GpuSet
+from .models import Model
+from .scheduler import scheduler_settings
+from .search import SearchSpace, kv_link_bytes_per_s, make_spec, precision_options
+from .serving import NO_SPEC, Workload
+from .simulate import simulate_agg, simulate_disagg
+
+TAIL_FIELDS = ("ttft_p50_ms", "ttft_p90_ms", "ttft_p99_ms", "tpot_p50_ms", "tpot_p90_ms", "tpot_p99_ms")
+SHAPE_FIELDS = ("ttft_mean_ms", "tpot_mean_ms")  # the simulated means the percentiles are relative to
+PROMPTS_PER_CLIENT = 2.0  # requests each simulated client sends; the first is warm-up (steady state from the second)
+
+
+def _spec(label: str, model: Model):
+    """The speculation a search label names (``mtp-k3@AL2.49`` or ``eagle-k3@0.7``)."""
+    if label == "none":
+        return NO_SPEC
+    method, rest = label.split("-k")
+    k, acc = rest.split("@")
+    return make_spec(method, int(k), None if acc.startswith("AL") else float(acc), model)
+
+
+def simulate_points(model: Model, gpus: GpuSet, wl: Workload, points: dict, idx, profile: dict, engine: str | None = None,
+                    space: SearchSpace | None = None) -> dict[str, np.ndarray]:
+    """``{field: array over idx}`` of simulated tail latencies (ms) for search points ``idx``."""
+    idx = np.asarray(idx, dtype=int)
+    hw = gpus.hardware
+    sched = scheduler_settings(engine, None, hw.hbm_bytes / 2**30)
+    precs = {(q.label, q.kv): q for q in precision_options(model, gpus, space or SearchSpace())}
+    out = {k: np.full(idx.size, np.nan) for k in TAIL_FIELDS + SHAPE_FIELDS}
+    client = cl.ClosedLoop(1.0, cl.Lengths(wl.isl, wl.osl), num_prompts=PROMPTS_PER_CLIENT, first_wave=False, warmup=1)
+    groups: dict[tuple, list[int]] = defaultdict(list)
+    for j, i in enumerate(idx):  # a few groups, not one per point
+        groups[(str(points["mode"][i]), str(points["precision"][i]), str(points["kv_dtype"][i]), str(points["spec"][i]),
+                float(points["chunk_tokens"][i]))].append(j)
+    for (mode, plabel, kv, slabel, chunk), js in groups.items():
+        ii = idx[js]
+        prec = precs.get((plabel, kv))
+        if prec is None:
+            continue
+        spec = _spec(slabel, model)
+        conc = np.asarray(points["concurrency"][ii], dtype=float)
+
+        def plan_fn(users, D):
+            return cl.plan_closed(client, users, D, prompts=np.ceil(PROMPTS_PER_CLIENT * users))
+
+        def col(k):
+            return np.asarray(points[k][ii], dtype=float)
+
+        lay = Layouts.of(col("tp"), col("pp"), col("attention_dp"), col("ep"))
+        if mode == "agg":
+            r = simulate_agg(model, prec, hw, lay, col("replicas"), conc, plan_fn, sched=sched, profile=profile, spec=spec,
+                             max_batch=col("batch"), token_budget=chunk, isl=wl.isl, osl=wl.osl)
+        else:
+            play = Layouts.of(col("prefill_tp"), 1, col("prefill_attention_dp"), col("prefill_ep"))
+            link = kv_link_bytes_per_s(hw, gpus.count, play.gpus)
+            r = simulate_disagg(model, prec, hw, play, col("prefill_workers"), lay, col("decode_workers"), conc, plan_fn,
+                                sched=sched, profile=profile, spec=spec, link_bytes_per_s=link, decode_max_batch=col("batch"),
+                                isl=wl.isl, osl=wl.osl)
+        for q in ("p50", "p90", "p99", "mean"):
+            out[f"ttft_{q}_ms"][js] = np.asarray(r.ttft_s[q]) * 1e3
+            out[f"tpot_{q}_ms"][js] = np.asarray(r.tpot_s[q]) * 1e3
+    return out
+
+
+def scaled_tails(sim: dict[str, np.ndarray], ttft_mean_ms, tpot_mean_ms) -> dict[str, np.ndarray]:
+    """Percentiles with the evaluator's (validated) means and the simulation's spread: each simulated
+    percentile over the simulated mean, times the evaluator's mean of the same metric."""
+    out = {}
+    with np.errstate(divide="ignore", invalid="ignore"):
+        for metric, mean in (("ttft", np.asarray(ttft_mean_ms, float)), ("tpot", np.asarray(tpot_mean_ms, float))):
+            for q in ("p50", "p90", "p99"):
+                out[f"{metric}_{q}_ms"] = mean * sim[f"{metric}_{q}_ms"] / sim[f"{metric}_mean_ms"]
+    return out
