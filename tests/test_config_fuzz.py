@@ -21,10 +21,10 @@ from pathlib import Path
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
-from simfront import cli
 from simfront.errors import SimfrontError
 from simfront.memory import kv_bytes_per_token
 from simfront.models import get_model
+from cli_runner import run_cli as _run_cli
 
 FUZZ = settings(deadline=None, derandomize=True,  # the same cases on every CI run: a failure reproduces
                 suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
@@ -109,15 +109,6 @@ def test_generated_configs_load_or_fail_with_one_line(text):
             assert kv > 0  # every layer is full attention: each token adds KV
 
 
-def _run_cli(argv, capsys) -> tuple[int, str, str]:
-    capsys.readouterr()
-    try:
-        cli.main([str(a) for a in argv])
-        code = 0
-    except SystemExit as e:
-        code = e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
-    out, err = capsys.readouterr()
-    return code, out, err
 
 
 @settings(FUZZ, max_examples=100)

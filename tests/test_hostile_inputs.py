@@ -18,22 +18,13 @@ from pathlib import Path
 import pytest
 
 from simfront import cli
+from cli_runner import run_cli
 
 ROOT = Path(__file__).resolve().parent.parent
 SERVING_CSV = ROOT / "measurements" / "measured_serving.csv"
 SMALL = ["--model", "llama-3.1-8b", "--gpus", "1xH100", "--mode", "agg"]
 
 
-def run_cli(argv, capsys) -> tuple[int, str, str]:
-    """(exit status, stdout, stderr) of ``simfront ARGV`` run in this process."""
-    capsys.readouterr()
-    try:
-        cli.main([str(a) for a in argv])
-        code = 0
-    except SystemExit as e:
-        code = e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
-    out, err = capsys.readouterr()
-    return code, out, err
 
 
 def assert_one_error(code: int, err: str, fragment: str) -> None:

@@ -18,7 +18,7 @@ from pathlib import Path
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
-from simfront import cli
+from cli_runner import run_cli
 
 ROOT = Path(__file__).resolve().parent.parent
 SERVING_CSV = ROOT / "measurements" / "measured_serving.csv"
@@ -26,15 +26,6 @@ FUZZ = settings(deadline=None, suppress_health_check=[HealthCheck.function_scope
                 derandomize=True)  # the same cases on every CI run: a failure reproduces
 
 
-def run_cli(argv, capsys) -> tuple[int, str, str]:
-    capsys.readouterr()
-    try:
-        cli.main([str(a) for a in argv])
-        code = 0
-    except SystemExit as e:
-        code = e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
-    out, err = capsys.readouterr()
-    return code, out, err
 
 
 def strict_json(text: str):
