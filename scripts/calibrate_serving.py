@@ -13,6 +13,7 @@ error; and the p10-p90 bands (from the leave-one-model-out residuals) that predi
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import time
 from collections import defaultdict
@@ -78,7 +79,7 @@ def main(argv=None) -> int:
     f = Fitter(points)
     rows = f.rows
     n_file = len(points) + len(ing.problems)
-    lines = ["# Serving calibration report", "", f"Produced by `python scripts/calibrate_serving.py` on `{a.data}/measured_serving.csv`.", "",
+    lines = ["# Serving calibration report", "", f"Produced by `python scripts/calibrate_serving.py` on `{os.path.relpath(Path(a.data).resolve(), ROOT)}/measured_serving.csv`.", "",
              f"- rows in file: {n_file}; ingested points: {len(points)}; rows reported by ingest (duplicates, bad values): {len(ing.problems)}",
              f"- predicted: {len(rows)} ({100 * len(rows) / max(len(points), 1):.1f}% of ingested points, {100 * len(rows) / n_file:.1f}% of file rows); "
              f"not predicted: {len(points) - len(rows)}:", ""]
