@@ -211,6 +211,7 @@ def predict_cmd(
     csv_path: Optional[str] = typer.Option(None, "--csv", help="Write every frontier point as CSV."),
     show_all: bool = typer.Option(False, "--all", help="Print every frontier point, not a thinned 8-15."),
     launch: Optional[str] = typer.Option(None, "--launch", help="Print the engine launch and benchmark commands (vllm, sglang, trtllm) for the best point under the SLA, else the knee."),
+    engine_version: Optional[str] = typer.Option(None, "--engine-version", help="With --launch: spell the flags of this engine release (e.g. 0.5.9); default the newest release in simfront\'s flag tables."),
     tails: bool = typer.Option(False, "--tails", help="Add p50/p90/p99 TTFT and TPOT to the frontier points (step-level simulation; a few seconds)."),
     sla_percentile: Optional[int] = typer.Option(None, "--sla-percentile", help="Judge --ttft/--tpot at this percentile (50, 90 or 99) of the simulated frontier points instead of the mean."),
     quality: Optional[str] = typer.Option(None, "--quality", help="Quality as a third axis: your scores per weight format, KV dtype (kv:fp8) and speculative method, e.g. nvfp4=0.97,fp8_block=1.0,kv:fp8=0.995, or a YAML file; simfront never invents scores."),
@@ -235,7 +236,7 @@ def predict_cmd(
     points = res.points
     if launch and res["fits"]:
         target, why = api.launch_target(res, launch)
-        res["launch"] = api.launch_for(target, model, gpus, launch, isl, osl) if target else None
+        res["launch"] = api.launch_for(target, model, gpus, launch, isl, osl, engine_version) if target else None
         if why:
             res["notes"].append(why)
     if html and res["fits"]:
@@ -443,6 +444,7 @@ def plan_cmd(
     engine: Optional[str] = typer.Option(None, "--engine", help="Plan for an engine (its overhead profile and the layouts it can launch)."),
     max_gpus: Optional[int] = typer.Option(None, "--max-gpus", help="Largest deployment to consider, in GPUs (default 512)."),
     launch: Optional[str] = typer.Option(None, "--launch", help="Print launch + benchmark commands for the cheapest row (vllm, sglang, trtllm)."),
+    engine_version: Optional[str] = typer.Option(None, "--engine-version", help="With --launch: spell the flags of this engine release (e.g. 0.5.9); default the newest release in simfront\'s flag tables."),
     quiet: bool = QuietOpt,
     calibration: Optional[str] = CalOpt,
     as_json: bool = JsonOpt,
@@ -464,7 +466,7 @@ def plan_cmd(
                        max_gpus=max_gpus, progress=bar.step if bar.active else None, prefix_hit=prefix_hit)
     if launch:
         best = next((r for r in res["rows"] if r.get("feasible", True) and r.get("point")), None)
-        res["launch"] = api.launch_for(best["point"], model, best["gpu"], launch, isl, osl) if best else None
+        res["launch"] = api.launch_for(best["point"], model, best["gpu"], launch, isl, osl, engine_version) if best else None
     if as_json:
         return _emit_json(res)
     report.print_plan(res)

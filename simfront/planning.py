@@ -487,14 +487,16 @@ def deployment_for(point: Mapping[str, Any], model: str, gpu: str, isl: int, osl
                       replicas=int(point.get("replicas") or 1), **common)
 
 
-def launch_for(point: Mapping[str, Any], model: str, gpu: str, engine: str = "vllm", isl: int = 1024, osl: int = 1024) -> dict:
-    """Launch lines, files, notes, client benchmark and sidecar for a frontier point or plan row point."""
+def launch_for(point: Mapping[str, Any], model: str, gpu: str, engine: str = "vllm", isl: int = 1024, osl: int = 1024,
+               engine_version: str | None = None) -> dict:
+    """Launch lines, files, notes, client benchmark and sidecar for a frontier point or plan row point
+    (flags as spelled by ``engine_version``; the newest release in the flag tables when None)."""
     dep = deployment_for(point, model, gpu, isl, osl)
-    lp: LaunchPlan = launch_commands(dep, engine)
+    lp: LaunchPlan = launch_commands(dep, engine, engine_version)
     tool = lp.engine if lp.engine in ("vllm", "sglang") else "vllm"  # TRT-LLM serves an OpenAI API vLLM's client measures
-    return {"engine": lp.engine, "commands": lp.commands, "roles": lp.roles, "files": lp.files, "notes": lp.notes,
-            "benchmark": benchmark_command(dep, tool, engine=lp.engine), "sidecar": sidecar_yaml(dep, lp.engine),
-            "num_gpus": dep.total_gpus}
+    return {"engine": lp.engine, "engine_version": engine_version, "commands": lp.commands, "roles": lp.roles, "files": lp.files,
+            "notes": lp.notes, "benchmark": benchmark_command(dep, tool, engine=lp.engine, engine_version=engine_version),
+            "sidecar": sidecar_yaml(dep, lp.engine, engine_version), "num_gpus": dep.total_gpus}
 
 
 __all__ = ["plan", "launch_for", "deployment_for", "clear_cache", "DEFAULT_HARDWARE", "HOURS_PER_MONTH"]

@@ -679,3 +679,14 @@ def test_predict_launch_never_errors_on_a_point_the_search_offered(engine):
     assert out["commands"]
     if why:
         assert engine in why and "instead" in why
+
+
+def test_engine_version_reaches_the_printed_launch_lines():
+    """--engine-version spells the flags of that release; without it, the newest release in the tables."""
+    from simfront import api
+
+    res = api.predict("llama-3.1-8b", "1xH100", modes=["agg"])
+    old = api.launch_for(res.knee, "llama-3.1-8b", "1xH100", "sglang", 1024, 1024, engine_version="0.4.9")
+    new = api.launch_for(res.knee, "llama-3.1-8b", "1xH100", "sglang", 1024, 1024)
+    assert old["commands"][0].startswith("python -m sglang.launch_server") and old["engine_version"] == "0.4.9"
+    assert new["commands"][0].startswith("sglang serve")
