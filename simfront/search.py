@@ -330,7 +330,9 @@ def _disagg(cols, t: WorkerTable, hw, gpus, wl, price) -> int:
     n_sides = int(d_cap.size + p_cap.size)
     # Large spaces prune dominated sides before pairing (smaller ones score every pair): a decode
     # configuration slower per token AND serving fewer requests/s per GPU than another of the same
-    # worker size never makes a better pair; likewise for prefill on (TTFT, requests/s per GPU).
+    # worker size is dropped; likewise for prefill on (TTFT, requests/s per GPU). Under the closed-loop
+    # evaluator this is a heuristic, not exact: a pair's requests/s also depends on its decode slots and
+    # TTFT, so a dropped side could, rarely, have made a frontier pair.
     if d_cap.size * p_cap.size > MAX_FULL_PAIRS:
         keep_d = _front_per_size(1.0 / d_tpot, d_cap / d_gpus, d_gpus)
         keep_p = _front_per_size(1.0 / p_ttft, p_cap / p_gpus, p_gpus)
