@@ -139,7 +139,8 @@ def predict(model: str, gpus: str | GpuSet, isl: int = 1024, osl: int = 1024, co
             precision: list[str] | str | None = None, kv_dtype: list[str] | str | None = None, spec: str | None = None,
             spec_k: int | None = None, acceptance: float | None = None, modes: list[str] | None = None,
             price: float | None = None, prefix_hit: float = 0.0, engine: str | None = None, chunk_tokens: int | None = None,
-            quality: str | dict | None = None, tails: bool = False, sla_percentile: float | None = None) -> Frontier:
+            quality: str | dict | None = None, tails: bool = False, sla_percentile: float | None = None,
+            prompts_per_client: float | None = None) -> Frontier:
     """The predicted frontier of every configuration of ``model`` on ``gpus`` (a :class:`simfront.results.Frontier`:
     attributes, ``["field"]`` access, ``.to_frame()``, ``.points`` for every feasible configuration)."""
     inputs.check_predict(model, gpus, isl=isl, osl=osl, concurrency=concurrency, rate=rate, ttft_ms=ttft_ms, tpot_ms=tpot_ms, min_tok_s_user=min_tok_s_user, spec=spec, spec_k=spec_k, acceptance=acceptance, modes=modes, price=price, prefix_hit=prefix_hit, engine=engine, chunk_tokens=chunk_tokens)
@@ -174,7 +175,8 @@ def predict(model: str, gpus: str | GpuSet, isl: int = 1024, osl: int = 1024, co
                                kvs[0] if kvs else "native")
     verdict = memory_verdict(m, mem_prec, g, isl, osl).to_json()
     out: dict[str, Any] = {
-        "model": m.id, "gpus": g.label, "workload": {"isl": isl, "osl": osl, "concurrency": concurrency, "rate": rate, "prefix_hit": prefix_hit},
+        "model": m.id, "gpus": g.label, "workload": {"isl": isl, "osl": osl, "concurrency": concurrency, "rate": rate, "prefix_hit": prefix_hit,
+                                                      "prompts_per_client": prompts_per_client},
         "price_usd_per_gpu_hour": g.hardware.price_usd_per_hour if price is None else price,
         "fits": False, "memory": verdict, "n_configs_evaluated": 0, "n_feasible": 0, "frontier": [], "knee": None,
         "best_under_sla": None, "sla": {"ttft_ms": ttft_ms, "tpot_ms": tpot_ms, "min_tok_s_user": min_tok_s_user},
@@ -191,7 +193,12 @@ def predict(model: str, gpus: str | GpuSet, isl: int = 1024, osl: int = 1024, co
                         modes=tuple(modes) if modes else ("agg", "disagg"), engine=engine)
     if precs == ["native"]:
         space.precisions = ["native"]
-    wl = Workload(isl=isl, osl=osl, prefix_hit=prefix_hit, chunk_tokens=chunk_tokens or DEFAULT_CHUNK_TOKENS)
+    if prompts_per_client is not None and not (math.isfinite(prompts_per_client) and prompts_per_client >= 1):
+        raise SimfrontError(f"--prompts-per-client {prompts_per_client}: give a number of requests per client, at least 1")
+    # steady state by default; a benchmark of K prompts per client sends 1/K of its requests in its first wave
+    wave = 0.0 if prompts_per_client is None else 1.0 / prompts_per_client
+    wl = Workload(isl=isl, osl=osl, prefix_hit=prefix_hit, chunk_tokens=chunk_tokens or DEFAULT_CHUNK_TOKENS,
+                  startup_wave_share=wave)
     res = search(m, g, wl, space, price)
     out["n_configs_evaluated"] = res.n_evaluated
     out["n_feasible"] = res.n_feasible

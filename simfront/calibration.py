@@ -1,10 +1,11 @@
 """Fit the serving profile to measurements, cross-validate it, and derive prediction intervals.
 
-The serving profile is nine physical parameters per engine (see :func:`simfront.serving.engine_profile`):
-the share of per-kernel fixed latency a step hides, a step-time scale, a per-step CPU overhead, the
-steps between the last prefill step and the first streamed token, the share of an arrival group
-prefilled together, the share of requests in a synchronised start-up wave, a TTFT scale and a per-request TTFT
-overhead. Kernel efficiencies are not refitted here. Fits are bounded scipy least squares on
+The serving profile is eight physical parameters per engine (see :func:`simfront.serving.engine_profile`):
+the share of per-kernel fixed latency a step hides, a step-time scale, a per-step CPU overhead, a
+per-request CPU overhead per step, the steps between the last prefill step and the first streamed token,
+the share of an arrival group prefilled together, a TTFT scale and a per-request TTFT overhead. The
+share of requests in a benchmark's synchronised start-up wave is a property of the client, not the
+engine: it comes with each measured row (:mod:`simfront.measured`). Kernel efficiencies are not refitted here. Fits are bounded scipy least squares on
 relative errors; each engine's profile is partially pooled toward the profile fitted on all
 engines (POOLING_WEIGHT), so an engine measured on few models does not absorb their quirks.
 
@@ -29,7 +30,6 @@ PARAMS = {  # name: (initial, low, high)
     # CPU per request per step: 0-200 us spans C++ batch managers to Python schedulers with sampling
     # bookkeeping (engine profiling write-ups, modeling-notes §5)
     "request_overhead_s": (1e-5, 0.0, 2e-4),
-    "burst_fraction": (0.5, 0.0, 1.0),
     "ttft_scale": (1.0, 0.3, 5.0),
     "ttft_overhead_s": (0.05, 0.0, 0.5),
     "ttft_extra_steps": (1.0, 0.0, 4.0),

@@ -26,11 +26,13 @@ def _spec_notes(label: str) -> list[str]:
     return [f"spec_decoding={method}", f"spec_k={rest.split('@')[0]}"]
 
 
-def point_row(point: Mapping, model: str, gpu: str, isl: int, osl: int, engine: str, predicted: bool = True) -> dict:
+def point_row(point: Mapping, model: str, gpu: str, isl: int, osl: int, engine: str, predicted: bool = True,
+              wave_share: float = 0.0) -> dict:
     """One measured-point CSV row for a frontier point (``predicted``: fill the metric columns with
-    the point's predicted metrics; else leave them for the user's measurements)."""
+    the point's predicted metrics; else leave them for the user's measurements). ``wave_share``: the
+    workload's share of requests in a synchronised start-up wave (0 for predict's steady state)."""
     p = point
-    notes = _spec_notes(str(p.get("spec", "none")))
+    notes = _spec_notes(str(p.get("spec", "none"))) + [f"startup_wave_share={wave_share:g}"]
     gpus = int(p["gpus_used"])
     row = {c: "" for c in COLUMNS}
     row.update(model=model, gpu=gpu, num_gpus=gpus, engine=engine, isl=int(isl), osl=int(osl), concurrency=p["concurrency"],
@@ -52,11 +54,12 @@ def point_row(point: Mapping, model: str, gpu: str, isl: int, osl: int, engine: 
     return row
 
 
-def measured_csv(points: Iterable[Mapping], model: str, gpu: str, isl: int, osl: int, engine: str, predicted: bool = True) -> str:
+def measured_csv(points: Iterable[Mapping], model: str, gpu: str, isl: int, osl: int, engine: str, predicted: bool = True,
+                 wave_share: float = 0.0) -> str:
     """CSV text of :func:`point_row` for every point."""
     out = io.StringIO()
     w = csv.DictWriter(out, fieldnames=list(COLUMNS))
     w.writeheader()
     for p in points:
-        w.writerow(point_row(p, model, gpu, isl, osl, engine, predicted))
+        w.writerow(point_row(p, model, gpu, isl, osl, engine, predicted, wave_share))
     return out.getvalue()

@@ -27,6 +27,12 @@ MAX_SPEC_K = 16
 SPEC_METHODS = ("none", "mtp", "eagle", "ngram")  # speculative methods the search models (search.make_spec)
 SERVING_MODES = ("agg", "disagg")  # aggregated and disaggregated prefill/decode serving
 
+# serving-profile parameters of earlier releases, and where their effect lives now
+RETIRED_SERVING_PARAMS = {
+    "burst_fraction": "the share of requests in a benchmark's synchronised start-up wave is a property of the client now, "
+                      "not the engine (measured rows carry it; predict takes --prompts-per-client)",
+}
+
 
 # ---------------------------------------------------------------------------------------------
 # Single values
@@ -350,6 +356,8 @@ def check_calibration_profile(path: Any) -> None:
                 raise SimfrontError(f"{path}: efficiency.{kind}.{block} = {values!r} is not a mapping of parameter: number")
             for name, v in values.items():
                 where = f"{path}: efficiency.{kind}.{block}.{name}"
+                if kind == SERVING_KIND and name in RETIRED_SERVING_PARAMS:
+                    raise SimfrontError(f"{where}: {RETIRED_SERVING_PARAMS[name]}; refit with `simfront calibrate`")
                 if name not in known[kind]:
                     raise SimfrontError(f"{where}: unknown parameter; valid: {', '.join(sorted(known[kind]))}")
                 if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):

@@ -33,6 +33,10 @@ from .deployment import Layouts, evaluate_agg, evaluate_disagg, running_batch
 from .search import BATCH_SIZES, kv_link_bytes_per_s, make_spec
 from .serving import DEFAULT_CHUNK_TOKENS, NO_SPEC, Workload, aggregated_raw, decode_raw, engine_profile, finish_decode, finish_prefill, prefill_raw
 
+# prompts per client of a benchmark run that does not record its count: InferenceX / InferenceMAX and the
+# vLLM and SGLang serving-benchmark recipes send num_prompts = 10 x concurrency (calibration README,
+# InferenceX benchmarks/*.sh; modeling-notes §5)
+BENCHMARK_PROMPTS_PER_CLIENT = 10.0
 METRICS = ("ttft_ms", "tpot_ms", "tok_s_per_user", "output_tok_s_total", "output_tok_s_per_gpu", "request_throughput")
 
 
@@ -66,6 +70,7 @@ class Resolved:
     osl: float
     spec: Any
     token_budget: float  # engine token budget per step per attention rank
+    wave_share: float  # share of the benchmark's requests in its synchronised start-up wave
 
 
 def _precision_for(model: Model, p, hw=None) -> Any:
@@ -134,7 +139,23 @@ def resolve(p) -> tuple[Resolved | None, str | None]:
         except SimfrontError as e:
             return None, f"speculative decoding: {e}"
     budget = float(_get(p, "token_budget") or DEFAULT_CHUNK_TOKENS)
-    return Resolved(model, hw, prec, _get(p, "engine"), float(isl), float(osl), spec, budget), None
+    return Resolved(model, hw, prec, _get(p, "engine"), float(isl), float(osl), spec, budget, wave_share(p)), None
+
+
+def wave_share(p) -> float:
+    """Share of a benchmark run's requests in its synchronised start-up wave.
+
+    A closed-loop benchmark of N prompts at concurrency C sends its first C at once: C / N of its
+    requests. The row's own ``startup_wave_share`` wins, then C / ``num_prompts``; a client run that
+    records neither gets the common harness setting, N = 10 C (BENCHMARK_PROMPTS_PER_CLIENT).
+    """
+    given = _get(p, "startup_wave_share")
+    if given is not None:
+        return float(given)
+    c, n = _get(p, "concurrency"), _get(p, "num_prompts")
+    if c and n:
+        return float(min(1.0, float(c) / float(n)))
+    return 1.0 / BENCHMARK_PROMPTS_PER_CLIENT
 
 
 @dataclass
@@ -175,7 +196,7 @@ def build_groups(points: Iterable[Any]) -> tuple[list[PointGroup], list[dict]]:
         if mode == "disagg" and (_get(p, "prefill_workers") is None or _get(p, "decode_workers") is None):
             out[i]["reason"] = "disaggregated run without prefill/decode worker counts: the deployment cannot be sized"
             continue
-        key = (r.model.id, r.hw.id, r.precision, r.engine, r.isl, r.osl, r.spec, mode, offline, r.token_budget)
+        key = (r.model.id, r.hw.id, r.precision, r.engine, r.isl, r.osl, r.spec, mode, offline, r.token_budget, r.wave_share)
         keyed.setdefault(key, []).append(i)
     groups = []
     for key, idx in keyed.items():
@@ -246,7 +267,8 @@ def _group_agg(pts, idx, r: Resolved) -> PointGroup:
     kv_b = np.maximum(np.floor(mem.max_concurrency / dp / pp), 1)
     # the engine's max batch is per attention-DP rank (aiconfigurator convention)
     b = running_batch(conc, workers * lay.ranks, np.where(max_b > 0, max_b, np.inf), kv_b)
-    raw = aggregated_raw(r.model, r.precision, r.hw, tp, pp, dp, ep, b, Workload(isl=r.isl, osl=r.osl, chunk_tokens=r.token_budget), r.spec)
+    wl = Workload(isl=r.isl, osl=r.osl, chunk_tokens=r.token_budget, startup_wave_share=r.wave_share)
+    raw = aggregated_raw(r.model, r.precision, r.hw, tp, pp, dp, ep, b, wl, r.spec)
 
     def metrics(prof):
         return _metric_dict(evaluate_agg(raw, prof, workers, worker, conc))
@@ -312,7 +334,8 @@ def _group_disagg(pts, idx, r: Resolved) -> PointGroup:
     p_raw = prefill_raw(r.model, r.precision, r.hw, ptp, ppp, pdp, pep, np.maximum(pb / pdp, 1), wl, link)
 
     def metrics(prof):
-        m = evaluate_disagg(finish_prefill(*p_raw, prof), pw, finish_decode(*d_raw, r.osl, prof), slots, conc, r.osl, total_gpus)
+        m = evaluate_disagg(finish_prefill(*p_raw, prof), pw, finish_decode(*d_raw, r.osl, prof), slots, conc, r.osl, total_gpus,
+                            r.wave_share)
         return _metric_dict(m)
 
     ok = ~bad & dmem.fits

@@ -207,7 +207,7 @@ def _best_agg(t: _Tables, A: dict, rate: float, sla: dict, max_gpus: int, engine
 
 
 def _size_disagg(t: _Tables, D: dict, R: dict, a: int, b: int, link: str, x: int, y: int, rate: float, sla: dict,
-                 max_gpus: int, osl: float):
+                 max_gpus: int, osl: float, wave_share: float = 0.0):
     """Grow the (x prefill, y decode) workers of one pair until the deployment evaluator says it serves
     ``rate`` with its decode slots full and meets the TTFT bound; (x, y, metrics) or None."""
     pre = PrefillResult(R[f"ttft_{link}_s"][b], R["prefill_s"][b], R[f"transfer_{link}_s"][b], R["rate"][b], t.profile["ttft_scale"])
@@ -218,7 +218,7 @@ def _size_disagg(t: _Tables, D: dict, R: dict, a: int, b: int, link: str, x: int
         gpus = x * pg + y * dg
         if gpus > max_gpus:
             return None
-        r = evaluate_disagg(pre, x, dec, y * slots_per_worker, y * slots_per_worker, osl, gpus)
+        r = evaluate_disagg(pre, x, dec, y * slots_per_worker, y * slots_per_worker, osl, gpus, wave_share)
         slow = sla.get("ttft_ms") is not None and float(r.ttft_s) * 1e3 > sla["ttft_ms"]
         if float(r.requests_s) >= rate and not slow:
             return x, y, r

@@ -130,6 +130,7 @@ class Workload(Result):
     concurrency: int | None = None
     rate: float | None = None
     prefix_hit: float = 0.0
+    prompts_per_client: float | None = None  # a benchmark run of this many prompts per client; None: steady state
 
 
 class Sla(Result):

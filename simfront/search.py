@@ -353,7 +353,7 @@ def _disagg(cols, t: WorkerTable, hw, gpus, wl, price) -> int:
     for x in (x0, x0 + 1):  # the sized prefill side, and one more worker for a shorter queue
         used = y * Dg + x * Pg
         m = (x0 >= 1) & (y >= 1) & (used <= n)
-        r = evaluate_disagg(pre, x, dec, slots, slots, wl.osl, used)
+        r = evaluate_disagg(pre, x, dec, slots, slots, wl.osl, used, wl.startup_wave_share)
         tok_gpu = r.tok_s_gpu(n)
         _append(cols, m, mode="disagg", tp=L["tp"][dsel, 0], pp=L["pp"][dsel, 0], ep=L["ep"][dsel, 0],
                 attention_dp=L["dp"][dsel, 0], replicas=y, batch=batch, concurrency=r.concurrency, precision=prec.label,

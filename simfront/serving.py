@@ -45,6 +45,9 @@ class Workload:
     osl: float = 1024  # mean output tokens per request
     prefix_hit: float = 0.0  # share of input tokens whose KV is reused from the prefix cache
     chunk_tokens: float = DEFAULT_CHUNK_TOKENS  # engine token budget per step per rank
+    # share of requests sent in a synchronised start-up wave: a benchmark of N prompts at concurrency C
+    # sends its first C at once (share C / N); a service in steady state has none (0)
+    startup_wave_share: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -83,7 +86,6 @@ NO_SPEC = Speculation()
 # beyond the model's own, no per-request overhead. Fitted per-engine values override these.
 NEUTRAL_PROFILE = {
     "kernel_overlap": 0.0,  # share of per-kernel fixed latency hidden by CUDA graphs / PDL / fusion inside a step
-    "burst_fraction": 0.0,  # share of requests that arrive in a synchronised start-up wave (not yet spread into groups)
     # share of an arrival group that the engine prefills in the same steps (an idle engine starts a
     # step with the first prompt that arrives; the rest of the group joins the next one)
     "group_share": 1.0,
@@ -168,6 +170,7 @@ class AggRaw:
     al: float  # tokens per verify step
     osl: float
     slots: np.ndarray  # requests in flight per worker (batch x DP x PP)
+    wave_share: float = 0.0  # the workload's share of requests in a synchronised start-up wave
 
 
 @dataclass
@@ -215,7 +218,7 @@ def aggregated_raw(model: Model, precision: Precision, hw: Hardware, tp, pp, dp,
     rho = np.clip(p / chunk, 0.0, 0.95)
     return AggRaw(decode_step_s=decode_step, mixed_step_s=mixed_step, mixed_tokens=mixed_tokens, mixed_share=mixed_share,
                   batch=b, chunk=chunk, isl_new=isl_new, rho=rho + 0 * b, al=al,
-                  osl=wl.osl, slots=b * _f(dp) * _f(pp))
+                  osl=wl.osl, slots=b * _f(dp) * _f(pp), wave_share=float(wl.startup_wave_share))
 
 
 def busiest_rank_context(ctx, dp, batch, isl: float, osl: float) -> np.ndarray:
@@ -269,10 +272,10 @@ def finish_aggregated(raw: AggRaw, prof: dict) -> AggResult:
     tpot = step / raw.al
     wait = 0.5 * step + md1_wait_s(step, raw.rho)  # finish the running step + M/D/1 queue for the token budget
     # prompt tokens computed before this request's first token: its arrival group (the share of it the
-    # engine prefills together; they share the steps and all stream their first token at the end), plus, for the share ``burst_fraction`` of
+    # engine prefills together; they share the steps and all stream their first token at the end), plus, for the workload's share of
     # requests that belong to a synchronised start-up wave, on average half of the rest of that wave
     group = 1.0 + prof["group_share"] * (arrival_group(raw.batch, raw.isl_new, budget) - 1.0)  # prompts sharing the steps
-    tokens = group * raw.isl_new + prof["burst_fraction"] * np.maximum(raw.batch - group, 0.0) * raw.isl_new / 2.0
+    tokens = group * raw.isl_new + raw.wave_share * np.maximum(raw.batch - group, 0.0) * raw.isl_new / 2.0
     steps = np.maximum(1.0, tokens / budget)  # steps those tokens span at the token budget
     per_token = np.maximum(t_mix - t_dec, 0.0) / np.maximum(raw.mixed_tokens, 1.0)  # extra step time per prompt token
     ttft = (wait + (steps + prof["ttft_extra_steps"]) * t_dec + tokens * per_token) * prof["ttft_scale"] + prof["ttft_overhead_s"]

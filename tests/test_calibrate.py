@@ -45,7 +45,7 @@ def test_calibrate_writes_profile_and_reports_cv(small_serving, tmp_path):
 
 def test_calibration_profile_changes_predictions(tmp_path):
     prof = {"efficiency": {"serving": {"default": {"step_overhead_s": 0.004, "kernel_overlap": 0.0, "step_scale": 1.0,
-                                                   "burst_fraction": 0.0, "ttft_scale": 1.0, "ttft_overhead_s": 0.0}}}}
+                                                   "ttft_scale": 1.0, "ttft_overhead_s": 0.0}}}}
     f = tmp_path / "slow.yaml"
     f.write_text(yaml.safe_dump(prof))
     base = json.loads(run("predict", "--model", "llama-3.1-8b", "--gpus", "1xH100", "--mode", "agg", "--json").stdout)
@@ -94,3 +94,10 @@ def test_partial_pooling_pulls_engine_profiles_toward_the_pooled_one(small_servi
     loose, tight = spread(0.0), spread(30.0)
     assert np.isfinite(loose) and tight < loose
     assert tight < 0.05
+
+
+def test_profile_with_the_retired_start_up_wave_parameter_says_where_it_went(tmp_path):
+    f = tmp_path / "old.yaml"
+    f.write_text(yaml.safe_dump({"efficiency": {"serving": {"default": {"burst_fraction": 0.1}}}}))
+    p = run("predict", "--model", "llama-3.1-8b", "--gpus", "1xH100", "--calibration", str(f))
+    assert p.returncode == 2 and "--prompts-per-client" in p.stderr and p.stderr.count("\n") == 1

@@ -16,7 +16,7 @@ from simfront.models import get_model
 from simfront.pareto import sla_mask
 from simfront.planning import DEFAULT_HARDWARE, HOURS_PER_MONTH, launch_for, plan
 from simfront.api import compare_gpus as compare
-from simfront.results import FRONTIER_FIELDS, layout_label
+from simfront.results import FRONTIER_FIELDS, layout_label, point_dict
 from simfront.search import SearchSpace, make_spec, search
 from simfront.serving import DEFAULT_CHUNK_TOKENS, Workload
 
@@ -120,7 +120,8 @@ def test_plan_rows_validate_to_themselves(planned):
     for r in _feasible(planned):
         p = r["point"]
         row = {"model": MODEL, "gpu": r["gpu"], "isl": ISL, "osl": OSL, "mode": p["mode"], "concurrency": p["concurrency"],
-               "precision": p["precision"].split("+kv")[0], "kv_dtype": p["kv_dtype"], "num_gpus": r["num_gpus"]}
+               "precision": p["precision"].split("+kv")[0], "kv_dtype": p["kv_dtype"], "num_gpus": r["num_gpus"],
+               "startup_wave_share": 0.0}  # a plan is a steady state, not a benchmark run with a first wave
         if p["spec"] != "none":
             row.update(spec_decoding=p["spec"].split("-k")[0], spec_k=int(p["spec"].split("-k")[1].split("@")[0]))
         if p["mode"] == "agg":
@@ -230,7 +231,9 @@ def test_launch_for_disagg_plan_row_names_both_roles(planned):
 
 def test_launch_for_aggregated_frontier_point_all_engines():
     res = api.predict(MODEL, "8xH200", isl=1024, osl=1024, modes=["agg"], precision="fp8_block", kv_dtype="fp8")
-    p = next(q for q in res["frontier"] if q["attention_dp"] > 1 and q["ep"] == q["tp"] * q["attention_dp"] and q["tp"] == 1)
+    pts = res.points  # an attention-DP configuration the search offered (on the frontier or not)
+    i = int(np.nonzero((pts["attention_dp"] > 1) & (pts["ep"] == pts["tp"] * pts["attention_dp"]) & (pts["tp"] == 1))[0][0])
+    p = point_dict(pts, i)
     v = launch_for(p, MODEL, "8xH200", "vllm", 1024, 1024)["commands"][0]
     assert _val(v, "--tensor-parallel-size") == str(p["tp"]) and _val(v, "--data-parallel-size") == str(p["attention_dp"])
     assert "--enable-expert-parallel" in v and _val(v, "--max-num-seqs") == str(p["batch"] * p["pp"])

@@ -99,6 +99,8 @@ class MeasuredPoint(BaseModel):
     concurrency: Positive | None = None  # client cap on requests in flight
     request_rate: Positive | None = None  # req/s offered; inf = all requests at once
     token_budget: Count | None = None  # engine token budget per step per attention rank (chunked-prefill size)
+    num_prompts: Count | None = None  # requests the benchmark client sent in all (its first `concurrency` at once)
+    startup_wave_share: NonNegative | None = None  # share of requests in a synchronised start-up wave (0: steady state)
 
     # speculative decoding
     spec_decoding: SpecDecoding | None = None

@@ -71,6 +71,9 @@ def parse_record(obj: dict, line: int) -> Record:
     if engine:
         rec.notes["engine"] = f"from client backend {obj.get('backend')!r}"
     rec.fields["concurrency"] = to_float(obj.get("max_concurrency"), "max_concurrency")
+    if obj.get("num_prompts") is not None:  # the client's request count: with --max-concurrency C its first C start at once
+        rec.fields["num_prompts"] = to_int(obj.get("num_prompts"), "num_prompts")
+        used.add("num_prompts")
     request_rate = obj.get("request_rate")
     rec.fields["request_rate"] = None if request_rate == "trace" else to_float(request_rate, "request_rate")
     used |= {"max_concurrency", "request_rate"}

@@ -8,7 +8,7 @@ Mean statistics are preferred; median is used only when a mean is absent.
 from __future__ import annotations
 
 from .client_keys import take_config_keys
-from .common import Record, RecordError, keep_extra, normalize_engine, to_float
+from .common import Record, RecordError, keep_extra, normalize_engine, to_float, to_int
 
 LATENCIES = {
     "ttft_ms": ("ttft", "time to first non-empty chunk"),
@@ -58,6 +58,9 @@ def parse_record(obj: dict, line: int) -> Record:
     if engine:
         rec.notes["engine"] = f"from client backend {obj.get('backend')!r}"
     rec.fields["concurrency"] = to_float(obj.get("max_concurrency"), "max_concurrency")
+    if obj.get("num_prompts") is not None:  # the client's request count: with --max-concurrency C its first C start at once
+        rec.fields["num_prompts"] = to_int(obj.get("num_prompts"), "num_prompts")
+        used.add("num_prompts")
     rec.fields["request_rate"] = to_float(obj.get("request_rate"), "request_rate")
     used |= {"model_id", "max_concurrency", "request_rate"}
     take_flat_latencies(rec, obj, used, "vLLM", LATENCIES)

@@ -1,0 +1,51 @@
+"""A benchmark's synchronised start-up wave is a property of the client (workload), not of the engine."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from simfront import api
+from simfront.errors import SimfrontError
+from simfront.ingest import load_measurements
+from simfront.measured import BENCHMARK_PROMPTS_PER_CLIENT, predict_points, wave_share
+
+ROW = {"model": "llama-3.1-70b", "gpu": "H100", "isl": 2048, "osl": 256, "mode": "agg", "tp": 8, "concurrency": 64,
+       "precision": "fp8", "engine": "vllm"}
+
+
+def test_wave_share_comes_from_the_row():
+    assert wave_share({**ROW, "num_prompts": 128}) == pytest.approx(0.5)
+    assert wave_share({**ROW, "startup_wave_share": 0.0}) == 0.0
+    assert wave_share(ROW) == pytest.approx(1.0 / BENCHMARK_PROMPTS_PER_CLIENT)
+
+
+def test_a_bigger_first_wave_waits_longer_and_tpot_is_untouched():
+    few, many, steady = predict_points([{**ROW, "num_prompts": 128}, {**ROW, "num_prompts": 6400}, {**ROW, "startup_wave_share": 0}])
+    assert few["predicted_ttft_ms"] > many["predicted_ttft_ms"] > steady["predicted_ttft_ms"]
+    assert few["predicted_tpot_ms"] == pytest.approx(steady["predicted_tpot_ms"])
+
+
+def test_disaggregated_wave_queues_at_the_prefill_workers():
+    row = {**ROW, "mode": "disagg", "prefill_tp": 8, "prefill_workers": 1, "decode_tp": 8, "decode_workers": 1, "concurrency": 128}
+    wave, steady = predict_points([{**row, "num_prompts": 256}, {**row, "startup_wave_share": 0}])
+    assert wave["predicted_ttft_ms"] > steady["predicted_ttft_ms"]
+
+
+def test_predict_is_steady_state_unless_asked_for_a_benchmark_run():
+    """The same configurations, evaluated as a benchmark of 2 prompts per client, wait for their first wave."""
+    steady = api.predict("llama-3.1-70b", "8xH100", modes=["agg"]).points
+    bench = api.predict("llama-3.1-70b", "8xH100", modes=["agg"], prompts_per_client=2).points
+    assert steady["ttft_ms"].shape == bench["ttft_ms"].shape  # the same configurations, in the same order
+    loaded = steady["batch"] >= 16
+    assert (bench["ttft_ms"][loaded] > steady["ttft_ms"][loaded]).all()
+    assert (bench["tpot_ms"] == steady["tpot_ms"]).all()
+    with pytest.raises(SimfrontError, match="prompts-per-client"):
+        api.predict("llama-3.1-8b", "1xH100", prompts_per_client=0.5)
+
+
+def test_vllm_result_records_its_prompt_count():
+    f = Path(__file__).parent / "data" / "ingest" / "vllm_infqps-concurrency64-DeepSeek-R1-20250612-101530.json"
+    p = load_measurements([str(f)]).points[0]
+    assert p.num_prompts == 640 and wave_share(p) == pytest.approx(64 / 640)
