@@ -141,7 +141,9 @@ def frontier_comparison(points: list, profile: dict | None = None) -> dict:
         k = key + (n,)
         if k not in frontiers:
             space = SearchSpace(precisions=[prec], kv_dtypes=[kv], modes=(mode,))
-            res = search(r.model, GpuSet(count=n, hardware=r.hw), Workload(isl=r.isl, osl=r.osl), space, profile=profile)
+            # the measured runs' own client: the same start-up wave as the benchmark that produced them
+            wl = Workload(isl=r.isl, osl=r.osl, startup_wave_share=r.wave_share)
+            res = search(r.model, GpuSet(count=n, hardware=r.hw), wl, space, profile=profile)
             pts = res.points
             if not pts:
                 frontiers[k] = {}
