@@ -27,8 +27,8 @@ from simfront.deployment import Layouts  # noqa: E402
 from simfront.hardware import parse_gpus  # noqa: E402
 from simfront.models import get_model  # noqa: E402
 from simfront.scheduler import scheduler_settings  # noqa: E402
-from simfront.search import SearchSpace, kv_link_bytes_per_s, make_spec, precision_options  # noqa: E402
-from simfront.serving import NO_SPEC, engine_profile  # noqa: E402
+from simfront.search import SearchSpace, kv_link_bytes_per_s, precision_options, spec_from_label  # noqa: E402
+from simfront.serving import engine_profile  # noqa: E402
 from simfront.simulate import simulate_agg, simulate_disagg  # noqa: E402
 
 
@@ -41,14 +41,6 @@ def candidates(res, n: int) -> dict:
     order = np.concatenate([np.nonzero(on)[0], np.argsort(-np.where(on, -np.inf, pts["tok_s_gpu"]))])
     _, first = np.unique(order, return_index=True)
     return order[np.sort(first)][:n]
-
-
-def _spec(label: str, model):
-    if label == "none":
-        return NO_SPEC
-    method, rest = label.split("-k")
-    k, acc = rest.split("@")
-    return make_spec(method, int(k), float(acc), model)
 
 
 def refine(model_id: str, gpus: str, isl: int, osl: int, pts: dict, idx: np.ndarray, prompts: float, engine=None) -> tuple[dict, float]:
@@ -68,7 +60,7 @@ def refine(model_id: str, gpus: str, isl: int, osl: int, pts: dict, idx: np.ndar
     for (mode, plabel, kv, slabel, chunk), js in groups.items():
         ii = idx[js]
         prec = precs[(plabel, kv)]
-        spec = _spec(slabel, m)
+        spec = spec_from_label(slabel, m)
         conc = pts["concurrency"][ii]
 
         def plan_fn(users, D):

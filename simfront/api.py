@@ -292,7 +292,7 @@ def explain(model: str, gpus: str | GpuSet, tp: int = 1, pp: int = 1, ep: int = 
     inputs.check_explain(model, gpus, tp=tp, pp=pp, ep=ep, attention_dp=attention_dp, batch=batch,
                          ctx=ctx if ctx is not None else int((isl or 1) + (osl or 0)), phase=phase, precision=precision, kv_dtype=kv_dtype)
     from .layout import check_layout
-    from .search import make_spec
+    from .search import make_spec, spec_label
     from .serving import (NO_SPEC, Workload, aggregated_raw, busiest_rank_context, decode_raw, engine_profile, mean_step_s, prefill_raw,
                           step_terms)
     from .step import StepBatch, forward_step
@@ -400,7 +400,7 @@ def explain(model: str, gpus: str | GpuSet, tp: int = 1, pp: int = 1, ep: int = 
     weight_flops = model_flops - attn_flops - elem_flops
     return StepBreakdown(**{
         "model": m.id, "gpus": g.label, "layout": lay.label(), "phase": phase, "mode": mode, "batch": batch, "ctx": ctx_eff,
-        "isl": isl, "osl": osl, "precision": prec.label, "kv_dtype": prec.kv, "spec": _spec_text(sp), "engine": engine or "default",
+        "isl": isl, "osl": osl, "precision": prec.label, "kv_dtype": prec.kv, "spec": spec_label(sp), "engine": engine or "default",
         "profile": prof, "tokens": tokens, "ops": rows, "raw_step_time_s": float(st.time_s), "terms": terms,
         "engine_step_s": engine_step, "mixed": mixed, "step_time_s": out_step, "accepted_tokens_per_step": al,
         "tpot_s": out_step / al if phase == "decode" else None,
@@ -411,12 +411,6 @@ def explain(model: str, gpus: str | GpuSet, tp: int = 1, pp: int = 1, ep: int = 
                 "step_time_s is the step the serving model uses (terms add up to it from the op sum); "
                 "model_flops counts the useful work of the whole worker (replicated ops once); reference = 2 x active params x tokens",
     })
-
-
-def _spec_text(sp) -> str:
-    from .search import spec_label
-
-    return spec_label(sp)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -13,6 +13,8 @@ import csv
 import io
 from typing import Iterable, Mapping
 
+from .search import parse_spec_label
+
 COLUMNS = ("model", "gpu", "num_gpus", "tp", "pp", "ep", "dp_attention", "disagg", "engine", "precision_weights", "precision_kv",
            "isl", "osl", "concurrency", "batch_size", "metric_ttft_ms", "metric_tpot_ms", "metric_tok_s_per_user",
            "metric_output_tok_s_total", "metric_output_tok_s_per_gpu", "metric_request_throughput", "notes")
@@ -20,10 +22,8 @@ COLUMNS = ("model", "gpu", "num_gpus", "tp", "pp", "ep", "dp_attention", "disagg
 
 def _spec_notes(label: str) -> list[str]:
     """``mtp-k2@0.8`` -> notes naming the method and draft length (``none`` -> nothing)."""
-    if not label or label == "none":
-        return []
-    method, _, rest = label.partition("-k")
-    return [f"spec_decoding={method}", f"spec_k={rest.split('@')[0]}"]
+    method, k, _ = parse_spec_label(label)
+    return [] if method is None else [f"spec_decoding={method}", f"spec_k={k}"]
 
 
 def point_row(point: Mapping, model: str, gpu: str, isl: int, osl: int, engine: str, predicted: bool = True,

@@ -27,7 +27,7 @@ from .launch import Deployment, LaunchPlan, WorkerLayout, benchmark_command, lau
 from .memory import weight_bytes
 from .models import Model, apply_precision, get_model
 from .deployment import evaluate_agg, evaluate_disagg
-from .search import SearchSpace, spec_label, kv_link_bytes_per_s, precision_options, spec_options, worker_tables
+from .search import SearchSpace, parse_spec_label, spec_label, kv_link_bytes_per_s, precision_options, spec_options, worker_tables
 from .serving import DEFAULT_CHUNK_TOKENS, DecodeResult, PrefillResult, Workload, engine_profile, finish_prefill, usd_per_mtok
 from .results import layout_label
 from .sizing import min_gpus as fewest_gpus
@@ -441,12 +441,9 @@ def plan(model: str, rate: float, isl: int = 1024, osl: int = 1024, ttft_ms: flo
 
 
 def _spec_of(label: str | None) -> tuple[str | None, int]:
-    """('mtp'|'eagle3'|'ngram'|None, k) from a search spec label such as ``mtp-k1@0.8``."""
-    if not label or label == "none":
-        return None, 0
-    method, _, rest = label.partition("-k")
-    k = int(rest.split("@")[0]) if rest else 1
-    return {"eagle": "eagle3"}.get(method, method), k
+    """('mtp'|'eagle3'|'ngram'|None, k) from a search spec label such as ``mtp-k1@0.8`` (launch spellings)."""
+    method, k, _ = parse_spec_label(label)
+    return ({"eagle": "eagle3"}.get(method, method) if method else None), k
 
 
 def _weights(label: str) -> str:

@@ -17,6 +17,7 @@ import numpy as np
 
 from .errors import SimfrontError
 from .pareto import pareto_mask
+from .search import parse_spec_label
 
 LOSSLESS_SPEC = 1.0  # speculative decoding with target-model verification keeps the output distribution
 
@@ -76,8 +77,8 @@ def point_scores(scores: dict[str, float], precision_labels, kv_dtypes, spec_lab
             raise SimfrontError(f"--quality gives no score for KV dtype {name!r}; add {key}=SCORE (or restrict --kv-dtype)")
         out[kv == name] *= scores[key]
     for name in np.unique(spec):
-        method = name.split("-k")[0]
-        out[spec == name] *= scores.get(method, LOSSLESS_SPEC) if method != "none" else 1.0
+        method = parse_spec_label(name)[0]
+        out[spec == name] *= scores.get(method, LOSSLESS_SPEC) if method else 1.0
     return out
 
 

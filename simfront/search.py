@@ -242,6 +242,22 @@ def kv_link_bytes_per_s(hw, deployment_gpus, prefill_worker_gpus):
                     hw.scaleout_bandwidth_bytes_per_s * prefill_worker_gpus)
 
 
+def parse_spec_label(label: str | None) -> tuple[str | None, int, float | None]:
+    """(method or None, draft length, per-token acceptance or None for a measured table) of a
+    :func:`spec_label` text such as ``mtp-k3@AL2.49`` or ``eagle-k3@0.7``; ``none`` -> (None, 0, None)."""
+    if not label or label == "none":
+        return None, 0, None
+    method, _, rest = str(label).partition("-k")
+    k, _, acc = rest.partition("@")
+    return method, int(k) if k else 1, (None if not acc or acc.startswith("AL") else float(acc))
+
+
+def spec_from_label(label: str | None, model: Model) -> Speculation:
+    """The speculation a search point's ``spec`` label names (the inverse of :func:`spec_label`)."""
+    method, k, acceptance = parse_spec_label(label)
+    return NO_SPEC if method is None else make_spec(method, k, acceptance, model)
+
+
 def spec_label(spec: Speculation) -> str:
     """Short text of a speculative-decoding setting: ``mtp-k2@0.8`` (per-token acceptance given) or
     ``mtp-k3@AL2.49`` (measured acceptance length of the drafter family); ``none`` without drafts."""

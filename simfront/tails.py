@@ -20,22 +20,13 @@ from .deployment import Layouts
 from .hardware import GpuSet
 from .models import Model
 from .scheduler import scheduler_settings
-from .search import SearchSpace, kv_link_bytes_per_s, make_spec, precision_options
-from .serving import NO_SPEC, Workload
+from .search import SearchSpace, kv_link_bytes_per_s, precision_options, spec_from_label
+from .serving import Workload
 from .simulate import simulate_agg, simulate_disagg
 
 TAIL_FIELDS = ("ttft_p50_ms", "ttft_p90_ms", "ttft_p99_ms", "tpot_p50_ms", "tpot_p90_ms", "tpot_p99_ms")
 SHAPE_FIELDS = ("ttft_mean_ms", "tpot_mean_ms")  # the simulated means the percentiles are relative to
 PROMPTS_PER_CLIENT = 2.0  # requests each simulated client sends; the first is warm-up (steady state from the second)
-
-
-def _spec(label: str, model: Model):
-    """The speculation a search label names (``mtp-k3@AL2.49`` or ``eagle-k3@0.7``)."""
-    if label == "none":
-        return NO_SPEC
-    method, rest = label.split("-k")
-    k, acc = rest.split("@")
-    return make_spec(method, int(k), None if acc.startswith("AL") else float(acc), model)
 
 
 def simulate_points(model: Model, gpus: GpuSet, wl: Workload, points: dict, idx, profile: dict, engine: str | None = None,
@@ -56,7 +47,7 @@ def simulate_points(model: Model, gpus: GpuSet, wl: Workload, points: dict, idx,
         prec = precs.get((plabel, kv))
         if prec is None:
             continue
-        spec = _spec(slabel, model)
+        spec = spec_from_label(slabel, model)
         conc = np.asarray(points["concurrency"][ii], dtype=float)
 
         def plan_fn(users, D):

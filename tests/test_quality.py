@@ -72,3 +72,12 @@ def test_search_offers_mtp_up_to_four_drafts():
     res = api.predict("deepseek-r1", "8xB200", modes=["agg"])
     ks = {int(s.split("-k")[1].split("@")[0]) for s in res.points["spec"] if s != "none"}
     assert ks == {1, 2, 3, 4}
+
+
+def test_spec_labels_parse_back_to_the_same_speculation():
+    from simfront.search import parse_spec_label, spec_from_label, spec_label
+
+    m = get_model("deepseek-r1")
+    for label in ("none", "mtp-k1@AL1.79", "mtp-k3@AL2.49", "ngram-k3@0.3"):
+        assert spec_label(spec_from_label(label, m)) == label
+    assert parse_spec_label("eagle-k3@0.7") == ("eagle", 3, 0.7)
