@@ -77,7 +77,7 @@ def _precision_for(model: Model, p, hw=None) -> Any:
     """Per-component formats from the row's precision fields (gemm / moe quant modes, weights, KV);
     a generic name means what it means on ``hw`` (``fp4`` is MXFP4 on CDNA4, NVFP4 elsewhere)."""
 
-    def normalize_format(name):
+    def on_gpu(name):  # the format a precision name means on this GPU
         return resolve_format(name, hw).name
 
     gemm = _get(p, "gemm_quant_mode")
@@ -85,11 +85,11 @@ def _precision_for(model: Model, p, hw=None) -> Any:
     w = _get(p, "precision")
     kv = _get(p, "kv_dtype")
     if gemm or moe:
-        base = apply_precision(model, normalize_format(moe or gemm))
-        g = normalize_format(gemm or moe)
+        base = apply_precision(model, on_gpu(moe or gemm))
+        g = on_gpu(gemm or moe)
         base = replace(base, dense=g, attention=g if g not in ("nvfp4", "mxfp4", "w4a16") else base.attention)
     elif w:
-        fmt = normalize_format(str(w))
+        fmt = on_gpu(str(w))
         # the checkpoint's own format names the checkpoint as shipped (its BF16 attention or shared
         # experts included), not a requantisation of every layer
         base = model.native if fmt == model.native.label else apply_precision(model, fmt)
@@ -97,7 +97,7 @@ def _precision_for(model: Model, p, hw=None) -> Any:
         base = model.precision
     if kv:
         base = apply_precision_kv(base, kv)
-    elif (gemm or moe or w) and normalize_format(str(moe or gemm or w)) in ("fp8", "fp8_block", "nvfp4"):
+    elif (gemm or moe or w) and on_gpu(str(moe or gemm or w)) in ("fp8", "fp8_block", "nvfp4"):
         # Quantised serving recipes in these sources run an FP8 KV cache (TensorRT-LLM / SGLang
         # DeepSeek and Llama FP8/FP4 recipes, ecosystem.md §5); assumed when the row does not say.
         base = apply_precision_kv(base, "fp8")
