@@ -8,6 +8,8 @@ warnings on the point. Duplicates (same configuration and metrics) keep the firs
 from __future__ import annotations
 
 import math
+import re
+from collections import defaultdict
 
 import numpy as np
 
@@ -76,6 +78,49 @@ def plausibility(points: list[MeasuredPoint]) -> tuple[dict[int, list[str]], dic
 
 
 _IGNORED_IN_KEY = set(PROVENANCE_FIELDS) | set(BOOKKEEPING_FIELDS)
+# Fields that say which parallel layout ran (the ones a relabelled copy disagrees on).
+LAYOUT_FIELDS = tuple(f"{role}{n}" for role in ("", "prefill_", "decode_") for n in ("tp", "pp", "ep", "moe_tp", "attention_dp"))
+# A row id's load/length part ("_1024x8192_c64"): the rest names the configuration the row belongs to.
+_ID_LOAD = re.compile(r"_\d+x\d+_c\d*")
+
+
+def configuration_of(p: MeasuredPoint) -> tuple | None:
+    """(file, row id without its ISL x OSL and concurrency part): the rows of one measured configuration."""
+    return (p.source_file, _ID_LOAD.sub("", p.row_id)) if p.row_id and _ID_LOAD.search(p.row_id) else None
+
+
+def relabelled(points: list[MeasuredPoint]) -> dict[int, str]:
+    """{index: reason} for measurements recorded under more than one parallel layout.
+
+    The same TTFT and TPOT (to every digit) under two layouts is one run labelled twice, and which
+    label is right cannot be told, so every copy goes; so do the other rows of each configuration
+    (row id without its load part) that holds such a copy, since its layout labels are then in doubt.
+    """
+    evidence = [m for m in METRIC_FIELDS if m not in DERIVABLE_METRICS]
+    groups: dict[tuple, list[int]] = defaultdict(list)
+    for i, p in enumerate(points):
+        metrics = _key(p, evidence)
+        if sum(v is not None for _, v in metrics) >= 2:  # one number alone can coincide by chance
+            groups[metrics].append(i)
+    out: dict[int, str] = {}
+    for members in groups.values():
+        layouts = {_key(points[i], LAYOUT_FIELDS) for i in members}
+        if len(layouts) < 2:
+            continue
+        for i in members:
+            others = [j for j in members if _key(points[j], LAYOUT_FIELDS) != _key(points[i], LAYOUT_FIELDS)]
+            o = points[others[0]]
+            differ = ", ".join(f"{n}={getattr(points[i], n)} vs {getattr(o, n)}" for n in LAYOUT_FIELDS
+                               if getattr(points[i], n) != getattr(o, n))
+            out[i] = (f"the same measured metrics are recorded under another layout at {o.source_file}:{o.line} ({differ}): "
+                      "which layout ran cannot be told")
+    doubtful = {configuration_of(points[i]): i for i in out if configuration_of(points[i])}
+    for i, p in enumerate(points):
+        c = configuration_of(p)
+        if i not in out and c in doubtful:
+            j = points[doubtful[c]]
+            out[i] = f"configuration {c[1]!r} has a row recorded under another layout ({j.source_file}:{j.line}): its layout labels are in doubt"
+    return out
 
 
 def _key(p: MeasuredPoint, names) -> tuple:
@@ -119,6 +164,13 @@ def run_checks(points: list[MeasuredPoint]) -> tuple[list[MeasuredPoint], list[P
     kept = [p for i, p in enumerate(points) if i not in drop]
     dups, twins = duplicates(kept)
     problems += [Problem(kept[i].source_file, kept[i].line, m, (kept[j].source_file, kept[j].line)) for i, (j, m) in dups.items()]
+    keep = [i for i in range(len(kept)) if i not in dups]
+    unique = [kept[i] for i in keep]
+    position = {i: n for n, i in enumerate(keep)}
+    twins = {position[i]: m for i, m in twins.items()}
+    copies = relabelled(unique)
+    problems += [Problem(unique[i].source_file, unique[i].line, m + "; skipped") for i, m in copies.items()]
     for i, message in twins.items():
-        kept[i].warnings.append(message)
-    return [p for i, p in enumerate(kept) if i not in dups], problems
+        if i not in copies:
+            unique[i].warnings.append(message)
+    return [p for i, p in enumerate(unique) if i not in copies], problems

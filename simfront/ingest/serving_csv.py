@@ -10,6 +10,8 @@ moe sizes of 0 meaning "not set", an empty attention_dp_size meaning no attentio
 
 from __future__ import annotations
 
+import re
+
 from .common import Record, RecordError, coerce, normalize_engine, positive_int_or_none, to_float, to_int
 
 LAYOUT = ("batch_size", "tp_size", "pp_size", "attention_dp_size", "moe_tp_size", "moe_ep_size")
@@ -28,6 +30,25 @@ MEANINGS = {
     "ttft_ms": "serving CSV silicon_ttft_ms: measured mean time to first token",
     "tpot_ms": "serving CSV silicon_tpot_ms: measured mean time per output token, first token excluded (= vLLM TPOT)",
 }
+
+
+# The id of an aggregated row names the attention TP it ran with ("..._c16_tp8_ep8_921"); the source
+# has rows whose tp_size column is the product moe_tp x moe_ep instead (tp_size 64 under an id naming
+# tp8, with identical timings recorded under tp8 elsewhere: calibration/README.md "quirks").
+_ID_TP = re.compile(r"_tp(\d+)_ep(?:\d+|none)_\d+$")
+
+
+def _id_layout_conflict(rec: Record) -> str | None:
+    """Why an agg row's GPUs per worker disagree with the TP its id names (None when they agree or the id names none)."""
+    m = _ID_TP.search(rec.fields.get("row_id") or "")
+    tp, dp = rec.fields.get("tp"), rec.fields.get("attention_dp") or 1
+    if m is None or not tp:
+        return None
+    named = int(m.group(1))
+    if tp * dp > named:
+        return (f"tp_size x attention_dp_size = {tp}x{dp} GPUs, but the row id {rec.fields['row_id']!r} names tp{named}: "
+                "which layout ran cannot be told")
+    return None
 
 
 def missing_columns(header: list[str]) -> list[str]:
@@ -71,6 +92,9 @@ def parse_row(row: dict[str, str], line: int) -> Record:
     )
     if mode == "agg":
         _layout(rec, row, "", LAYOUT)
+        conflict = _id_layout_conflict(rec)
+        if conflict:
+            raise RecordError(conflict)
         stray = [f"{r}_{c}" for r in ("prefill", "decode") for c in ROLE_LAYOUT if row[f"{r}_{c}"].strip()]
     else:
         for role in ("prefill_", "decode_"):

@@ -1,0 +1,50 @@
+"""Rows of the serving CSV whose parallel layout cannot be told (calibration/README.md "quirks")."""
+
+from __future__ import annotations
+
+import csv
+from pathlib import Path
+
+from simfront.ingest import load_measurements
+
+SERVING = Path(__file__).parent / "data" / "ingest" / "serving_excerpt.csv"
+
+
+def _rows():
+    with SERVING.open() as f:
+        return list(csv.DictReader(f))
+
+
+def _write(tmp_path, rows):
+    path = tmp_path / "serving.csv"
+    with path.open("w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=list(rows[0]))
+        w.writeheader()
+        w.writerows(rows)
+    return str(path)
+
+
+def test_tp_size_beyond_the_tp_the_row_id_names_is_skipped(tmp_path):
+    base = next(r for r in _rows() if r["mode"] == "agg" and r["id"].endswith("_tp4_epnone_1"))
+    ok = dict(base)
+    bad = dict(base, id=base["id"].replace("_c192_", "_c96_"), tp_size="16.0", concurrency="96")
+    res = load_measurements([_write(tmp_path, [ok, bad])])
+    assert [p.tp for p in res.points] == [4]
+    (problem,) = res.problems
+    assert ":3:" in problem and "names tp4" in problem and "4x1" not in problem and "16x1 GPUs" in problem
+
+
+def test_attention_dp_within_the_named_tp_is_kept(tmp_path):
+    base = next(r for r in _rows() if r["mode"] == "agg" and r["id"].endswith("_tp4_epnone_1"))
+    dpa = dict(base, tp_size="1.0", attention_dp_size="4.0")
+    res = load_measurements([_write(tmp_path, [dpa])])
+    assert res.problems == [] and (res.points[0].tp, res.points[0].attention_dp) == (1, 4)
+
+
+def test_same_metrics_same_layout_is_not_a_relabelled_copy(tmp_path):
+    """Identical metrics under the SAME layout (e.g. another engine build) stay, with a warning."""
+    base = next(r for r in _rows() if r["mode"] == "agg" and r["id"].endswith("_tp4_epnone_1"))
+    other = dict(base, id=base["id"].replace("_1", "_2"), backend_version="9.9")
+    res = load_measurements([_write(tmp_path, [base, other])])
+    assert res.problems == [] and len(res.points) == 2
+    assert any("same metrics as" in w for w in res.points[1].warnings)
