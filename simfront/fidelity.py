@@ -6,11 +6,12 @@ Two checks on measured serving points (what ``simfront validate --frontier`` pri
   per bin of each knob (requests per attention rank, layout class, EP size, attention-DP size,
   precision, mode, speculative decoding, engine, GPU). A search takes the best of a million
   configurations, so a bias that grows with a knob is where it goes wrong; the average error hides it.
-- **Frontiers against frontiers**: measured points grouped into sweeps (model, GPU, precision, ISL/OSL,
-  mode); the measured Pareto set of (tok/s/user, output tok/s/GPU) against simfront's whole frontier on
-  the same GPU count (same precision and mode; every other knob searched): predicted over measured
-  best tok/s/GPU at each measured tok/s/user, the layout class of the predicted point there against
-  the measured one (TP / TP+EP / DPA+EP), and the knees. Nothing here is fitted.
+- **Frontiers against frontiers**: measured points grouped into sweeps (model, GPU, precision, ISL/OSL);
+  the measured Pareto set of (tok/s/user, output tok/s/GPU) over every measured deployment, agg and disagg,
+  against simfront's whole frontier on the same GPU count (same precision; both modes and every other knob
+  searched): predicted over measured best tok/s/GPU at each measured tok/s/user, the layout class of the
+  predicted point there against the measured one (agg/disagg x TP / TP+EP / DPA+EP), and the knees. The same
+  per mode (a mode's measured Pareto set against simfront's frontier of that mode). Nothing here is fitted.
 """
 
 from __future__ import annotations
@@ -120,11 +121,77 @@ def _precision_name(model, prec) -> str:
     return "native" if same else prec.experts
 
 
+def _compare(members: list, f: dict, with_mode: bool) -> tuple[list[dict], dict | None]:
+    """Rows (one per measured Pareto point of ``members``) against the predicted frontier ``f`` of one GPU
+    count per point (``f(n)``), and the knee row. ``with_mode``: layout classes carry agg/disagg."""
+
+    def cls(mode, tp, ep, dp) -> str:
+        c = layout_class(int(tp), int(ep), int(dp))
+        return f"{mode} {c}" if with_mode else c
+
+    x = np.array([p.tok_s_per_user for p, _ in members])
+    y = np.array([p.output_tok_s_per_gpu for p, _ in members])
+    front = np.nonzero(pareto_mask(x, y))[0]
+    front = front[np.argsort(x[front])]
+    rows = []
+    for i in front:
+        p, r = members[i]
+        mode = p.mode or "agg"
+        fr = f(int(p.num_gpus))
+        dis = mode == "disagg"
+        meas_cls = cls(mode, _num(p.decode_tp if dis else p.tp), _num(p.decode_ep if dis else p.ep),
+                       _num(p.decode_attention_dp if dis else p.attention_dp))
+        x_q = p.tok_s_per_user * (1.0 - REACH_TOLERANCE)
+        pred = float(interp_frontier(fr["tok_s_user"], fr["tok_s_gpu"], x_q)[0]) if fr else math.nan
+        pred_cls = None
+        if fr and math.isfinite(pred):
+            ok = fr["tok_s_user"] >= x_q
+            j = int(np.nonzero(ok)[0][np.argmax(fr["tok_s_gpu"][ok])])
+            pred_cls = cls(fr["mode"][j], fr["tp"][j], fr["ep"][j], fr["attention_dp"][j])
+        rows.append({"model": r.model.id, "gpu": r.hw.id, "precision": None, "isl": int(r.isl), "osl": int(r.osl), "mode": mode,
+                     "num_gpus": int(p.num_gpus), "measured_tok_s_user": p.tok_s_per_user, "measured_tok_s_gpu": p.output_tok_s_per_gpu,
+                     "predicted_tok_s_gpu": pred if math.isfinite(pred) else None,
+                     "ratio": pred / p.output_tok_s_per_gpu if math.isfinite(pred) else None,
+                     "measured_class": meas_cls, "predicted_class": pred_cls,
+                     "measured_spec": str(p.spec_decoding or "none"), "source": f"{p.source_file}:{p.line}"})
+    knee = None
+    k = knee_index(x[front], y[front])
+    if k >= 0:
+        p, r = members[front[k]]
+        fr = f(int(p.num_gpus))
+        if fr:
+            kp = knee_index(fr["tok_s_user"], fr["tok_s_gpu"])
+            knee = {"num_gpus": int(p.num_gpus), "measured_knee_tok_s_user": float(x[front][k]),
+                    "measured_knee_tok_s_gpu": float(y[front][k]), "predicted_knee_tok_s_user": float(fr["tok_s_user"][kp]),
+                    "predicted_knee_tok_s_gpu": float(fr["tok_s_gpu"][kp]),
+                    "knee_class_agrees": rows[k]["measured_class"] == cls(fr["mode"][kp], fr["tp"][kp], fr["ep"][kp], fr["attention_dp"][kp])}
+    return rows, knee
+
+
+def _summarise(rows: list[dict], knees: list[dict], key) -> dict:
+    groups: dict[str, list] = defaultdict(list)
+    for r in rows:
+        groups[key(r)].append(r)
+    out = {}
+    for g, rs in sorted(groups.items()) + [("all", rows)]:
+        ratios = np.array([r["ratio"] for r in rs if r["ratio"]])
+        agree = [r["measured_class"] == r["predicted_class"] for r in rs if r["predicted_class"]]
+        out[g] = {"points": len(rs), "reached": int(ratios.size),
+                  "geomean_ratio": round(float(np.exp(np.mean(np.log(ratios)))), 4) if ratios.size else None,
+                  "class_agreement": round(float(np.mean(agree)), 4) if agree else None}
+    out["all"]["knee_class_agreement"] = round(float(np.mean([k["knee_class_agrees"] for k in knees])), 4) if knees else None
+    return out
+
+
 def frontier_comparison(points: list, profile: dict | None = None) -> dict:
     """Measured Pareto sets against simfront's frontiers on the same GPU counts (see the module doc).
 
-    ``points`` are ingested measured points (:class:`simfront.ingest.schema.MeasuredPoint`). Returns
-    ``{sweeps[...], points[...], summary{group: {points, reached, geomean_ratio, class_agreement}}}``.
+    ``points`` are ingested measured points (:class:`simfront.ingest.schema.MeasuredPoint`). A sweep is
+    (model, GPU, precision, KV dtype, ISL/OSL): its measured Pareto set over every measured deployment, agg
+    and disagg, against simfront's frontier over both modes on each Pareto point's GPU count (``summary``;
+    layout classes carry the mode). ``summary_by_mode`` keeps the modes apart on both sides (the measured
+    Pareto set of one mode against simfront's frontier of that mode). Returns ``{summary, summary_by_mode,
+    points[...], points_by_mode[...], knees[...]}``; nothing here is fitted.
     """
     sweeps: dict[tuple, list] = defaultdict(list)
     for p in points:
@@ -133,81 +200,50 @@ def frontier_comparison(points: list, profile: dict | None = None) -> dict:
         r, _ = resolve(p)
         if r is None:
             continue
-        sweeps[(r.model.id, r.hw.id, _precision_name(r.model, r.precision), r.precision.kv, int(r.isl), int(r.osl),
-                p.mode or "agg")].append((p, r))
-    frontiers: dict[tuple, dict] = {}
+        sweeps[(r.model.id, r.hw.id, _precision_name(r.model, r.precision), r.precision.kv, int(r.isl), int(r.osl))].append((p, r))
+    searched: dict[tuple, dict] = {}
 
-    def frontier(key, r, n, mode, prec, kv):
+    def frontier(key, r, n, mode):
+        """simfront's frontier (columns over its points, by tok/s/user) of one mode or of both (mode None)."""
         k = key + (n,)
-        if k not in frontiers:
-            space = SearchSpace(precisions=[prec], kv_dtypes=[kv], modes=(mode,))
+        if k not in searched:
+            model, gpu, prec, kv, isl, osl = key
+            space = SearchSpace(precisions=[prec], kv_dtypes=[kv], modes=("agg", "disagg"))
             # the measured runs' own client: the same start-up wave as the benchmark that produced them
             wl = Workload(isl=r.isl, osl=r.osl, startup_wave_share=r.wave_share)
             res = search(r.model, GpuSet(count=n, hardware=r.hw), wl, space, profile=profile)
-            pts = res.points
-            if not pts:
-                frontiers[k] = {}
-            else:
-                f = np.nonzero(pareto_mask(pts["tok_s_user"], pts["tok_s_gpu"]))[0]
-                f = f[np.argsort(pts["tok_s_user"][f])]
-                frontiers[k] = {c: np.asarray(pts[c])[f] for c in ("tok_s_user", "tok_s_gpu", "tp", "ep", "attention_dp", "spec",
-                                                                  "concurrency")}
-        return frontiers[k]
+            searched[k] = {c: np.asarray(res.points[c]) for c in ("tok_s_user", "tok_s_gpu", "tp", "ep", "attention_dp", "spec",
+                                                                  "concurrency", "mode")} if res.points else {}
+        pts = searched[k]
+        if not pts:
+            return {}
+        sel = np.ones(pts["mode"].size, bool) if mode is None else pts["mode"] == mode
+        idx = np.nonzero(sel)[0]
+        if not idx.size:
+            return {}
+        f = idx[pareto_mask(pts["tok_s_user"][idx], pts["tok_s_gpu"][idx])]
+        f = f[np.argsort(pts["tok_s_user"][f])]
+        return {c: v[f] for c, v in pts.items()}
 
-    rows, sweep_rows = [], []
+    pooled, by_mode, knees, knees_mode = [], [], [], []
     for key, members in sorted(sweeps.items()):
-        model, gpu, prec, kv, isl, osl, mode = key
-        x = np.array([p.tok_s_per_user for p, _ in members])
-        y = np.array([p.output_tok_s_per_gpu for p, _ in members])
-        front = np.nonzero(pareto_mask(x, y))[0]
-        front = front[np.argsort(x[front])]
-        for i in front:
-            p, r = members[i]
-            n = int(p.num_gpus)
-            f = frontier(key, r, n, mode, prec, kv)
-            meas_cls = layout_class(int(_num(p.decode_tp if mode == "disagg" else p.tp)), int(_num(p.decode_ep if mode == "disagg" else p.ep)),
-                                    int(_num(p.decode_attention_dp if mode == "disagg" else p.attention_dp)))
-            x_q = p.tok_s_per_user * (1.0 - REACH_TOLERANCE)
-            pred = float(interp_frontier(f["tok_s_user"], f["tok_s_gpu"], x_q)[0]) if f else math.nan
-            pred_cls = None
-            if f and math.isfinite(pred):
-                ok = f["tok_s_user"] >= x_q
-                j = int(np.nonzero(ok)[0][np.argmax(f["tok_s_gpu"][ok])])
-                pred_cls = layout_class(int(f["tp"][j]), int(f["ep"][j]), int(f["attention_dp"][j]))
-            rows.append({"model": model, "gpu": gpu, "precision": prec, "isl": isl, "osl": osl, "mode": mode, "num_gpus": n,
-                         "measured_tok_s_user": p.tok_s_per_user, "measured_tok_s_gpu": p.output_tok_s_per_gpu,
-                         "predicted_tok_s_gpu": pred if math.isfinite(pred) else None,
-                         "ratio": pred / p.output_tok_s_per_gpu if math.isfinite(pred) else None,
-                         "measured_class": meas_cls, "predicted_class": pred_cls,
-                         "measured_spec": str(p.spec_decoding or "none"), "source": f"{p.source_file}:{p.line}"})
-        # knees: the measured knee against the predicted knee on the knee's GPU count
-        k = knee_index(x[front], y[front])
-        if k >= 0:
-            p, r = members[front[k]]
-            f = frontier(key, r, int(p.num_gpus), mode, prec, kv)
-            if f:
-                kp = knee_index(f["tok_s_user"], f["tok_s_gpu"])
-                sweep_rows.append({"model": model, "gpu": gpu, "precision": prec, "isl": isl, "osl": osl, "mode": mode,
-                                   "num_gpus": int(p.num_gpus), "measured_knee_tok_s_user": float(x[front][k]),
-                                   "measured_knee_tok_s_gpu": float(y[front][k]),
-                                   "predicted_knee_tok_s_user": float(f["tok_s_user"][kp]),
-                                   "predicted_knee_tok_s_gpu": float(f["tok_s_gpu"][kp]),
-                                   "knee_class_agrees": rows[-len(front) + k]["measured_class"]
-                                   == layout_class(int(f["tp"][kp]), int(f["ep"][kp]), int(f["attention_dp"][kp]))})
-    groups: dict[str, list] = defaultdict(list)
-    for r in rows:
-        groups[f"{r['gpu']}/{r['precision']}/{r['mode']}"].append(r)
-    summary = {}
-    for g, rs in sorted(groups.items()):
-        ratios = np.array([r["ratio"] for r in rs if r["ratio"]])
-        agree = [r["measured_class"] == r["predicted_class"] for r in rs if r["predicted_class"]]
-        summary[g] = {"points": len(rs), "reached": int(ratios.size),
-                      "geomean_ratio": round(float(np.exp(np.mean(np.log(ratios)))), 4) if ratios.size else None,
-                      "class_agreement": round(float(np.mean(agree)), 4) if agree else None}
-    allr = np.array([r["ratio"] for r in rows if r["ratio"]])
-    agree = [r["measured_class"] == r["predicted_class"] for r in rows if r["predicted_class"]]
-    summary["all"] = {"points": len(rows), "reached": int(allr.size),
-                      "geomean_ratio": round(float(np.exp(np.mean(np.log(allr)))), 4) if allr.size else None,
-                      "class_agreement": round(float(np.mean(agree)), 4) if agree else None,
-                      "knee_class_agreement": round(float(np.mean([s["knee_class_agrees"] for s in sweep_rows])), 4) if sweep_rows else None}
-    return {"summary": summary, "points": rows, "knees": sweep_rows}
+        prec = key[2]
+        rows, knee = _compare(members, lambda n, key=key, r=members[0][1]: frontier(key, r, n, None), with_mode=True)
+        for x in rows:
+            x["precision"] = prec
+        pooled += rows
+        if knee:
+            knees.append(dict(knee, model=key[0], gpu=key[1], precision=prec, isl=key[4], osl=key[5]))
+        for mode in ("agg", "disagg"):
+            sub = [(p, r) for p, r in members if (p.mode or "agg") == mode]
+            if not sub:
+                continue
+            rows, knee = _compare(sub, lambda n, key=key, r=sub[0][1], mode=mode: frontier(key, r, n, mode), with_mode=False)
+            for x in rows:
+                x["precision"] = prec
+            by_mode += rows
+            if knee:
+                knees_mode.append(knee)
+    return {"summary": _summarise(pooled, knees, lambda r: f"{r['gpu']}/{r['precision']}"),
+            "summary_by_mode": _summarise(by_mode, knees_mode, lambda r: f"{r['gpu']}/{r['precision']}/{r['mode']}"),
+            "points": pooled, "points_by_mode": by_mode, "knees": knees}

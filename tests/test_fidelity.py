@@ -31,8 +31,12 @@ def test_predicted_frontier_validates_as_its_own_frontier(tmp_path):
     path.write_text(measured_csv(front, "llama-3.1-70b", "H100", 1024, 1024, "default"))
     res = api.validate([str(path)], frontier=True)
     fid = res["fidelity"]
-    s = fid["frontiers"]["summary"]["all"]
+    s = fid["frontiers"]["summary_by_mode"]["all"]  # agg points against simfront's agg frontier: itself
     assert s["reached"] == s["points"] > 0
     assert 0.98 <= s["geomean_ratio"] <= 1.02
     assert s["class_agreement"] == 1.0
+    # against both modes simfront can only do as well or better (disagg searched too), never worse
+    both = fid["frontiers"]["summary"]["all"]
+    assert both["points"] == s["points"] and both["geomean_ratio"] >= 0.98
+    assert all(r["measured_class"].startswith("agg ") for r in fid["frontiers"]["points"])
     assert all(abs(t["tpot_ms_log_ratio"]) < 0.01 for t in fid["trends"] if t["tpot_ms_log_ratio"] is not None)
