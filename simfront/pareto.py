@@ -65,3 +65,38 @@ def interp_frontier(fx, fy, x_query) -> np.ndarray:
         if ok.any():
             out[i] = fy[ok].max()
     return out
+
+
+# relative throughput change below which two frontiers count as the same (model or measurement noise)
+SAME_FRONTIER_TOLERANCE = 0.05
+# share of the shared tok/s/user range over which one frontier must lead for a clear verdict, and the
+# most of the range over which it may trail without the verdict turning into a trade
+LEAD_SHARE, TRAIL_SHARE = 0.5, 0.25
+# points on the shared tok/s/user range (log-spaced) where the two frontiers are compared
+SHIFT_QUERY_POINTS = 12
+
+
+def frontier_shift(bx, by, sx, sy) -> dict:
+    """How frontier s = (sx, sy) sits against frontier b = (bx, by): tok/s/GPU change at equal tok/s/user over
+    their shared range, and the verdict (pushes out / pulls in / same frontier / trades). ``verdict`` is
+    "disjoint" when the two share no tok/s/user range. Judged over the whole range, so one tail point does
+    not flip it."""
+    bx, by, sx, sy = (np.asarray(a, float) for a in (bx, by, sx, sy))
+    lo, hi = max(bx.min(), sx.min()), min(bx.max(), sx.max())
+    if hi <= lo:
+        return {"verdict": "disjoint", "reason": "the frontiers cover different tok/s/user ranges"}
+    xq = np.geomspace(lo, hi, SHIFT_QUERY_POINTS)
+    gain = interp_frontier(sx, sy, xq) / interp_frontier(bx, by, xq) - 1.0  # throughput change at equal tok/s/user
+    ok = np.isfinite(gain)
+    better = float(np.mean(gain[ok] > SAME_FRONTIER_TOLERANCE)) if ok.any() else 0.0
+    worse = float(np.mean(gain[ok] < -SAME_FRONTIER_TOLERANCE)) if ok.any() else 0.0
+    if better >= LEAD_SHARE and worse <= TRAIL_SHARE:
+        verdict = "pushes the frontier out"
+    elif worse >= LEAD_SHARE and better <= TRAIL_SHARE:
+        verdict = "pulls the frontier in"
+    elif better <= TRAIL_SHARE and worse <= TRAIL_SHARE:
+        verdict = "moves configurations along the same frontier"
+    else:
+        verdict = "trades: better in part of the range, worse elsewhere"
+    return {"verdict": verdict, "median_gain": float(np.nanmedian(gain)), "max_gain": float(np.nanmax(gain)),
+            "min_gain": float(np.nanmin(gain)), "reach_change": float(sx.max() / bx.max() - 1.0), "x": xq, "gain": gain}

@@ -1,0 +1,116 @@
+#!/usr/bin/env python
+"""`frontier --compare` verdicts against the measured arms of a file of whole measured frontiers.
+
+For each knob the file measured both ways (precision fp8 vs nvfp4, mode agg vs disagg, speculative
+decoding off vs MTP) within one GPU and ISL/OSL (and, for mode and spec, one precision), the measured
+frontier of each arm is the Pareto set of (tok/s/user, output tok/s/GPU) over every measured deployment of
+that arm, and the measured gain is the tok/s/GPU change at equal tok/s/user over the arms' shared
+tok/s/user range (``simfront.pareto.frontier_shift``, the rule `frontier --compare` uses). The predicted
+verdict is `simfront frontier --compare` on ``--gpus`` with every other knob searched. Nothing is fitted.
+
+    python scripts/compare_arms.py [FILE] [--gpu B200] [--gpus 16xB200] [--json out.json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections import defaultdict
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from simfront import api  # noqa: E402
+from simfront.hardware import get_hardware  # noqa: E402
+from simfront.ingest import load_measurements  # noqa: E402
+from simfront.pareto import frontier_shift, pareto_mask  # noqa: E402
+
+DEFAULT_FILE = ROOT.parent / "shared" / "calibration" / "e2e" / "inferencemax_b200_h100.csv"
+# measured precision spelling -> the search precision of the same checkpoint format
+PRECISIONS = {"fp8": "fp8_block", "fp4": "nvfp4"}
+
+
+def _arm_of(p, knob: str) -> str | None:
+    if knob == "precision":
+        return (p.precision or "").lower() or None
+    if knob == "mode":
+        return p.mode or "agg"
+    return "mtp" if str(p.spec_decoding or "none").lower() not in ("none", "") else "none"
+
+
+def measured_arms(points, gpu_id: str) -> list[dict]:
+    """Every (knob, ISL/OSL[, precision]) measured both ways: the two arms' measured frontiers and shift."""
+    out = []
+    for knob, values in (("precision", ("fp8", "fp4")), ("mode", ("agg", "disagg")), ("spec", ("none", "mtp"))):
+        groups: dict[tuple, dict[str, list]] = defaultdict(lambda: defaultdict(list))
+        for p in points:
+            try:
+                if get_hardware(str(p.gpu)).id != gpu_id:
+                    continue
+            except Exception:  # noqa: BLE001 - a GPU the catalog does not know is simply not this GPU
+                continue
+            if not (p.tok_s_per_user and p.output_tok_s_per_gpu):
+                continue
+            fixed = (int(p.isl), int(p.osl)) + (() if knob == "precision" else ((p.precision or "").lower(),))
+            groups[fixed][_arm_of(p, knob)].append((p.tok_s_per_user, p.output_tok_s_per_gpu))
+        for fixed, arms in sorted(groups.items()):
+            if not all(arms.get(v) for v in values):
+                continue
+            fr = []
+            for v in values:
+                xy = np.array(arms[v])
+                m = pareto_mask(xy[:, 0], xy[:, 1])
+                fr.append((xy[m, 0], xy[m, 1]))
+            shift = frontier_shift(fr[0][0], fr[0][1], fr[1][0], fr[1][1])
+            out.append({"knob": knob, "values": values, "isl": fixed[0], "osl": fixed[1],
+                        "precision": fixed[2] if len(fixed) > 2 else None, "measured": shift,
+                        "measured_points": [len(arms[v]) for v in values]})
+    return out
+
+
+def predicted(arm: dict, gpus: str) -> dict:
+    kw = {"kv_dtype": ["fp8"]}
+    if arm["precision"]:
+        kw["precision"] = [PRECISIONS[arm["precision"]]]
+    values = [PRECISIONS[v] for v in arm["values"]] if arm["knob"] == "precision" else list(arm["values"])
+    res = api.frontier_compare("deepseek-r1", gpus, arm["knob"], values, isl=arm["isl"], osl=arm["osl"], **kw)
+    return res["verdicts"][0]
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("file", nargs="?", default=str(DEFAULT_FILE))
+    ap.add_argument("--gpu", default="B200", help="the GPU whose measured arms are compared")
+    ap.add_argument("--gpus", default="16xB200", help="the GPU set `frontier --compare` searches")
+    ap.add_argument("--json", dest="json_out", default=None)
+    a = ap.parse_args(argv)
+    ing = load_measurements([a.file])
+    arms = measured_arms(ing.points, get_hardware(a.gpu).id)
+    rows = []
+    for arm in arms:
+        pred = predicted(arm, a.gpus)
+        m = arm["measured"]
+        agree = None if m["verdict"] == "disjoint" or pred.get("verdict") in (None, "disjoint", "unknown") else (
+            pred["verdict"].split(":")[0] == m["verdict"].split(":")[0])
+        rows.append({"knob": arm["knob"], "arms": " -> ".join(arm["values"]), "isl/osl": f"{arm['isl']}/{arm['osl']}",
+                     "precision": arm["precision"] or "both", "measured points": "/".join(map(str, arm["measured_points"])),
+                     "measured verdict": m["verdict"], "measured median gain %": round(100 * m["median_gain"], 1) if "median_gain" in m else None,
+                     "predicted verdict": pred.get("verdict"), "predicted median gain %": pred.get("median_gain_pct"), "agree": agree})
+    cols = list(rows[0]) if rows else []
+    print(f"{a.file}: {len(rows)} measured arm pairs on {a.gpu}; predictions by `frontier --compare` on {a.gpus}\n")
+    print(" | ".join(cols))
+    for r in rows:
+        print(" | ".join("" if r[c] is None else str(r[c]) for c in cols))
+    judged = [r["agree"] for r in rows if r["agree"] is not None]
+    print(f"\nverdicts agree: {sum(judged)} of {len(judged)} judged pairs")
+    if a.json_out:
+        Path(a.json_out).write_text(json.dumps(rows, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
