@@ -16,6 +16,10 @@ def _arr(x) -> np.ndarray:
     return np.asarray(x, dtype=np.float64)
 
 
+# the numeric fields, in declaration order
+_FIELDS = ("time_s", "flops", "mem_bytes", "net_bytes", "compute_s", "memory_s", "network_s", "exposed_s")
+
+
 @dataclass
 class Cost:
     time_s: np.ndarray  # predicted wall time of the op on one GPU
@@ -25,10 +29,13 @@ class Cost:
     compute_s: np.ndarray = field(default_factory=lambda: np.zeros(()))  # flops / achieved FLOP/s
     memory_s: np.ndarray = field(default_factory=lambda: np.zeros(()))  # bytes / achieved HBM bytes/s
     network_s: np.ndarray = field(default_factory=lambda: np.zeros(()))  # communication time
+    # part of time_s no engine can overlap: round trips over the scale-out network (cross-node collectives),
+    # which CUDA graphs, programmatic dependent launch and kernel fusion do not shorten
+    exposed_s: np.ndarray = field(default_factory=lambda: np.zeros(()))
     kernel: str = ""  # which kernel runs, where the op has more than one (MoE: "cutlass-grouped" / "fused-fp4")
 
     def __post_init__(self) -> None:
-        for name in ("time_s", "flops", "mem_bytes", "net_bytes", "compute_s", "memory_s", "network_s"):
+        for name in _FIELDS:
             setattr(self, name, _arr(getattr(self, name)))
 
     @property
@@ -47,7 +54,7 @@ class Cost:
     def scaled(self, factor) -> "Cost":
         """The same op repeated ``factor`` times (e.g. once per layer)."""
         f = _arr(factor)
-        return Cost(*(getattr(self, n) * f for n in ("time_s", "flops", "mem_bytes", "net_bytes", "compute_s", "memory_s", "network_s")))
+        return Cost(*(getattr(self, n) * f for n in _FIELDS))
 
     def __add__(self, other: "Cost") -> "Cost":
-        return Cost(*(getattr(self, n) + getattr(other, n) for n in ("time_s", "flops", "mem_bytes", "net_bytes", "compute_s", "memory_s", "network_s")))
+        return Cost(*(getattr(self, n) + getattr(other, n) for n in _FIELDS))

@@ -85,7 +85,8 @@ class StepCost:
         c = r.cost
         # collectives: only the wire time at link bandwidth is "roofline"; the rest is latency
         net = np.where(c.net_bytes > 0, c.net_bytes / self.link_bytes_per_s, c.network_s)
-        leg = np.minimum(np.maximum(np.maximum(c.compute_s, c.memory_s), net), c.time_s)
+        # cross-node round trips cannot be hidden by the engine: they join the roofline leg
+        leg = np.minimum(np.maximum(np.maximum(np.maximum(c.compute_s, c.memory_s), net), c.exposed_s), c.time_s)
         n = np.asarray(r.count)
         return n * leg, n * (c.time_s - leg)
 
