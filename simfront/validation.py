@@ -117,7 +117,7 @@ def _with_skipped(rows: list[dict], skipped: list[dict], file_order: dict[str, i
             d = {k: v for k, v in first.items() if k != "row_id"}
             d.update(source_file=s["source_file"], line=s["line"], duplicate_of=f"{dup['source_file']}:{dup['line']}")
         else:
-            d = {"source_file": s["source_file"], "line": s["line"], "reason": s["message"]}
+            d = {"source_file": s["source_file"], "line": s["line"], "reason": s["message"], "skipped_by_reader": True}
         extra.append(d)
     out = rows + extra
     out.sort(key=lambda r: (file_order.get(r.get("source_file"), len(file_order)), r.get("line") or 0))
@@ -128,6 +128,7 @@ def _summary(rows: list[dict]) -> dict:
     out: dict[str, Any] = {"metrics": {}, "by": {}}
     n = len(rows)
     predicted = sum(1 for r in rows if "reason" not in r)
+    rows_all = rows
     rows = [r for r in rows if "duplicate_of" not in r]  # a repeated run counts once in the statistics
     for metric, key in METRIC_FIELDS.items():
         pairs = [(r[key], r[metric]) for r in rows if r.get(key) and r.get(metric)]
@@ -144,6 +145,11 @@ def _summary(rows: list[dict]) -> dict:
     out["rows"] = n
     out["predicted_rows"] = predicted
     out["coverage_pct"] = round(100.0 * predicted / n, 2) if n else None
+    # rows the reader could use (not skipped as malformed, implausible or of unknown layout): the share of
+    # those simfront predicts says what the model covers, apart from the file's own defects
+    usable = n - sum(1 for r in rows_all if r.get("skipped_by_reader"))
+    out["usable_rows"] = usable
+    out["usable_coverage_pct"] = round(100.0 * predicted / usable, 2) if usable else None
     return out
 
 
