@@ -27,6 +27,7 @@ sys.path.insert(0, str(ROOT))
 
 from simfront import calibration  # noqa: E402
 from simfront.calibration import Fitter, band_quantiles  # noqa: E402
+from simfront.fidelity import MIN_BIN_ROWS, residual_trends  # noqa: E402
 from simfront.ingest import load_measurements  # noqa: E402
 from simfront.measured import build_groups, evaluate  # noqa: E402
 from simfront.validation import _gpu_id, _model_id  # noqa: E402
@@ -65,6 +66,44 @@ def breakdowns(points, pred, rows) -> list[str]:
     return out
 
 
+# the band every judged knob bin's median predicted/measured TPOT should sit in (issue 12)
+TPOT_BIN_BAND = (0.9, 1.1)
+
+
+def knob_trends(points, preds: dict[str, list], rows) -> list[str]:
+    """Median predicted/measured TPOT and TTFT per knob bin, one column per fit (in-sample, leave-one-model-out,
+    leave-one-engine-out), and the judged bins whose TPOT median leaves ``TPOT_BIN_BAND``."""
+    tables = {}
+    for name, pred in preds.items():
+        recs = []
+        for i in rows:
+            r = points[i].model_dump()
+            r.update({k: v for k, v in pred[i].items() if k.startswith("predicted_")})
+            recs.append(r)
+        tables[name] = {(t["knob"], t["bin"]): t for t in residual_trends(recs)}
+    keys = sorted(set().union(*tables.values()))
+    names = list(preds)
+    head = "| knob | bin | n | " + " | ".join(f"TPOT {n}" for n in names) + " | " + " | ".join(f"TTFT {n}" for n in names) + " |"
+    lines = [head, "|" + "---|" * (3 + 2 * len(names))]
+    outside = {n: [] for n in names}
+    for k in keys:
+        first = next(t[k] for t in tables.values() if k in t)
+        judged = first["count"] >= MIN_BIN_ROWS
+        cells = []
+        for metric in ("tpot_ms", "ttft_ms"):
+            for n in names:
+                v = tables[n].get(k, {}).get(f"{metric}_ratio")
+                cells.append("" if v is None else f"{v:.2f}")
+                if metric == "tpot_ms" and judged and v is not None and not TPOT_BIN_BAND[0] <= v <= TPOT_BIN_BAND[1]:
+                    outside[n].append(f"{k[0]} {k[1]} ({v:.2f})")
+        lines.append(f"| {k[0]} | {k[1]}{'' if judged else ' ~'} | {first['count']} | " + " | ".join(cells) + " |")
+    lines.append("")
+    for n in names:
+        lines.append(f"- {n}: {len(outside[n])} judged bins (>= {MIN_BIN_ROWS} rows) with median TPOT outside "
+                     f"[{TPOT_BIN_BAND[0]}, {TPOT_BIN_BAND[1]}]" + (f": {'; '.join(outside[n])}" if outside[n] else ""))
+    return lines + [""]
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--data", default=str(DATA))
@@ -95,6 +134,11 @@ def main(argv=None) -> int:
     lines += ["## In-sample error (profiles fitted on all rows)", ""] + breakdowns(points, pred, rows)
     lomo = f.cross_validate(folds=10_000, key=lambda p: _model_id(p.model), start=profiles)
     lines += ["## Leave-one-model-out (profiles fitted without the scored model)", ""] + breakdowns(points, lomo, rows)
+    loeo = f.cross_validate(folds=10_000, key=lambda p: p.engine, start=profiles)
+    lines += ["## Leave-one-engine-out (the scored engine's profile fitted without its rows: the pooled fit of the others)", ""]
+    lines += table("by engine", summarise(points, loeo, rows, lambda p: p.engine))
+    lines += ["## Residual trends by knob bin (median predicted / measured; bins under "
+              f"{MIN_BIN_ROWS} rows marked ~)", ""] + knob_trends(points, {"in-sample": pred, "LOMO": lomo, "LOEO": loeo}, rows)
     bands = band_quantiles(points, lomo, rows)
     lines += ["## Prediction bands (p10 / p90 of log(measured / predicted), leave-one-model-out)", "", "```yaml",
               yaml.safe_dump(bands, sort_keys=True).strip(), "```", ""]
