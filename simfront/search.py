@@ -228,7 +228,7 @@ def search(model: Model, gpus: GpuSet, wl: Workload, space: SearchSpace | None =
                     kv_headroom=t.kv_batch / B, queue_ms=r.queue_s * 1e3)
         if t.decode is not None:
             n_eval += _disagg(cols, t, hw, gpus, wl, price)
-    pts = {k: np.asarray(v if not v or not isinstance(v[0], np.ndarray) else np.concatenate(v)) for k, v in cols.items()}
+    pts = _columns(cols)
     nf = int(pts["tok_s_gpu"].size) if cols["tok_s_gpu"] else 0
     if nf == 0:
         pts = {}
@@ -267,15 +267,38 @@ def spec_label(spec: Speculation) -> str:
 
 
 def _append(cols: dict, mask: np.ndarray, **values) -> None:
-    """Append the masked elements of broadcast arrays (or repeated scalars) to the columns."""
-    shape = mask.shape
-    idx = mask.ravel()
-    k = int(idx.sum())
+    """Append the masked elements of broadcast arrays (or repeated scalars) to the columns.
+
+    Elements are gathered in the row-major order of ``mask`` straight from each array's own shape
+    (an array of shape (layouts, 1) is read at the layout index only), so no broadcast copy of the
+    whole grid is made. A text value is stored as (label, count) and expanded once, at the end
+    (:func:`_columns`): building millions of Python-object cells block by block is slow."""
+    idx = np.nonzero(mask)
+    k = int(idx[0].size)
+    nd = mask.ndim
     for key, v in values.items():
         if isinstance(v, str):
-            cols[key].append(np.full(k, v, dtype=object))
+            cols[key].append((v, k))
+            continue
+        a = np.asarray(v, dtype=float)
+        if a.ndim:
+            a = a.reshape((1,) * (nd - a.ndim) + a.shape)
+            a = a[tuple(ix if n > 1 else 0 for ix, n in zip(idx, a.shape))]
+        cols[key].append(a if a.ndim else np.full(k, float(a)))
+
+
+def _columns(cols: dict) -> dict:
+    """The appended blocks of each column as one array (text columns: object arrays of str)."""
+    out = {}
+    for key, parts in cols.items():
+        if parts and isinstance(parts[0], tuple):  # (label, count) blocks of a text column
+            labels = list(dict.fromkeys(lab for lab, _ in parts))
+            code = {lab: i for i, lab in enumerate(labels)}
+            codes = np.repeat(np.array([code[lab] for lab, _ in parts], dtype=np.intp), [n for _, n in parts])
+            out[key] = np.array(labels, dtype=object)[codes]
         else:
-            cols[key].append(np.broadcast_to(np.asarray(v, dtype=float), shape).ravel()[idx])
+            out[key] = np.concatenate(parts) if parts else np.asarray(parts)
+    return out
 
 
 def worker_counts(d_gpus, d_cap, p_gpus, p_cap, n: int) -> tuple[np.ndarray, np.ndarray]:
