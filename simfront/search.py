@@ -384,24 +384,25 @@ def _disagg(cols, t: WorkerTable, hw, gpus, wl, price) -> int:
     dec = DecodeResult(d.tpot_s[di][:, None], d.step_s[di][:, None], d.capacity_requests_s[di][:, None])
     pre = PrefillResult(pr.ttft_base_s[p_idx][None, :], pr.prefill_s[p_idx][None, :], pr.transfer_s[p_idx][None, :],
                         pr.requests_s_worker[p_idx][None, :], pr.ttft_scale)
-    batch = B[0, di[1]][:, None] + 0 * Pg
+    # per-side columns stay (decode, 1) / (1, prefill): _append reads them at each pair's row / column
+    batch = B[0, di[1]][:, None]
     slots = batch * ranks[di[0]][:, None] * y  # decode slots of the deployment
-    dsel = (di[0][:, None] + 0 * Pg).astype(int)
-    psel = (p_idx[0][None, :] + 0 * Dg).astype(int)
-    pbat = (p_idx[1][None, :] + 0 * Dg).astype(int)
+    dl = {k: L[k][di[0], 0][:, None] for k in ("tp", "pp", "ep", "dp")}
+    pl = {k: Pl[k][p_idx[0], 0][None, :] for k in ("tp", "ep", "dp")}
+    headroom = t.kv_batch[di[0], 0][:, None] / batch
     for x in (x0, x0 + 1):  # the sized prefill side, and one more worker for a shorter queue
         used = y * Dg + x * Pg
         m = (x0 >= 1) & (y >= 1) & (used <= n)
         r = evaluate_disagg(pre, x, dec, slots, slots, wl.osl, used, wl.startup_wave_share)
         tok_gpu = r.tok_s_gpu(n)
-        _append(cols, m, mode="disagg", tp=L["tp"][dsel, 0], pp=L["pp"][dsel, 0], ep=L["ep"][dsel, 0],
-                attention_dp=L["dp"][dsel, 0], replicas=y, batch=batch, concurrency=r.concurrency, precision=prec.label,
+        _append(cols, m, mode="disagg", tp=dl["tp"], pp=dl["pp"], ep=dl["ep"],
+                attention_dp=dl["dp"], replicas=y, batch=batch, concurrency=r.concurrency, precision=prec.label,
                 kv_dtype=prec.kv, spec=spec_label(spec), ttft_ms=r.ttft_s * 1e3, tpot_ms=r.tpot_s * 1e3,
                 tok_s_user=r.tok_s_user, tok_s_gpu=tok_gpu, usd_per_mtok=usd_per_mtok(price, tok_gpu),
-                requests_s=r.requests_s, gpus_used=used, chunk_tokens=0, prefill_tp=Pl["tp"][psel, 0],
-                prefill_ep=Pl["ep"][psel, 0], prefill_attention_dp=Pl["dp"][psel, 0], prefill_workers=x,
-                prefill_batch=PREFILL_BATCHES[pbat], decode_workers=y,
-                kv_headroom=t.kv_batch[dsel, 0] / batch, queue_ms=r.queue_s * 1e3)
+                requests_s=r.requests_s, gpus_used=used, chunk_tokens=0, prefill_tp=pl["tp"],
+                prefill_ep=pl["ep"], prefill_attention_dp=pl["dp"], prefill_workers=x,
+                prefill_batch=PREFILL_BATCHES[p_idx[1]][None, :], decode_workers=y,
+                kv_headroom=headroom, queue_ms=r.queue_s * 1e3)
     return n_sides + 2 * int(Dg.size * Pg.size)
 
 
