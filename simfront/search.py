@@ -9,6 +9,7 @@ batches; disaggregated pairs are combined by broadcasting prefill results agains
 
 from __future__ import annotations
 
+from collections.abc import MutableMapping
 from dataclasses import dataclass, field, replace
 
 import numpy as np
@@ -228,7 +229,7 @@ def search(model: Model, gpus: GpuSet, wl: Workload, space: SearchSpace | None =
                     kv_headroom=t.kv_batch / B, queue_ms=r.queue_s * 1e3)
         if t.decode is not None:
             n_eval += _disagg(cols, t, hw, gpus, wl, price)
-    pts = _columns(cols)
+    pts = Points(cols)
     nf = int(pts["tok_s_gpu"].size) if cols["tok_s_gpu"] else 0
     if nf == 0:
         pts = {}
@@ -287,18 +288,75 @@ def _append(cols: dict, mask: np.ndarray, **values) -> None:
         cols[key].append(a if a.ndim else np.full(k, float(a)))
 
 
+def _column(parts: list) -> np.ndarray:
+    """The appended blocks of one column as one array (a text column: an object array of str)."""
+    if parts and isinstance(parts[0], tuple):  # (label, count) blocks of a text column
+        labels = list(dict.fromkeys(lab for lab, _ in parts))
+        code = {lab: i for i, lab in enumerate(labels)}
+        codes = np.repeat(np.array([code[lab] for lab, _ in parts], dtype=np.intp), [n for _, n in parts])
+        return np.array(labels, dtype=object)[codes]
+    return np.concatenate(parts) if parts else np.asarray(parts)
+
+
 def _columns(cols: dict) -> dict:
-    """The appended blocks of each column as one array (text columns: object arrays of str)."""
-    out = {}
-    for key, parts in cols.items():
-        if parts and isinstance(parts[0], tuple):  # (label, count) blocks of a text column
-            labels = list(dict.fromkeys(lab for lab, _ in parts))
-            code = {lab: i for i, lab in enumerate(labels)}
-            codes = np.repeat(np.array([code[lab] for lab, _ in parts], dtype=np.intp), [n for _, n in parts])
-            out[key] = np.array(labels, dtype=object)[codes]
-        else:
-            out[key] = np.concatenate(parts) if parts else np.asarray(parts)
-    return out
+    """Every column as one array (see :func:`_column`)."""
+    return {key: _column(parts) for key, parts in cols.items()}
+
+
+class Points(MutableMapping):
+    """Column arrays over every feasible configuration of a search (a mapping like a dict of arrays).
+
+    A column is joined from the search's blocks when it is first read: a search of 10^6
+    configurations writes hundreds of MB of columns of which a prediction reads two in full (the
+    frontier axes); :meth:`take` reads the rows of a few points without joining any column."""
+
+    def __init__(self, cols: dict):
+        self._parts = dict(cols)  # column -> blocks not yet joined
+        self._cols: dict = {}  # column -> joined array (or one set by the caller)
+        self._keys = list(cols)
+        sizes = [p[1] if isinstance(p, tuple) else p.size for p in next(iter(cols.values()))] if cols else []
+        self._starts = np.concatenate(([0], np.cumsum(sizes, dtype=np.int64)))  # first row of each block
+
+    def __getitem__(self, key):
+        if key not in self._cols:
+            if key not in self._parts:
+                raise KeyError(key)
+            self._cols[key] = _column(self._parts.pop(key))
+        return self._cols[key]
+
+    def __setitem__(self, key, value) -> None:
+        if key not in self._keys:
+            self._keys.append(key)
+        self._parts.pop(key, None)
+        self._cols[key] = value
+
+    def __delitem__(self, key) -> None:
+        self._keys.remove(key)
+        self._parts.pop(key, None)
+        self._cols.pop(key, None)
+
+    def __iter__(self):
+        return iter(list(self._keys))
+
+    def __len__(self) -> int:
+        return len(self._keys)
+
+    def take(self, idx) -> dict:
+        """``{column: array over the rows idx}``, the same values and dtypes as ``self[column][idx]``."""
+        idx = np.asarray(idx, dtype=np.int64).reshape(-1)
+        block = np.searchsorted(self._starts, idx, side="right") - 1
+        row = idx - self._starts[np.maximum(block, 0)]
+        out = {}
+        for key in self._keys:
+            if key in self._cols:
+                out[key] = np.asarray(self._cols[key])[idx]
+                continue
+            parts = self._parts[key]
+            if parts and isinstance(parts[0], tuple):
+                out[key] = np.array([parts[b][0] for b in block], dtype=object)
+            else:
+                out[key] = np.array([parts[b][r] for b, r in zip(block, row)], dtype=float)
+        return out
 
 
 def worker_counts(d_gpus, d_cap, p_gpus, p_cap, n: int) -> tuple[np.ndarray, np.ndarray]:

@@ -75,3 +75,24 @@ def test_append_gathers_like_a_broadcast_copy():
         assert got[k].dtype == w.dtype
         np.testing.assert_array_equal(got[k], w)
     assert set(got["s"]) == {"label0", "label1"} and isinstance(got["s"][0], str)
+
+
+def test_points_join_on_read_and_take_rows_like_the_joined_columns():
+    from simfront.search import Points
+
+    rng = np.random.default_rng(5)
+    cols = {k: [] for k in ("x", "s")}
+    for shape in ((4, 6), (3, 2), (5, 5)):
+        _append(cols, rng.random(shape) > 0.3, x=rng.random(shape), s=f"p{shape[0]}")
+    joined = _columns({k: list(v) for k, v in cols.items()})
+    pts = Points(cols)
+    idx = np.array([0, 3, len(joined["x"]) - 1, 7, 3])
+    rows = pts.take(idx)  # before any column is joined
+    for k in joined:
+        np.testing.assert_array_equal(rows[k], joined[k][idx])
+        assert rows[k].dtype == joined[k].dtype
+    np.testing.assert_array_equal(pts["x"], joined["x"])
+    pts["q"] = np.arange(joined["x"].size, dtype=float)  # a column added by the caller (api: quality)
+    assert list(pts) == ["x", "s", "q"] and len(pts) == 3 and "q" in pts
+    np.testing.assert_array_equal(pts.take(idx)["q"], idx.astype(float))
+    assert set(dict(pts)) == {"x", "s", "q"}
