@@ -134,6 +134,13 @@ def _frontier(out: dict, t0: float, points: dict | None = None) -> Frontier:
     return f
 
 
+def _rows_of(points, idx) -> dict:
+    """``{column: values at rows idx}`` of a search's points (:meth:`simfront.search.Points.take`)."""
+    if hasattr(points, "take"):
+        return points.take(idx)
+    return {k: np.asarray(v)[np.asarray(idx, dtype=np.int64)] for k, v in points.items()}
+
+
 def predict(model: str, gpus: str | GpuSet, isl: int = 1024, osl: int = 1024, concurrency: int | None = None, rate: float | None = None,
             ttft_ms: float | None = None, tpot_ms: float | None = None, min_tok_s_user: float | None = None,
             precision: list[str] | str | None = None, kv_dtype: list[str] | str | None = None, spec: str | None = None,
@@ -232,7 +239,8 @@ def predict(model: str, gpus: str | GpuSet, isl: int = 1024, osl: int = 1024, co
     from .uncertainty import add_bands, prediction_bands
 
     q, widen = prediction_bands(g.hardware.id, m.id)
-    out["frontier"] = [add_bands(point_dict(pts, int(i)), q, widen) for i in front]
+    rows = _rows_of(pts, front)  # the frontier's rows only: no column of a 10^6-point search is joined for them
+    out["frontier"] = [add_bands(point_dict(rows, j), q, widen) for j in range(front.size)]
     out["uncertainty"] = {"band": "p10-p90 of measured/predicted from leave-one-model-out validation", "widening": widen,
                           "note": "wider (x%.1f on log scale) for GPUs or models outside the calibration data" % widen if widen > 1 else
                           "GPU and model are inside the calibration data"}
@@ -266,7 +274,7 @@ def predict(model: str, gpus: str | GpuSet, isl: int = 1024, osl: int = 1024, co
             ok = sla_mask(pts, ttft_ms, tpot_ms, min_tok_s_user) & keep
             if ok.any():
                 j = int(np.nonzero(ok)[0][np.argmax(pts["tok_s_gpu"][ok])])
-                out["best_under_sla"] = add_bands(point_dict(pts, j), q, widen)
+                out["best_under_sla"] = add_bands(point_dict(_rows_of(pts, [j]), 0), q, widen)
             else:
                 out["notes"].append("no configuration meets the SLA")
     return _frontier(out, t0, pts)

@@ -5,17 +5,52 @@ from __future__ import annotations
 import numpy as np
 
 
+# Points above which pareto_mask first drops the points a sample's frontier strictly dominates
+# (one pass of binary searches) before sorting what is left: searches of 10^6 configurations.
+PARETO_PREFILTER_MIN_POINTS = 50_000
+# Every how many'th point forms that sample.
+PARETO_SAMPLE_STRIDE = 64
+
+
 def pareto_mask(x, y) -> np.ndarray:
-    """True where no other point has both x and y at least as large (one strictly larger)."""
+    """True where no other point has both x and y at least as large (one strictly larger); of exact
+    duplicates on the frontier the first (lowest index) is kept."""
     x = np.asarray(x, dtype=float)
     y = np.asarray(y, dtype=float)
-    order = np.lexsort((-y, -x))  # x descending, ties broken by y descending
+    if x.size >= PARETO_PREFILTER_MIN_POINTS and np.isfinite(x).all() and np.isfinite(y).all():
+        # Exact: a point strictly dominated by a sample point is off the frontier, and it dominates no
+        # point that the sample does not (domination is transitive and a sample-frontier point is
+        # never dropped), so the rest keep their verdicts, duplicates included.
+        cand = np.nonzero(~_dominated_by(x, y, _front_xy(x[::PARETO_SAMPLE_STRIDE], y[::PARETO_SAMPLE_STRIDE])))[0]
+        mask = np.zeros(x.size, dtype=bool)
+        mask[cand[_pareto_sorted(x[cand], y[cand])]] = True
+        return mask
+    mask = np.zeros(x.size, dtype=bool)
+    mask[_pareto_sorted(x, y)] = True
+    return mask
+
+
+def _pareto_sorted(x: np.ndarray, y: np.ndarray) -> np.ndarray:
+    """Indices of the frontier points (see :func:`pareto_mask`), by one sort."""
+    order = np.lexsort((-y, -x))  # x descending, ties broken by y descending (stable: lower index first)
     ys = y[order]
     prev_best = np.concatenate([[-np.inf], np.maximum.accumulate(ys)[:-1]])
-    keep_sorted = ys > prev_best  # strictly beats every point with larger (or equal, earlier) x
-    mask = np.zeros(x.size, dtype=bool)
-    mask[order[keep_sorted]] = True
-    return mask
+    return order[ys > prev_best]  # strictly beats every point with larger (or equal, earlier) x
+
+
+def _front_xy(x: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The frontier of (x, y) sorted by x ascending (so y descending)."""
+    i = _pareto_sorted(x, y)[::-1]
+    return x[i], y[i]
+
+
+def _dominated_by(x: np.ndarray, y: np.ndarray, front: tuple[np.ndarray, np.ndarray]) -> np.ndarray:
+    """True where a point of ``front`` (x ascending, y descending) strictly dominates (x, y)."""
+    fx, fy = front
+    top = np.concatenate([fy, [-np.inf]])  # best y among front points from position i on is fy[i]
+    ge = np.searchsorted(fx, x, side="left")  # first front point with fx >= x
+    gt = np.searchsorted(fx, x, side="right")  # first front point with fx > x
+    return (top[ge] > y) | (top[gt] >= y)
 
 
 def sla_mask(points: dict, ttft_ms=None, tpot_ms=None, min_tok_s_user=None) -> np.ndarray:

@@ -9,6 +9,7 @@ batches; disaggregated pairs are combined by broadcasting prefill results agains
 
 from __future__ import annotations
 
+from collections.abc import MutableMapping
 from dataclasses import dataclass, field, replace
 
 import numpy as np
@@ -228,7 +229,7 @@ def search(model: Model, gpus: GpuSet, wl: Workload, space: SearchSpace | None =
                     kv_headroom=t.kv_batch / B, queue_ms=r.queue_s * 1e3)
         if t.decode is not None:
             n_eval += _disagg(cols, t, hw, gpus, wl, price)
-    pts = {k: np.asarray(v if not v or not isinstance(v[0], np.ndarray) else np.concatenate(v)) for k, v in cols.items()}
+    pts = Points(cols)
     nf = int(pts["tok_s_gpu"].size) if cols["tok_s_gpu"] else 0
     if nf == 0:
         pts = {}
@@ -267,15 +268,95 @@ def spec_label(spec: Speculation) -> str:
 
 
 def _append(cols: dict, mask: np.ndarray, **values) -> None:
-    """Append the masked elements of broadcast arrays (or repeated scalars) to the columns."""
-    shape = mask.shape
-    idx = mask.ravel()
-    k = int(idx.sum())
+    """Append the masked elements of broadcast arrays (or repeated scalars) to the columns.
+
+    Elements are gathered in the row-major order of ``mask`` straight from each array's own shape
+    (an array of shape (layouts, 1) is read at the layout index only), so no broadcast copy of the
+    whole grid is made. A text value is stored as (label, count) and expanded once, at the end
+    (:func:`_columns`): building millions of Python-object cells block by block is slow."""
+    idx = np.nonzero(mask)
+    k = int(idx[0].size)
+    nd = mask.ndim
     for key, v in values.items():
         if isinstance(v, str):
-            cols[key].append(np.full(k, v, dtype=object))
-        else:
-            cols[key].append(np.broadcast_to(np.asarray(v, dtype=float), shape).ravel()[idx])
+            cols[key].append((v, k))
+            continue
+        a = np.asarray(v, dtype=float)
+        if a.ndim:
+            a = a.reshape((1,) * (nd - a.ndim) + a.shape)
+            a = a[tuple(ix if n > 1 else 0 for ix, n in zip(idx, a.shape))]
+        cols[key].append(a if a.ndim else np.full(k, float(a)))
+
+
+def _column(parts: list) -> np.ndarray:
+    """The appended blocks of one column as one array (a text column: an object array of str)."""
+    if parts and isinstance(parts[0], tuple):  # (label, count) blocks of a text column
+        labels = list(dict.fromkeys(lab for lab, _ in parts))
+        code = {lab: i for i, lab in enumerate(labels)}
+        codes = np.repeat(np.array([code[lab] for lab, _ in parts], dtype=np.intp), [n for _, n in parts])
+        return np.array(labels, dtype=object)[codes]
+    return np.concatenate(parts) if parts else np.asarray(parts)
+
+
+def _columns(cols: dict) -> dict:
+    """Every column as one array (see :func:`_column`)."""
+    return {key: _column(parts) for key, parts in cols.items()}
+
+
+class Points(MutableMapping):
+    """Column arrays over every feasible configuration of a search (a mapping like a dict of arrays).
+
+    A column is joined from the search's blocks when it is first read: a search of 10^6
+    configurations writes hundreds of MB of columns of which a prediction reads two in full (the
+    frontier axes); :meth:`take` reads the rows of a few points without joining any column."""
+
+    def __init__(self, cols: dict):
+        self._parts = dict(cols)  # column -> blocks not yet joined
+        self._cols: dict = {}  # column -> joined array (or one set by the caller)
+        self._keys = list(cols)
+        sizes = [p[1] if isinstance(p, tuple) else p.size for p in next(iter(cols.values()))] if cols else []
+        self._starts = np.concatenate(([0], np.cumsum(sizes, dtype=np.int64)))  # first row of each block
+
+    def __getitem__(self, key):
+        if key not in self._cols:
+            if key not in self._parts:
+                raise KeyError(key)
+            self._cols[key] = _column(self._parts.pop(key))
+        return self._cols[key]
+
+    def __setitem__(self, key, value) -> None:
+        if key not in self._keys:
+            self._keys.append(key)
+        self._parts.pop(key, None)
+        self._cols[key] = value
+
+    def __delitem__(self, key) -> None:
+        self._keys.remove(key)
+        self._parts.pop(key, None)
+        self._cols.pop(key, None)
+
+    def __iter__(self):
+        return iter(list(self._keys))
+
+    def __len__(self) -> int:
+        return len(self._keys)
+
+    def take(self, idx) -> dict:
+        """``{column: array over the rows idx}``, the same values and dtypes as ``self[column][idx]``."""
+        idx = np.asarray(idx, dtype=np.int64).reshape(-1)
+        block = np.searchsorted(self._starts, idx, side="right") - 1
+        row = idx - self._starts[np.maximum(block, 0)]
+        out = {}
+        for key in self._keys:
+            if key in self._cols:
+                out[key] = np.asarray(self._cols[key])[idx]
+                continue
+            parts = self._parts[key]
+            if parts and isinstance(parts[0], tuple):
+                out[key] = np.array([parts[b][0] for b in block], dtype=object)
+            else:
+                out[key] = np.array([parts[b][r] for b, r in zip(block, row)], dtype=float)
+        return out
 
 
 def worker_counts(d_gpus, d_cap, p_gpus, p_cap, n: int) -> tuple[np.ndarray, np.ndarray]:
@@ -361,24 +442,25 @@ def _disagg(cols, t: WorkerTable, hw, gpus, wl, price) -> int:
     dec = DecodeResult(d.tpot_s[di][:, None], d.step_s[di][:, None], d.capacity_requests_s[di][:, None])
     pre = PrefillResult(pr.ttft_base_s[p_idx][None, :], pr.prefill_s[p_idx][None, :], pr.transfer_s[p_idx][None, :],
                         pr.requests_s_worker[p_idx][None, :], pr.ttft_scale)
-    batch = B[0, di[1]][:, None] + 0 * Pg
+    # per-side columns stay (decode, 1) / (1, prefill): _append reads them at each pair's row / column
+    batch = B[0, di[1]][:, None]
     slots = batch * ranks[di[0]][:, None] * y  # decode slots of the deployment
-    dsel = (di[0][:, None] + 0 * Pg).astype(int)
-    psel = (p_idx[0][None, :] + 0 * Dg).astype(int)
-    pbat = (p_idx[1][None, :] + 0 * Dg).astype(int)
+    dl = {k: L[k][di[0], 0][:, None] for k in ("tp", "pp", "ep", "dp")}
+    pl = {k: Pl[k][p_idx[0], 0][None, :] for k in ("tp", "ep", "dp")}
+    headroom = t.kv_batch[di[0], 0][:, None] / batch
     for x in (x0, x0 + 1):  # the sized prefill side, and one more worker for a shorter queue
         used = y * Dg + x * Pg
         m = (x0 >= 1) & (y >= 1) & (used <= n)
         r = evaluate_disagg(pre, x, dec, slots, slots, wl.osl, used, wl.startup_wave_share)
         tok_gpu = r.tok_s_gpu(n)
-        _append(cols, m, mode="disagg", tp=L["tp"][dsel, 0], pp=L["pp"][dsel, 0], ep=L["ep"][dsel, 0],
-                attention_dp=L["dp"][dsel, 0], replicas=y, batch=batch, concurrency=r.concurrency, precision=prec.label,
+        _append(cols, m, mode="disagg", tp=dl["tp"], pp=dl["pp"], ep=dl["ep"],
+                attention_dp=dl["dp"], replicas=y, batch=batch, concurrency=r.concurrency, precision=prec.label,
                 kv_dtype=prec.kv, spec=spec_label(spec), ttft_ms=r.ttft_s * 1e3, tpot_ms=r.tpot_s * 1e3,
                 tok_s_user=r.tok_s_user, tok_s_gpu=tok_gpu, usd_per_mtok=usd_per_mtok(price, tok_gpu),
-                requests_s=r.requests_s, gpus_used=used, chunk_tokens=0, prefill_tp=Pl["tp"][psel, 0],
-                prefill_ep=Pl["ep"][psel, 0], prefill_attention_dp=Pl["dp"][psel, 0], prefill_workers=x,
-                prefill_batch=PREFILL_BATCHES[pbat], decode_workers=y,
-                kv_headroom=t.kv_batch[dsel, 0] / batch, queue_ms=r.queue_s * 1e3)
+                requests_s=r.requests_s, gpus_used=used, chunk_tokens=0, prefill_tp=pl["tp"],
+                prefill_ep=pl["ep"], prefill_attention_dp=pl["dp"], prefill_workers=x,
+                prefill_batch=PREFILL_BATCHES[p_idx[1]][None, :], decode_workers=y,
+                kv_headroom=headroom, queue_ms=r.queue_s * 1e3)
     return n_sides + 2 * int(Dg.size * Pg.size)
 
 

@@ -114,20 +114,27 @@ def _f(x) -> np.ndarray:
 
 def _split(st, model: Model, spec: Speculation) -> np.ndarray:
     """Step time as a stacked (roofline, fixed-latency) pair, drafts included."""
-    roof, extra = st.split()
     if spec.k > 0 and spec.method not in ("none", "ngram"):
+        # one pass over the ops: the step's (roofline, fixed) sums as StepCost.split adds them (same
+        # order, same numbers) and the draft's layer and LM-head parts
+        roof, extra = 0.0, 0.0
         layers = [0.0, 0.0]
         head = [0.0, 0.0]
         for r in st.ops:
             parts = st.parts(r)
+            roof = roof + parts[0]
+            extra = extra + parts[1]
             tgt = head if (r.group == "model" and r.name in ("lm_head", "sampling")) else (layers if r.group != "model" else None)
             if tgt is not None:
                 tgt[0] = tgt[0] + parts[0]
                 tgt[1] = tgt[1] + parts[1]
+        roof, extra = np.asarray(roof), np.asarray(extra)
         # k sequential draft passes, each ``draft_layers`` average layers plus the LM head
         f = spec.k * spec.draft_layers / model.arch.n_layers
         roof = roof + f * layers[0] + spec.k * head[0]
         extra = extra + f * layers[1] + spec.k * head[1]
+    else:
+        roof, extra = st.split()
     return np.stack(np.broadcast_arrays(roof, extra))
 
 

@@ -1,0 +1,98 @@
+"""The fast paths of the search give what the plain computations give (issue 16, speed)."""
+
+from __future__ import annotations
+
+import numpy as np
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from simfront import pareto
+from simfront.search import _append, _columns
+
+
+def _brute_pareto(x, y):
+    """Kept: not strictly dominated, and the first of its exact duplicates."""
+    keep = np.zeros(x.size, dtype=bool)
+    for i in range(x.size):
+        dom = (x >= x[i]) & (y >= y[i]) & ((x > x[i]) | (y > y[i]))
+        dup_before = (x[:i] == x[i]) & (y[:i] == y[i])
+        keep[i] = not dom.any() and not dup_before.any()
+    return keep
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 12), st.integers(0, 12)), min_size=1, max_size=80))
+def test_pareto_prefilter_matches_brute_force(pts):
+    x = np.array([p[0] for p in pts], float)
+    y = np.array([p[1] for p in pts], float)
+    old = pareto.PARETO_PREFILTER_MIN_POINTS, pareto.PARETO_SAMPLE_STRIDE
+    try:
+        pareto.PARETO_PREFILTER_MIN_POINTS, pareto.PARETO_SAMPLE_STRIDE = 1, 3  # the sampled path on small sets
+        fast = pareto.pareto_mask(x, y)
+        pareto.PARETO_PREFILTER_MIN_POINTS = 10**12  # the plain sort
+        plain = pareto.pareto_mask(x, y)
+    finally:
+        pareto.PARETO_PREFILTER_MIN_POINTS, pareto.PARETO_SAMPLE_STRIDE = old
+    np.testing.assert_array_equal(fast, plain)
+    np.testing.assert_array_equal(fast, _brute_pareto(x, y))
+
+
+def test_pareto_prefilter_large_frontier_and_non_finite():
+    rng = np.random.default_rng(7)
+    x = rng.random(120_000)
+    y = 1.0 / (x + 0.01) * (1.0 + 0.02 * rng.random(x.size))  # a long frontier, not a handful of points
+    x[::1000] = np.round(x[::1000], 2)  # ties in x
+    fast = pareto.pareto_mask(x, y)
+    saved = pareto.PARETO_PREFILTER_MIN_POINTS
+    try:
+        pareto.PARETO_PREFILTER_MIN_POINTS = 10**12
+        plain = pareto.pareto_mask(x, y)
+        y2 = y.copy()
+        y2[5] = np.nan  # not finite: the plain sort's own verdicts
+        want = pareto.pareto_mask(x, y2)
+    finally:
+        pareto.PARETO_PREFILTER_MIN_POINTS = saved
+    assert fast.sum() > 100
+    np.testing.assert_array_equal(fast, plain)
+    np.testing.assert_array_equal(pareto.pareto_mask(x, y2), want)
+
+
+def test_append_gathers_like_a_broadcast_copy():
+    rng = np.random.default_rng(3)
+    cols = {k: [] for k in ("a", "b", "c", "d", "e", "s")}
+    want = {k: [] for k in cols}
+    for shape in ((5, 7), (1, 4), (6, 1), (3, 3)):
+        mask = rng.random(shape) > 0.4
+        vals = dict(a=rng.random((shape[0], 1)), b=rng.random((1, shape[1])), c=rng.random(shape), d=2.5,
+                    e=rng.random(shape[1]), s=f"label{shape[0] % 2}")
+        _append(cols, mask, **vals)
+        for k, v in vals.items():
+            want[k].append(np.full(int(mask.sum()), v, dtype=object) if isinstance(v, str)
+                           else np.broadcast_to(np.asarray(v, float), shape)[mask])
+    got = _columns(cols)
+    for k in cols:
+        w = np.concatenate(want[k])
+        assert got[k].dtype == w.dtype
+        np.testing.assert_array_equal(got[k], w)
+    assert set(got["s"]) == {"label0", "label1"} and isinstance(got["s"][0], str)
+
+
+def test_points_join_on_read_and_take_rows_like_the_joined_columns():
+    from simfront.search import Points
+
+    rng = np.random.default_rng(5)
+    cols = {k: [] for k in ("x", "s")}
+    for shape in ((4, 6), (3, 2), (5, 5)):
+        _append(cols, rng.random(shape) > 0.3, x=rng.random(shape), s=f"p{shape[0]}")
+    joined = _columns({k: list(v) for k, v in cols.items()})
+    pts = Points(cols)
+    idx = np.array([0, 3, len(joined["x"]) - 1, 7, 3])
+    rows = pts.take(idx)  # before any column is joined
+    for k in joined:
+        np.testing.assert_array_equal(rows[k], joined[k][idx])
+        assert rows[k].dtype == joined[k].dtype
+    np.testing.assert_array_equal(pts["x"], joined["x"])
+    pts["q"] = np.arange(joined["x"].size, dtype=float)  # a column added by the caller (api: quality)
+    assert list(pts) == ["x", "s", "q"] and len(pts) == 3 and "q" in pts
+    np.testing.assert_array_equal(pts.take(idx)["q"], idx.astype(float))
+    assert set(dict(pts)) == {"x", "s", "q"}
