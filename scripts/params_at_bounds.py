@@ -4,7 +4,7 @@
 
 Reads every ``hardware/efficiency/*.yaml`` block and the serving profile, compares each fitted value
 with the (initial, low, high) range its module declares (``PARAMS`` of gemm, attention, mla, moe, comm,
-elementwise, linear attention, and ``simfront.calibration.PARAMS`` for the serving profile), and lists
+elementwise, linear attention; attention and MLA through their ``CALIBRATION_OPS`` tables; and ``simfront.calibration.PARAMS`` for the serving profile), and lists
 the values within 1 % of the range's width of a bound. Prints nothing fitted: it only reads.
 """
 
@@ -27,6 +27,17 @@ NEAR = 0.01  # share of the allowed range within which a value counts as at its 
 LOG_RANGE = 100.0  # ranges wider than this ratio are judged in log space
 
 
+def module_params(mod) -> dict:
+    """(initial, low, high) ranges a module declares: ``PARAMS``, else the union of its calibration ops'
+    tables (attention and MLA keep decode and prefill tables in ``CALIBRATION_OPS``)."""
+    if hasattr(mod, "PARAMS"):
+        return dict(mod.PARAMS)
+    out: dict = {}
+    for entry in getattr(mod, "CALIBRATION_OPS", {}).values():
+        out.update(entry.get("params", {}))
+    return out
+
+
 def main() -> None:
     rows = []
     for kind, module in KINDS.items():
@@ -34,8 +45,10 @@ def main() -> None:
         if not path.exists():
             continue
         try:
-            params = getattr(importlib.import_module(module), "PARAMS")
-        except (ImportError, AttributeError):
+            params = module_params(importlib.import_module(module))
+        except ImportError:
+            continue
+        if not params:
             continue
         fams = (yaml.safe_load(path.read_text()) or {}).get("families", {})
         for fam, vals in fams.items():

@@ -34,7 +34,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from . import efficiency
+from . import efficiency, kernels
 from .cost import Cost
 
 KIND = "attention"
@@ -103,6 +103,13 @@ def _math_peak(hw, fp8_math, eff_bf16, eff_fp8) -> np.ndarray:
     return np.where(fp8_math, max(bf16, fp8), bf16)
 
 
+def _stream_occupancy(ctas, cta_bytes_per_s, bw_bytes_per_s) -> np.ndarray:
+    """Fraction of streaming bandwidth ``bw_bytes_per_s`` reached by ``ctas`` concurrent CTAs that each
+    stream at most ``cta_bytes_per_s`` (saturating; half at ``ctas * cta_bytes_per_s == bw``)."""
+    x = _f(ctas) * cta_bytes_per_s / bw_bytes_per_s
+    return x / (1.0 + x)
+
+
 def _occupancy(ctas, ctas_half_per_sm, sm_count) -> np.ndarray:
     """Fraction of streaming bandwidth reached with ``ctas`` concurrent CTAs (saturating)."""
     x = _f(ctas) / (ctas_half_per_sm * sm_count)
@@ -167,8 +174,9 @@ def _decode_seconds(batch, kv_len, n_heads, n_kv_heads, head_dim, window, kv_byt
     overhead_16 = np.where(generic, generic_s, grouped16_s)
     overhead_8 = np.where(generic, generic_s, grouped8_s)
     launch_16 = p["decode_launch_s"]
-    # Grouped FP8 kernels launch cheaper, but only for heads of FP8_GROUPED_MIN_HEAD_DIM or wider.
-    fast_fp8 = ~generic & (hd >= FP8_GROUPED_MIN_HEAD_DIM)
+    # Grouped FP8 kernels launch cheaper, but only for heads of FP8_GROUPED_MIN_HEAD_DIM or wider and
+    # only where that kernel exists (XQA's Hopper kernels, hardware/kernels.yaml attention_decode_fp8_grouped).
+    fast_fp8 = ~generic & (hd >= FP8_GROUPED_MIN_HEAD_DIM) & kernels.has_native("attention_decode_fp8_grouped", hw)
     launch_8 = np.where(fast_fp8, p["decode_launch_grouped_fp8_frac"], 1.0) * launch_16
     # An FP8 cache never pays more fixed cost than the 16-bit kernel for the same shape
     # (an engine would pick the cheaper kernel); this keeps "FP8 KV is never slower" exact.

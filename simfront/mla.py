@@ -22,7 +22,7 @@ from __future__ import annotations
 import numpy as np
 
 from . import efficiency, kernels
-from .attention import BYTES_16BIT, DECODE_OVERLAP_NORM, _f, _math_peak, _occupancy, flash_prefill_seconds, hbm_bw, soft_max
+from .attention import BYTES_16BIT, DECODE_OVERLAP_NORM, _f, _math_peak, _stream_occupancy, flash_prefill_seconds, hbm_bw, soft_max
 from .cost import Cost
 
 KIND = "mla"
@@ -76,7 +76,10 @@ def _decode_seconds(batch, kv_len, n_heads, kv_bytes, hw, p, kv_lora_rank=512, q
     sm = hw.sm_count
     bw = p["decode_hbm_eff"] * hbm_bw(hw)
     ctas = b * tiles * np.maximum(L / p["decode_split_tokens"], 1.0)
-    occ = _occupancy(ctas, p["decode_half_occupancy_ctas_per_sm"], sm)
+    # Streaming saturates when the CTAs' own rates (bytes each keeps in flight / memory latency, a
+    # property of the kernel and the SM, not of the GPU's bandwidth) add up to the HBM rate: a GPU
+    # with more bandwidth per SM (B200: 50 GB/s per SM, H100: 24) needs more concurrent CTAs.
+    occ = _stream_occupancy(ctas, p["decode_cta_bytes_per_s"], bw)
     memory_s = kv_stream_bytes / (bw * occ) + qo_bytes / bw
     compute_s = padded_flops / _math_peak(hw, low_bit, p["decode_flop_eff"], p["decode_flop_eff_fp8"])
     overhead_s = (b * p["decode_request_s"] + b * rows * p["decode_row_s"]) / sm
@@ -168,7 +171,9 @@ DECODE_PARAMS = {
     "decode_flop_eff_fp8": (0.43, 0.05, 1.3),  # same with FP8 KV (FP8 math where supported), of the achievable FP8 rate
     "decode_hbm_eff": (1.07, 0.3, 1.3),  # achieved fraction of the ACHIEVABLE HBM bandwidth for latent KV rows
     "decode_split_tokens": (3000.0, 16.0, 1e6),  # KV tokens per split-KV CTA
-    "decode_half_occupancy_ctas_per_sm": (0.04, 1e-3, 10.0),  # CTAs per SM at half streaming rate
+    # HBM bytes/s one split-KV CTA streams on its own (in-flight bytes / latency); with the HBM rate it
+    # sets how many CTAs saturate the GPU (H100 fit: half the rate at ~5 CTAs = 0.04 per SM)
+    "decode_cta_bytes_per_s": (6e11, 1e9, 1e13),
     "decode_request_s": (4.2e-6, 1e-10, 1e-4),  # SM-seconds per request (tile setup, split combine)
     "decode_row_s": (1.8e-7, 1e-12, 1e-5),  # SM-seconds per query row (Q load, output store)
 }

@@ -101,3 +101,18 @@ def test_profile_with_the_retired_start_up_wave_parameter_says_where_it_went(tmp
     f.write_text(yaml.safe_dump({"efficiency": {"serving": {"default": {"burst_fraction": 0.1}}}}))
     p = run("predict", "--model", "llama-3.1-8b", "--gpus", "1xH100", "--calibration", str(f))
     assert p.returncode == 2 and "--prompts-per-client" in p.stderr and p.stderr.count("\n") == 1
+
+
+def test_params_at_bounds_reads_attention_and_mla_ranges():
+    """Attention and MLA keep their ranges in CALIBRATION_OPS, not PARAMS: the bounds report must see them."""
+    import importlib.util
+
+    from simfront import attention, mla
+
+    spec = importlib.util.spec_from_file_location("params_at_bounds", Path(__file__).resolve().parent.parent / "scripts" / "params_at_bounds.py")
+    pab = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(pab)
+    for mod in (attention, mla):
+        ranges = pab.module_params(mod)
+        assert any(k.startswith("decode_") for k in ranges) and any(k.startswith("prefill_") for k in ranges)
+    assert "decode_cta_bytes_per_s" in pab.module_params(mla)

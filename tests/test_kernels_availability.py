@@ -105,3 +105,23 @@ def test_native_mla_unchanged_by_the_fallback_path():
     t16 = mla_decode_cost(np.array([8.0]), 4096, 16, 2, get_hardware("h100_sxm")).time_s
     t64 = mla_decode_cost(np.array([8.0]), 4096, 64, 2, get_hardware("h100_sxm")).time_s
     assert t64[0] < 1.5 * t16[0]
+
+
+def test_cheaper_fp8_grouped_decode_only_where_the_kernel_exists():
+    """XQA's Hopper FP8-KV grouped kernel (hardware/kernels.yaml) has a lower fixed cost; on B200 an FP8
+    cache pays the 16-bit kernel's fixed cost. Same parameters on both GPUs, so only the data file differs."""
+    from simfront.attention import attention_decode_cost, _params
+
+    h100, b200 = get_hardware("h100_sxm"), get_hardware("b200_sxm")
+    assert kernels.has_native("attention_decode_fp8_grouped", h100)
+    assert not kernels.has_native("attention_decode_fp8_grouped", b200)
+    p = _params(None, h100)
+    assert p["decode_launch_grouped_fp8_frac"] < 1.0
+    shape = dict(batch=1, kv_len=16, n_heads=32, n_kv_heads=8, head_dim=128, window=0)  # launch-bound
+    for hw, cheaper in ((h100, True), (b200, False)):
+        fp8 = float(attention_decode_cost(**shape, kv_bytes=1, hw=hw, p=p).time_s)
+        bf16 = float(attention_decode_cost(**shape, kv_bytes=2, hw=hw, p=p).time_s)
+        if cheaper:
+            assert fp8 < 0.9 * bf16
+        else:  # only the halved bytes differ: the fixed cost is the 16-bit kernel's
+            assert fp8 > 0.9 * bf16

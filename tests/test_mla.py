@@ -147,3 +147,20 @@ def test_decode_and_prefill_monotone_dense_sweep(hw):
     for topk in (None, 2048):
         t = mla_prefill_cost(2, s, 16, hw, prefix_len=500, topk=topk).time_s
         assert np.all(np.diff(t) >= -1e-15)
+
+
+def test_decode_streaming_needs_more_ctas_on_a_gpu_with_more_bandwidth():
+    """Occupancy from per-CTA streaming rate: at one CTA count, a GPU with twice the HBM bandwidth reaches
+    a smaller share of it, so a few long requests gain less than 2x; many requests gain the full 2x."""
+    from simfront.attention import _stream_occupancy
+
+    assert float(_stream_occupancy(10, 1e11, 1e12)) == pytest.approx(0.5)
+    assert float(_stream_occupancy(20, 1e11, 2e12)) == pytest.approx(0.5)
+    fast = _more_hbm(H100, 2.0)
+    few = dict(batch=1, kv_len=65536, n_heads=16, kv_bytes=2)
+    many = dict(batch=512, kv_len=65536, n_heads=16, kv_bytes=2)
+    # the streaming leg (the one occupancy acts on)
+    gain_few = float(mla_decode_cost(**few, hw=H100).memory_s / mla_decode_cost(**few, hw=fast).memory_s)
+    gain_many = float(mla_decode_cost(**many, hw=H100).memory_s / mla_decode_cost(**many, hw=fast).memory_s)
+    assert gain_few < gain_many
+    assert gain_many == pytest.approx(2.0, rel=0.1)
