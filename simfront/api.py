@@ -450,8 +450,7 @@ def validation_flat(res: dict) -> ValidationReport:
 # Frontier comparison: does a knob move configurations along the frontier or push it out?
 
 COMPARE_KNOBS = ("precision", "kv_dtype", "spec", "mode", "gpus")
-# relative throughput change below which two frontiers count as the same (model noise)
-SAME_FRONTIER_TOLERANCE = 0.05
+from .pareto import SAME_FRONTIER_TOLERANCE  # noqa: E402,F401 - re-exported: notebooks read it from the API
 
 
 def _mean_quality(front) -> float | None:
@@ -463,7 +462,7 @@ def _mean_quality(front) -> float | None:
 def frontier_compare(model: str, gpus: str, knob: str, values: list[str], isl: int = 1024, osl: int = 1024, **kw) -> dict:
     """Frontiers for each value of one knob, and how each moves relative to the first value."""
     inputs.check_frontier_compare(model, gpus, knob, values)
-    from .pareto import interp_frontier
+    from .pareto import frontier_shift
 
     knob = knob.replace("-", "_")
     if knob == "kv":
@@ -499,26 +498,12 @@ def frontier_compare(model: str, gpus: str, knob: str, values: list[str], isl: i
         by = np.array([p["tok_s_gpu"] for p in base["frontier"]])
         sx = np.array([p["tok_s_user"] for p in s["frontier"]])
         sy = np.array([p["tok_s_gpu"] for p in s["frontier"]])
-        lo, hi = max(bx.min(), sx.min()), min(bx.max(), sx.max())
-        if hi <= lo:
-            verdicts.append({"value": s["value"], "verdict": "disjoint", "reason": "the frontiers cover different tok/s/user ranges"})
+        shift = frontier_shift(bx, by, sx, sy)
+        if shift["verdict"] == "disjoint":
+            verdicts.append({"value": s["value"], "verdict": "disjoint", "reason": shift["reason"]})
             continue
-        xq = np.geomspace(lo, hi, 12)
-        gain = interp_frontier(sx, sy, xq) / interp_frontier(bx, by, xq) - 1.0  # throughput change at equal tok/s/user
-        best, worst, med = float(np.nanmax(gain)), float(np.nanmin(gain)), float(np.nanmedian(gain))
-        reach = float(sx.max() / bx.max() - 1.0)  # change of the fastest tok/s/user reachable
-        ok = np.isfinite(gain)
-        better = float(np.mean(gain[ok] > SAME_FRONTIER_TOLERANCE)) if ok.any() else 0.0
-        worse = float(np.mean(gain[ok] < -SAME_FRONTIER_TOLERANCE)) if ok.any() else 0.0
-        # judged over the whole shared tok/s/user range, so a single tail point does not flip it
-        if better >= 0.5 and worse <= 0.25:
-            verdict = "pushes the frontier out"
-        elif worse >= 0.5 and better <= 0.25:
-            verdict = "pulls the frontier in"
-        elif better <= 0.25 and worse <= 0.25:
-            verdict = "moves configurations along the same frontier"
-        else:
-            verdict = "trades: better in part of the range, worse elsewhere"
+        verdict, med, best, worst, reach = (shift[k] for k in ("verdict", "median_gain", "max_gain", "min_gain", "reach_change"))
+        xq, gain = shift["x"], shift["gain"]
         qb = _mean_quality(base["frontier"])
         qs = _mean_quality(s["frontier"])
         trade = None
