@@ -141,15 +141,40 @@ def _rows_of(points, idx) -> dict:
     return {k: np.asarray(v)[np.asarray(idx, dtype=np.int64)] for k, v in points.items()}
 
 
-def predict(model: str, gpus: str | GpuSet, isl: int = 1024, osl: int = 1024, concurrency: int | None = None, rate: float | None = None,
-            ttft_ms: float | None = None, tpot_ms: float | None = None, min_tok_s_user: float | None = None,
+def _resolve_workload(isl, osl, prefix_hit, workload, routing, replicas, workload_set) -> tuple[int, int, float, dict | None]:
+    """(isl, osl, prefix_hit, preset) from explicit lengths or a named workload preset (simfront.agentic)."""
+    if workload is None:
+        given = [f for f, v in (("--routing", routing), ("--replicas", replicas), ("--workload-set", workload_set)) if v]
+        if given:
+            raise SimfrontError(f"{', '.join(given)} only appl{'ies' if len(given) == 1 else 'y'} to a workload preset: add --workload agentic-coding")
+        return (1024 if isl is None else isl), (1024 if osl is None else osl), (0.0 if prefix_hit is None else prefix_hit), None
+    from .agentic import PRESETS, agentic_workload
+
+    if workload not in PRESETS:
+        raise SimfrontError(f"--workload {workload!r} unknown; valid: {', '.join(PRESETS)}")
+    clash = [f for f, v in (("--isl", isl), ("--osl", osl), ("--prefix-hit", prefix_hit)) if v is not None]
+    if clash:
+        raise SimfrontError(f"--workload {workload} sets {', '.join(clash)} from its sessions; change the sessions with "
+                            "--workload-set first_prompt=...,output_tokens=...,tool_tokens=...,turns=... instead")
+    w = agentic_workload(routing, replicas, workload_set)
+    return w["isl"], w["osl"], w["prefix_hit"], w["preset"]
+
+
+def predict(model: str, gpus: str | GpuSet, isl: int | None = None, osl: int | None = None, concurrency: int | None = None,
+            rate: float | None = None, ttft_ms: float | None = None, tpot_ms: float | None = None, min_tok_s_user: float | None = None,
             precision: list[str] | str | None = None, kv_dtype: list[str] | str | None = None, spec: str | None = None,
             spec_k: int | None = None, acceptance: float | None = None, modes: list[str] | None = None,
-            price: float | None = None, prefix_hit: float = 0.0, engine: str | None = None, chunk_tokens: int | None = None,
+            price: float | None = None, prefix_hit: float | None = None, engine: str | None = None, chunk_tokens: int | None = None,
             quality: str | dict | None = None, tails: bool = False, sla_percentile: float | None = None,
-            prompts_per_client: float | None = None) -> Frontier:
+            prompts_per_client: float | None = None, workload: str | None = None, routing: str | None = None,
+            replicas: int | None = None, workload_set: dict | None = None) -> Frontier:
     """The predicted frontier of every configuration of ``model`` on ``gpus`` (a :class:`simfront.results.Frontier`:
-    attributes, ``["field"]`` access, ``.to_frame()``, ``.points`` for every feasible configuration)."""
+    attributes, ``["field"]`` access, ``.to_frame()``, ``.points`` for every feasible configuration).
+
+    ``isl``/``osl`` default to 1024 and ``prefix_hit`` to 0; ``workload="agentic-coding"`` sets all three from
+    multi-turn sessions instead (:mod:`simfront.agentic`), with ``routing`` (kv-aware or round-robin over
+    ``replicas``) deciding the prefix-cache hit rate and ``workload_set`` overriding the session knobs."""
+    isl, osl, prefix_hit, preset = _resolve_workload(isl, osl, prefix_hit, workload, routing, replicas, workload_set)
     inputs.check_predict(model, gpus, isl=isl, osl=osl, concurrency=concurrency, rate=rate, ttft_ms=ttft_ms, tpot_ms=tpot_ms, min_tok_s_user=min_tok_s_user, spec=spec, spec_k=spec_k, acceptance=acceptance, modes=modes, price=price, prefix_hit=prefix_hit, engine=engine, chunk_tokens=chunk_tokens)
     import time
 
@@ -183,7 +208,7 @@ def predict(model: str, gpus: str | GpuSet, isl: int = 1024, osl: int = 1024, co
     verdict = memory_verdict(m, mem_prec, g, isl, osl).to_json()
     out: dict[str, Any] = {
         "model": m.id, "gpus": g.label, "workload": {"isl": isl, "osl": osl, "concurrency": concurrency, "rate": rate, "prefix_hit": prefix_hit,
-                                                      "prompts_per_client": prompts_per_client},
+                                                      "prompts_per_client": prompts_per_client, "preset": preset},
         "price_usd_per_gpu_hour": g.hardware.price_usd_per_hour if price is None else price,
         "fits": False, "memory": verdict, "n_configs_evaluated": 0, "n_feasible": 0, "frontier": [], "knee": None,
         "best_under_sla": None, "sla": {"ttft_ms": ttft_ms, "tpot_ms": tpot_ms, "min_tok_s_user": min_tok_s_user},
@@ -459,7 +484,7 @@ def _mean_quality(front) -> float | None:
     return float(np.mean(q)) if q else None
 
 
-def frontier_compare(model: str, gpus: str, knob: str, values: list[str], isl: int = 1024, osl: int = 1024, **kw) -> dict:
+def frontier_compare(model: str, gpus: str, knob: str, values: list[str], isl: int | None = None, osl: int | None = None, **kw) -> dict:
     """Frontiers for each value of one knob, and how each moves relative to the first value."""
     inputs.check_frontier_compare(model, gpus, knob, values)
     from .pareto import frontier_shift
@@ -488,6 +513,7 @@ def frontier_compare(model: str, gpus: str, knob: str, values: list[str], isl: i
         res = predict(model, g, isl=isl, osl=osl, **args)
         sets.append({"value": v, "gpus": res["gpus"], "fits": res["fits"], "frontier": res["frontier"], "memory": res["memory"],
                      "n_configs_evaluated": res["n_configs_evaluated"]})
+        wl = res.workload
     base = sets[0]
     verdicts = []
     for s in sets[1:]:
@@ -519,7 +545,7 @@ def frontier_compare(model: str, gpus: str, knob: str, values: list[str], isl: i
                          "gain_at": [{"tok_s_user": round(float(x), 2), "gain_pct": (round(100 * float(gv), 1) if np.isfinite(gv) else None)}
                                      for x, gv in zip(xq, gain)]})
     return {"model": model, "knob": knob, "baseline": values[0], "sets": sets, "verdicts": verdicts,
-            "workload": {"isl": isl, "osl": osl}}
+            "workload": {"isl": wl.isl, "osl": wl.osl, **({"preset": wl.preset} if wl.preset else {})}}
 
 
 def calibrate(paths: list[str], output: str, folds: int = 5, overrides: dict | None = None) -> dict:

@@ -187,12 +187,23 @@ def _values(flag: str, s: Optional[str]) -> Optional[list]:
     return vals
 
 
+def _settings(flag: str, s: Optional[str]) -> Optional[dict]:
+    """``name=value,...`` the user gave as a dict (None when not given); a malformed item is an error."""
+    items = _values(flag, s)
+    if items is None:
+        return None
+    bad = [x for x in items if "=" not in x or not x.split("=", 1)[0].strip() or not x.split("=", 1)[1].strip()]
+    if bad:
+        raise SimfrontError(f"{flag} {s!r}: {bad[0]!r} is not name=value; give e.g. {flag} turns=12,tool_tokens=2048")
+    return {k.strip(): v.strip() for k, v in (x.split("=", 1) for x in items)}
+
+
 @app.command("predict")
 def predict_cmd(
     model: str = ModelOpt,
     gpus: str = GpusOpt,
-    isl: int = typer.Option(1024, "--isl", help="Mean input tokens per request."),
-    osl: int = typer.Option(1024, "--osl", help="Mean output tokens per request."),
+    isl: Optional[int] = typer.Option(None, "--isl", help="Mean input tokens per request (default 1024, or set by --workload)."),
+    osl: Optional[int] = typer.Option(None, "--osl", help="Mean output tokens per request (default 1024, or set by --workload)."),
     concurrency: Optional[int] = typer.Option(None, "--concurrency", help="Client concurrency: keep configurations with about this many requests in flight."),
     rate: Optional[float] = typer.Option(None, "--rate", help="Request rate (req/s) the configuration must sustain."),
     ttft: Optional[float] = typer.Option(None, "--ttft", help="SLA: max mean TTFT in ms."),
@@ -205,7 +216,11 @@ def predict_cmd(
     acceptance: Optional[float] = typer.Option(None, "--acceptance", help="Per-token draft acceptance probability (0-1)."),
     mode: Optional[str] = typer.Option(None, "--mode", help="agg, disagg or agg,disagg (default both)."),
     price: Optional[float] = typer.Option(None, "--price", help="USD per GPU-hour (default: the catalog price)."),
-    prefix_hit: float = typer.Option(0.0, "--prefix-hit", help="Share of input tokens served from the prefix cache (0-1)."),
+    prefix_hit: Optional[float] = typer.Option(None, "--prefix-hit", help="Share of input tokens served from the prefix cache (0-1; default 0, or set by --workload)."),
+    workload: Optional[str] = typer.Option(None, "--workload", help="Workload preset: agentic-coding (multi-turn sessions whose prompts grow by each turn's output and tool result; sets --isl, --osl and --prefix-hit)."),
+    routing: Optional[str] = typer.Option(None, "--routing", help="With --workload: kv-aware (a session's turns go to the replica holding its KV; default) or round-robin."),
+    replicas: Optional[int] = typer.Option(None, "--replicas", help="With --workload: engine replicas the router spreads sessions over (default 8; round-robin finds a session's KV 1 time in this many)."),
+    workload_set: Optional[str] = typer.Option(None, "--workload-set", help="With --workload: session knobs, e.g. turns=12,first_prompt=8192,output_tokens=512,tool_tokens=2048."),
     engine: Optional[str] = EngineOpt,
     html: Optional[str] = typer.Option(None, "--html", help="Write a self-contained offline plotly page of the frontier."),
     csv_path: Optional[str] = typer.Option(None, "--csv", help="Write every frontier point as CSV."),
@@ -233,7 +248,9 @@ def predict_cmd(
     res = api.predict(model, gpus, isl=isl, osl=osl, concurrency=concurrency, rate=rate, ttft_ms=ttft, tpot_ms=tpot,
                       min_tok_s_user=min_tok_s_user, precision=_values("--precision", precision), kv_dtype=_values("--kv-dtype", kv_dtype),
                       spec=spec, spec_k=spec_k, acceptance=acceptance, modes=modes, price=price, prefix_hit=prefix_hit, engine=engine,
-                      quality=quality, tails=tails, sla_percentile=sla_percentile, prompts_per_client=prompts_per_client)
+                      quality=quality, tails=tails, sla_percentile=sla_percentile, prompts_per_client=prompts_per_client,
+                      workload=workload, routing=routing, replicas=replicas, workload_set=_settings("--workload-set", workload_set))
+    isl, osl = res.workload.isl, res.workload.osl
     points = res.points
     if launch and res["fits"]:
         target, why = api.launch_target(res, launch)

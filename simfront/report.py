@@ -47,7 +47,10 @@ def print_predict(res, show_all: bool = False) -> None:
 
     res = _plain(res)
     wl = res["workload"]
-    print(f"{res['model']} on {res['gpus']}  ISL {wl['isl']} / OSL {wl['osl']}" + (f", prefix hit {wl['prefix_hit']:.0%}" if wl["prefix_hit"] else "")
+    pre = wl.get("preset")
+    preset = (f"{pre['name']} ({pre['turns']} turns, {pre['routing']}"
+              + (f" over {pre['replicas']} replicas" if pre["routing"] == "round-robin" else "") + "): ") if pre else ""
+    print(f"{res['model']} on {res['gpus']}  {preset}ISL {wl['isl']} / OSL {wl['osl']}" + (f", prefix hit {wl['prefix_hit']:.0%}" if wl["prefix_hit"] else "")
           + f"  (${res['price_usd_per_gpu_hour']:.2f}/GPU-h)")
     if not res["fits"]:
         print_memory(res["memory"])

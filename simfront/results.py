@@ -131,6 +131,7 @@ class Workload(Result):
     rate: float | None = None
     prefix_hit: float = 0.0
     prompts_per_client: float | None = None  # a benchmark run of this many prompts per client; None: steady state
+    preset: dict | None = None  # the workload preset that set isl/osl/prefix_hit (--workload agentic-coding), with its knobs
 
 
 class Sla(Result):

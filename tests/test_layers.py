@@ -14,7 +14,7 @@ LAYERS = {
         "engines", "speculative", "scheduler", "clients"],
     1: ["cost", "gemm", "moe", "attention", "mla", "linear_attention", "elementwise", "comm", "kernel_ops", "layout", "memory"],
     2: ["step", "sizing", "kernel_validate"],
-    3: ["serving"],
+    3: ["serving", "agentic"],
     4: ["deployment"],
     5: ["search", "pareto", "uncertainty", "results", "quality", "simulate"],
     6: ["ingest", "measured", "calibration", "validation", "launch", "planning", "export", "inputs", "fidelity", "tails"],
