@@ -33,6 +33,9 @@ from simfront.measured import build_groups, evaluate  # noqa: E402
 from simfront.validation import _gpu_id, _model_id  # noqa: E402
 
 DATA = ROOT / "measurements"
+# the measured serving sets the profile is fitted on: aiconfigurator's serving runs and InferenceMAX's whole
+# frontiers (concurrency sweeps, agg and disagg, MTP on and off); each is also scored by a fit on the other alone
+SOURCES = ("measured_serving.csv", "inferencemax_b200_h100.csv")
 POOLING_CHOICES = (0.0, 0.5, 1.0, 2.0, 4.0)  # partial-pooling weights compared by --pooling-sweep
 
 
@@ -61,7 +64,7 @@ def table(title, summ) -> list[str]:
 def breakdowns(points, pred, rows) -> list[str]:
     out = []
     for title, key in (("by engine", lambda p: p.engine), ("by mode", lambda p: p.mode), ("by model", lambda p: _model_id(p.model)),
-                       ("by GPU", lambda p: _gpu_id(p.gpu))):
+                       ("by GPU", lambda p: _gpu_id(p.gpu)), ("by source", lambda p: Path(p.source_file).name)):
         out += table(title, summarise(points, pred, rows, key))
     return out
 
@@ -113,13 +116,17 @@ def main(argv=None) -> int:
                     help=f"also report in-sample and leave-one-model-out error for pooling weights {POOLING_CHOICES} (slow)")
     a = ap.parse_args(argv)
     t0 = time.time()
-    ing = load_measurements([str(Path(a.data) / "measured_serving.csv")])
+    files = [str(Path(a.data) / name) for name in SOURCES]
+    ing = load_measurements(files)
     points = ing.points
     f = Fitter(points)
     rows = f.rows
     n_file = len(points) + len(ing.problems)
-    lines = ["# Serving calibration report", "", f"Produced by `python scripts/calibrate_serving.py` on `{os.path.relpath(Path(a.data).resolve(), ROOT)}/measured_serving.csv`.", "",
-             f"- rows in file: {n_file}; ingested points: {len(points)}; rows reported by ingest (duplicates, bad values): {len(ing.problems)}",
+    rel = os.path.relpath(Path(a.data).resolve(), ROOT)
+    lines = ["# Serving calibration report", "", f"Produced by `python scripts/calibrate_serving.py` on "
+             + " and ".join(f"`{rel}/{name}`" for name in SOURCES) + ".", "",
+             f"- rows in the files: {n_file}; ingested points: {len(points)}; rows reported by ingest (duplicates, bad values, "
+             f"layouts that cannot be told): {len(ing.problems)}",
              f"- predicted: {len(rows)} ({100 * len(rows) / max(len(points), 1):.1f}% of ingested points, {100 * len(rows) / n_file:.1f}% of file rows); "
              f"not predicted: {len(points) - len(rows)}:", ""]
     reasons = defaultdict(int)
@@ -134,6 +141,10 @@ def main(argv=None) -> int:
     lines += ["## In-sample error (profiles fitted on all rows)", ""] + breakdowns(points, pred, rows)
     lomo = f.cross_validate(folds=10_000, key=lambda p: _model_id(p.model), start=profiles)
     lines += ["## Leave-one-model-out (profiles fitted without the scored model)", ""] + breakdowns(points, lomo, rows)
+    src = lambda p: Path(p.source_file).name  # noqa: E731 - the file a point came from
+    loso = f.cross_validate(folds=10_000, key=src, start=profiles)
+    lines += ["## Leave-one-source-out (each file scored by profiles fitted on the other file alone)", ""]
+    lines += table("by source", summarise(points, loso, rows, src)) + table("by mode", summarise(points, loso, rows, lambda p: f"{src(p)} {p.mode}"))
     loeo = f.cross_validate(folds=10_000, key=lambda p: p.engine, start=profiles)
     lines += ["## Leave-one-engine-out (the scored engine's profile fitted without its rows: the pooled fit of the others)", ""]
     lines += table("by engine", summarise(points, loeo, rows, lambda p: p.engine))
@@ -172,7 +183,8 @@ def main(argv=None) -> int:
     Path(a.report).write_text(text)
     if not a.no_write:
         out = {"fitted_by": "scripts/calibrate_serving.py",
-               "fitted_on": "measurements/measured_serving.csv (NVIDIA aiconfigurator 0.12.0 measured serving set)",
+               "fitted_on": "measurements/measured_serving.csv (NVIDIA aiconfigurator 0.12.0 measured serving set) and "
+                            "measurements/inferencemax_b200_h100.csv (SemiAnalysis InferenceMAX public results)",
                "note": "per-engine serving profile; families are engine names; uncertainty = p10/p90 of log(measured/predicted), leave-one-model-out",
                "families": profiles, "family_fallback": {}, "uncertainty": bands,
                "calibrated_gpus": sorted({_gpu_id(points[i].gpu) for i in rows}),

@@ -5,10 +5,13 @@ output is quoted in closing notes: for each sweep of a measured-point file (GPU,
 mode), simfront's best tok/s/GPU at each measured Pareto point's tok/s/user on the same GPU count over
 the measured one, the layout-class agreement, and the median predicted/measured by knob bin.
 
-    python scripts/frontier_vs_measured.py [FILE] [--json out.json]
+    python scripts/frontier_vs_measured.py [FILE] [--json out.json] [--fit-on OTHER.csv]
 
 FILE defaults to ../shared/calibration/e2e/inferencemax_b200_h100.csv (beside the repository).
-Nothing here is fitted: it only reads predictions and measurements.
+With the shipped profile, FILE's rows may be among those the serving profile was fitted on
+(``scripts/calibrate_serving.py`` fits on measurements/measured_serving.csv and
+inferencemax_b200_h100.csv); ``--fit-on OTHER.csv`` first fits the serving profile on OTHER.csv alone
+(same fitter) and predicts FILE with it, so the figures are out of source.
 """
 
 from __future__ import annotations
@@ -32,9 +35,20 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("file", nargs="?", default=str(DEFAULT_FILE))
     ap.add_argument("--json", dest="json_out", default=None)
+    ap.add_argument("--fit-on", default=None, help="fit the serving profile on this measured file alone first (out-of-source figures)")
     args = ap.parse_args()
     t0 = time.perf_counter()
-    res = api.validate([args.file], frontier=True)
+    profile = None
+    if args.fit_on:
+        from simfront.calibration import Fitter
+        from simfront.ingest import load_measurements
+
+        profile = {"serving": Fitter(load_measurements([args.fit_on]).points).fit()}
+        print(f"serving profile fitted on {args.fit_on} alone ({time.perf_counter() - t0:.0f} s)")
+    from simfront import efficiency
+
+    with efficiency.using(profile):
+        res = api.validate([args.file], frontier=True)
     fid = res["fidelity"]
     print(f"{args.file}: {res['serving']['summary']['predicted_rows']} rows predicted ({time.perf_counter() - t0:.0f} s)")
     print_fidelity(fid)

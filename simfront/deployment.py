@@ -150,11 +150,11 @@ def evaluate_disagg(prefill: PrefillResult, prefill_workers, decode: DecodeResul
     decode_s = (osl - 1.0) * decode.tpot_s  # time a request decodes after its first token
     admitted = np.minimum(_f(concurrency), _f(decode_slots))
     cap = _f(prefill_workers) * prefill.requests_s_worker  # prompts/s the prefill workers finish when always busy
-    wait_service = prefill.ttft_scale * prefill.prefill_s  # the queue's service time, as TTFT scales it
+    wait_service = prefill.prefill_s  # the queue's service time: a busy worker's batch
     # the workload's share of requests in a synchronised start-up wave (all clients at once) waits on average
     # for half of that wave to be prefilled ahead of it, as an aggregated worker's wave does
     with np.errstate(divide="ignore", invalid="ignore"):  # empty deployments (masked out by callers) give NaN
-        base = prefill.ttft_base_s + wave_share * prefill.ttft_scale * admitted / (2.0 * cap)
+        base = prefill.ttft_base_s + wave_share * admitted / (2.0 * cap)
     u = prefill_utilisation(admitted, base, wait_service, decode_s, cap)
     service_ttft = base + md1_wait_s(wait_service, u)  # idle-worker TTFT + start-up wave + M/D/1 wait
     return _closed_loop(concurrency, admitted, service_ttft, decode_s, gpus, decode.tpot_s, osl)

@@ -99,6 +99,9 @@ NEUTRAL_PROFILE = {
     # schedulers process a step's outputs during the next step)
     "ttft_extra_steps": 0.0,
     "ttft_scale": 1.0,
+    # a busy disaggregated prefill worker's time per batch of prompts, in units of the op sum (engine step
+    # applied): what its prompts/s and the prefill queue see; the idle-worker TTFT keeps ttft_scale
+    "prefill_scale": 1.0,
 }
 
 
@@ -296,10 +299,10 @@ class PrefillResult:
     deployment's load, see :func:`simfront.deployment.evaluate_disagg`)."""
 
     ttft_base_s: np.ndarray  # TTFT of a prompt that finds the worker idle: prefill + KV transfer, profile applied
-    prefill_s: np.ndarray  # one prefill step (the worker's batch of prompts)
+    prefill_s: np.ndarray  # one prefill step of a busy worker (its batch of prompts; prefill_scale applied)
     transfer_s: np.ndarray  # KV of one prompt over the link to its decode worker
     requests_s_worker: np.ndarray  # prompts per second one worker completes when always busy
-    ttft_scale: float  # the profile's TTFT scale (applies to the queue wait too)
+    ttft_scale: float  # the profile's TTFT scale (the idle-worker latency; the queue waits on prefill_s)
 
 
 def prefill_raw(model: Model, precision: Precision, hw: Hardware, tp, pp, dp, ep, batch, wl: Workload, link_bytes_per_s) -> tuple:
@@ -316,7 +319,8 @@ def prefill_raw(model: Model, precision: Precision, hw: Hardware, tp, pp, dp, ep
 def finish_prefill(t_raw, transfer, slots, prof: dict) -> PrefillResult:
     t = _apply(t_raw, prof)
     ttft = (t + transfer) * prof["ttft_scale"] + prof["ttft_overhead_s"]  # an idle worker starts the prompt at once
-    return PrefillResult(ttft, t, transfer, slots / t, prof["ttft_scale"])
+    busy = t * prof.get("prefill_scale", 1.0)  # a busy worker's time per batch of prompts
+    return PrefillResult(ttft, busy, transfer, slots / busy, prof["ttft_scale"])
 
 
 @dataclass

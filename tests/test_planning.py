@@ -31,6 +31,12 @@ def planned() -> dict:
     return plan(MODEL, RATE, ISL, OSL, ttft_ms=TTFT, tpot_ms=TPOT)
 
 
+@pytest.fixture(scope="module")
+def planned_disagg() -> dict:
+    """The same plan with only disaggregated deployments offered (whether disagg is the cheapest depends on the fit)."""
+    return plan(MODEL, RATE, ISL, OSL, ttft_ms=TTFT, tpot_ms=TPOT, hardware=["b200", "h200"], modes=["disagg"])
+
+
 def _feasible(res: dict) -> list[dict]:
     return [r for r in res["rows"] if r["feasible"]]
 
@@ -148,8 +154,9 @@ def test_aggregated_plan_is_the_fewest_gpus_over_the_search():
     row = res["rows"][0]
     assert row["feasible"] and row["mode"] == "agg"
     pts = search(get_model(MODEL), parse_gpus("64xh200"), Workload(isl=ISL, osl=OSL), SearchSpace(modes=("agg",), chunk_tokens=(int(DEFAULT_CHUNK_TOKENS),))).points  # the plan sweeps one token budget
-    ok = sla_mask(pts, TTFT, TPOT)
     worker = pts["tp"] * pts["attention_dp"] * pts["pp"]
+    # the plan offers only launchable workers: a worker past one node fills whole nodes (planning._launchable)
+    ok = sla_mask(pts, TTFT, TPOT) & ((worker <= 8) | (worker % 8 == 0))
     need = np.ceil(rate / (pts["requests_s"] / pts["replicas"])) * worker
     assert row["num_gpus"] == int(need[ok].min())
     k = row["replicas"]
@@ -205,8 +212,8 @@ def _val(cmd: str, flag: str) -> str:
     return t[t.index(flag) + 1]
 
 
-def test_launch_for_disagg_plan_row_names_both_roles(planned):
-    row = next(r for r in _feasible(planned) if r["mode"] == "disagg")
+def test_launch_for_disagg_plan_row_names_both_roles(planned_disagg):
+    row = next(r for r in _feasible(planned_disagg) if r["mode"] == "disagg")
     p = row["point"]
     out = launch_for(p, MODEL, row["gpu"], "sglang", ISL, OSL)
     assert out["roles"] == ["prefill", "decode", "router"]
