@@ -64,6 +64,19 @@ class StepTable:
     ctx_hi: np.ndarray  # (D,)
     t: np.ndarray  # (D, nb, np, nc) seconds
 
+    def take(self, rows) -> "StepTable":
+        return StepTable(self.b_grid, self.p_grid, self.ctx_lo[rows], self.ctx_hi[rows], self.t[rows])
+
+    @classmethod
+    def stack(cls, parts: list[tuple[np.ndarray, "StepTable"]], D: int) -> "StepTable":
+        """One table of ``D`` deployments from tables of row groups (same grids): ``[(rows, table), ...]``."""
+        first = parts[0][1]
+        t = np.zeros((D,) + first.t.shape[1:])
+        lo, hi = np.zeros(D), np.zeros(D)
+        for rows, tab in parts:
+            t[rows], lo[rows], hi[rows] = tab.t, tab.ctx_lo, tab.ctx_hi
+        return cls(first.b_grid, first.p_grid, lo, hi, t)
+
     def __call__(self, b, p, ctx, rows=None) -> np.ndarray:
         t = self.t if rows is None else self.t[rows]
         D, nb, npp, nc = t.shape
@@ -143,6 +156,9 @@ class EngineArrays:
     al: np.ndarray  # tokens emitted per decode step per request (speculation)
     q: np.ndarray  # tokens a decode request puts through the step (1 + drafts)
     ttft_overhead_s: np.ndarray  # per-request API / tokenisation time
+
+    def take(self, rows) -> "EngineArrays":
+        return EngineArrays(*(getattr(self, f)[rows] for f in self.__dataclass_fields__))
 
     @classmethod
     def of(cls, D: int, sched: SchedulerSettings, kv_tokens, spec: Speculation = NO_SPEC, profile: dict | None = None,
@@ -474,6 +490,367 @@ def _preempt(kv, ph, tick, need, done_p, isl, cached, rq, osl, left, eng, Q, hea
 
 
 # --------------------------------------------------------------------------------------------------
+# the fast engine loop: identical requests, pointers instead of request slots
+# --------------------------------------------------------------------------------------------------
+#
+# When every request of a deployment has the same lengths (and cached prefix and think time), a
+# closed-loop client issues no open-loop arrivals and the KV cache cannot bind, FCFS prefill and
+# lockstep decode keep the requests in one order: the m-th request to arrive is the m-th prefilled,
+# the m-th to start decoding and the m-th to finish. The loop then needs no (deployments x slots)
+# state: counters (arrived, admitted, prefill tokens done, prefilled, finished), the decode steps
+# run so far, the sum of the decode entry steps (for the mean context), and per-deployment batches
+# of requests that arrived / finished prefill / started decoding / finished together. One numpy
+# iteration is a run of identical engine steps for every deployment at once: it ends at the next
+# event that changes a step (a prompt finishing its prefill, a decode finishing, an arrival that
+# finds the engine with room and nothing to prefill). Step times of a run of k steps whose decode
+# context grows by ``al`` a step are k times the step at its mean context (the step table is linear
+# in context), so a run is exactly the sum of its steps. Per-request times are read back from the
+# batches at the end. :func:`fast_rows` says which deployments qualify; the rest run on
+# :func:`run_engine`.
+
+_BIG_ROWS = 1 << 40  # row offset that keeps per-row batch boundaries sorted when flattened
+
+
+def _const_rows(a: np.ndarray, n: np.ndarray) -> np.ndarray:
+    cols = np.arange(a.shape[1])[None, :] < n[:, None]
+    return np.all(np.where(cols, a == a[:, :1], True), axis=1)
+
+
+def fast_rows(plan: RequestPlan, eng: EngineArrays, decode: dict | None = None) -> np.ndarray:
+    """(D,) bool: deployments the fast loop simulates exactly (closed loop, identical requests, no
+    arrival times of their own, KV cache large enough for every user's full context)."""
+    D, R = plan.isl.shape
+    if plan.open_loop or R == 0:
+        return np.zeros(D, bool)
+    n = np.minimum(plan.n, R)
+    ok = (_const_rows(plan.isl, n) & _const_rows(plan.osl, n) & _const_rows(plan.cached, n) & _const_rows(plan.after_s, n)
+          & np.all(plan.arrival_s == 0.0, axis=1))
+    users = np.minimum(np.ceil(plan.users), n)
+    isl, osl = plan.isl[:, 0], plan.osl[:, 0]
+    if decode is None:
+        ok &= np.minimum(eng.max_running, users) * (isl + osl) <= eng.kv_tokens
+    else:
+        ok &= np.minimum(eng.max_running, users) * isl <= eng.kv_tokens
+        ok &= np.minimum(decode["decode_slots"], users) * (isl + osl) <= decode["decode_kv_tokens"]
+    return ok
+
+
+def _rows_of(hi: np.ndarray, m: np.ndarray) -> np.ndarray:
+    """Per row, the index of the first batch whose cumulative end ``hi[d, i]`` exceeds position ``m[d, j]``."""
+    D, I = hi.shape
+    off = (np.arange(D) * _BIG_ROWS)[:, None]
+    i = np.searchsorted((hi + off).ravel(), (m + off).ravel(), side="right").reshape(m.shape) - (np.arange(D) * I)[:, None]
+    return np.clip(i, 0, I - 1)
+
+
+class _Fast:
+    """Shared state of the fast loop (see the section comment); all arrays (D,) unless noted."""
+
+    def __init__(self, plan: RequestPlan, eng: EngineArrays, spacing: np.ndarray):
+        D, R = plan.isl.shape
+        self.D, self.R, self.d = D, R, np.arange(D)
+        self.n = np.minimum(plan.n, R).astype(float)
+        self.U = np.minimum(np.minimum(np.ceil(plan.users), max(min(int(np.max(plan.users)), R), 1)), self.n)
+        self.nB = self.n - self.U  # requests issued when an earlier one finishes
+        self.isl, self.osl = plan.isl[:, 0].astype(float), plan.osl[:, 0].astype(float)
+        self.need = self.isl - np.minimum(plan.cached[:, 0], self.isl - 1)
+        self.think = plan.after_s[:, 0].astype(float)
+        self.K = np.ceil(np.maximum(self.osl - 1.0, 0.0) / eng.al)  # decode steps of one request
+        self.spacing = spacing
+        self.warmup = plan.warmup
+        z = lambda: np.zeros(D)  # noqa: E731
+        self.now, self.arr, self.adm, self.c, self.e, self.ptok = z(), z(), z(), z(), z(), z()
+        self.a_ptr, self.b_ptr = z(), z()  # first-round requests arrived; requests issued on a finish arrived
+        self.bg = np.zeros(D, int)  # next finished group whose users have not sent their next request yet
+        # batches, per row: arrivals (cumulative arrived, first-round arrived), first tokens, decode groups
+        W = R + 2
+        self.ab_hi, self.ab_a, self.nab = np.full((D, W), float(R + 1)), np.zeros((D, W)), np.zeros(D, int)
+        self.fb_hi, self.fb_t, self.nfb = np.full((D, W), float(R + 1)), np.zeros((D, W)), np.zeros(D, int)
+        self.g_in, self.g_hi, self.g_end = np.zeros((D, W)), np.full((D, W), float(R + 1)), np.zeros((D, W))
+        self.ng, self.gp = np.zeros(D, int), np.zeros(D, int)
+        self.G, self.s_in = z(), z()  # decode steps run; sum of the running requests' entry steps
+        self.itl_s, self.itl_w = [], []
+
+    def _at(self, a, i):
+        return a[self.d, np.minimum(i, a.shape[1] - 1)]
+
+    def next_arrival(self) -> np.ndarray:
+        ta = np.where(self.a_ptr < self.U, self.a_ptr * self.spacing, np.inf)
+        tb = np.where((self.bg < self.gp) & (self.b_ptr < self.nB), self._at(self.g_end, self.bg) + self.think, np.inf)
+        return np.minimum(ta, tb)
+
+    def arrive(self, now) -> None:
+        """Requests sent by ``now`` join the queue: first-round ones, then those of finished users."""
+        with np.errstate(divide="ignore", invalid="ignore"):
+            ca = np.where(self.spacing > 0, np.floor(now / self.spacing * (1 + 1e-12) + 1e-9) + 1.0, np.inf)
+        ca = np.maximum(np.minimum(ca, self.U), self.a_ptr)
+        before = self.arr.copy()
+        self.arr += ca - self.a_ptr
+        self.a_ptr = ca
+        while True:
+            due = (self.bg < self.gp) & (self.b_ptr < self.nB) & (self._at(self.g_end, self.bg) + self.think <= now)
+            if not due.any():
+                break
+            got = np.minimum(self._at(self.g_hi, self.bg), self.nB)
+            self.arr += np.where(due, got - self.b_ptr, 0.0)
+            self.b_ptr = np.where(due, got, self.b_ptr)
+            self.bg += due
+        new = self.arr > before
+        self.ab_hi[self.d, self.nab] = self.arr
+        self.ab_a[self.d, self.nab] = self.a_ptr
+        self.nab += new
+
+    def enter_decode(self, upto, g_now) -> None:
+        """Requests up to position ``upto`` start decoding at decode step ``g_now`` (one group per step)."""
+        k = upto - (self.g_hi_last())
+        new = k > 0
+        last = np.maximum(self.ng - 1, 0)
+        merge = new & (self.ng > self.gp) & (self._at(self.g_in, last) == g_now) & (self.K > 0)
+        idx = np.where(merge, last, self.ng)
+        self.g_in[self.d, idx] = np.where(new, g_now, self.g_in[self.d, idx])
+        self.g_hi[self.d, idx] = np.where(new, upto, self.g_hi[self.d, idx])
+        self.ng += new & ~merge
+        self.s_in += np.where(new, k * g_now, 0.0)
+
+    def g_hi_last(self):
+        return np.where(self.ng > 0, self._at(self.g_hi, np.maximum(self.ng - 1, 0)), 0.0)
+
+    def finish(self, when) -> None:
+        """The oldest decode group finishes when the decode steps reach its entry step + K."""
+        due = (self.gp < self.ng) & (self.G >= self._at(self.g_in, self.gp) + self.K)
+        hi = self._at(self.g_hi, self.gp)
+        self.g_end[self.d, np.minimum(self.gp, self.R + 1)] = np.where(due, when, self._at(self.g_end, self.gp))
+        self.s_in -= np.where(due, (hi - self.e) * self._at(self.g_in, self.gp), 0.0)
+        self.e = np.where(due, hi, self.e)
+        self.gp += due
+
+    def k_finish(self) -> np.ndarray:
+        return np.where(self.gp < self.ng, self._at(self.g_in, self.gp) + self.K - self.G, np.inf)
+
+    def first_tokens(self, upto, t) -> None:
+        new = upto > np.where(self.nfb > 0, self._at(self.fb_hi, np.maximum(self.nfb - 1, 0)), 0.0)
+        self.fb_hi[self.d, self.nfb] = upto
+        self.fb_t[self.d, self.nfb] = t
+        self.nfb += new
+
+    def prefill_run(self, bud, avail):
+        """Prompt tokens per step and identical steps until the head prompt finishes (or the queue thins)."""
+        p = np.minimum(avail, bud)
+        rem_head = (self.c + 1.0) * self.need - self.ptok
+        with np.errstate(divide="ignore", invalid="ignore"):
+            k = np.maximum(1.0, np.minimum(np.ceil(rem_head / p - 1e-9), np.floor(avail / p + 1e-9)))
+        return p, np.where(p <= 0, 0.0, np.where(p >= avail, 1.0, k))
+
+    def trace(self, eng: EngineArrays, plan: RequestPlan, iterations: int) -> SimTrace:
+        D, R = self.D, self.R
+        m = np.broadcast_to(np.arange(R, dtype=float)[None, :], (D, R))
+        valid = m < self.n[:, None]
+        rows = self.d[:, None]
+        gi = _rows_of(self.g_hi, m)
+        t_end = np.where(valid, self.g_end[rows, gi], np.nan)
+        t_first = np.where(valid, self.fb_t[rows, _rows_of(self.fb_hi, m)], np.nan)
+        i = _rows_of(self.ab_hi, m)
+        prev = np.maximum(i - 1, 0)
+        before = np.where(i > 0, self.ab_hi[rows, prev], 0.0)
+        a_lo = np.where(i > 0, self.ab_a[rows, prev], 0.0)
+        n_a = self.ab_a[rows, i] - a_lo
+        off = m - before
+        is_a = off < n_a
+        j = a_lo + off  # first-round request j
+        kb = off - n_a + (before - a_lo)  # the batch's B requests follow the before - a_lo that arrived earlier
+        kb = np.clip(kb, 0, R - 1).astype(int)
+        t_send = np.where(is_a, j * self.spacing[:, None], np.take_along_axis(t_end, kb, axis=1) + self.think[:, None])
+        rid = np.where(is_a, j, self.U[:, None] + kb)
+        t_send = np.where(valid, t_send, np.nan)
+        counted = valid & (rid >= plan.warmup[:, None]) & np.isfinite(t_end)
+        full = lambda v: np.broadcast_to(v[:, None], (D, R)).copy()  # noqa: E731
+        return SimTrace(t_send, t_first, t_end, full(self.isl), full(self.osl), counted,
+                        np.array(self.itl_s).T if self.itl_s else np.zeros((D, 0)),
+                        np.array(self.itl_w).T if self.itl_w else np.zeros((D, 0)), eng.ttft_overhead_s, iterations,
+                        np.zeros(D), self.ptok.copy())
+
+
+def _spacing(table, plan: RequestPlan, eng: EngineArrays) -> np.ndarray:
+    """Gap between the first requests of the users: 0 for a synchronised first wave, else the users
+    spread over one request's life at its running batch (as :func:`run_engine` does)."""
+    D, R = plan.isl.shape
+    if plan.first_wave:
+        return np.zeros(D)
+    N = max(min(int(np.max(plan.users)), R), 1)
+    users = np.minimum(np.ceil(plan.users), N)
+    life = table(np.minimum(users, eng.max_running), 0 * users, table.ctx_lo) * np.ceil(np.mean(plan.osl, axis=1) / eng.al) + table(
+        0 * users, np.mean(plan.isl, axis=1), table.ctx_lo)
+    return life / np.maximum(users, 1)
+
+
+def run_fast(table, plan: RequestPlan, eng: EngineArrays, decode_table=None, disagg: dict | None = None,
+             max_iterations: int = MAX_LOOP_ITERATIONS) -> SimTrace:
+    """The engine loop of :func:`run_engine` for deployments :func:`fast_rows` accepts (every row of
+    ``plan``), one numpy iteration per run of identical steps of all deployments at once."""
+    st = _Fast(plan, eng, _spacing(table, plan, eng))
+    if disagg is None:
+        it = _loop_agg(st, table, eng, max_iterations)
+    else:
+        it = _loop_disagg(st, table, decode_table, eng, disagg, max_iterations)
+    return st.trace(eng, plan, it)
+
+
+def _too_long(max_iterations):
+    raise SimfrontError(f"simulation did not finish within {max_iterations} steps; simulate fewer prompts")
+
+
+def _loop_agg(st: _Fast, table, eng: EngineArrays, max_iterations: int) -> int:
+    it = 0
+    mixed = ~eng.prefill_first
+    while True:
+        act = st.e < st.n
+        if not act.any():
+            return it
+        it += 1
+        if it > max_iterations:
+            _too_long(max_iterations)
+        st.arrive(st.now)
+        st.adm += np.maximum(np.minimum(st.arr - st.adm, eng.max_running - (st.adm - st.e)), 0.0)
+        n_dec = st.c - st.e
+        bud = np.where(mixed, np.maximum(eng.token_budget - n_dec * eng.q, 0.0), eng.token_budget)
+        avail = st.adm * st.need - st.ptok
+        p, k_p = st.prefill_run(bud, avail * act)
+        has_p = p > 0
+        dec_in = np.where(has_p & ~mixed, 0.0, n_dec)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            ctx = np.where(n_dec > 0, st.isl + eng.al * (st.G - st.s_in / n_dec), table.ctx_lo)
+        k_fin = st.k_finish()
+        nxt = st.next_arrival()
+        t_est = table(dec_in, 0 * p, ctx)
+        room = st.adm - st.e < eng.max_running
+        with np.errstate(divide="ignore", invalid="ignore"):
+            k_arr = np.where(np.isfinite(nxt) & room, np.ceil(np.maximum(nxt - st.now, 0.0) / np.maximum(t_est, 1e-12)), np.inf)
+        k = np.where(has_p, np.where(mixed & (n_dec > 0), np.minimum(k_p, k_fin), k_p),
+                     np.where(n_dec > 0, np.maximum(np.minimum(k_fin, k_arr), 1.0), 0.0)) * act
+        t_step = table(dec_in, p, ctx + np.where(dec_in > 0, np.maximum(k - 1.0, 0.0) * eng.al / 2.0, 0.0))
+        idle = act & (k == 0)
+        new_now = np.where(idle, np.where(np.isfinite(nxt), np.maximum(st.now, nxt), st.now), st.now + k * t_step)
+        st.ptok += k * p
+        c_new = np.minimum(np.floor(st.ptok / st.need + 1e-9), st.adm)
+        st.G += np.where(dec_in > 0, k, 0.0)
+        st.first_tokens(c_new, new_now + eng.lag_steps * t_step)
+        st.enter_decode(c_new, st.G)
+        st.c = c_new
+        st.finish(new_now)
+        st.itl_s.append(np.where(dec_in > 0, t_step, 0.0))
+        st.itl_w.append(dec_in * k)
+        st.now = new_now
+
+
+def _loop_disagg(st: _Fast, ptable, dtable, eng: EngineArrays, dis: dict, max_iterations: int) -> int:
+    it = 0
+    D, W = st.D, st.R + 2
+    dnow = np.zeros(D)
+    rb_hi, rb_t, nrb = np.full((D, W), float(st.R + 1)), np.zeros((D, W)), np.zeros(D, int)  # prefilled batches, KV ready at
+    rb, rp, da = np.zeros(D, int), np.zeros(D), np.zeros(D)  # next batch not ready; positions ready; admitted to decode
+    dscale = np.maximum(dis["decode_scale"], 1e-9)
+    dslots, xfer = dis["decode_slots"], dis["transfer_s"]
+    while True:
+        act = st.e < st.n
+        if not act.any():
+            return it
+        it += 1
+        if it > max_iterations:
+            _too_long(max_iterations)
+        # ---- prefill worker (clock st.now): prefill-only steps of the queued prompts ----
+        st.arrive(st.now)
+        st.adm += np.maximum(np.minimum(st.arr - st.adm, eng.max_running - (st.adm - st.c)), 0.0)
+        avail = (st.adm * st.need - st.ptok) * act
+        p, k = st.prefill_run(eng.token_budget, avail)
+        t_step = ptable(0 * p, p, ptable.ctx_lo)
+        nxt = st.next_arrival()
+        idle = act & (k == 0)
+        new_now = np.where(idle, np.where(np.isfinite(nxt), np.maximum(st.now, nxt), np.maximum(st.now, dnow)), st.now + k * t_step)
+        st.ptok += k * p
+        c_new = np.minimum(np.floor(st.ptok / st.need + 1e-9), st.adm)
+        rb_hi[st.d, nrb] = c_new
+        rb_t[st.d, nrb] = new_now + xfer * st.isl
+        nrb += c_new > st.c
+        st.c = c_new
+        st.now = new_now
+        # ---- decode pool (clock dnow): admit ready requests FCFS, run to the next event ----
+        while True:
+            due = (rb < nrb) & (rb_t[st.d, np.minimum(rb, W - 1)] <= dnow)
+            if not due.any():
+                break
+            rp = np.where(due, rb_hi[st.d, np.minimum(rb, W - 1)], rp)
+            rb += due
+        n_r = da - st.e
+        na = np.maximum(np.minimum(rp - da, dslots - n_r), 0.0)
+        st.enter_decode(da + na, st.G)
+        da = da + na
+        n_r = da - st.e
+        nxt_ready = np.where(rb < nrb, rb_t[st.d, np.minimum(rb, W - 1)], np.inf)
+        h_p = np.where(st.arr > st.c, st.now, st.next_arrival())
+        horizon = np.minimum(h_p, nxt_ready)
+        b_rank = n_r / dscale
+        with np.errstate(divide="ignore", invalid="ignore"):
+            ctx = np.where(n_r > 0, st.isl + eng.al * (st.G - st.s_in / n_r), dtable.ctx_lo)
+            td0 = dtable(b_rank, 0 * b_rank, ctx)
+            k_h = np.where(np.isfinite(horizon), np.ceil(np.maximum(horizon - dnow, 0.0) / np.maximum(td0, 1e-12)), np.inf)
+        kd = np.where(n_r > 0, np.maximum(np.minimum(st.k_finish(), k_h), 1.0), 0.0) * act
+        td = dtable(b_rank, 0 * b_rank, ctx + np.maximum(kd - 1.0, 0.0) * eng.al / 2.0)
+        st.first_tokens(da, dnow + np.where(st.K > 0, td, 0.0))
+        st.G += kd
+        when = dnow + kd * td
+        st.itl_s.append(np.where(kd > 0, td, 0.0))
+        st.itl_w.append(b_rank * kd)
+        idle_to = np.where(np.isfinite(nxt_ready), np.minimum(nxt_ready, np.where(np.isfinite(h_p), np.maximum(h_p, dnow), nxt_ready)),
+                           np.maximum(dnow, st.now))
+        dnow = np.where(kd > 0, when, np.maximum(dnow, idle_to))
+        st.finish(when)
+
+
+def _take_plan(plan: RequestPlan, rows) -> RequestPlan:
+    f = {k: (v[rows] if isinstance(v, np.ndarray) and v.ndim >= 1 and v.shape[0] == plan.isl.shape[0] else v)
+         for k, v in vars(plan).items() if k != "extra"}
+    return RequestPlan(**f, extra={k: (v[rows] if isinstance(v, np.ndarray) and v.ndim >= 1 else v) for k, v in plan.extra.items()})
+
+
+def _merge(parts: list[tuple[np.ndarray, SimTrace]], D: int, R: int) -> SimTrace:
+    """One trace of ``D`` deployments from traces of row groups (ITL columns padded with zero weight)."""
+    full = lambda: np.full((D, R), np.nan)  # noqa: E731
+    t_send, t_first, t_end, isl, osl = full(), full(), full(), full(), full()
+    counted = np.zeros((D, R), bool)
+    I = max(tr.itl_s.shape[1] for _, tr in parts)
+    itl_s, itl_w = np.zeros((D, I)), np.zeros((D, I))
+    ov, pre, comp = np.zeros(D), np.zeros(D), np.zeros(D)
+    for rows, tr in parts:
+        c = tr.t_send.shape[1]
+        for dst, src in ((t_send, tr.t_send), (t_first, tr.t_first), (t_end, tr.t_end), (isl, tr.isl), (osl, tr.osl)):
+            dst[rows, :c] = src
+        counted[rows, :c] = tr.counted
+        itl_s[rows, : tr.itl_s.shape[1]] = tr.itl_s
+        itl_w[rows, : tr.itl_w.shape[1]] = tr.itl_w
+        ov[rows], pre[rows], comp[rows] = tr.ttft_overhead_s, tr.preemptions, tr.prompt_tokens_computed
+    return SimTrace(t_send, t_first, t_end, isl, osl, counted, itl_s, itl_w, ov, sum(tr.iterations for _, tr in parts), pre, comp)
+
+
+def simulate_trace(table, plan: RequestPlan, eng: EngineArrays, decode_table=None, disagg: dict | None = None,
+                   max_iterations: int = MAX_LOOP_ITERATIONS) -> SimTrace:
+    """Simulate every deployment: those :func:`fast_rows` accepts on the fast loop (:func:`run_fast`),
+    the rest (random lengths, open loop, agentic sessions, a KV cache that can fill) on
+    :func:`run_engine`; one trace in the deployments' order."""
+    D, R = plan.isl.shape
+    fast = fast_rows(plan, eng, disagg)
+    parts = []
+    for rows, runner in ((np.nonzero(fast)[0], run_fast), (np.nonzero(~fast)[0], run_engine)):
+        if rows.size == 0:
+            continue
+        if rows.size == D:
+            return runner(table, plan, eng, decode_table, disagg, max_iterations)
+        sub = None if disagg is None else {k: np.asarray(v)[rows] for k, v in disagg.items()}
+        parts.append((rows, runner(table.take(rows), _take_plan(plan, rows), eng.take(rows),
+                                   None if decode_table is None else decode_table.take(rows), sub, max_iterations)))
+    return _merge(parts, D, R)
+
+
+# --------------------------------------------------------------------------------------------------
 # statistics
 # --------------------------------------------------------------------------------------------------
 
@@ -618,6 +995,54 @@ def kv_tokens_per_rank(model, precision, hw, lay: Layouts, context_tokens: float
     return seqs * context_tokens, mem.fits
 
 
+def _per_row(x, D: int) -> list[tuple[np.ndarray, object]]:
+    """Row groups of a per-deployment setting given once for all or as a sequence of ``D`` values
+    (precisions, speculation settings): ``[(rows, value), ...]``, one group per distinct value."""
+    if isinstance(x, (list, tuple)) and not isinstance(x, Speculation):
+        if len(x) != D:
+            raise SimfrontError(f"{len(x)} per-deployment settings for {D} deployments")
+        uniq: list = []
+        rows: list[list[int]] = []
+        for i, v in enumerate(x):
+            for j, u in enumerate(uniq):
+                if u is v or u == v:
+                    rows[j].append(i)
+                    break
+            else:
+                uniq.append(v)
+                rows.append([i])
+        return [(np.asarray(r), u) for r, u in zip(rows, uniq)]
+    return [(np.arange(D), x)]
+
+
+def _tables(model, precision, hw, lay: Layouts, profile, spec, D: int, **kw) -> StepTable:
+    """Step tables of every (precision, speculation) group of the deployments, on common grids."""
+    parts = []
+    for prow, prec in _per_row(precision, D):
+        for srow, sp in _per_row(spec, D):
+            rows = np.intersect1d(prow, srow)
+            if rows.size:
+                sub = {k: (np.asarray(v)[rows] if np.ndim(v) else v) for k, v in kw.items() if k in ("ctx_lo", "ctx_hi")}
+                parts.append((rows, build_step_table(model, prec, hw, lay.take(rows), profile, spec=sp,
+                                                     **{**kw, **sub})))
+    return StepTable.stack(parts, D)
+
+
+def _spec_arrays(spec, D: int) -> tuple[np.ndarray, np.ndarray]:
+    """(tokens emitted per decode step, tokens a decode request puts through a step) per deployment."""
+    al, q = np.ones(D), np.ones(D)
+    for rows, sp in _per_row(spec, D):
+        al[rows], q[rows] = sp.accepted_per_step, sp.k + 1
+    return al, q
+
+
+def _kv_per_rank(model, precision, hw, lay: Layouts, context_tokens: float, D: int) -> np.ndarray:
+    out = np.zeros(D)
+    for rows, prec in _per_row(precision, D):
+        out[rows] = kv_tokens_per_rank(model, prec, hw, lay.take(rows), context_tokens)[0]
+    return out
+
+
 def simulate_agg(model, precision, hw, lay: Layouts, workers, concurrency, plan_fn, *, sched: SchedulerSettings,
                  profile: dict, spec: Speculation = NO_SPEC, max_batch=None, token_budget=None, isl: float, osl: float,
                  prefix: float = 0.0, kv_tokens=None, table: StepTable | None = None) -> SimMetrics:
@@ -625,7 +1050,9 @@ def simulate_agg(model, precision, hw, lay: Layouts, workers, concurrency, plan_
     layout ``lay`` under ``concurrency`` clients. ``plan_fn(users, D)`` returns the
     :class:`~simfront.clients.RequestPlan` of one representative server with ``users`` clients
     (see :func:`simfront.clients.plan_closed`). ``max_batch``: the engine's max running requests per
-    rank (default the scheduler's); ``isl``/``osl``: nominal lengths (the table's range)."""
+    rank (default the scheduler's); ``isl``/``osl``: nominal lengths (the table's range).
+    ``precision`` and ``spec`` are one setting for all deployments or a sequence of D (one step table
+    per distinct setting, one simulation for all)."""
     D = np.asarray(lay.tp).reshape(-1).size
     L = Layouts(*(_col(a, D) for a in (lay.tp, lay.pp, lay.dp, lay.ep)))
     servers = _col(workers, D) * L.dp * L.pp
@@ -633,15 +1060,16 @@ def simulate_agg(model, precision, hw, lay: Layouts, workers, concurrency, plan_
     users = np.maximum(np.ceil(C / servers - 1e-9), 1.0)
     maxrun = np.minimum(_col(sched.max_running if max_batch is None else max_batch, D), sched.max_running if max_batch is None else np.inf)
     if kv_tokens is None:
-        kv_tokens, _ = kv_tokens_per_rank(model, precision, hw, L, isl + osl)
+        kv_tokens = _kv_per_rank(model, precision, hw, L, isl + osl, D)
     budget = _col(sched.token_budget if token_budget is None else token_budget, D)
     if table is None:
-        table = build_step_table(model, precision, hw, L, profile, isl_new=max(isl - prefix, 1.0), prefix=prefix,
-                                 ctx_lo=0.8 * isl, ctx_hi=isl + osl, b_max=float(np.max(np.minimum(users, maxrun))) + 1,
-                                 p_max=float(np.max(budget)), spec=spec)
+        table = _tables(model, precision, hw, L, profile, spec, D, isl_new=max(isl - prefix, 1.0), prefix=prefix,
+                        ctx_lo=0.8 * isl, ctx_hi=isl + osl, b_max=float(np.max(np.minimum(users, maxrun))) + 1,
+                        p_max=float(np.max(budget)))
     plan = plan_fn(users, D)
-    eng = EngineArrays.of(D, sched, kv_tokens, spec, profile, max_running=maxrun, token_budget=budget)
-    tr = run_engine(table, plan, eng)
+    eng = EngineArrays.of(D, sched, kv_tokens, NO_SPEC, profile, max_running=maxrun, token_budget=budget)
+    eng.al, eng.q = _spec_arrays(spec, D)
+    tr = simulate_trace(table, plan, eng)
     return summarise(tr, C / users, C, _col(workers, D) * L.gpus)
 
 
@@ -659,21 +1087,24 @@ def simulate_disagg(model, precision, hw, prefill: Layouts, prefill_workers, dec
     users = np.maximum(np.ceil(C / x - 1e-9), 1.0)
     dranks = y * Dl.dp * Dl.pp / x  # decode ranks per representative prefill worker
     dmax = _col(sched.max_running if decode_max_batch is None else decode_max_batch, D)
-    dkv, _ = kv_tokens_per_rank(model, precision, hw, Dl, isl + osl)
-    pkv, _ = kv_tokens_per_rank(model, precision, hw, P, isl + osl)
+    dkv = _kv_per_rank(model, precision, hw, Dl, isl + osl, D)
+    pkv = _kv_per_rank(model, precision, hw, P, isl + osl, D)
     pbudget = _col(sched.token_budget if prefill_budget is None else prefill_budget, D) * P.dp  # every prefill rank's budget
-    ptable = build_step_table(model, precision, hw, P, profile, isl_new=max(isl - prefix, 1.0), prefix=prefix, ctx_lo=isl,
-                              ctx_hi=isl + 1, b_max=1, p_max=float(np.max(pbudget)))
+    ptable = _tables(model, precision, hw, P, profile, NO_SPEC, D, isl_new=max(isl - prefix, 1.0), prefix=prefix, ctx_lo=isl,
+                     ctx_hi=isl + 1, b_max=1, p_max=float(np.max(pbudget)))
     b_top = float(np.max(np.minimum(users / np.maximum(dranks, 1e-9), dmax))) + 1
-    dtable = build_step_table(model, precision, hw, Dl, profile, isl_new=max(isl - prefix, 1.0), prefix=prefix, ctx_lo=0.8 * isl,
-                              ctx_hi=isl + osl, b_max=b_top, p_max=1, spec=spec)
-    kv_bytes = kv_bytes_per_token(model, precision.kv)
+    dtable = _tables(model, precision, hw, Dl, profile, spec, D, isl_new=max(isl - prefix, 1.0), prefix=prefix, ctx_lo=0.8 * isl,
+                     ctx_hi=isl + osl, b_max=b_top, p_max=1)
+    kv_bytes = np.zeros(D)
+    for rows, prec in _per_row(precision, D):
+        kv_bytes[rows] = kv_bytes_per_token(model, prec.kv)
     plan = plan_fn(users, D)
-    eng = EngineArrays.of(D, sched, pkv * P.dp, spec, profile, max_running=sched.max_running * P.dp, token_budget=pbudget)
+    eng = EngineArrays.of(D, sched, pkv * P.dp, NO_SPEC, profile, max_running=sched.max_running * P.dp, token_budget=pbudget)
+    eng.al, eng.q = _spec_arrays(spec, D)
     eng.prefill_first[:] = True
     dis = {"transfer_s": kv_bytes / _col(link_bytes_per_s, D), "decode_scale": dranks,
            "decode_slots": np.floor(dmax * dranks), "decode_kv_tokens": dkv * dranks}
-    tr = run_engine(_PerRank(ptable, P.dp), plan, eng, decode_table=dtable, disagg=dis)
+    tr = simulate_trace(_PerRank(ptable, P.dp), plan, eng, decode_table=dtable, disagg=dis)
     gpus = x * P.gpus + y * Dl.gpus
     return summarise(tr, C / users, C, gpus)
 
@@ -688,6 +1119,10 @@ class _PerRank:
     def __call__(self, b, p, ctx, rows=None):
         return self.t(b, np.asarray(p, float) / self.dp, ctx, rows)
 
+    def take(self, rows) -> "_PerRank":
+        return _PerRank(self.t.take(rows), np.broadcast_to(self.dp, self.ctx_lo.shape)[rows])
 
-__all__ = ["StepTable", "build_step_table", "EngineArrays", "SimTrace", "SimMetrics", "run_engine", "summarise",
+
+__all__ = ["StepTable", "build_step_table", "EngineArrays", "SimTrace", "SimMetrics", "run_engine", "run_fast", "fast_rows",
+           "simulate_trace", "summarise",
            "simulate_agg", "simulate_disagg", "kv_tokens_per_rank", "B_GRID", "P_GRID"]
