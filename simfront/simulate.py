@@ -100,6 +100,46 @@ class StepTable:
         return np.maximum(out, 0.0)
 
 
+
+class _Cells:
+    """A :class:`StepTable` for the fast loop: per deployment and grid cell the eight coefficients of
+    the multilinear form (``1, wb, wp, wb wp`` and the same times the context fraction), so one
+    evaluation is one gather (same values as :meth:`StepTable.__call__`; needs ``CTX_POINTS`` = 2)."""
+
+    def __init__(self, tab: StepTable, p_scale=1.0):
+        t = tab.t
+        D, nb, npp, nc = t.shape
+        if nc != 2:
+            raise ValueError("_Cells needs a step table with two context points")
+        t00, t10, t01, t11 = t[:, :-1, :-1], t[:, 1:, :-1], t[:, :-1, 1:], t[:, 1:, 1:]
+        a = np.stack([t00, t10 - t00, t01 - t00, t11 - t10 - t01 + t00], axis=-1)  # (D, nb-1, np-1, 2 ctx, 4)
+        c = np.concatenate([a[..., 0, :], a[..., 1, :] - a[..., 0, :]], axis=-1)  # (D, nb-1, np-1, 8)
+        self.coef = c.reshape(-1, 8)
+        self.b_grid, self.p_grid = tab.b_grid, tab.p_grid
+        self.ncell_p, self.row = npp - 1, np.arange(D) * (nb - 1) * (npp - 1)
+        self.ctx_lo, self.ctx_hi = tab.ctx_lo, tab.ctx_hi
+        self.inv_span = 1.0 / np.maximum(tab.ctx_hi - tab.ctx_lo, 1.0)
+        self.p_inv_scale = 1.0 / np.asarray(p_scale, float)
+        self.b_inv, self.p_inv = 1.0 / np.diff(tab.b_grid), 1.0 / np.diff(tab.p_grid)
+
+    def parts(self, b, p, ctx) -> tuple[np.ndarray, np.ndarray]:
+        """(step seconds before the clip at 0, their slope per context token) at (b, p, ctx)."""
+        ib, wb = self._loc(self.b_grid, self.b_inv, b)
+        ip, wp = self._loc(self.p_grid, self.p_inv, p * self.p_inv_scale)
+        c0, c1, c2, c3, c4, c5, c6, c7 = self.coef[self.row + ib * self.ncell_p + ip].T
+        bw = wb * wp
+        slope = (c4 + c5 * wb + c6 * wp + c7 * bw) * self.inv_span
+        return c0 + c1 * wb + c2 * wp + c3 * bw + (ctx - self.ctx_lo) * slope, slope
+
+    @staticmethod
+    def _loc(grid, inv, x):
+        i = np.minimum(np.maximum(grid.searchsorted(x, side="right") - 1, 0), grid.size - 2)
+        return i, np.maximum((x - grid[i]) * inv[i], 0.0)
+
+    def __call__(self, b, p, ctx) -> np.ndarray:
+        return np.maximum(self.parts(np.asarray(b, float), np.asarray(p, float), np.asarray(ctx, float))[0], 0.0)
+
+
 def _locate(grid: np.ndarray, x) -> tuple[np.ndarray, np.ndarray]:
     x = np.asarray(x, float)
     i = np.clip(np.searchsorted(grid, x, side="right") - 1, 0, grid.size - 2)
@@ -544,11 +584,14 @@ def _rows_of(hi: np.ndarray, m: np.ndarray) -> np.ndarray:
 
 
 class _Fast:
-    """Shared state of the fast loop (see the section comment); all arrays (D,) unless noted."""
+    """State of the fast loop (see the section comment): (D,) counters, and per row flat batch arrays
+    of width ``W`` (row ``d`` at ``d W``): arrivals (cumulative arrived, first-round arrived), first
+    tokens (cumulative, time), decode groups (cumulative, entry step, finish time)."""
 
     def __init__(self, plan: RequestPlan, eng: EngineArrays, spacing: np.ndarray):
         D, R = plan.isl.shape
-        self.D, self.R, self.d = D, R, np.arange(D)
+        self.D, self.R, self.W = D, R, R + 2
+        self.off = np.arange(D) * self.W
         self.n = np.minimum(plan.n, R).astype(float)
         self.U = np.minimum(np.minimum(np.ceil(plan.users), max(min(int(np.max(plan.users)), R), 1)), self.n)
         self.nB = self.n - self.U  # requests issued when an earlier one finishes
@@ -557,117 +600,114 @@ class _Fast:
         self.think = plan.after_s[:, 0].astype(float)
         self.K = np.ceil(np.maximum(self.osl - 1.0, 0.0) / eng.al)  # decode steps of one request
         self.spacing = spacing
-        self.warmup = plan.warmup
+        self.inv_sp = np.where(spacing > 0, 1.0 / np.where(spacing > 0, spacing, 1.0), 0.0)
+        self.a_base = np.where(spacing > 0, 1.0, np.inf)  # a synchronised first wave arrives at once
+        N, top = D * self.W, float(R + 1)
+        self.ab_hi, self.ab_a = np.full(N, top), np.zeros(N)
+        self.fb_hi, self.fb_t = np.full(N, top), np.zeros(N)
+        self.g_hi, self.g_in, self.g_end = np.full(N, top), np.zeros(N), np.zeros(N)
         z = lambda: np.zeros(D)  # noqa: E731
-        self.now, self.arr, self.adm, self.c, self.e, self.ptok = z(), z(), z(), z(), z(), z()
-        self.a_ptr, self.b_ptr = z(), z()  # first-round requests arrived; requests issued on a finish arrived
-        self.bg = np.zeros(D, int)  # next finished group whose users have not sent their next request yet
-        # batches, per row: arrivals (cumulative arrived, first-round arrived), first tokens, decode groups
-        W = R + 2
-        self.ab_hi, self.ab_a, self.nab = np.full((D, W), float(R + 1)), np.zeros((D, W)), np.zeros(D, int)
-        self.fb_hi, self.fb_t, self.nfb = np.full((D, W), float(R + 1)), np.zeros((D, W)), np.zeros(D, int)
-        self.g_in, self.g_hi, self.g_end = np.zeros((D, W)), np.full((D, W), float(R + 1)), np.zeros((D, W))
-        self.ng, self.gp = np.zeros(D, int), np.zeros(D, int)
-        self.G, self.s_in = z(), z()  # decode steps run; sum of the running requests' entry steps
+        self.now, self.G, self.s_in, self.ptok, self.arr, self.c, self.e = z(), z(), z(), z(), z(), z(), z()
+        self.a_ptr, self.b_ptr = z(), z()
+        zi = lambda: np.zeros(D, int)  # noqa: E731
+        self.nab, self.nfb, self.ng, self.gp, self.bg = zi(), zi(), zi(), zi(), zi()
+        self.think0 = not bool(np.any(self.think > 0))
         self.itl_s, self.itl_w = [], []
 
-    def _at(self, a, i):
-        return a[self.d, np.minimum(i, a.shape[1] - 1)]
+    def arrive(self) -> None:
+        """Requests sent by ``now`` join the queue: first-round ones, then those of users whose last
+        request finished (at once without think time)."""
+        self.a_ptr = np.minimum(np.floor(self.now * self.inv_sp + 1e-9) + self.a_base, self.U)
+        if self.think0:
+            self.b_ptr = np.minimum(self.e, self.nB)
+        else:
+            while True:
+                gi = self.off + self.bg
+                due = (self.bg < self.gp) & (self.b_ptr < self.nB) & (self.g_end[gi] + self.think <= self.now)
+                if not due.any():
+                    break
+                self.b_ptr = np.where(due, np.minimum(self.g_hi[gi], self.nB), self.b_ptr)
+                self.bg = self.bg + due
+        arr = self.a_ptr + self.b_ptr
+        i = self.off + self.nab
+        self.ab_hi[i] = arr
+        self.ab_a[i] = self.a_ptr
+        self.nab = self.nab + (arr > self.arr)
+        self.arr = arr
 
     def next_arrival(self) -> np.ndarray:
-        ta = np.where(self.a_ptr < self.U, self.a_ptr * self.spacing, np.inf)
-        tb = np.where((self.bg < self.gp) & (self.b_ptr < self.nB), self._at(self.g_end, self.bg) + self.think, np.inf)
-        return np.minimum(ta, tb)
+        t = np.where(self.a_ptr < self.U, self.a_ptr * self.spacing, np.inf)
+        if not self.think0:
+            gi = self.off + np.minimum(self.bg, self.W - 1)
+            t = np.minimum(t, np.where((self.bg < self.gp) & (self.b_ptr < self.nB), self.g_end[gi] + self.think, np.inf))
+        return t
 
-    def arrive(self, now) -> None:
-        """Requests sent by ``now`` join the queue: first-round ones, then those of finished users."""
-        with np.errstate(divide="ignore", invalid="ignore"):
-            ca = np.where(self.spacing > 0, np.floor(now / self.spacing * (1 + 1e-12) + 1e-9) + 1.0, np.inf)
-        ca = np.maximum(np.minimum(ca, self.U), self.a_ptr)
-        before = self.arr.copy()
-        self.arr += ca - self.a_ptr
-        self.a_ptr = ca
-        while True:
-            due = (self.bg < self.gp) & (self.b_ptr < self.nB) & (self._at(self.g_end, self.bg) + self.think <= now)
-            if not due.any():
-                break
-            got = np.minimum(self._at(self.g_hi, self.bg), self.nB)
-            self.arr += np.where(due, got - self.b_ptr, 0.0)
-            self.b_ptr = np.where(due, got, self.b_ptr)
-            self.bg += due
-        new = self.arr > before
-        self.ab_hi[self.d, self.nab] = self.arr
-        self.ab_a[self.d, self.nab] = self.a_ptr
-        self.nab += new
-
-    def enter_decode(self, upto, g_now) -> None:
-        """Requests up to position ``upto`` start decoding at decode step ``g_now`` (one group per step)."""
-        k = upto - (self.g_hi_last())
-        new = k > 0
-        last = np.maximum(self.ng - 1, 0)
-        merge = new & (self.ng > self.gp) & (self._at(self.g_in, last) == g_now) & (self.K > 0)
-        idx = np.where(merge, last, self.ng)
-        self.g_in[self.d, idx] = np.where(new, g_now, self.g_in[self.d, idx])
-        self.g_hi[self.d, idx] = np.where(new, upto, self.g_hi[self.d, idx])
-        self.ng += new & ~merge
-        self.s_in += np.where(new, k * g_now, 0.0)
-
-    def g_hi_last(self):
-        return np.where(self.ng > 0, self._at(self.g_hi, np.maximum(self.ng - 1, 0)), 0.0)
+    def enter(self, upto, t_first) -> None:
+        """Requests up to position ``upto`` have their first token at ``t_first`` and decode from step
+        ``G`` on (requests entering at the same step form one group)."""
+        new = upto > self.c
+        i = self.off + self.nfb
+        self.fb_hi[i] = upto
+        self.fb_t[i] = t_first
+        self.nfb = self.nfb + new
+        last = self.off + np.maximum(self.ng - 1, 0)
+        merge = new & (self.ng > self.gp) & (self.g_in[last] == self.G) & (self.K > 0)
+        idx = np.where(merge, last, self.off + self.ng)
+        self.g_in[idx] = self.G
+        self.g_hi[idx] = upto
+        self.ng = self.ng + (new & ~merge)
+        self.s_in = self.s_in + (upto - self.c) * self.G
+        self.c = upto
 
     def finish(self, when) -> None:
-        """The oldest decode group finishes when the decode steps reach its entry step + K."""
-        due = (self.gp < self.ng) & (self.G >= self._at(self.g_in, self.gp) + self.K)
-        hi = self._at(self.g_hi, self.gp)
-        self.g_end[self.d, np.minimum(self.gp, self.R + 1)] = np.where(due, when, self._at(self.g_end, self.gp))
-        self.s_in -= np.where(due, (hi - self.e) * self._at(self.g_in, self.gp), 0.0)
+        """The oldest decode group finishes once the decode steps reach its entry step + K."""
+        gi = self.off + self.gp
+        g0 = self.g_in[gi]
+        due = (self.gp < self.ng) & (self.G >= g0 + self.K)
+        hi = self.g_hi[gi]
+        self.g_end[gi] = when  # read only once the group has finished
+        self.s_in = self.s_in - due * (hi - self.e) * g0
         self.e = np.where(due, hi, self.e)
-        self.gp += due
+        self.gp = self.gp + due
 
     def k_finish(self) -> np.ndarray:
-        return np.where(self.gp < self.ng, self._at(self.g_in, self.gp) + self.K - self.G, np.inf)
-
-    def first_tokens(self, upto, t) -> None:
-        new = upto > np.where(self.nfb > 0, self._at(self.fb_hi, np.maximum(self.nfb - 1, 0)), 0.0)
-        self.fb_hi[self.d, self.nfb] = upto
-        self.fb_t[self.d, self.nfb] = t
-        self.nfb += new
-
-    def prefill_run(self, bud, avail):
-        """Prompt tokens per step and identical steps until the head prompt finishes (or the queue thins)."""
-        p = np.minimum(avail, bud)
-        rem_head = (self.c + 1.0) * self.need - self.ptok
-        with np.errstate(divide="ignore", invalid="ignore"):
-            k = np.maximum(1.0, np.minimum(np.ceil(rem_head / p - 1e-9), np.floor(avail / p + 1e-9)))
-        return p, np.where(p <= 0, 0.0, np.where(p >= avail, 1.0, k))
+        return np.where(self.gp < self.ng, self.g_in[self.off + self.gp] + self.K - self.G, np.inf)
 
     def trace(self, eng: EngineArrays, plan: RequestPlan, iterations: int) -> SimTrace:
-        D, R = self.D, self.R
+        D, R, W = self.D, self.R, self.W
         m = np.broadcast_to(np.arange(R, dtype=float)[None, :], (D, R))
         valid = m < self.n[:, None]
-        rows = self.d[:, None]
-        gi = _rows_of(self.g_hi, m)
-        t_end = np.where(valid, self.g_end[rows, gi], np.nan)
-        t_first = np.where(valid, self.fb_t[rows, _rows_of(self.fb_hi, m)], np.nan)
-        i = _rows_of(self.ab_hi, m)
+        rows = np.arange(D)[:, None]
+        v = lambda a: a.reshape(D, W)  # noqa: E731
+        t_end = np.where(valid, v(self.g_end)[rows, _rows_of(v(self.g_hi), m)], np.nan)
+        t_first = np.where(valid, v(self.fb_t)[rows, _rows_of(v(self.fb_hi), m)], np.nan)
+        ab_hi, ab_a = v(self.ab_hi), v(self.ab_a)
+        i = _rows_of(ab_hi, m)
         prev = np.maximum(i - 1, 0)
-        before = np.where(i > 0, self.ab_hi[rows, prev], 0.0)
-        a_lo = np.where(i > 0, self.ab_a[rows, prev], 0.0)
-        n_a = self.ab_a[rows, i] - a_lo
+        before = np.where(i > 0, ab_hi[rows, prev], 0.0)
+        a_lo = np.where(i > 0, ab_a[rows, prev], 0.0)
+        n_a = ab_a[rows, i] - a_lo
         off = m - before
         is_a = off < n_a
         j = a_lo + off  # first-round request j
-        kb = off - n_a + (before - a_lo)  # the batch's B requests follow the before - a_lo that arrived earlier
-        kb = np.clip(kb, 0, R - 1).astype(int)
+        kb = np.clip(off - n_a + (before - a_lo), 0, R - 1).astype(int)  # B requests of earlier batches: before - a_lo
         t_send = np.where(is_a, j * self.spacing[:, None], np.take_along_axis(t_end, kb, axis=1) + self.think[:, None])
         rid = np.where(is_a, j, self.U[:, None] + kb)
         t_send = np.where(valid, t_send, np.nan)
         counted = valid & (rid >= plan.warmup[:, None]) & np.isfinite(t_end)
-        full = lambda v: np.broadcast_to(v[:, None], (D, R)).copy()  # noqa: E731
+        full = lambda x: np.broadcast_to(x[:, None], (D, R)).copy()  # noqa: E731
         return SimTrace(t_send, t_first, t_end, full(self.isl), full(self.osl), counted,
                         np.array(self.itl_s).T if self.itl_s else np.zeros((D, 0)),
                         np.array(self.itl_w).T if self.itl_w else np.zeros((D, 0)), eng.ttft_overhead_s, iterations,
                         np.zeros(D), self.ptok.copy())
+
+
+def _prefill_run(p, avail, rem_head) -> np.ndarray:
+    """Identical steps of ``p`` prompt tokens until the head prompt (``rem_head`` tokens left) finishes,
+    as long as the queue (``avail`` tokens) fills every step; one step when it empties; 0 without prompts."""
+    ps = np.maximum(p, 1e-9)
+    k = np.maximum(np.minimum(np.ceil(rem_head / ps - 1e-9), np.floor(avail / ps + 1e-9)), 1.0)
+    return np.where(p <= 0, 0.0, np.where(p >= avail, 1.0, k))
 
 
 def _spacing(table, plan: RequestPlan, eng: EngineArrays) -> np.ndarray:
@@ -689,9 +729,11 @@ def run_fast(table, plan: RequestPlan, eng: EngineArrays, decode_table=None, dis
     ``plan``), one numpy iteration per run of identical steps of all deployments at once."""
     st = _Fast(plan, eng, _spacing(table, plan, eng))
     if disagg is None:
-        it = _loop_agg(st, table, eng, max_iterations)
+        it = _loop_agg(st, _Cells(table), eng, max_iterations)
     else:
-        it = _loop_disagg(st, table, decode_table, eng, disagg, max_iterations)
+        pre = _Cells(table.t, table.dp) if isinstance(table, _PerRank) else _Cells(table)
+        st.think0 = False  # two clocks: a finished user's next request reaches the prefill queue by its send time
+        it = _loop_disagg(st, pre, _Cells(decode_table), eng, disagg, max_iterations)
     return st.trace(eng, plan, it)
 
 
@@ -699,108 +741,116 @@ def _too_long(max_iterations):
     raise SimfrontError(f"simulation did not finish within {max_iterations} steps; simulate fewer prompts")
 
 
-def _loop_agg(st: _Fast, table, eng: EngineArrays, max_iterations: int) -> int:
+def _loop_agg(st: _Fast, tab: "_Cells", eng: EngineArrays, max_iterations: int) -> int:
+    pf, mixed = eng.prefill_first, ~eng.prefill_first
+    qm = eng.q * mixed  # decode tokens take budget only in mixed steps
+    budget, maxrun, half_al, al, lag = eng.token_budget, eng.max_running, eng.al / 2.0, eng.al, eng.lag_steps
+    n, need, isl, ctx_lo = st.n, st.need, st.isl, tab.ctx_lo
     it = 0
-    mixed = ~eng.prefill_first
     while True:
-        act = st.e < st.n
+        act = st.e < n
         if not act.any():
             return it
         it += 1
         if it > max_iterations:
             _too_long(max_iterations)
-        st.arrive(st.now)
-        st.adm += np.maximum(np.minimum(st.arr - st.adm, eng.max_running - (st.adm - st.e)), 0.0)
-        n_dec = st.c - st.e
-        bud = np.where(mixed, np.maximum(eng.token_budget - n_dec * eng.q, 0.0), eng.token_budget)
-        avail = st.adm * st.need - st.ptok
-        p, k_p = st.prefill_run(bud, avail * act)
+        st.arrive()
+        c, e, ptok, G = st.c, st.e, st.ptok, st.G
+        adm = np.minimum(st.arr, e + maxrun)  # admitted (FCFS) while the engine has room
+        n_dec = c - e
+        running = n_dec > 0
+        avail = adm * need - ptok
+        p = np.minimum(avail, np.maximum(budget - n_dec * qm, 0.0))
         has_p = p > 0
-        dec_in = np.where(has_p & ~mixed, 0.0, n_dec)
-        with np.errstate(divide="ignore", invalid="ignore"):
-            ctx = np.where(n_dec > 0, st.isl + eng.al * (st.G - st.s_in / n_dec), table.ctx_lo)
+        k_p = _prefill_run(p, avail, need - (ptok - c * need))
+        dec_in = np.where(has_p & pf, 0.0, n_dec)
+        ctx = np.where(running, isl + al * (G - st.s_in / np.maximum(n_dec, 1.0)), ctx_lo)
         k_fin = st.k_finish()
         nxt = st.next_arrival()
-        t_est = table(dec_in, 0 * p, ctx)
-        room = st.adm - st.e < eng.max_running
-        with np.errstate(divide="ignore", invalid="ignore"):
-            k_arr = np.where(np.isfinite(nxt) & room, np.ceil(np.maximum(nxt - st.now, 0.0) / np.maximum(t_est, 1e-12)), np.inf)
-        k = np.where(has_p, np.where(mixed & (n_dec > 0), np.minimum(k_p, k_fin), k_p),
-                     np.where(n_dec > 0, np.maximum(np.minimum(k_fin, k_arr), 1.0), 0.0)) * act
-        t_step = table(dec_in, p, ctx + np.where(dec_in > 0, np.maximum(k - 1.0, 0.0) * eng.al / 2.0, 0.0))
-        idle = act & (k == 0)
-        new_now = np.where(idle, np.where(np.isfinite(nxt), np.maximum(st.now, nxt), st.now), st.now + k * t_step)
-        st.ptok += k * p
-        c_new = np.minimum(np.floor(st.ptok / st.need + 1e-9), st.adm)
-        st.G += np.where(dec_in > 0, k, 0.0)
-        st.first_tokens(c_new, new_now + eng.lag_steps * t_step)
-        st.enter_decode(c_new, st.G)
-        st.c = c_new
+        v, slope = tab.parts(dec_in, p, ctx)
+        k_arr = np.where(adm - e < maxrun, np.ceil(np.maximum(nxt - st.now, 0.0) / np.maximum(v, 1e-12)), np.inf)
+        k = np.where(has_p, np.where(mixed & running, np.minimum(k_p, k_fin), k_p),
+                     np.where(running, np.maximum(np.minimum(k_fin, k_arr), 1.0), 0.0)) * act
+        adv = dec_in > 0
+        t_step = np.maximum(v + slope * (np.maximum(k - 1.0, 0.0) * half_al * adv), 0.0)  # the run's mean context
+        new_now = np.where(act & (k == 0), np.where(nxt < np.inf, np.maximum(st.now, nxt), st.now), st.now + k * t_step)
+        st.ptok = ptok + k * p
+        st.G = G + k * adv
+        st.enter(np.minimum(np.floor(st.ptok / need + 1e-9), adm), new_now + lag * t_step)
         st.finish(new_now)
-        st.itl_s.append(np.where(dec_in > 0, t_step, 0.0))
+        st.itl_s.append(t_step * adv)
         st.itl_w.append(dec_in * k)
         st.now = new_now
 
 
-def _loop_disagg(st: _Fast, ptable, dtable, eng: EngineArrays, dis: dict, max_iterations: int) -> int:
-    it = 0
-    D, W = st.D, st.R + 2
+def _loop_disagg(st: _Fast, ptab: "_Cells", dtab: "_Cells", eng: EngineArrays, dis: dict, max_iterations: int) -> int:
+    D, W, off = st.D, st.W, st.off
+    n, need, isl, K = st.n, st.need, st.isl, st.K
+    budget, maxrun, half_al, al = eng.token_budget, eng.max_running, eng.al / 2.0, eng.al
+    inv_scale = 1.0 / np.maximum(dis["decode_scale"], 1e-9)
+    dslots, ready_after = dis["decode_slots"], dis["transfer_s"] * isl
+    p_ctx, d_ctx_lo, zero = ptab.ctx_lo, dtab.ctx_lo, np.zeros(D)
+    # prefill-done batches (cumulative prefilled, KV ready at); the decode pool's own pointers
+    top = float(st.R + 1)
+    rb_hi, rb_t, nrb = np.full(D * W, top), np.zeros(D * W), np.zeros(D, int)
+    rb, rp, pre_c = np.zeros(D, int), np.zeros(D), np.zeros(D)
     dnow = np.zeros(D)
-    rb_hi, rb_t, nrb = np.full((D, W), float(st.R + 1)), np.zeros((D, W)), np.zeros(D, int)  # prefilled batches, KV ready at
-    rb, rp, da = np.zeros(D, int), np.zeros(D), np.zeros(D)  # next batch not ready; positions ready; admitted to decode
-    dscale = np.maximum(dis["decode_scale"], 1e-9)
-    dslots, xfer = dis["decode_slots"], dis["transfer_s"]
+    it = 0
     while True:
-        act = st.e < st.n
+        act = st.e < n
         if not act.any():
             return it
         it += 1
         if it > max_iterations:
             _too_long(max_iterations)
         # ---- prefill worker (clock st.now): prefill-only steps of the queued prompts ----
-        st.arrive(st.now)
-        st.adm += np.maximum(np.minimum(st.arr - st.adm, eng.max_running - (st.adm - st.c)), 0.0)
-        avail = (st.adm * st.need - st.ptok) * act
-        p, k = st.prefill_run(eng.token_budget, avail)
-        t_step = ptable(0 * p, p, ptable.ctx_lo)
+        st.arrive()
+        adm = np.minimum(st.arr, pre_c + maxrun)
+        avail = adm * need - st.ptok
+        p = np.minimum(avail, budget)
+        k = _prefill_run(p, avail, need - (st.ptok - pre_c * need))
+        t_step = np.maximum(ptab.parts(zero, p, p_ctx)[0], 0.0)
         nxt = st.next_arrival()
-        idle = act & (k == 0)
-        new_now = np.where(idle, np.where(np.isfinite(nxt), np.maximum(st.now, nxt), np.maximum(st.now, dnow)), st.now + k * t_step)
-        st.ptok += k * p
-        c_new = np.minimum(np.floor(st.ptok / st.need + 1e-9), st.adm)
-        rb_hi[st.d, nrb] = c_new
-        rb_t[st.d, nrb] = new_now + xfer * st.isl
-        nrb += c_new > st.c
-        st.c = c_new
+        new_now = np.where(act & (k == 0), np.where(nxt < np.inf, np.maximum(st.now, nxt), np.maximum(st.now, dnow)),
+                           st.now + k * t_step)
+        st.ptok = st.ptok + k * p
+        c_new = np.minimum(np.floor(st.ptok / need + 1e-9), adm)
+        i = off + nrb
+        rb_hi[i] = c_new
+        rb_t[i] = new_now + ready_after
+        nrb = nrb + (c_new > pre_c)
+        pre_c = c_new
         st.now = new_now
         # ---- decode pool (clock dnow): admit ready requests FCFS, run to the next event ----
         while True:
-            due = (rb < nrb) & (rb_t[st.d, np.minimum(rb, W - 1)] <= dnow)
+            ri = off + rb
+            due = (rb < nrb) & (rb_t[ri] <= dnow)
             if not due.any():
                 break
-            rp = np.where(due, rb_hi[st.d, np.minimum(rb, W - 1)], rp)
-            rb += due
-        n_r = da - st.e
-        na = np.maximum(np.minimum(rp - da, dslots - n_r), 0.0)
-        st.enter_decode(da + na, st.G)
-        da = da + na
-        n_r = da - st.e
-        nxt_ready = np.where(rb < nrb, rb_t[st.d, np.minimum(rb, W - 1)], np.inf)
-        h_p = np.where(st.arr > st.c, st.now, st.next_arrival())
+            rp = np.where(due, rb_hi[ri], rp)
+            rb = rb + due
+        n_r = st.c - st.e
+        upto = st.c + np.maximum(np.minimum(rp - st.c, dslots - n_r), 0.0)
+        n_r = upto - st.e
+        running = n_r > 0
+        nxt_ready = np.where(rb < nrb, rb_t[off + rb], np.inf)
+        h_p = np.where(st.arr > pre_c, st.now, nxt)
         horizon = np.minimum(h_p, nxt_ready)
-        b_rank = n_r / dscale
-        with np.errstate(divide="ignore", invalid="ignore"):
-            ctx = np.where(n_r > 0, st.isl + eng.al * (st.G - st.s_in / n_r), dtable.ctx_lo)
-            td0 = dtable(b_rank, 0 * b_rank, ctx)
-            k_h = np.where(np.isfinite(horizon), np.ceil(np.maximum(horizon - dnow, 0.0) / np.maximum(td0, 1e-12)), np.inf)
-        kd = np.where(n_r > 0, np.maximum(np.minimum(st.k_finish(), k_h), 1.0), 0.0) * act
-        td = dtable(b_rank, 0 * b_rank, ctx + np.maximum(kd - 1.0, 0.0) * eng.al / 2.0)
-        st.first_tokens(da, dnow + np.where(st.K > 0, td, 0.0))
-        st.G += kd
+        b_rank = n_r * inv_scale
+        s_in = st.s_in + (upto - st.c) * st.G  # entering requests count from this step
+        ctx = np.where(running, isl + al * (st.G - s_in / np.maximum(n_r, 1.0)), d_ctx_lo)
+        v, slope = dtab.parts(b_rank, zero, ctx)
+        k_h = np.ceil(np.maximum(horizon - dnow, 0.0) / np.maximum(v, 1e-12))
+        gi = off + st.gp
+        k_fin = np.where((st.gp < st.ng) | (upto > st.c), np.where(st.gp < st.ng, st.g_in[gi] + K - st.G, K), np.inf)
+        kd = np.where(running, np.maximum(np.minimum(k_fin, k_h), 1.0), 0.0) * act
+        td = np.maximum(v + slope * (np.maximum(kd - 1.0, 0.0) * half_al), 0.0)
+        st.enter(upto, dnow + np.where(K > 0, td, 0.0))
+        st.G = st.G + kd
         when = dnow + kd * td
         st.itl_s.append(np.where(kd > 0, td, 0.0))
         st.itl_w.append(b_rank * kd)
-        idle_to = np.where(np.isfinite(nxt_ready), np.minimum(nxt_ready, np.where(np.isfinite(h_p), np.maximum(h_p, dnow), nxt_ready)),
+        idle_to = np.where(nxt_ready < np.inf, np.minimum(nxt_ready, np.where(h_p < np.inf, np.maximum(h_p, dnow), nxt_ready)),
                            np.maximum(dnow, st.now))
         dnow = np.where(kd > 0, when, np.maximum(dnow, idle_to))
         st.finish(when)
@@ -856,13 +906,18 @@ def simulate_trace(table, plan: RequestPlan, eng: EngineArrays, decode_table=Non
 
 
 def _nanpct(x: np.ndarray, mask: np.ndarray, q) -> np.ndarray:
-    y = np.where(mask, x, np.nan)
-    with np.errstate(all="ignore"):
-        import warnings
-
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", RuntimeWarning)
-            return np.nanpercentile(y, q, axis=1)
+    """Per-row percentile ``q`` of ``x`` where ``mask`` (linear interpolation, as ``np.nanpercentile``;
+    NaN for a row without values), vectorised over rows."""
+    y = np.sort(np.where(mask & ~np.isnan(x), x, np.inf), axis=1)
+    cnt = (mask & ~np.isnan(x)).sum(axis=1)
+    pos = (np.maximum(cnt, 1) - 1) * (float(q) / 100.0)
+    lo = np.floor(pos).astype(int)
+    hi = np.minimum(lo + 1, np.maximum(cnt - 1, 0))
+    r = np.arange(y.shape[0])
+    a, b = y[r, lo], y[r, hi]
+    with np.errstate(invalid="ignore"):
+        out = a + (b - a) * (pos - lo)
+    return np.where(cnt > 0, np.where(hi == lo, a, out), np.nan)
 
 
 def _nanmean(x, mask):
