@@ -229,12 +229,19 @@ class SimTrace:
     prompt_tokens_computed: np.ndarray  # (D,) prompt tokens prefilled (recompute included)
 
 
-def _push(Q, tail, qlen, mask):
-    """Append the slots in ``mask`` (D, N) to each deployment's ring queue, in slot order."""
+def _push(Q, tail, qlen, mask, key=None):
+    """Append the slots in ``mask`` (D, N) to each deployment's ring queue, in slot order or, with
+    ``key`` (D, N), in the order of the key (send times: first come, first served)."""
     rows, cols = np.nonzero(mask)
     if rows.size == 0:
         return
-    rank = np.cumsum(mask, axis=1)[rows, cols] - 1
+    if key is None:
+        rank = np.cumsum(mask, axis=1)[rows, cols] - 1
+    else:
+        order = np.argsort(np.where(mask, key, np.inf), axis=1, kind="stable")
+        pos = np.empty_like(order)
+        np.put_along_axis(pos, order, np.arange(mask.shape[1])[None, :].repeat(mask.shape[0], 0), axis=1)
+        rank = pos[rows, cols]
     Nq = Q.shape[1]
     Q[rows, (tail[rows] + rank) % Nq] = cols
     add = mask.sum(axis=1)
@@ -326,7 +333,7 @@ def run_engine(table: StepTable, plan: RequestPlan, eng: EngineArrays, decode_ta
         arr = (ph == _PENDING) & (t_send <= pclock[:, None])
         if arr.any():
             ph[arr] = _QUEUED
-            _push(Q, tail, qlen, arr)
+            _push(Q, tail, qlen, arr, t_send)
         s, valid = _window(Q, head, qlen, W)
         phs = ph[rows, s]
         started = valid & (phs == _PREFILL)
@@ -371,7 +378,7 @@ def run_engine(table: StepTable, plan: RequestPlan, eng: EngineArrays, decode_ta
             k_kv = np.where(eng.reserve, np.inf, np.floor((eng.kv_tokens - kv_used) / np.maximum(n_dec * eng.al, 1e-9)))
             k = np.where(has_p, 1.0, np.maximum(np.minimum(np.minimum(k_left, k_arr), k_kv), 1.0))
             k = np.where(n_dec > 0, k, np.where(has_p, 1.0, 0.0))
-            t_step = table(dec_in, p_tok, ctx_mean + np.where(has_p, 0.0, k * eng.al / 2.0))
+            t_step = table(dec_in, p_tok, ctx_mean + np.where(has_p, 0.0, np.maximum(k - 1.0, 0.0) * eng.al / 2.0))  # step i at ctx + i al
         k = k * active
         dt = k * t_step
         idle = active & (k == 0)
@@ -442,20 +449,22 @@ def run_engine(table: StepTable, plan: RequestPlan, eng: EngineArrays, decode_ta
             admitted[ar_, sl] = True
             running = (ph == _DECODE) & (left > 0)
         n_r = running.sum(axis=1)
-        nxt_ready = np.where((ph == _DECODE) & (left < 0), ready, np.inf).min(axis=1)
+        # the next KV to arrive (requests already there wait for a slot, which a finish frees: not an event)
+        nxt_ready = np.where((ph == _DECODE) & (left < 0) & (ready > dnow[:, None]), ready, np.inf).min(axis=1)
         pend = np.where(ph == _PENDING, t_send, np.inf).min(axis=1)
         h_p = np.where(qlen > 0, now, pend)  # next event of the prefill side
         horizon = np.minimum(h_p, nxt_ready)
         b_rank = n_r / dscale
         dctx = np.where(n_r > 0, (kv * running).sum(axis=1) / np.maximum(n_r, 1), decode_table.ctx_lo)
         td = decode_table(b_rank, 0 * b_rank, dctx)
+        td_first = td  # the run's first step: the admitted requests' first token
         k_left = np.where(running, left, np.inf).min(axis=1)
         k_h = np.where(np.isfinite(horizon), np.ceil(np.maximum(horizon - dnow, 0.0) / np.maximum(td, 1e-12)), np.inf)
         kd = np.where(n_r > 0, np.maximum(np.minimum(k_left, k_h), 1.0), 0.0) * active
-        td = decode_table(b_rank, 0 * b_rank, dctx + kd * eng.al / 2.0)
+        td = decode_table(b_rank, 0 * b_rank, dctx + np.maximum(kd - 1.0, 0.0) * eng.al / 2.0)
         # the first token streams with the decode pool's first step of the request (one-token outputs at admission)
         fr_, fs_ = np.nonzero(admitted)
-        t_first[fr_, rq[fr_, fs_]] = dnow[fr_] + np.where(left[fr_, fs_] > 0, td[fr_], 0.0)
+        t_first[fr_, rq[fr_, fs_]] = dnow[fr_] + np.where(left[fr_, fs_] > 0, td_first[fr_], 0.0)
         left = np.where(running, left - kd[:, None], left)
         kv = np.where(running, kv + kd[:, None] * eng.al[:, None], kv)
         itl_s.append(np.where(kd > 0, td, 0.0))
@@ -693,6 +702,9 @@ class _Fast:
         kb = np.clip(off - n_a + (before - a_lo), 0, R - 1).astype(int)  # B requests of earlier batches: before - a_lo
         t_send = np.where(is_a, j * self.spacing[:, None], np.take_along_axis(t_end, kb, axis=1) + self.think[:, None])
         rid = np.where(is_a, j, self.U[:, None] + kb)
+        # requests that joined the queue in the same step are served in the order they were sent
+        o = np.lexsort((t_send, i), axis=-1)
+        t_send, rid = np.take_along_axis(t_send, o, axis=1), np.take_along_axis(rid, o, axis=1)
         t_send = np.where(valid, t_send, np.nan)
         counted = valid & (rid >= plan.warmup[:, None]) & np.isfinite(t_end)
         full = lambda x: np.broadcast_to(x[:, None], (D, R)).copy()  # noqa: E731
@@ -845,7 +857,7 @@ def _loop_disagg(st: _Fast, ptab: "_Cells", dtab: "_Cells", eng: EngineArrays, d
         k_fin = np.where((st.gp < st.ng) | (upto > st.c), np.where(st.gp < st.ng, st.g_in[gi] + K - st.G, K), np.inf)
         kd = np.where(running, np.maximum(np.minimum(k_fin, k_h), 1.0), 0.0) * act
         td = np.maximum(v + slope * (np.maximum(kd - 1.0, 0.0) * half_al), 0.0)
-        st.enter(upto, dnow + np.where(K > 0, td, 0.0))
+        st.enter(upto, dnow + np.where(K > 0, np.maximum(v, 0.0), 0.0))  # first token: the run's first step
         st.G = st.G + kd
         when = dnow + kd * td
         st.itl_s.append(np.where(kd > 0, td, 0.0))
