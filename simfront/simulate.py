@@ -131,6 +131,19 @@ class _Cells:
         slope = (c4 + c5 * wb + c6 * wp + c7 * bw) * self.inv_span
         return c0 + c1 * wb + c2 * wp + c3 * bw + (ctx - self.ctx_lo) * slope, slope
 
+    def prefill_only(self, p) -> np.ndarray:
+        """Seconds of a step with ``p`` prompt tokens and no decode requests (b = 0, shortest context)."""
+        ip, wp = self._loc(self.p_grid, self.p_inv, p * self.p_inv_scale)
+        c = self.coef[self.row + ip]
+        return np.maximum(c[:, 0] + c[:, 2] * wp, 0.0)
+
+    def decode_only(self, b, ctx) -> tuple[np.ndarray, np.ndarray]:
+        """:meth:`parts` of a decode-only step (p = 0)."""
+        ib, wb = self._loc(self.b_grid, self.b_inv, b)
+        c = self.coef[self.row + ib * self.ncell_p]
+        slope = (c[:, 4] + c[:, 5] * wb) * self.inv_span
+        return c[:, 0] + c[:, 1] * wb + (ctx - self.ctx_lo) * slope, slope
+
     @staticmethod
     def _loc(grid, inv, x):
         i = np.minimum(np.maximum(grid.searchsorted(x, side="right") - 1, 0), grid.size - 2)
@@ -154,12 +167,13 @@ def _grid(grid: np.ndarray, top: float) -> np.ndarray:
 
 
 def build_step_table(model, precision, hw, lay: Layouts, profile: dict, *, isl_new: float, prefix: float, ctx_lo, ctx_hi,
-                     b_max: float, p_max: float, spec: Speculation = NO_SPEC) -> StepTable:
+                     b_max: float, p_max: float, spec=NO_SPEC) -> StepTable:
     """Engine step times of the deployments' workers (``lay`` holds (D,) layout arrays) on the
     (decode requests, prompt tokens, context) grid, with the serving profile applied exactly as
     :mod:`simfront.serving` does (:func:`simfront.serving.step_terms`). ``isl_new`` sets how many
     sequences a step's prompt tokens belong to and ``prefix`` their cached prefix, as in
-    :func:`simfront.serving.aggregated_raw`."""
+    :func:`simfront.serving.aggregated_raw`. ``spec``: one speculation setting or one per deployment
+    (one forward pass with each row's draft tokens per request)."""
     bg = _grid(B_GRID, b_max)
     pg = _grid(P_GRID, p_max)
     D = np.asarray(lay.tp).reshape(-1).size
@@ -171,10 +185,17 @@ def build_step_table(model, precision, hw, lay: Layouts, profile: dict, *, isl_n
     B = bg[None, :, None, None]
     P = pg[None, None, :, None]
     seqs = np.where(P > 0, np.maximum(P / max(isl_new, 1.0), 1.0), 0.0)
-    sb = StepBatch(decode_reqs=B, decode_ctx=ctx, q_tokens=spec.k + 1, prefill_tokens=P, prefill_seqs=seqs, prefill_prefix=prefix)
-    split = _split(forward_step(model, precision, hw, tp, pp, dp, ep, sb), model, spec)
-    t = step_terms(split, profile, B)["engine_s"]  # per-request CPU overhead counts the decode requests, as serving does
-    t = np.broadcast_to(t, (D, bg.size, pg.size, CTX_POINTS)).copy()
+    groups = _per_row(spec, D)  # one forward pass; the drafts' cost per speculation setting
+    q = np.ones(D)
+    for rows, sp in groups:
+        q[rows] = sp.k + 1
+    sb = StepBatch(decode_reqs=B, decode_ctx=ctx, q_tokens=q[:, None, None, None] if len(groups) > 1 else q[0],
+                   prefill_tokens=P, prefill_seqs=seqs, prefill_prefix=prefix)
+    st = forward_step(model, precision, hw, tp, pp, dp, ep, sb)
+    t = np.zeros((D, bg.size, pg.size, CTX_POINTS))
+    for rows, sp in groups:
+        split = np.broadcast_to(_split(st, model, sp), (2, D, bg.size, pg.size, CTX_POINTS))[:, rows]
+        t[rows] = step_terms(split, profile, B)["engine_s"]  # per-request CPU overhead counts the decode requests, as serving does
     return StepTable(bg, pg, lo, hi, t)
 
 
@@ -801,7 +822,7 @@ def _loop_disagg(st: _Fast, ptab: "_Cells", dtab: "_Cells", eng: EngineArrays, d
     budget, maxrun, half_al, al = eng.token_budget, eng.max_running, eng.al / 2.0, eng.al
     inv_scale = 1.0 / np.maximum(dis["decode_scale"], 1e-9)
     dslots, ready_after = dis["decode_slots"], dis["transfer_s"] * isl
-    p_ctx, d_ctx_lo, zero = ptab.ctx_lo, dtab.ctx_lo, np.zeros(D)
+    d_ctx_lo = dtab.ctx_lo
     # prefill-done batches (cumulative prefilled, KV ready at); the decode pool's own pointers
     top = float(st.R + 1)
     rb_hi, rb_t, nrb = np.full(D * W, top), np.zeros(D * W), np.zeros(D, int)
@@ -821,7 +842,7 @@ def _loop_disagg(st: _Fast, ptab: "_Cells", dtab: "_Cells", eng: EngineArrays, d
         avail = adm * need - st.ptok
         p = np.minimum(avail, budget)
         k = _prefill_run(p, avail, need - (st.ptok - pre_c * need))
-        t_step = np.maximum(ptab.parts(zero, p, p_ctx)[0], 0.0)
+        t_step = ptab.prefill_only(p)
         nxt = st.next_arrival()
         new_now = np.where(act & (k == 0), np.where(nxt < np.inf, np.maximum(st.now, nxt), np.maximum(st.now, dnow)),
                            st.now + k * t_step)
@@ -851,7 +872,7 @@ def _loop_disagg(st: _Fast, ptab: "_Cells", dtab: "_Cells", eng: EngineArrays, d
         b_rank = n_r * inv_scale
         s_in = st.s_in + (upto - st.c) * st.G  # entering requests count from this step
         ctx = np.where(running, isl + al * (st.G - s_in / np.maximum(n_r, 1.0)), d_ctx_lo)
-        v, slope = dtab.parts(b_rank, zero, ctx)
+        v, slope = dtab.decode_only(b_rank, ctx)
         k_h = np.ceil(np.maximum(horizon - dnow, 0.0) / np.maximum(v, 1e-12))
         gi = off + st.gp
         k_fin = np.where((st.gp < st.ng) | (upto > st.c), np.where(st.gp < st.ng, st.g_in[gi] + K - st.G, K), np.inf)
@@ -1083,15 +1104,20 @@ def _per_row(x, D: int) -> list[tuple[np.ndarray, object]]:
 
 
 def _tables(model, precision, hw, lay: Layouts, profile, spec, D: int, **kw) -> StepTable:
-    """Step tables of every (precision, speculation) group of the deployments, on common grids."""
+    """Step tables of the deployments on common grids: one forward pass per precision over the distinct
+    (layout, speculation, context range) rows (search candidates share layouts across batch sizes)."""
+    spec_id = np.zeros(D)
+    for j, (rows, _) in enumerate(_per_row(spec, D)):
+        spec_id[rows] = j
+    ctx = {k: np.broadcast_to(np.asarray(kw[k], float), (D,)) for k in ("ctx_lo", "ctx_hi")}
+    key = np.stack([lay.tp, lay.pp, lay.dp, lay.ep, spec_id, ctx["ctx_lo"], ctx["ctx_hi"]], axis=1)
     parts = []
-    for prow, prec in _per_row(precision, D):
-        for srow, sp in _per_row(spec, D):
-            rows = np.intersect1d(prow, srow)
-            if rows.size:
-                sub = {k: (np.asarray(v)[rows] if np.ndim(v) else v) for k, v in kw.items() if k in ("ctx_lo", "ctx_hi")}
-                parts.append((rows, build_step_table(model, prec, hw, lay.take(rows), profile, spec=sp,
-                                                     **{**kw, **sub})))
+    for rows, prec in _per_row(precision, D):
+        uniq, first, inv = np.unique(key[rows], axis=0, return_index=True, return_inverse=True)
+        u = rows[first]  # one representative row per distinct key
+        sp = [spec[i] for i in u] if isinstance(spec, (list, tuple)) else spec
+        tab = build_step_table(model, prec, hw, lay.take(u), profile, spec=sp, **{**kw, "ctx_lo": ctx["ctx_lo"][u], "ctx_hi": ctx["ctx_hi"][u]})
+        parts.append((rows, tab.take(np.asarray(inv).reshape(-1))))
     return StepTable.stack(parts, D)
 
 
