@@ -629,6 +629,7 @@ class _Fast:
         self.need = self.isl - np.minimum(plan.cached[:, 0], self.isl - 1)
         self.think = plan.after_s[:, 0].astype(float)
         self.K = np.ceil(np.maximum(self.osl - 1.0, 0.0) / eng.al)  # decode steps of one request
+        self.k_pos = self.K > 0
         self.spacing = spacing
         self.inv_sp = np.where(spacing > 0, 1.0 / np.where(spacing > 0, spacing, 1.0), 0.0)
         self.a_base = np.where(spacing > 0, 1.0, np.inf)  # a synchronised first wave arrives at once
@@ -672,22 +673,26 @@ class _Fast:
             t = np.minimum(t, np.where((self.bg < self.gp) & (self.b_ptr < self.nB), self.g_end[gi] + self.think, np.inf))
         return t
 
-    def enter(self, upto, t_first) -> None:
-        """Requests up to position ``upto`` have their first token at ``t_first`` and decode from step
-        ``G`` on (requests entering at the same step form one group)."""
+    def enter(self, upto, t_first=None) -> None:
+        """Requests up to position ``upto`` decode from step ``G`` on (requests entering at the same step
+        form one group); their first token at ``t_first`` (or given later with :meth:`first_token`)."""
         new = upto > self.c
-        i = self.off + self.nfb
-        self.fb_hi[i] = upto
-        self.fb_t[i] = t_first
-        self.nfb = self.nfb + new
+        if t_first is not None:
+            self.first_token(upto, t_first, new)
         last = self.off + np.maximum(self.ng - 1, 0)
-        merge = new & (self.ng > self.gp) & (self.g_in[last] == self.G) & (self.K > 0)
+        merge = new & (self.ng > self.gp) & (self.g_in[last] == self.G) & self.k_pos
         idx = np.where(merge, last, self.off + self.ng)
         self.g_in[idx] = self.G
         self.g_hi[idx] = upto
         self.ng = self.ng + (new & ~merge)
         self.s_in = self.s_in + (upto - self.c) * self.G
         self.c = upto
+
+    def first_token(self, upto, t_first, new) -> None:
+        i = self.off + self.nfb
+        self.fb_hi[i] = upto
+        self.fb_t[i] = t_first
+        self.nfb = self.nfb + new
 
     def finish(self, when) -> None:
         """The oldest decode group finishes once the decode steps reach its entry step + K."""
@@ -811,7 +816,7 @@ def _loop_agg(st: _Fast, tab: "_Cells", eng: EngineArrays, max_iterations: int) 
         st.G = G + k * adv
         st.enter(np.minimum(np.floor(st.ptok / need + 1e-9), adm), new_now + lag * t_step)
         st.finish(new_now)
-        st.itl_s.append(t_step * adv)
+        st.itl_s.append(t_step)  # zero weight where no decode request stepped
         st.itl_w.append(dec_in * k)
         st.now = new_now
 
@@ -822,7 +827,7 @@ def _loop_disagg(st: _Fast, ptab: "_Cells", dtab: "_Cells", eng: EngineArrays, d
     budget, maxrun, half_al, al = eng.token_budget, eng.max_running, eng.al / 2.0, eng.al
     inv_scale = 1.0 / np.maximum(dis["decode_scale"], 1e-9)
     dslots, ready_after = dis["decode_slots"], dis["transfer_s"] * isl
-    d_ctx_lo = dtab.ctx_lo
+    d_ctx_lo, k_pos = dtab.ctx_lo, st.k_pos
     # prefill-done batches (cumulative prefilled, KV ready at); the decode pool's own pointers
     top = float(st.R + 1)
     rb_hi, rb_t, nrb = np.full(D * W, top), np.zeros(D * W), np.zeros(D, int)
@@ -870,18 +875,17 @@ def _loop_disagg(st: _Fast, ptab: "_Cells", dtab: "_Cells", eng: EngineArrays, d
         h_p = np.where(st.arr > pre_c, st.now, nxt)
         horizon = np.minimum(h_p, nxt_ready)
         b_rank = n_r * inv_scale
-        s_in = st.s_in + (upto - st.c) * st.G  # entering requests count from this step
-        ctx = np.where(running, isl + al * (st.G - s_in / np.maximum(n_r, 1.0)), d_ctx_lo)
+        new = upto > st.c
+        st.enter(upto)  # entering requests count from this step
+        ctx = np.where(running, isl + al * (st.G - st.s_in / np.maximum(n_r, 1.0)), d_ctx_lo)
         v, slope = dtab.decode_only(b_rank, ctx)
         k_h = np.ceil(np.maximum(horizon - dnow, 0.0) / np.maximum(v, 1e-12))
-        gi = off + st.gp
-        k_fin = np.where((st.gp < st.ng) | (upto > st.c), np.where(st.gp < st.ng, st.g_in[gi] + K - st.G, K), np.inf)
-        kd = np.where(running, np.maximum(np.minimum(k_fin, k_h), 1.0), 0.0) * act
+        kd = np.where(running, np.maximum(np.minimum(st.k_finish(), k_h), 1.0), 0.0)
         td = np.maximum(v + slope * (np.maximum(kd - 1.0, 0.0) * half_al), 0.0)
-        st.enter(upto, dnow + np.where(K > 0, np.maximum(v, 0.0), 0.0))  # first token: the run's first step
+        st.first_token(upto, dnow + np.maximum(v, 0.0) * k_pos, new)  # first token: the run's first step
         st.G = st.G + kd
         when = dnow + kd * td
-        st.itl_s.append(np.where(kd > 0, td, 0.0))
+        st.itl_s.append(td)  # zero weight where the pool did not step
         st.itl_w.append(b_rank * kd)
         idle_to = np.where(nxt_ready < np.inf, np.minimum(nxt_ready, np.where(h_p < np.inf, np.maximum(h_p, dnow), nxt_ready)),
                            np.maximum(dnow, st.now))
