@@ -600,7 +600,10 @@ def fast_rows(plan: RequestPlan, eng: EngineArrays, decode: dict | None = None) 
     if decode is None:
         ok &= np.minimum(eng.max_running, users) * (isl + osl) <= eng.kv_tokens
     else:
-        ok &= np.minimum(eng.max_running, users) * isl <= eng.kv_tokens
+        # a prefill worker holds only the prompts its budget reaches (head, full ones, the last partial one)
+        need = isl - np.minimum(plan.cached[:, 0], isl - 1)
+        in_prefill = np.minimum(np.minimum(eng.max_running, users), np.ceil(eng.token_budget / need) + 2)
+        ok &= in_prefill * (isl + np.where(eng.reserve, osl, 0.0)) <= eng.kv_tokens  # reserve: output reserved too
         ok &= np.minimum(decode["decode_slots"], users) * (isl + osl) <= decode["decode_kv_tokens"]
     return ok
 
