@@ -1,11 +1,13 @@
 """Time of refining the best candidates of a search with the step-level simulation.
 
 Takes the default DeepSeek-R1 16xH200 8192/1024 search (``simfront.api.predict``), its frontier plus
-the highest-tok/s/GPU other points up to ``--n`` (200), and simulates them (closed loop at each
-point's concurrency, fixed lengths, steady state: users start spread, ``--prompts`` requests per user
-of which the first per user is warm-up). Prints the in-process time the simulation adds.
+the highest-tok/s/GPU other points up to ``--n`` (200), and simulates them with the code
+``predict --tails`` runs (:func:`simfront.tails.simulate_points`: closed loop at each point's
+concurrency, fixed lengths, steady state: users start spread, two requests per user of which the first
+is warm-up; all aggregated points one vectorised simulation, all disaggregated ones another). Prints the
+in-process time the simulation adds (wall and CPU seconds, best of ``--repeat``).
 
-    python scripts/bench_simulate.py [--n 200] [--prompts 2]
+    python scripts/bench_simulate.py [--n 200] [--repeat 3]
 """
 
 from __future__ import annotations
@@ -13,7 +15,6 @@ from __future__ import annotations
 import argparse
 import sys
 import time
-from collections import defaultdict
 from pathlib import Path
 
 import numpy as np

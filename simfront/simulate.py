@@ -20,9 +20,13 @@ busiest rank sets the step), and its throughput is scaled by ``C`` over its clie
 deployment is simulated as one prefill worker with its share ``C / x`` of the clients and the share
 ``y / x`` of the decode ranks, pooled (decode ranks step in parallel).
 
-Loop: arrays of shape (deployments, request slots); the Python loop runs over engine steps. A step
-without prompt tokens stands for every decode step up to the next event (a request finishing, an
-arrival, the KV cache filling), so the loop count is about the number of requests plus prefill steps.
+Loops: :func:`run_engine` keeps arrays of shape (deployments, request slots); the Python loop runs
+over engine steps, and a step without prompt tokens stands for every decode step up to the next event
+(a request finishing, an arrival, the KV cache filling), so the loop count is about the number of
+requests plus prefill steps. :func:`run_fast` gives the same times (``tests/test_simulate_fast.py``)
+for closed-loop clients of identical requests whose KV cache cannot fill (what refining search points
+needs) with (deployments,) counters instead of slots and runs of identical prefill steps skipped too;
+:func:`simulate_trace` sends each deployment to the loop that can take it.
 """
 
 from __future__ import annotations
@@ -826,7 +830,7 @@ def _loop_agg(st: _Fast, tab: "_Cells", eng: EngineArrays, max_iterations: int) 
 
 def _loop_disagg(st: _Fast, ptab: "_Cells", dtab: "_Cells", eng: EngineArrays, dis: dict, max_iterations: int) -> int:
     D, W, off = st.D, st.W, st.off
-    n, need, isl, K = st.n, st.need, st.isl, st.K
+    n, need, isl = st.n, st.need, st.isl
     budget, maxrun, half_al, al = eng.token_budget, eng.max_running, eng.al / 2.0, eng.al
     inv_scale = 1.0 / np.maximum(dis["decode_scale"], 1e-9)
     dslots, ready_after = dis["decode_slots"], dis["transfer_s"] * isl

@@ -5,13 +5,13 @@ percentile. The simulation gives the spread: a point's percentile is the evaluat
 simulated percentile over the simulated mean (:func:`scaled_tails`). ``simulate_points`` replays
 each chosen configuration as a closed loop of its own concurrency (fixed lengths, clients spread, the
 first request of each client as warm-up) through the engine loop, with step times from the same cost
-model and serving profile, and returns p50 / p90 / p99 of TTFT and TPOT per point. Points are grouped
-by (mode, precision, KV dtype, speculation, token budget) so each group is one vectorised run.
+model and serving profile, and returns p50 / p90 / p99 of TTFT and TPOT per point. All aggregated
+points are one vectorised run and all disaggregated ones another (precision, speculation and token
+budget per point); these requests are identical, so they run on the fast loop (:func:`simfront.simulate.run_fast`).
 """
 
 from __future__ import annotations
 
-from collections import defaultdict
 
 import numpy as np
 
