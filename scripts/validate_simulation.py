@@ -8,7 +8,7 @@ row's concurrency, ``num_prompts = 10 x concurrency``, the first wave at once, l
 ``measured_serving.csv``, whose client is not recorded). Nothing is fitted here: step times use the
 shipped per-engine serving profiles (the step terms and the per-request TTFT overhead only).
 
-    python scripts/validate_simulation.py [--file F --range-ratio R] [--limit N]
+    python scripts/validate_simulation.py [--file F --range-ratio R] [--limit N] [--mode disagg] [--fixed-mean]
 
 Prints median predicted/measured TTFT, TTFT MAPE and TPOT MAPE for disaggregated rows and all rows,
 for the simulation and for the analytical evaluator on the same rows.
@@ -44,8 +44,11 @@ INFERENCEMAX = ROOT.parent / "shared" / "calibration" / "e2e" / "inferencemax_b2
 SERVING = ROOT / "measurements" / "measured_serving.csv"
 
 
-def simulate_points(pts, range_ratio: float, prompts_per_user: float = cl.BENCHMARK_PROMPTS_PER_USER) -> list[dict]:
-    """{ttft_ms, tpot_ms, p90_ttft_ms, p99_ttft_ms} (or {reason}) per point, in order."""
+def simulate_points(pts, range_ratio: float, prompts_per_user: float = cl.BENCHMARK_PROMPTS_PER_USER,
+                    fixed_mean: bool = False) -> list[dict]:
+    """{ttft_ms, tpot_ms, p90_ttft_ms, p99_ttft_ms} (or {reason}) per point, in order. ``fixed_mean``:
+    every request at the random client's mean lengths (the fast loop of :mod:`simfront.simulate`
+    takes identical requests; random lengths run on the request-slot loop, minutes for this file)."""
     out: list[dict] = [dict() for _ in pts]
     groups: dict[tuple, list[int]] = defaultdict(list)
     res = {}
@@ -75,7 +78,10 @@ def simulate_points(pts, range_ratio: float, prompts_per_user: float = cl.BENCHM
             sched = sched.with_overrides(token_budget=budget)
         prof = engine_profile(r.engine)
         conc = np.array([float(_get(pts[i], "concurrency")) for i in idx])
-        client = cl.ClosedLoop(1.0, cl.Lengths(r.isl, r.osl, range_ratio), num_prompts=prompts_per_user, first_wave=True)
+        lengths = cl.Lengths(r.isl, r.osl, range_ratio)
+        if fixed_mean:
+            lengths = cl.Lengths(round(lengths.mean_isl), round(lengths.mean_osl))
+        client = cl.ClosedLoop(1.0, lengths, num_prompts=prompts_per_user, first_wave=True)
 
         def plan_fn(users, D, client=client):
             return cl.plan_closed(client, users, D, prompts=np.ceil(prompts_per_user * users))
@@ -142,14 +148,16 @@ def _stats(meas, pred) -> dict:
     return {"n": int(k.sum()), "median_ratio": float(np.median(ratio)), "mape": float(np.mean(np.abs(ratio - 1)) * 100)}
 
 
-def report(path, range_ratio, limit=None) -> dict:
+def report(path, range_ratio, limit=None, mode=None, fixed_mean=False) -> dict:
     t0 = time.perf_counter()
     pts = [p for p in load_measurements([str(path)]).points if p.ttft_ms is not None or p.tpot_ms is not None]
+    if mode:
+        pts = [p for p in pts if (p.mode or "agg") == mode]
     if limit:
         pts = pts[:limit]
     ana = predict_points(pts)
     t1 = time.perf_counter()
-    sim = simulate_points(pts, range_ratio)
+    sim = simulate_points(pts, range_ratio, fixed_mean=fixed_mean)
     t2 = time.perf_counter()
     rows = []
     for p, a, s in zip(pts, ana, sim):
@@ -176,12 +184,15 @@ def main() -> None:
     ap.add_argument("--file", default=None)
     ap.add_argument("--range-ratio", type=float, default=None)
     ap.add_argument("--limit", type=int, default=None)
+    ap.add_argument("--mode", choices=("agg", "disagg"), default=None, help="only the rows of this serving mode")
+    ap.add_argument("--fixed-mean", action="store_true", help="every request at the random client's mean lengths (fast loop)")
     a = ap.parse_args()
+    kw = dict(limit=a.limit, mode=a.mode, fixed_mean=a.fixed_mean)
     if a.file:
-        report(a.file, a.range_ratio if a.range_ratio is not None else 1.0, a.limit)
+        report(a.file, a.range_ratio if a.range_ratio is not None else 1.0, **kw)
         return
-    report(INFERENCEMAX, cl.BENCHMARK_RANGE_RATIO if a.range_ratio is None else a.range_ratio, a.limit)
-    report(SERVING, 1.0 if a.range_ratio is None else a.range_ratio, a.limit)
+    report(INFERENCEMAX, cl.BENCHMARK_RANGE_RATIO if a.range_ratio is None else a.range_ratio, **kw)
+    report(SERVING, 1.0 if a.range_ratio is None else a.range_ratio, **kw)
 
 
 if __name__ == "__main__":

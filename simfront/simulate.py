@@ -20,9 +20,13 @@ busiest rank sets the step), and its throughput is scaled by ``C`` over its clie
 deployment is simulated as one prefill worker with its share ``C / x`` of the clients and the share
 ``y / x`` of the decode ranks, pooled (decode ranks step in parallel).
 
-Loop: arrays of shape (deployments, request slots); the Python loop runs over engine steps. A step
-without prompt tokens stands for every decode step up to the next event (a request finishing, an
-arrival, the KV cache filling), so the loop count is about the number of requests plus prefill steps.
+Loops: :func:`run_engine` keeps arrays of shape (deployments, request slots); the Python loop runs
+over engine steps, and a step without prompt tokens stands for every decode step up to the next event
+(a request finishing, an arrival, the KV cache filling), so the loop count is about the number of
+requests plus prefill steps. :func:`run_fast` gives the same times (``tests/test_simulate_fast.py``)
+for closed-loop clients of identical requests whose KV cache cannot fill (what refining search points
+needs) with (deployments,) counters instead of slots and runs of identical prefill steps skipped too;
+:func:`simulate_trace` sends each deployment to the loop that can take it.
 """
 
 from __future__ import annotations
@@ -64,6 +68,19 @@ class StepTable:
     ctx_hi: np.ndarray  # (D,)
     t: np.ndarray  # (D, nb, np, nc) seconds
 
+    def take(self, rows) -> "StepTable":
+        return StepTable(self.b_grid, self.p_grid, self.ctx_lo[rows], self.ctx_hi[rows], self.t[rows])
+
+    @classmethod
+    def stack(cls, parts: list[tuple[np.ndarray, "StepTable"]], D: int) -> "StepTable":
+        """One table of ``D`` deployments from tables of row groups (same grids): ``[(rows, table), ...]``."""
+        first = parts[0][1]
+        t = np.zeros((D,) + first.t.shape[1:])
+        lo, hi = np.zeros(D), np.zeros(D)
+        for rows, tab in parts:
+            t[rows], lo[rows], hi[rows] = tab.t, tab.ctx_lo, tab.ctx_hi
+        return cls(first.b_grid, first.p_grid, lo, hi, t)
+
     def __call__(self, b, p, ctx, rows=None) -> np.ndarray:
         t = self.t if rows is None else self.t[rows]
         D, nb, npp, nc = t.shape
@@ -87,6 +104,59 @@ class StepTable:
         return np.maximum(out, 0.0)
 
 
+
+class _Cells:
+    """A :class:`StepTable` for the fast loop: per deployment and grid cell the eight coefficients of
+    the multilinear form (``1, wb, wp, wb wp`` and the same times the context fraction), so one
+    evaluation is one gather (same values as :meth:`StepTable.__call__`; needs ``CTX_POINTS`` = 2)."""
+
+    def __init__(self, tab: StepTable, p_scale=1.0):
+        t = tab.t
+        D, nb, npp, nc = t.shape
+        if nc != 2:
+            raise ValueError("_Cells needs a step table with two context points")
+        t00, t10, t01, t11 = t[:, :-1, :-1], t[:, 1:, :-1], t[:, :-1, 1:], t[:, 1:, 1:]
+        a = np.stack([t00, t10 - t00, t01 - t00, t11 - t10 - t01 + t00], axis=-1)  # (D, nb-1, np-1, 2 ctx, 4)
+        c = np.concatenate([a[..., 0, :], a[..., 1, :] - a[..., 0, :]], axis=-1)  # (D, nb-1, np-1, 8)
+        self.coef = c.reshape(-1, 8)
+        self.b_grid, self.p_grid = tab.b_grid, tab.p_grid
+        self.ncell_p, self.row = npp - 1, np.arange(D) * (nb - 1) * (npp - 1)
+        self.ctx_lo, self.ctx_hi = tab.ctx_lo, tab.ctx_hi
+        self.inv_span = 1.0 / np.maximum(tab.ctx_hi - tab.ctx_lo, 1.0)
+        self.p_inv_scale = 1.0 / np.asarray(p_scale, float)
+        self.b_inv, self.p_inv = 1.0 / np.diff(tab.b_grid), 1.0 / np.diff(tab.p_grid)
+
+    def parts(self, b, p, ctx) -> tuple[np.ndarray, np.ndarray]:
+        """(step seconds before the clip at 0, their slope per context token) at (b, p, ctx)."""
+        ib, wb = self._loc(self.b_grid, self.b_inv, b)
+        ip, wp = self._loc(self.p_grid, self.p_inv, p * self.p_inv_scale)
+        c0, c1, c2, c3, c4, c5, c6, c7 = self.coef[self.row + ib * self.ncell_p + ip].T
+        bw = wb * wp
+        slope = (c4 + c5 * wb + c6 * wp + c7 * bw) * self.inv_span
+        return c0 + c1 * wb + c2 * wp + c3 * bw + (ctx - self.ctx_lo) * slope, slope
+
+    def prefill_only(self, p) -> np.ndarray:
+        """Seconds of a step with ``p`` prompt tokens and no decode requests (b = 0, shortest context)."""
+        ip, wp = self._loc(self.p_grid, self.p_inv, p * self.p_inv_scale)
+        c = self.coef[self.row + ip]
+        return np.maximum(c[:, 0] + c[:, 2] * wp, 0.0)
+
+    def decode_only(self, b, ctx) -> tuple[np.ndarray, np.ndarray]:
+        """:meth:`parts` of a decode-only step (p = 0)."""
+        ib, wb = self._loc(self.b_grid, self.b_inv, b)
+        c = self.coef[self.row + ib * self.ncell_p]
+        slope = (c[:, 4] + c[:, 5] * wb) * self.inv_span
+        return c[:, 0] + c[:, 1] * wb + (ctx - self.ctx_lo) * slope, slope
+
+    @staticmethod
+    def _loc(grid, inv, x):
+        i = np.minimum(np.maximum(grid.searchsorted(x, side="right") - 1, 0), grid.size - 2)
+        return i, np.maximum((x - grid[i]) * inv[i], 0.0)
+
+    def __call__(self, b, p, ctx) -> np.ndarray:
+        return np.maximum(self.parts(np.asarray(b, float), np.asarray(p, float), np.asarray(ctx, float))[0], 0.0)
+
+
 def _locate(grid: np.ndarray, x) -> tuple[np.ndarray, np.ndarray]:
     x = np.asarray(x, float)
     i = np.clip(np.searchsorted(grid, x, side="right") - 1, 0, grid.size - 2)
@@ -101,12 +171,13 @@ def _grid(grid: np.ndarray, top: float) -> np.ndarray:
 
 
 def build_step_table(model, precision, hw, lay: Layouts, profile: dict, *, isl_new: float, prefix: float, ctx_lo, ctx_hi,
-                     b_max: float, p_max: float, spec: Speculation = NO_SPEC) -> StepTable:
+                     b_max: float, p_max: float, spec=NO_SPEC) -> StepTable:
     """Engine step times of the deployments' workers (``lay`` holds (D,) layout arrays) on the
     (decode requests, prompt tokens, context) grid, with the serving profile applied exactly as
     :mod:`simfront.serving` does (:func:`simfront.serving.step_terms`). ``isl_new`` sets how many
     sequences a step's prompt tokens belong to and ``prefix`` their cached prefix, as in
-    :func:`simfront.serving.aggregated_raw`."""
+    :func:`simfront.serving.aggregated_raw`. ``spec``: one speculation setting or one per deployment
+    (one forward pass with each row's draft tokens per request)."""
     bg = _grid(B_GRID, b_max)
     pg = _grid(P_GRID, p_max)
     D = np.asarray(lay.tp).reshape(-1).size
@@ -118,10 +189,17 @@ def build_step_table(model, precision, hw, lay: Layouts, profile: dict, *, isl_n
     B = bg[None, :, None, None]
     P = pg[None, None, :, None]
     seqs = np.where(P > 0, np.maximum(P / max(isl_new, 1.0), 1.0), 0.0)
-    sb = StepBatch(decode_reqs=B, decode_ctx=ctx, q_tokens=spec.k + 1, prefill_tokens=P, prefill_seqs=seqs, prefill_prefix=prefix)
-    split = _split(forward_step(model, precision, hw, tp, pp, dp, ep, sb), model, spec)
-    t = step_terms(split, profile, B)["engine_s"]  # per-request CPU overhead counts the decode requests, as serving does
-    t = np.broadcast_to(t, (D, bg.size, pg.size, CTX_POINTS)).copy()
+    groups = _per_row(spec, D)  # one forward pass; the drafts' cost per speculation setting
+    q = np.ones(D)
+    for rows, sp in groups:
+        q[rows] = sp.k + 1
+    sb = StepBatch(decode_reqs=B, decode_ctx=ctx, q_tokens=q[:, None, None, None] if len(groups) > 1 else q[0],
+                   prefill_tokens=P, prefill_seqs=seqs, prefill_prefix=prefix)
+    st = forward_step(model, precision, hw, tp, pp, dp, ep, sb)
+    t = np.zeros((D, bg.size, pg.size, CTX_POINTS))
+    for rows, sp in groups:
+        split = np.broadcast_to(_split(st, model, sp), (2, D, bg.size, pg.size, CTX_POINTS))[:, rows]
+        t[rows] = step_terms(split, profile, B)["engine_s"]  # per-request CPU overhead counts the decode requests, as serving does
     return StepTable(bg, pg, lo, hi, t)
 
 
@@ -143,6 +221,9 @@ class EngineArrays:
     al: np.ndarray  # tokens emitted per decode step per request (speculation)
     q: np.ndarray  # tokens a decode request puts through the step (1 + drafts)
     ttft_overhead_s: np.ndarray  # per-request API / tokenisation time
+
+    def take(self, rows) -> "EngineArrays":
+        return EngineArrays(*(getattr(self, f)[rows] for f in self.__dataclass_fields__))
 
     @classmethod
     def of(cls, D: int, sched: SchedulerSettings, kv_tokens, spec: Speculation = NO_SPEC, profile: dict | None = None,
@@ -173,12 +254,19 @@ class SimTrace:
     prompt_tokens_computed: np.ndarray  # (D,) prompt tokens prefilled (recompute included)
 
 
-def _push(Q, tail, qlen, mask):
-    """Append the slots in ``mask`` (D, N) to each deployment's ring queue, in slot order."""
+def _push(Q, tail, qlen, mask, key=None):
+    """Append the slots in ``mask`` (D, N) to each deployment's ring queue, in slot order or, with
+    ``key`` (D, N), in the order of the key (send times: first come, first served)."""
     rows, cols = np.nonzero(mask)
     if rows.size == 0:
         return
-    rank = np.cumsum(mask, axis=1)[rows, cols] - 1
+    if key is None:
+        rank = np.cumsum(mask, axis=1)[rows, cols] - 1
+    else:
+        order = np.argsort(np.where(mask, key, np.inf), axis=1, kind="stable")
+        pos = np.empty_like(order)
+        np.put_along_axis(pos, order, np.arange(mask.shape[1])[None, :].repeat(mask.shape[0], 0), axis=1)
+        rank = pos[rows, cols]
     Nq = Q.shape[1]
     Q[rows, (tail[rows] + rank) % Nq] = cols
     add = mask.sum(axis=1)
@@ -270,7 +358,7 @@ def run_engine(table: StepTable, plan: RequestPlan, eng: EngineArrays, decode_ta
         arr = (ph == _PENDING) & (t_send <= pclock[:, None])
         if arr.any():
             ph[arr] = _QUEUED
-            _push(Q, tail, qlen, arr)
+            _push(Q, tail, qlen, arr, t_send)
         s, valid = _window(Q, head, qlen, W)
         phs = ph[rows, s]
         started = valid & (phs == _PREFILL)
@@ -315,7 +403,7 @@ def run_engine(table: StepTable, plan: RequestPlan, eng: EngineArrays, decode_ta
             k_kv = np.where(eng.reserve, np.inf, np.floor((eng.kv_tokens - kv_used) / np.maximum(n_dec * eng.al, 1e-9)))
             k = np.where(has_p, 1.0, np.maximum(np.minimum(np.minimum(k_left, k_arr), k_kv), 1.0))
             k = np.where(n_dec > 0, k, np.where(has_p, 1.0, 0.0))
-            t_step = table(dec_in, p_tok, ctx_mean + np.where(has_p, 0.0, k * eng.al / 2.0))
+            t_step = table(dec_in, p_tok, ctx_mean + np.where(has_p, 0.0, np.maximum(k - 1.0, 0.0) * eng.al / 2.0))  # step i at ctx + i al
         k = k * active
         dt = k * t_step
         idle = active & (k == 0)
@@ -386,20 +474,22 @@ def run_engine(table: StepTable, plan: RequestPlan, eng: EngineArrays, decode_ta
             admitted[ar_, sl] = True
             running = (ph == _DECODE) & (left > 0)
         n_r = running.sum(axis=1)
-        nxt_ready = np.where((ph == _DECODE) & (left < 0), ready, np.inf).min(axis=1)
+        # the next KV to arrive (requests already there wait for a slot, which a finish frees: not an event)
+        nxt_ready = np.where((ph == _DECODE) & (left < 0) & (ready > dnow[:, None]), ready, np.inf).min(axis=1)
         pend = np.where(ph == _PENDING, t_send, np.inf).min(axis=1)
         h_p = np.where(qlen > 0, now, pend)  # next event of the prefill side
         horizon = np.minimum(h_p, nxt_ready)
         b_rank = n_r / dscale
         dctx = np.where(n_r > 0, (kv * running).sum(axis=1) / np.maximum(n_r, 1), decode_table.ctx_lo)
         td = decode_table(b_rank, 0 * b_rank, dctx)
+        td_first = td  # the run's first step: the admitted requests' first token
         k_left = np.where(running, left, np.inf).min(axis=1)
         k_h = np.where(np.isfinite(horizon), np.ceil(np.maximum(horizon - dnow, 0.0) / np.maximum(td, 1e-12)), np.inf)
         kd = np.where(n_r > 0, np.maximum(np.minimum(k_left, k_h), 1.0), 0.0) * active
-        td = decode_table(b_rank, 0 * b_rank, dctx + kd * eng.al / 2.0)
+        td = decode_table(b_rank, 0 * b_rank, dctx + np.maximum(kd - 1.0, 0.0) * eng.al / 2.0)
         # the first token streams with the decode pool's first step of the request (one-token outputs at admission)
         fr_, fs_ = np.nonzero(admitted)
-        t_first[fr_, rq[fr_, fs_]] = dnow[fr_] + np.where(left[fr_, fs_] > 0, td[fr_], 0.0)
+        t_first[fr_, rq[fr_, fs_]] = dnow[fr_] + np.where(left[fr_, fs_] > 0, td_first[fr_], 0.0)
         left = np.where(running, left - kd[:, None], left)
         kv = np.where(running, kv + kd[:, None] * eng.al[:, None], kv)
         itl_s.append(np.where(kd > 0, td, 0.0))
@@ -474,18 +564,404 @@ def _preempt(kv, ph, tick, need, done_p, isl, cached, rq, osl, left, eng, Q, hea
 
 
 # --------------------------------------------------------------------------------------------------
+# the fast engine loop: identical requests, pointers instead of request slots
+# --------------------------------------------------------------------------------------------------
+#
+# When every request of a deployment has the same lengths (and cached prefix and think time), a
+# closed-loop client issues no open-loop arrivals and the KV cache cannot bind, FCFS prefill and
+# lockstep decode keep the requests in one order: the m-th request to arrive is the m-th prefilled,
+# the m-th to start decoding and the m-th to finish. The loop then needs no (deployments x slots)
+# state: counters (arrived, admitted, prefill tokens done, prefilled, finished), the decode steps
+# run so far, the sum of the decode entry steps (for the mean context), and per-deployment batches
+# of requests that arrived / finished prefill / started decoding / finished together. One numpy
+# iteration is a run of identical engine steps for every deployment at once: it ends at the next
+# event that changes a step (a prompt finishing its prefill, a decode finishing, an arrival that
+# finds the engine with room and nothing to prefill). Step times of a run of k steps whose decode
+# context grows by ``al`` a step are k times the step at its mean context (the step table is linear
+# in context), so a run is exactly the sum of its steps. Per-request times are read back from the
+# batches at the end. :func:`fast_rows` says which deployments qualify; the rest run on
+# :func:`run_engine`.
+
+_BIG_ROWS = 1 << 40  # row offset that keeps per-row batch boundaries sorted when flattened
+
+
+def _const_rows(a: np.ndarray, n: np.ndarray) -> np.ndarray:
+    cols = np.arange(a.shape[1])[None, :] < n[:, None]
+    return np.all(np.where(cols, a == a[:, :1], True), axis=1)
+
+
+def fast_rows(plan: RequestPlan, eng: EngineArrays, decode: dict | None = None) -> np.ndarray:
+    """(D,) bool: deployments the fast loop simulates exactly (closed loop, identical requests, no
+    arrival times of their own, KV cache large enough for every user's full context)."""
+    D, R = plan.isl.shape
+    if plan.open_loop or R == 0:
+        return np.zeros(D, bool)
+    n = np.minimum(plan.n, R)
+    ok = (_const_rows(plan.isl, n) & _const_rows(plan.osl, n) & _const_rows(plan.cached, n) & _const_rows(plan.after_s, n)
+          & np.all(plan.arrival_s == 0.0, axis=1))
+    users = np.minimum(np.ceil(plan.users), n)
+    isl, osl = plan.isl[:, 0], plan.osl[:, 0]
+    if decode is None:
+        ok &= np.minimum(eng.max_running, users) * (isl + osl) <= eng.kv_tokens
+    else:
+        # a prefill worker holds only the prompts its budget reaches (head, full ones, the last partial one)
+        need = isl - np.minimum(plan.cached[:, 0], isl - 1)
+        in_prefill = np.minimum(np.minimum(eng.max_running, users), np.ceil(eng.token_budget / need) + 2)
+        ok &= in_prefill * (isl + np.where(eng.reserve, osl, 0.0)) <= eng.kv_tokens  # reserve: output reserved too
+        ok &= np.minimum(decode["decode_slots"], users) * (isl + osl) <= decode["decode_kv_tokens"]
+    return ok
+
+
+def _rows_of(hi: np.ndarray, m: np.ndarray) -> np.ndarray:
+    """Per row, the index of the first batch whose cumulative end ``hi[d, i]`` exceeds position ``m[d, j]``."""
+    D, I = hi.shape
+    off = (np.arange(D) * _BIG_ROWS)[:, None]
+    i = np.searchsorted((hi + off).ravel(), (m + off).ravel(), side="right").reshape(m.shape) - (np.arange(D) * I)[:, None]
+    return np.clip(i, 0, I - 1)
+
+
+class _Fast:
+    """State of the fast loop (see the section comment): (D,) counters, and per row flat batch arrays
+    of width ``W`` (row ``d`` at ``d W``): arrivals (cumulative arrived, first-round arrived), first
+    tokens (cumulative, time), decode groups (cumulative, entry step, finish time)."""
+
+    def __init__(self, plan: RequestPlan, eng: EngineArrays, spacing: np.ndarray):
+        D, R = plan.isl.shape
+        self.D, self.R, self.W = D, R, R + 2
+        self.off = np.arange(D) * self.W
+        self.n = np.minimum(plan.n, R).astype(float)
+        self.U = np.minimum(np.minimum(np.ceil(plan.users), max(min(int(np.max(plan.users)), R), 1)), self.n)
+        self.nB = self.n - self.U  # requests issued when an earlier one finishes
+        self.isl, self.osl = plan.isl[:, 0].astype(float), plan.osl[:, 0].astype(float)
+        self.need = self.isl - np.minimum(plan.cached[:, 0], self.isl - 1)
+        self.think = plan.after_s[:, 0].astype(float)
+        self.K = np.ceil(np.maximum(self.osl - 1.0, 0.0) / eng.al)  # decode steps of one request
+        self.k_pos = self.K > 0
+        self.spacing = spacing
+        self.inv_sp = np.where(spacing > 0, 1.0 / np.where(spacing > 0, spacing, 1.0), 0.0)
+        self.a_base = np.where(spacing > 0, 1.0, np.inf)  # a synchronised first wave arrives at once
+        N, top = D * self.W, float(R + 1)
+        self.ab_hi, self.ab_a = np.full(N, top), np.zeros(N)
+        self.fb_hi, self.fb_t = np.full(N, top), np.zeros(N)
+        self.g_hi, self.g_in, self.g_end = np.full(N, top), np.zeros(N), np.zeros(N)
+        z = lambda: np.zeros(D)  # noqa: E731
+        self.now, self.G, self.s_in, self.ptok, self.arr, self.c, self.e = z(), z(), z(), z(), z(), z(), z()
+        self.a_ptr, self.b_ptr = z(), z()
+        zi = lambda: np.zeros(D, int)  # noqa: E731
+        self.nab, self.nfb, self.ng, self.gp, self.bg = zi(), zi(), zi(), zi(), zi()
+        self.think0 = not bool(np.any(self.think > 0))
+        self.itl_s, self.itl_w = [], []
+
+    def arrive(self) -> None:
+        """Requests sent by ``now`` join the queue: first-round ones, then those of users whose last
+        request finished (at once without think time)."""
+        self.a_ptr = np.minimum(np.floor(self.now * self.inv_sp + 1e-9) + self.a_base, self.U)
+        if self.think0:
+            self.b_ptr = np.minimum(self.e, self.nB)
+        else:
+            while True:
+                gi = self.off + self.bg
+                due = (self.bg < self.gp) & (self.b_ptr < self.nB) & (self.g_end[gi] + self.think <= self.now)
+                if not due.any():
+                    break
+                self.b_ptr = np.where(due, np.minimum(self.g_hi[gi], self.nB), self.b_ptr)
+                self.bg = self.bg + due
+        arr = self.a_ptr + self.b_ptr
+        i = self.off + self.nab
+        self.ab_hi[i] = arr
+        self.ab_a[i] = self.a_ptr
+        self.nab = self.nab + (arr > self.arr)
+        self.arr = arr
+
+    def next_arrival(self) -> np.ndarray:
+        t = np.where(self.a_ptr < self.U, self.a_ptr * self.spacing, np.inf)
+        if not self.think0:
+            gi = self.off + np.minimum(self.bg, self.W - 1)
+            t = np.minimum(t, np.where((self.bg < self.gp) & (self.b_ptr < self.nB), self.g_end[gi] + self.think, np.inf))
+        return t
+
+    def enter(self, upto, t_first=None) -> None:
+        """Requests up to position ``upto`` decode from step ``G`` on (requests entering at the same step
+        form one group); their first token at ``t_first`` (or given later with :meth:`first_token`)."""
+        new = upto > self.c
+        if t_first is not None:
+            self.first_token(upto, t_first, new)
+        last = self.off + np.maximum(self.ng - 1, 0)
+        merge = new & (self.ng > self.gp) & (self.g_in[last] == self.G) & self.k_pos
+        idx = np.where(merge, last, self.off + self.ng)
+        self.g_in[idx] = self.G
+        self.g_hi[idx] = upto
+        self.ng = self.ng + (new & ~merge)
+        self.s_in = self.s_in + (upto - self.c) * self.G
+        self.c = upto
+
+    def first_token(self, upto, t_first, new) -> None:
+        i = self.off + self.nfb
+        self.fb_hi[i] = upto
+        self.fb_t[i] = t_first
+        self.nfb = self.nfb + new
+
+    def finish(self, when) -> None:
+        """The oldest decode group finishes once the decode steps reach its entry step + K."""
+        gi = self.off + self.gp
+        g0 = self.g_in[gi]
+        due = (self.gp < self.ng) & (self.G >= g0 + self.K)
+        hi = self.g_hi[gi]
+        self.g_end[gi] = when  # read only once the group has finished
+        self.s_in = self.s_in - due * (hi - self.e) * g0
+        self.e = np.where(due, hi, self.e)
+        self.gp = self.gp + due
+
+    def k_finish(self) -> np.ndarray:
+        return np.where(self.gp < self.ng, self.g_in[self.off + self.gp] + self.K - self.G, np.inf)
+
+    def trace(self, eng: EngineArrays, plan: RequestPlan, iterations: int) -> SimTrace:
+        D, R, W = self.D, self.R, self.W
+        m = np.broadcast_to(np.arange(R, dtype=float)[None, :], (D, R))
+        valid = m < self.n[:, None]
+        rows = np.arange(D)[:, None]
+        v = lambda a: a.reshape(D, W)  # noqa: E731
+        t_end = np.where(valid, v(self.g_end)[rows, _rows_of(v(self.g_hi), m)], np.nan)
+        t_first = np.where(valid, v(self.fb_t)[rows, _rows_of(v(self.fb_hi), m)], np.nan)
+        ab_hi, ab_a = v(self.ab_hi), v(self.ab_a)
+        i = _rows_of(ab_hi, m)
+        prev = np.maximum(i - 1, 0)
+        before = np.where(i > 0, ab_hi[rows, prev], 0.0)
+        a_lo = np.where(i > 0, ab_a[rows, prev], 0.0)
+        n_a = ab_a[rows, i] - a_lo
+        off = m - before
+        is_a = off < n_a
+        j = a_lo + off  # first-round request j
+        kb = np.clip(off - n_a + (before - a_lo), 0, R - 1).astype(int)  # B requests of earlier batches: before - a_lo
+        t_send = np.where(is_a, j * self.spacing[:, None], np.take_along_axis(t_end, kb, axis=1) + self.think[:, None])
+        rid = np.where(is_a, j, self.U[:, None] + kb)
+        # requests that joined the queue in the same step are served in the order they were sent
+        o = np.lexsort((t_send, i), axis=-1)
+        t_send, rid = np.take_along_axis(t_send, o, axis=1), np.take_along_axis(rid, o, axis=1)
+        t_send = np.where(valid, t_send, np.nan)
+        counted = valid & (rid >= plan.warmup[:, None]) & np.isfinite(t_end)
+        full = lambda x: np.broadcast_to(x[:, None], (D, R)).copy()  # noqa: E731
+        return SimTrace(t_send, t_first, t_end, full(self.isl), full(self.osl), counted,
+                        np.array(self.itl_s).T if self.itl_s else np.zeros((D, 0)),
+                        np.array(self.itl_w).T if self.itl_w else np.zeros((D, 0)), eng.ttft_overhead_s, iterations,
+                        np.zeros(D), self.ptok.copy())
+
+
+def _prefill_run(p, avail, rem_head) -> np.ndarray:
+    """Identical steps of ``p`` prompt tokens until the head prompt (``rem_head`` tokens left) finishes,
+    as long as the queue (``avail`` tokens) fills every step; one step when it empties; 0 without prompts."""
+    ps = np.maximum(p, 1e-9)
+    k = np.maximum(np.minimum(np.ceil(rem_head / ps - 1e-9), np.floor(avail / ps + 1e-9)), 1.0)
+    return np.where(p <= 0, 0.0, np.where(p >= avail, 1.0, k))
+
+
+def _spacing(table, plan: RequestPlan, eng: EngineArrays) -> np.ndarray:
+    """Gap between the first requests of the users: 0 for a synchronised first wave, else the users
+    spread over one request's life at its running batch (as :func:`run_engine` does)."""
+    D, R = plan.isl.shape
+    if plan.first_wave:
+        return np.zeros(D)
+    N = max(min(int(np.max(plan.users)), R), 1)
+    users = np.minimum(np.ceil(plan.users), N)
+    life = table(np.minimum(users, eng.max_running), 0 * users, table.ctx_lo) * np.ceil(np.mean(plan.osl, axis=1) / eng.al) + table(
+        0 * users, np.mean(plan.isl, axis=1), table.ctx_lo)
+    return life / np.maximum(users, 1)
+
+
+def run_fast(table, plan: RequestPlan, eng: EngineArrays, decode_table=None, disagg: dict | None = None,
+             max_iterations: int = MAX_LOOP_ITERATIONS) -> SimTrace:
+    """The engine loop of :func:`run_engine` for deployments :func:`fast_rows` accepts (every row of
+    ``plan``), one numpy iteration per run of identical steps of all deployments at once."""
+    st = _Fast(plan, eng, _spacing(table, plan, eng))
+    if disagg is None:
+        it = _loop_agg(st, _Cells(table), eng, max_iterations)
+    else:
+        pre = _Cells(table.t, table.dp) if isinstance(table, _PerRank) else _Cells(table)
+        st.think0 = False  # two clocks: a finished user's next request reaches the prefill queue by its send time
+        it = _loop_disagg(st, pre, _Cells(decode_table), eng, disagg, max_iterations)
+    return st.trace(eng, plan, it)
+
+
+def _too_long(max_iterations):
+    raise SimfrontError(f"simulation did not finish within {max_iterations} steps; simulate fewer prompts")
+
+
+def _loop_agg(st: _Fast, tab: "_Cells", eng: EngineArrays, max_iterations: int) -> int:
+    pf, mixed = eng.prefill_first, ~eng.prefill_first
+    qm = eng.q * mixed  # decode tokens take budget only in mixed steps
+    budget, maxrun, half_al, al, lag = eng.token_budget, eng.max_running, eng.al / 2.0, eng.al, eng.lag_steps
+    n, need, isl, ctx_lo = st.n, st.need, st.isl, tab.ctx_lo
+    it = 0
+    while True:
+        act = st.e < n
+        if not act.any():
+            return it
+        it += 1
+        if it > max_iterations:
+            _too_long(max_iterations)
+        st.arrive()
+        c, e, ptok, G = st.c, st.e, st.ptok, st.G
+        adm = np.minimum(st.arr, e + maxrun)  # admitted (FCFS) while the engine has room
+        n_dec = c - e
+        running = n_dec > 0
+        avail = adm * need - ptok
+        p = np.minimum(avail, np.maximum(budget - n_dec * qm, 0.0))
+        has_p = p > 0
+        k_p = _prefill_run(p, avail, need - (ptok - c * need))
+        dec_in = np.where(has_p & pf, 0.0, n_dec)
+        ctx = np.where(running, isl + al * (G - st.s_in / np.maximum(n_dec, 1.0)), ctx_lo)
+        k_fin = st.k_finish()
+        nxt = st.next_arrival()
+        v, slope = tab.parts(dec_in, p, ctx)
+        k_arr = np.where(adm - e < maxrun, np.ceil(np.maximum(nxt - st.now, 0.0) / np.maximum(v, 1e-12)), np.inf)
+        k = np.where(has_p, np.where(mixed & running, np.minimum(k_p, k_fin), k_p),
+                     np.where(running, np.maximum(np.minimum(k_fin, k_arr), 1.0), 0.0)) * act
+        adv = dec_in > 0
+        t_step = np.maximum(v + slope * (np.maximum(k - 1.0, 0.0) * half_al * adv), 0.0)  # the run's mean context
+        new_now = np.where(act & (k == 0), np.where(nxt < np.inf, np.maximum(st.now, nxt), st.now), st.now + k * t_step)
+        st.ptok = ptok + k * p
+        st.G = G + k * adv
+        st.enter(np.minimum(np.floor(st.ptok / need + 1e-9), adm), new_now + lag * t_step)
+        st.finish(new_now)
+        st.itl_s.append(t_step)  # zero weight where no decode request stepped
+        st.itl_w.append(dec_in * k)
+        st.now = new_now
+
+
+def _loop_disagg(st: _Fast, ptab: "_Cells", dtab: "_Cells", eng: EngineArrays, dis: dict, max_iterations: int) -> int:
+    D, W, off = st.D, st.W, st.off
+    n, need, isl = st.n, st.need, st.isl
+    budget, maxrun, half_al, al = eng.token_budget, eng.max_running, eng.al / 2.0, eng.al
+    inv_scale = 1.0 / np.maximum(dis["decode_scale"], 1e-9)
+    dslots, ready_after = dis["decode_slots"], dis["transfer_s"] * isl
+    d_ctx_lo, k_pos = dtab.ctx_lo, st.k_pos
+    # prefill-done batches (cumulative prefilled, KV ready at); the decode pool's own pointers
+    top = float(st.R + 1)
+    rb_hi, rb_t, nrb = np.full(D * W, top), np.zeros(D * W), np.zeros(D, int)
+    rb, rp, pre_c = np.zeros(D, int), np.zeros(D), np.zeros(D)
+    dnow = np.zeros(D)
+    it = 0
+    while True:
+        act = st.e < n
+        if not act.any():
+            return it
+        it += 1
+        if it > max_iterations:
+            _too_long(max_iterations)
+        # ---- prefill worker (clock st.now): prefill-only steps of the queued prompts ----
+        st.arrive()
+        adm = np.minimum(st.arr, pre_c + maxrun)
+        avail = adm * need - st.ptok
+        p = np.minimum(avail, budget)
+        k = _prefill_run(p, avail, need - (st.ptok - pre_c * need))
+        t_step = ptab.prefill_only(p)
+        nxt = st.next_arrival()
+        new_now = np.where(act & (k == 0), np.where(nxt < np.inf, np.maximum(st.now, nxt), np.maximum(st.now, dnow)),
+                           st.now + k * t_step)
+        st.ptok = st.ptok + k * p
+        c_new = np.minimum(np.floor(st.ptok / need + 1e-9), adm)
+        i = off + nrb
+        rb_hi[i] = c_new
+        rb_t[i] = new_now + ready_after
+        nrb = nrb + (c_new > pre_c)
+        pre_c = c_new
+        st.now = new_now
+        # ---- decode pool (clock dnow): admit ready requests FCFS, run to the next event ----
+        while True:
+            ri = off + rb
+            due = (rb < nrb) & (rb_t[ri] <= dnow)
+            if not due.any():
+                break
+            rp = np.where(due, rb_hi[ri], rp)
+            rb = rb + due
+        n_r = st.c - st.e
+        upto = st.c + np.maximum(np.minimum(rp - st.c, dslots - n_r), 0.0)
+        n_r = upto - st.e
+        running = n_r > 0
+        nxt_ready = np.where(rb < nrb, rb_t[off + rb], np.inf)
+        h_p = np.where(st.arr > pre_c, st.now, nxt)
+        horizon = np.minimum(h_p, nxt_ready)
+        b_rank = n_r * inv_scale
+        new = upto > st.c
+        st.enter(upto)  # entering requests count from this step
+        ctx = np.where(running, isl + al * (st.G - st.s_in / np.maximum(n_r, 1.0)), d_ctx_lo)
+        v, slope = dtab.decode_only(b_rank, ctx)
+        k_h = np.ceil(np.maximum(horizon - dnow, 0.0) / np.maximum(v, 1e-12))
+        kd = np.where(running, np.maximum(np.minimum(st.k_finish(), k_h), 1.0), 0.0)
+        td = np.maximum(v + slope * (np.maximum(kd - 1.0, 0.0) * half_al), 0.0)
+        st.first_token(upto, dnow + np.maximum(v, 0.0) * k_pos, new)  # first token: the run's first step
+        st.G = st.G + kd
+        when = dnow + kd * td
+        st.itl_s.append(td)  # zero weight where the pool did not step
+        st.itl_w.append(b_rank * kd)
+        idle_to = np.where(nxt_ready < np.inf, np.minimum(nxt_ready, np.where(h_p < np.inf, np.maximum(h_p, dnow), nxt_ready)),
+                           np.maximum(dnow, st.now))
+        dnow = np.where(kd > 0, when, np.maximum(dnow, idle_to))
+        st.finish(when)
+
+
+def _take_plan(plan: RequestPlan, rows) -> RequestPlan:
+    f = {k: (v[rows] if isinstance(v, np.ndarray) and v.ndim >= 1 and v.shape[0] == plan.isl.shape[0] else v)
+         for k, v in vars(plan).items() if k != "extra"}
+    return RequestPlan(**f, extra={k: (v[rows] if isinstance(v, np.ndarray) and v.ndim >= 1 else v) for k, v in plan.extra.items()})
+
+
+def _merge(parts: list[tuple[np.ndarray, SimTrace]], D: int, R: int) -> SimTrace:
+    """One trace of ``D`` deployments from traces of row groups (ITL columns padded with zero weight)."""
+    full = lambda: np.full((D, R), np.nan)  # noqa: E731
+    t_send, t_first, t_end, isl, osl = full(), full(), full(), full(), full()
+    counted = np.zeros((D, R), bool)
+    I = max(tr.itl_s.shape[1] for _, tr in parts)
+    itl_s, itl_w = np.zeros((D, I)), np.zeros((D, I))
+    ov, pre, comp = np.zeros(D), np.zeros(D), np.zeros(D)
+    for rows, tr in parts:
+        c = tr.t_send.shape[1]
+        for dst, src in ((t_send, tr.t_send), (t_first, tr.t_first), (t_end, tr.t_end), (isl, tr.isl), (osl, tr.osl)):
+            dst[rows, :c] = src
+        counted[rows, :c] = tr.counted
+        itl_s[rows, : tr.itl_s.shape[1]] = tr.itl_s
+        itl_w[rows, : tr.itl_w.shape[1]] = tr.itl_w
+        ov[rows], pre[rows], comp[rows] = tr.ttft_overhead_s, tr.preemptions, tr.prompt_tokens_computed
+    return SimTrace(t_send, t_first, t_end, isl, osl, counted, itl_s, itl_w, ov, sum(tr.iterations for _, tr in parts), pre, comp)
+
+
+def simulate_trace(table, plan: RequestPlan, eng: EngineArrays, decode_table=None, disagg: dict | None = None,
+                   max_iterations: int = MAX_LOOP_ITERATIONS) -> SimTrace:
+    """Simulate every deployment: those :func:`fast_rows` accepts on the fast loop (:func:`run_fast`),
+    the rest (random lengths, open loop, agentic sessions, a KV cache that can fill) on
+    :func:`run_engine`; one trace in the deployments' order."""
+    D, R = plan.isl.shape
+    fast = fast_rows(plan, eng, disagg)
+    parts = []
+    for rows, runner in ((np.nonzero(fast)[0], run_fast), (np.nonzero(~fast)[0], run_engine)):
+        if rows.size == 0:
+            continue
+        if rows.size == D:
+            return runner(table, plan, eng, decode_table, disagg, max_iterations)
+        sub = None if disagg is None else {k: np.asarray(v)[rows] for k, v in disagg.items()}
+        parts.append((rows, runner(table.take(rows), _take_plan(plan, rows), eng.take(rows),
+                                   None if decode_table is None else decode_table.take(rows), sub, max_iterations)))
+    return _merge(parts, D, R)
+
+
+# --------------------------------------------------------------------------------------------------
 # statistics
 # --------------------------------------------------------------------------------------------------
 
 
 def _nanpct(x: np.ndarray, mask: np.ndarray, q) -> np.ndarray:
-    y = np.where(mask, x, np.nan)
-    with np.errstate(all="ignore"):
-        import warnings
-
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", RuntimeWarning)
-            return np.nanpercentile(y, q, axis=1)
+    """Per-row percentile ``q`` of ``x`` where ``mask`` (linear interpolation, as ``np.nanpercentile``;
+    NaN for a row without values), vectorised over rows."""
+    y = np.sort(np.where(mask & ~np.isnan(x), x, np.inf), axis=1)
+    cnt = (mask & ~np.isnan(x)).sum(axis=1)
+    pos = (np.maximum(cnt, 1) - 1) * (float(q) / 100.0)
+    lo = np.floor(pos).astype(int)
+    hi = np.minimum(lo + 1, np.maximum(cnt - 1, 0))
+    r = np.arange(y.shape[0])
+    a, b = y[r, lo], y[r, hi]
+    with np.errstate(invalid="ignore"):
+        out = a + (b - a) * (pos - lo)
+    return np.where(cnt > 0, np.where(hi == lo, a, out), np.nan)
 
 
 def _nanmean(x, mask):
@@ -618,6 +1094,59 @@ def kv_tokens_per_rank(model, precision, hw, lay: Layouts, context_tokens: float
     return seqs * context_tokens, mem.fits
 
 
+def _per_row(x, D: int) -> list[tuple[np.ndarray, object]]:
+    """Row groups of a per-deployment setting given once for all or as a sequence of ``D`` values
+    (precisions, speculation settings): ``[(rows, value), ...]``, one group per distinct value."""
+    if isinstance(x, (list, tuple)) and not isinstance(x, Speculation):
+        if len(x) != D:
+            raise SimfrontError(f"{len(x)} per-deployment settings for {D} deployments")
+        uniq: list = []
+        rows: list[list[int]] = []
+        for i, v in enumerate(x):
+            for j, u in enumerate(uniq):
+                if u is v or u == v:
+                    rows[j].append(i)
+                    break
+            else:
+                uniq.append(v)
+                rows.append([i])
+        return [(np.asarray(r), u) for r, u in zip(rows, uniq)]
+    return [(np.arange(D), x)]
+
+
+def _tables(model, precision, hw, lay: Layouts, profile, spec, D: int, **kw) -> StepTable:
+    """Step tables of the deployments on common grids: one forward pass per precision over the distinct
+    (layout, speculation, context range) rows (search candidates share layouts across batch sizes)."""
+    spec_id = np.zeros(D)
+    for j, (rows, _) in enumerate(_per_row(spec, D)):
+        spec_id[rows] = j
+    ctx = {k: np.broadcast_to(np.asarray(kw[k], float), (D,)) for k in ("ctx_lo", "ctx_hi")}
+    key = np.stack([lay.tp, lay.pp, lay.dp, lay.ep, spec_id, ctx["ctx_lo"], ctx["ctx_hi"]], axis=1)
+    parts = []
+    for rows, prec in _per_row(precision, D):
+        uniq, first, inv = np.unique(key[rows], axis=0, return_index=True, return_inverse=True)
+        u = rows[first]  # one representative row per distinct key
+        sp = [spec[i] for i in u] if isinstance(spec, (list, tuple)) else spec
+        tab = build_step_table(model, prec, hw, lay.take(u), profile, spec=sp, **{**kw, "ctx_lo": ctx["ctx_lo"][u], "ctx_hi": ctx["ctx_hi"][u]})
+        parts.append((rows, tab.take(np.asarray(inv).reshape(-1))))
+    return StepTable.stack(parts, D)
+
+
+def _spec_arrays(spec, D: int) -> tuple[np.ndarray, np.ndarray]:
+    """(tokens emitted per decode step, tokens a decode request puts through a step) per deployment."""
+    al, q = np.ones(D), np.ones(D)
+    for rows, sp in _per_row(spec, D):
+        al[rows], q[rows] = sp.accepted_per_step, sp.k + 1
+    return al, q
+
+
+def _kv_per_rank(model, precision, hw, lay: Layouts, context_tokens: float, D: int) -> np.ndarray:
+    out = np.zeros(D)
+    for rows, prec in _per_row(precision, D):
+        out[rows] = kv_tokens_per_rank(model, prec, hw, lay.take(rows), context_tokens)[0]
+    return out
+
+
 def simulate_agg(model, precision, hw, lay: Layouts, workers, concurrency, plan_fn, *, sched: SchedulerSettings,
                  profile: dict, spec: Speculation = NO_SPEC, max_batch=None, token_budget=None, isl: float, osl: float,
                  prefix: float = 0.0, kv_tokens=None, table: StepTable | None = None) -> SimMetrics:
@@ -625,7 +1154,9 @@ def simulate_agg(model, precision, hw, lay: Layouts, workers, concurrency, plan_
     layout ``lay`` under ``concurrency`` clients. ``plan_fn(users, D)`` returns the
     :class:`~simfront.clients.RequestPlan` of one representative server with ``users`` clients
     (see :func:`simfront.clients.plan_closed`). ``max_batch``: the engine's max running requests per
-    rank (default the scheduler's); ``isl``/``osl``: nominal lengths (the table's range)."""
+    rank (default the scheduler's); ``isl``/``osl``: nominal lengths (the table's range).
+    ``precision`` and ``spec`` are one setting for all deployments or a sequence of D (one step table
+    per distinct setting, one simulation for all)."""
     D = np.asarray(lay.tp).reshape(-1).size
     L = Layouts(*(_col(a, D) for a in (lay.tp, lay.pp, lay.dp, lay.ep)))
     servers = _col(workers, D) * L.dp * L.pp
@@ -633,15 +1164,16 @@ def simulate_agg(model, precision, hw, lay: Layouts, workers, concurrency, plan_
     users = np.maximum(np.ceil(C / servers - 1e-9), 1.0)
     maxrun = np.minimum(_col(sched.max_running if max_batch is None else max_batch, D), sched.max_running if max_batch is None else np.inf)
     if kv_tokens is None:
-        kv_tokens, _ = kv_tokens_per_rank(model, precision, hw, L, isl + osl)
+        kv_tokens = _kv_per_rank(model, precision, hw, L, isl + osl, D)
     budget = _col(sched.token_budget if token_budget is None else token_budget, D)
     if table is None:
-        table = build_step_table(model, precision, hw, L, profile, isl_new=max(isl - prefix, 1.0), prefix=prefix,
-                                 ctx_lo=0.8 * isl, ctx_hi=isl + osl, b_max=float(np.max(np.minimum(users, maxrun))) + 1,
-                                 p_max=float(np.max(budget)), spec=spec)
+        table = _tables(model, precision, hw, L, profile, spec, D, isl_new=max(isl - prefix, 1.0), prefix=prefix,
+                        ctx_lo=0.8 * isl, ctx_hi=isl + osl, b_max=float(np.max(np.minimum(users, maxrun))) + 1,
+                        p_max=float(np.max(budget)))
     plan = plan_fn(users, D)
-    eng = EngineArrays.of(D, sched, kv_tokens, spec, profile, max_running=maxrun, token_budget=budget)
-    tr = run_engine(table, plan, eng)
+    eng = EngineArrays.of(D, sched, kv_tokens, NO_SPEC, profile, max_running=maxrun, token_budget=budget)
+    eng.al, eng.q = _spec_arrays(spec, D)
+    tr = simulate_trace(table, plan, eng)
     return summarise(tr, C / users, C, _col(workers, D) * L.gpus)
 
 
@@ -659,21 +1191,24 @@ def simulate_disagg(model, precision, hw, prefill: Layouts, prefill_workers, dec
     users = np.maximum(np.ceil(C / x - 1e-9), 1.0)
     dranks = y * Dl.dp * Dl.pp / x  # decode ranks per representative prefill worker
     dmax = _col(sched.max_running if decode_max_batch is None else decode_max_batch, D)
-    dkv, _ = kv_tokens_per_rank(model, precision, hw, Dl, isl + osl)
-    pkv, _ = kv_tokens_per_rank(model, precision, hw, P, isl + osl)
+    dkv = _kv_per_rank(model, precision, hw, Dl, isl + osl, D)
+    pkv = _kv_per_rank(model, precision, hw, P, isl + osl, D)
     pbudget = _col(sched.token_budget if prefill_budget is None else prefill_budget, D) * P.dp  # every prefill rank's budget
-    ptable = build_step_table(model, precision, hw, P, profile, isl_new=max(isl - prefix, 1.0), prefix=prefix, ctx_lo=isl,
-                              ctx_hi=isl + 1, b_max=1, p_max=float(np.max(pbudget)))
+    ptable = _tables(model, precision, hw, P, profile, NO_SPEC, D, isl_new=max(isl - prefix, 1.0), prefix=prefix, ctx_lo=isl,
+                     ctx_hi=isl + 1, b_max=1, p_max=float(np.max(pbudget)))
     b_top = float(np.max(np.minimum(users / np.maximum(dranks, 1e-9), dmax))) + 1
-    dtable = build_step_table(model, precision, hw, Dl, profile, isl_new=max(isl - prefix, 1.0), prefix=prefix, ctx_lo=0.8 * isl,
-                              ctx_hi=isl + osl, b_max=b_top, p_max=1, spec=spec)
-    kv_bytes = kv_bytes_per_token(model, precision.kv)
+    dtable = _tables(model, precision, hw, Dl, profile, spec, D, isl_new=max(isl - prefix, 1.0), prefix=prefix, ctx_lo=0.8 * isl,
+                     ctx_hi=isl + osl, b_max=b_top, p_max=1)
+    kv_bytes = np.zeros(D)
+    for rows, prec in _per_row(precision, D):
+        kv_bytes[rows] = kv_bytes_per_token(model, prec.kv)
     plan = plan_fn(users, D)
-    eng = EngineArrays.of(D, sched, pkv * P.dp, spec, profile, max_running=sched.max_running * P.dp, token_budget=pbudget)
+    eng = EngineArrays.of(D, sched, pkv * P.dp, NO_SPEC, profile, max_running=sched.max_running * P.dp, token_budget=pbudget)
+    eng.al, eng.q = _spec_arrays(spec, D)
     eng.prefill_first[:] = True
     dis = {"transfer_s": kv_bytes / _col(link_bytes_per_s, D), "decode_scale": dranks,
            "decode_slots": np.floor(dmax * dranks), "decode_kv_tokens": dkv * dranks}
-    tr = run_engine(_PerRank(ptable, P.dp), plan, eng, decode_table=dtable, disagg=dis)
+    tr = simulate_trace(_PerRank(ptable, P.dp), plan, eng, decode_table=dtable, disagg=dis)
     gpus = x * P.gpus + y * Dl.gpus
     return summarise(tr, C / users, C, gpus)
 
@@ -688,6 +1223,10 @@ class _PerRank:
     def __call__(self, b, p, ctx, rows=None):
         return self.t(b, np.asarray(p, float) / self.dp, ctx, rows)
 
+    def take(self, rows) -> "_PerRank":
+        return _PerRank(self.t.take(rows), np.broadcast_to(self.dp, self.ctx_lo.shape)[rows])
 
-__all__ = ["StepTable", "build_step_table", "EngineArrays", "SimTrace", "SimMetrics", "run_engine", "summarise",
+
+__all__ = ["StepTable", "build_step_table", "EngineArrays", "SimTrace", "SimMetrics", "run_engine", "run_fast", "fast_rows",
+           "simulate_trace", "summarise",
            "simulate_agg", "simulate_disagg", "kv_tokens_per_rank", "B_GRID", "P_GRID"]

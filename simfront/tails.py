@@ -5,13 +5,13 @@ percentile. The simulation gives the spread: a point's percentile is the evaluat
 simulated percentile over the simulated mean (:func:`scaled_tails`). ``simulate_points`` replays
 each chosen configuration as a closed loop of its own concurrency (fixed lengths, clients spread, the
 first request of each client as warm-up) through the engine loop, with step times from the same cost
-model and serving profile, and returns p50 / p90 / p99 of TTFT and TPOT per point. Points are grouped
-by (mode, precision, KV dtype, speculation, token budget) so each group is one vectorised run.
+model and serving profile, and returns p50 / p90 / p99 of TTFT and TPOT per point. All aggregated
+points are one vectorised run and all disaggregated ones another (precision, speculation and token
+budget per point); these requests are identical, so they run on the fast loop (:func:`simfront.simulate.run_fast`).
 """
 
 from __future__ import annotations
 
-from collections import defaultdict
 
 import numpy as np
 
@@ -31,23 +31,24 @@ PROMPTS_PER_CLIENT = 2.0  # requests each simulated client sends; the first is w
 
 def simulate_points(model: Model, gpus: GpuSet, wl: Workload, points: dict, idx, profile: dict, engine: str | None = None,
                     space: SearchSpace | None = None) -> dict[str, np.ndarray]:
-    """``{field: array over idx}`` of simulated tail latencies (ms) for search points ``idx``."""
+    """``{field: array over idx}`` of simulated tail latencies (ms) for search points ``idx`` (and the
+    simulated ``requests_s``). All aggregated points are one simulation, all disaggregated ones another
+    (per-point precision, speculation and token budget; one step table per distinct setting)."""
     idx = np.asarray(idx, dtype=int)
     hw = gpus.hardware
     sched = scheduler_settings(engine, None, hw.hbm_bytes / 2**30)
     precs = {(q.label, q.kv): q for q in precision_options(model, gpus, space or SearchSpace())}
-    out = {k: np.full(idx.size, np.nan) for k in TAIL_FIELDS + SHAPE_FIELDS}
+    out = {k: np.full(idx.size, np.nan) for k in TAIL_FIELDS + SHAPE_FIELDS + ("requests_s",)}
     client = cl.ClosedLoop(1.0, cl.Lengths(wl.isl, wl.osl), num_prompts=PROMPTS_PER_CLIENT, first_wave=False, warmup=1)
-    groups: dict[tuple, list[int]] = defaultdict(list)
-    for j, i in enumerate(idx):  # a few groups, not one per point
-        groups[(str(points["mode"][i]), str(points["precision"][i]), str(points["kv_dtype"][i]), str(points["spec"][i]),
-                float(points["chunk_tokens"][i]))].append(j)
-    for (mode, plabel, kv, slabel, chunk), js in groups.items():
-        ii = idx[js]
-        prec = precs.get((plabel, kv))
-        if prec is None:
+    specs: dict[str, object] = {}
+    for mode in ("agg", "disagg"):
+        js = [j for j, i in enumerate(idx) if str(points["mode"][i]) == mode
+              and (str(points["precision"][i]), str(points["kv_dtype"][i])) in precs]
+        if not js:
             continue
-        spec = spec_from_label(slabel, model)
+        ii = idx[js]
+        prec = [precs[(str(points["precision"][i]), str(points["kv_dtype"][i]))] for i in ii]
+        spec = [specs.setdefault(str(points["spec"][i]), spec_from_label(str(points["spec"][i]), model)) for i in ii]
         conc = np.asarray(points["concurrency"][ii], dtype=float)
 
         def plan_fn(users, D):
@@ -58,8 +59,10 @@ def simulate_points(model: Model, gpus: GpuSet, wl: Workload, points: dict, idx,
 
         lay = Layouts.of(col("tp"), col("pp"), col("attention_dp"), col("ep"))
         if mode == "agg":
+            chunk = col("chunk_tokens")
             r = simulate_agg(model, prec, hw, lay, col("replicas"), conc, plan_fn, sched=sched, profile=profile, spec=spec,
-                             max_batch=col("batch"), token_budget=chunk, isl=wl.isl, osl=wl.osl)
+                             max_batch=col("batch"), token_budget=np.where(chunk > 0, chunk, sched.token_budget),
+                             isl=wl.isl, osl=wl.osl)
         else:
             play = Layouts.of(col("prefill_tp"), 1, col("prefill_attention_dp"), col("prefill_ep"))
             link = kv_link_bytes_per_s(hw, gpus.count, play.gpus)
@@ -69,6 +72,7 @@ def simulate_points(model: Model, gpus: GpuSet, wl: Workload, points: dict, idx,
         for q in ("p50", "p90", "p99", "mean"):
             out[f"ttft_{q}_ms"][js] = np.asarray(r.ttft_s[q]) * 1e3
             out[f"tpot_{q}_ms"][js] = np.asarray(r.tpot_s[q]) * 1e3
+        out["requests_s"][js] = r.requests_s
     return out
 
 

@@ -39,3 +39,25 @@ def test_scaled_tails_keep_the_evaluator_mean():
 def test_bad_percentile_is_one_line_error():
     with pytest.raises(SimfrontError, match="50, 90, 99"):
         api.predict("llama-3.1-8b", "1xH100", sla_percentile=95)
+
+
+def test_tails_run_every_frontier_point_on_the_fast_loop(monkeypatch):
+    """predict --tails simulates its points (fixed lengths, closed loop, a KV cache that holds every user)
+    without the request-slot loop: one vectorised fast simulation per serving mode."""
+    import simfront.simulate as sim
+
+    calls = []
+    real_fast = sim.run_fast
+
+    def no_slots(*a, **k):
+        raise AssertionError("run_engine called for a tails point")
+
+    def counting_fast(*a, **k):
+        calls.append(a[1].isl.shape[0])
+        return real_fast(*a, **k)
+
+    monkeypatch.setattr(sim, "run_engine", no_slots)
+    monkeypatch.setattr(sim, "run_fast", counting_fast)
+    res = api.predict("llama-3.1-70b", "8xH100", tails=True)
+    assert len(calls) <= 2 and sum(calls) == len(res.frontier)
+    assert all(p.ttft_p99_ms is not None and p.tpot_p99_ms is not None for p in res.frontier)

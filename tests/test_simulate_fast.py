@@ -1,0 +1,109 @@
+"""The fast engine loop (simfront.simulate.run_fast) against the request-slot loop (run_engine):
+same deployments, same plans, same per-request times; and the dispatch between them."""
+
+import numpy as np
+import pytest
+
+from simfront import clients as cl
+from simfront.deployment import Layouts
+from simfront.hardware import get_hardware
+from simfront.models import get_model
+from simfront.scheduler import scheduler_settings
+from simfront.serving import NO_SPEC, Speculation, engine_profile
+from simfront.simulate import (EngineArrays, SimTrace, _PerRank, build_step_table, fast_rows, kv_tokens_per_rank, run_engine, run_fast,
+                               simulate_agg, simulate_trace, summarise)
+
+MODEL = get_model("llama-3.1-8b")
+HW = get_hardware("h100_sxm")
+MTP = Speculation("mtp", k=2, acceptance=0.7, draft_layers=1.0)
+
+
+def _agg_inputs(engine, users, isl, osl, *, first_wave, prompts=3, think=0.0, prefix=0.0, spec=NO_SPEC, budget=None, tp=(1, 2, 1)):
+    D = len(users)
+    lay = Layouts.of(np.array(tp[:D], float))
+    sched = scheduler_settings(engine)
+    prof = engine_profile(engine)
+    budget = np.full(D, float(budget or sched.token_budget))
+    table = build_step_table(MODEL, MODEL.precision, HW, lay, prof, isl_new=isl * (1 - prefix), prefix=isl * prefix, ctx_lo=0.8 * isl,
+                             ctx_hi=isl + osl, b_max=max(users) + 1, p_max=float(budget.max()), spec=spec)
+    c = cl.ClosedLoop(1, cl.Lengths(isl, osl), num_prompts=prompts, first_wave=first_wave, think_s=think, warmup=1, prefix_hit=prefix)
+    plan = cl.plan_closed(c, np.array(users, float), D)
+    kv, _ = kv_tokens_per_rank(MODEL, MODEL.precision, HW, lay, isl + osl)
+    eng = EngineArrays.of(D, sched, kv, spec, prof, token_budget=budget)
+    return table, plan, eng
+
+
+def _same(a, b):
+    for f in ("t_send", "t_first", "t_end"):
+        x, y = np.sort(getattr(a, f), axis=1), np.sort(getattr(b, f), axis=1)  # the request order may differ, the times not
+        assert np.allclose(x, y, rtol=1e-9, atol=1e-9, equal_nan=True), f
+    assert np.array_equal(a.counted.sum(axis=1), b.counted.sum(axis=1))
+    # which of two requests sent at the same moment is the warm-up one is arbitrary: statistics over all
+    every = lambda tr: SimTrace(**{**vars(tr), "counted": np.isfinite(tr.t_end)})  # noqa: E731
+    ma, mb = summarise(every(a), 1.0, 1.0, 1.0), summarise(every(b), 1.0, 1.0, 1.0)
+    for k in ("mean", "p50", "p90", "p99"):
+        assert np.allclose(ma.ttft_s[k], mb.ttft_s[k], rtol=1e-9) and np.allclose(ma.tpot_s[k], mb.tpot_s[k], rtol=1e-9)
+    assert np.allclose(ma.itl_s["mean"], mb.itl_s["mean"], rtol=1e-9)
+
+
+@pytest.mark.parametrize("engine,first_wave,kw", [
+    ("vllm", True, {}),  # mixed steps, synchronised first wave
+    ("vllm", False, {}),  # users spread (steady state)
+    ("sglang", True, {}),  # prefill-first steps, one-step first-token lag
+    ("trtllm", False, {"spec": MTP}),  # reserve admission, speculative decoding
+    ("vllm", True, {"budget": 512}),  # prompts chunked over several steps
+    ("sglang", False, {"think": 0.05, "prefix": 0.5}),  # think time between requests, prefix-cache hits
+])
+def test_fast_loop_equals_the_request_slot_loop_aggregated(engine, first_wave, kw):
+    table, plan, eng = _agg_inputs(engine, [1, 7, 24], 1024, 128, first_wave=first_wave, **kw)
+    assert fast_rows(plan, eng).all()
+    _same(run_fast(table, plan, eng), run_engine(table, plan, eng))
+
+
+@pytest.mark.parametrize("first_wave", [True, False])
+def test_fast_loop_equals_the_request_slot_loop_disaggregated(first_wave):
+    D = 3
+    sched = scheduler_settings("vllm")
+    prof = engine_profile("vllm")
+    lay = Layouts.of(np.ones(D))
+    ptable = build_step_table(MODEL, MODEL.precision, HW, lay, prof, isl_new=2048, prefix=0.0, ctx_lo=2048, ctx_hi=2049, b_max=1,
+                              p_max=8192)
+    dtable = build_step_table(MODEL, MODEL.precision, HW, lay, prof, isl_new=2048, prefix=0.0, ctx_lo=0.8 * 2048, ctx_hi=2048 + 256,
+                              b_max=64, p_max=1)
+    c = cl.ClosedLoop(1, cl.Lengths(2048, 256), num_prompts=3, first_wave=first_wave, warmup=1)
+    plan = cl.plan_closed(c, np.array([2.0, 16.0, 48.0]), D)
+    kv, _ = kv_tokens_per_rank(MODEL, MODEL.precision, HW, lay, 2048 + 256)
+    eng = EngineArrays.of(D, sched, kv, NO_SPEC, prof)
+    eng.prefill_first[:] = True
+    dis = {"transfer_s": np.full(D, 1e-6), "decode_scale": np.array([1.0, 2.0, 1.0]), "decode_slots": np.array([64.0, 64.0, 32.0]),
+           "decode_kv_tokens": kv * 2}
+    assert fast_rows(plan, eng, dis).all()
+    pt = _PerRank(ptable, np.ones(D))
+    _same(run_fast(pt, plan, eng, dtable, dis), run_engine(pt, plan, eng, dtable, dis))
+
+
+def test_rows_the_fast_loop_cannot_take_run_on_the_slot_loop():
+    """Random lengths, or a KV cache too small for every user's context, go to run_engine; the merged
+    trace keeps each deployment's rows."""
+    table, plan, eng = _agg_inputs("vllm", [4, 8], 1024, 128, first_wave=True)
+    c = cl.ClosedLoop(1, cl.Lengths(1024, 128, 0.8), num_prompts=3, warmup=1)
+    rnd = cl.plan_closed(c, np.array([4.0, 8.0]), 2)
+    mixed_plan = cl.RequestPlan(**{**vars(plan), "isl": np.vstack([plan.isl[0], rnd.isl[1]]), "osl": np.vstack([plan.osl[0], rnd.osl[1]])})
+    assert fast_rows(mixed_plan, eng).tolist() == [True, False]
+    small = EngineArrays(**{**vars(eng), "kv_tokens": np.array([4 * 1152.0, 2 * 1152.0])})
+    assert fast_rows(plan, small).tolist() == [True, False]
+    _same(simulate_trace(table, mixed_plan, eng), run_engine(table, mixed_plan, eng))
+
+
+def test_one_simulation_for_several_precisions_and_speculation_settings():
+    """Per-deployment precision and speculation: one call equals one call per setting."""
+    specs = [NO_SPEC, MTP, NO_SPEC]
+    c = cl.ClosedLoop(8, cl.Lengths(1024, 128), num_prompts=16, first_wave=False, warmup=8)
+    kw = dict(sched=scheduler_settings("vllm"), profile=engine_profile("vllm"), isl=1024, osl=128)
+    together = simulate_agg(MODEL, MODEL.precision, HW, Layouts.of([1, 1, 2]), 1, [8, 8, 8], lambda u, D: cl.plan_closed(c, u, D),
+                            spec=specs, **kw)
+    for j, sp in enumerate(specs):
+        alone = simulate_agg(MODEL, MODEL.precision, HW, Layouts.of([[1, 1, 2][j]]), 1, 8, lambda u, D: cl.plan_closed(c, u, D), spec=sp, **kw)
+        assert together.tpot_s["mean"][j] == pytest.approx(alone.tpot_s["mean"][0], rel=1e-6)
+        assert together.ttft_s["p90"][j] == pytest.approx(alone.ttft_s["p90"][0], rel=1e-6)
+    assert together.tpot_s["mean"][1] < together.tpot_s["mean"][0]  # MTP emits more tokens per step
