@@ -35,6 +35,9 @@ MIN_BIN_ROWS = 10  # bins with fewer rows are listed but not judged
 # a predicted point counts as reaching a measured tok/s/user within this relative tolerance (results are
 # reported to 3-5 significant digits)
 REACH_TOLERANCE = 1e-3
+# a predicted point is "at the measured load" when its client concurrency is within this relative distance
+# (the search's concurrency grid is batch x ranks x workers, so the measured value itself may be absent)
+LOAD_TOLERANCE = 0.1
 
 
 def layout_class(tp: int, ep: int, attention_dp: int) -> str:
@@ -121,9 +124,10 @@ def _precision_name(model, prec) -> str:
     return "native" if same else prec.experts
 
 
-def _compare(members: list, f: dict, with_mode: bool) -> tuple[list[dict], dict | None]:
+def _compare(members: list, f, with_mode: bool, at_load=None) -> tuple[list[dict], dict | None]:
     """Rows (one per measured Pareto point of ``members``) against the predicted frontier ``f`` of one GPU
-    count per point (``f(n)``), and the knee row. ``with_mode``: layout classes carry agg/disagg."""
+    count per point (``f(n)``), and the knee row. ``with_mode``: layout classes carry agg/disagg.
+    ``at_load(n, concurrency)``: simfront's best (tok/s/GPU, tok/s/user, mode, tp, ep, attention_dp) at that load."""
 
     def cls(mode, tp, ep, dp) -> str:
         c = layout_class(int(tp), int(ep), int(dp))
@@ -148,7 +152,13 @@ def _compare(members: list, f: dict, with_mode: bool) -> tuple[list[dict], dict 
             ok = fr["tok_s_user"] >= x_q
             j = int(np.nonzero(ok)[0][np.argmax(fr["tok_s_gpu"][ok])])
             pred_cls = cls(fr["mode"][j], fr["tp"][j], fr["ep"][j], fr["attention_dp"][j])
+        # (b) simfront's best configuration at the measured load: the most tok/s/GPU among its points within
+        # LOAD_TOLERANCE of the measured concurrency (any tok/s/user), on the same GPU count
+        at = at_load(int(p.num_gpus), p.concurrency) if at_load and p.concurrency else None
         rows.append({"model": r.model.id, "gpu": r.hw.id, "precision": None, "isl": int(r.isl), "osl": int(r.osl), "mode": mode,
+                     "at_load_tok_s_gpu": at[0] if at else None, "at_load_tok_s_user": at[1] if at else None,
+                     "at_load_ratio": at[0] / p.output_tok_s_per_gpu if at else None,
+                     "at_load_class": cls(*at[2:]) if at else None,
                      "num_gpus": int(p.num_gpus), "measured_tok_s_user": p.tok_s_per_user, "measured_tok_s_gpu": p.output_tok_s_per_gpu,
                      "predicted_tok_s_gpu": pred if math.isfinite(pred) else None,
                      "ratio": pred / p.output_tok_s_per_gpu if math.isfinite(pred) else None,
@@ -176,9 +186,12 @@ def _summarise(rows: list[dict], knees: list[dict], key) -> dict:
     for g, rs in sorted(groups.items()) + [("all", rows)]:
         ratios = np.array([r["ratio"] for r in rs if r["ratio"]])
         agree = [r["measured_class"] == r["predicted_class"] for r in rs if r["predicted_class"]]
+        at = np.array([r["at_load_ratio"] for r in rs if r.get("at_load_ratio")])
         out[g] = {"points": len(rs), "reached": int(ratios.size),
                   "geomean_ratio": round(float(np.exp(np.mean(np.log(ratios)))), 4) if ratios.size else None,
-                  "class_agreement": round(float(np.mean(agree)), 4) if agree else None}
+                  "class_agreement": round(float(np.mean(agree)), 4) if agree else None,
+                  "at_load_points": int(at.size),
+                  "at_load_geomean_ratio": round(float(np.exp(np.mean(np.log(at)))), 4) if at.size else None}
     out["all"]["knee_class_agreement"] = round(float(np.mean([k["knee_class_agrees"] for k in knees])), 4) if knees else None
     return out
 
@@ -225,10 +238,24 @@ def frontier_comparison(points: list, profile: dict | None = None) -> dict:
         f = f[np.argsort(pts["tok_s_user"][f])]
         return {c: v[f] for c, v in pts.items()}
 
+    def at_load(key, r, n, concurrency, mode=None):
+        """simfront's best point (tok/s/GPU, tok/s/user, mode, tp, ep, attention_dp) at about this concurrency (one mode or both)."""
+        frontier(key, r, n, None)  # runs the search once per GPU count
+        pts = searched[key + (n,)]
+        if not pts:
+            return None
+        same = np.abs(pts["concurrency"] / concurrency - 1.0) <= LOAD_TOLERANCE
+        near = np.nonzero(same if mode is None else same & (pts["mode"] == mode))[0]
+        if not near.size:
+            return None
+        j = int(near[np.argmax(pts["tok_s_gpu"][near])])
+        return (float(pts["tok_s_gpu"][j]), float(pts["tok_s_user"][j]), pts["mode"][j], pts["tp"][j], pts["ep"][j], pts["attention_dp"][j])
+
     pooled, by_mode, knees, knees_mode = [], [], [], []
     for key, members in sorted(sweeps.items()):
         prec = key[2]
-        rows, knee = _compare(members, lambda n, key=key, r=members[0][1]: frontier(key, r, n, None), with_mode=True)
+        rows, knee = _compare(members, lambda n, key=key, r=members[0][1]: frontier(key, r, n, None), with_mode=True,
+                              at_load=lambda n, c, key=key, r=members[0][1]: at_load(key, r, n, c))
         for x in rows:
             x["precision"] = prec
         pooled += rows
@@ -238,7 +265,8 @@ def frontier_comparison(points: list, profile: dict | None = None) -> dict:
             sub = [(p, r) for p, r in members if (p.mode or "agg") == mode]
             if not sub:
                 continue
-            rows, knee = _compare(sub, lambda n, key=key, r=sub[0][1], mode=mode: frontier(key, r, n, mode), with_mode=False)
+            rows, knee = _compare(sub, lambda n, key=key, r=sub[0][1], mode=mode: frontier(key, r, n, mode), with_mode=False,
+                                  at_load=lambda n, c, key=key, r=sub[0][1], mode=mode: at_load(key, r, n, c, mode))
             for x in rows:
                 x["precision"] = prec
             by_mode += rows

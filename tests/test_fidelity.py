@@ -35,6 +35,8 @@ def test_predicted_frontier_validates_as_its_own_frontier(tmp_path):
     assert s["reached"] == s["points"] > 0
     assert 0.98 <= s["geomean_ratio"] <= 1.02
     assert s["class_agreement"] == 1.0
+    # (b) simfront's best at each point's own concurrency is at least that point (it is among the candidates)
+    assert s["at_load_points"] == s["points"] and s["at_load_geomean_ratio"] >= 0.99
     # against both modes simfront can only do as well or better (disagg searched too), never worse
     both = fid["frontiers"]["summary"]["all"]
     assert both["points"] == s["points"] and both["geomean_ratio"] >= 0.98
