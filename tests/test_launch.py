@@ -509,13 +509,13 @@ import os  # noqa: E402
 REQUIRE_PARSERS = os.environ.get("SIMFRONT_REQUIRE_ENGINE_PARSERS") == "1"
 
 
-def _engine_module(dist: str, module: str, absent: str):
+def _engine_module(dist: str, module: str, absent: str, in_ci: bool = True):
     """The engine's parser module, or an honest skip: not installed, or installed but not importable."""
     try:
         version = importlib.metadata.version(dist)
     except importlib.metadata.PackageNotFoundError:
         msg = f"{dist} not installed ({absent})"
-        pytest.fail(msg) if REQUIRE_PARSERS else pytest.skip(msg)
+        pytest.fail(msg) if REQUIRE_PARSERS and in_ci else pytest.skip(msg)
     try:
         return importlib.import_module(module)
     except ImportError as exc:  # installed without a dependency its parser module imports
@@ -539,6 +539,8 @@ def vllm_cpu_platform(monkeypatch):
 
 VLLM_ABSENT = "needs torch; .ci/run installs the wheel without CUDA in its engine-parser virtualenv"
 SGLANG_ABSENT = VLLM_ABSENT
+TRTLLM_ABSENT = ("CUDA-only wheel on pypi.nvidia.com, several GB, not installed in CI; "
+                 "its lines are checked against simfront/engines/trtllm.yaml")
 
 from simfront.launch import engine_spelling, engine_table, launchable  # noqa: E402
 
@@ -733,3 +735,24 @@ def test_engine_version_reaches_the_printed_launch_lines():
     new = api.launch_for(res.knee, "llama-3.1-8b", "1xH100", "sglang", 1024, 1024)
     assert old["commands"][0].startswith("python -m sglang.launch_server") and old["engine_version"] == "0.4.9"
     assert new["commands"][0].startswith("sglang serve")
+
+
+def test_trtllm_lines_parse_with_trtllm_serve():
+    """trtllm-serve's click command (tensorrt_llm/commands/serve.py) and LlmArgs field names for the YAML."""
+    serve = _engine_module("tensorrt-llm", "tensorrt_llm.commands.serve", TRTLLM_ABSENT, in_ci=False)
+    from tensorrt_llm.llmapi.llm_args import KvCacheConfig, TorchLlmArgs
+
+    n = 0
+    for name, plan in _plans("trtllm"):
+        for cmd, role in zip(plan.commands, plan.roles):
+            if role == "router":
+                continue
+            argv = _server_argv(cmd, "trtllm")
+            ctx = serve.serve.make_context("trtllm-serve", argv)  # raises click.UsageError on a bad flag
+            lay = VARIED[name].roles()[role]
+            assert ctx.params["tp_size"] == lay.tp * lay.attention_dp, name
+            cfg = yaml.safe_load(plan.files[value(cmd, "--extra_llm_api_options")])
+            assert set(cfg) <= set(TorchLlmArgs.model_fields), (name, set(cfg) - set(TorchLlmArgs.model_fields))
+            assert set(cfg["kv_cache_config"]) <= set(KvCacheConfig.model_fields)
+            n += 1
+    assert n >= 20
