@@ -134,8 +134,10 @@ class Stub:
             finish = "length" if last else None
             choice = ({"index": 0, "delta": {"content": self.word(i)}, "finish_reason": finish} if chat
                       else {"index": 0, "text": self.word(i), "logprobs": None, "finish_reason": finish})
-            await self.send(resp, {"id": rid, "object": chunk_obj, "created": created, "model": model,
-                                   "choices": [choice]})
+            chunk = {"id": rid, "object": chunk_obj, "created": created, "model": model, "choices": [choice]}
+            if (body.get("stream_options") or {}).get("continuous_usage_stats"):  # vLLM: usage in every chunk
+                chunk["usage"] = self.usage(n_prompt, i + 1)
+            await self.send(resp, chunk)
         if (body.get("stream_options") or {}).get("include_usage", True):
             await self.send(resp, {"id": rid, "object": chunk_obj, "created": created, "model": model,
                                    "choices": [], "usage": self.usage(n_prompt, n_out)})
