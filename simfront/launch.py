@@ -685,7 +685,9 @@ def _record(dep: Deployment, engine: str | None, engine_version: str | None = No
     Disagg: ``prefill_*``/``decode_*`` (workers, tp, pp, ep, attention_dp, gpus = all GPUs of the role,
     batch = per rank) and no top-level layout.
     """
-    rec: dict = {"model": dep.model_id, "gpu": dep.gpu, "num_gpus": dep.total_gpus, "mode": dep.mode}
+    # the checkpoint the engine serves and the client names (benchmark_command's --model / -m)
+    served = resolve_checkpoint(dep, engine)[0] if engine else dep.model_id
+    rec: dict = {"model": served, "gpu": dep.gpu, "num_gpus": dep.total_gpus, "mode": dep.mode}
     if dep.mode == "disagg":
         for role in ("prefill", "decode"):
             lay = getattr(dep, role)

@@ -491,11 +491,56 @@ def test_ngram_per_engine(engine):
 
 # --- every generated line parses with the engine's own parser ---------------------------------
 #
-# The engines' real argument parsers are used where the engine is importable (skipped otherwise):
-# vLLM's `vllm serve` parser (vllm.entrypoints.common.cli_args.make_arg_parser) and SGLang's
-# ServerArgs.add_cli_args (sglang.srt.server_args). Both need torch at import, so neither can be
-# installed cheaply in CI; they were run locally from the 0.33.0 / 0.5.23 wheels. Whatever the
-# environment, every flag must be one the engine's table (simfront/engines/<engine>.yaml) spells.
+# The engines' real argument parsers are used where the engine is importable: vLLM's `vllm serve`
+# parser (vllm.entrypoints.common.cli_args.make_arg_parser) and `vllm bench serve` parser, SGLang's
+# ServerArgs.add_cli_args (sglang.srt.server_args), TRT-LLM's click command (tensorrt_llm.commands.serve).
+# .ci/run installs the vLLM 0.33.0 and SGLang 0.5.23 wheels without their CUDA dependencies (CPU torch,
+# triton and the few pure-Python modules the parser modules import) in a separate virtualenv and runs
+# these tests with SIMFRONT_REQUIRE_ENGINE_PARSERS=1, so there a parser that does not import fails
+# instead of skipping. TRT-LLM is not installable there (CUDA-only wheel on pypi.nvidia.com, several
+# GB): its test skips and its lines are checked against simfront/engines/trtllm.yaml only. Whatever
+# the environment, every flag must be one the engine's table (simfront/engines/<engine>.yaml) spells.
+
+import importlib  # noqa: E402
+import importlib.metadata  # noqa: E402
+import os  # noqa: E402
+
+# .ci/run sets it in the engine-parser virtualenv: an engine parser that is missing or does not import fails
+REQUIRE_PARSERS = os.environ.get("SIMFRONT_REQUIRE_ENGINE_PARSERS") == "1"
+
+
+def _engine_module(dist: str, module: str, absent: str, in_ci: bool = True):
+    """The engine's parser module, or an honest skip: not installed, or installed but not importable."""
+    try:
+        version = importlib.metadata.version(dist)
+    except importlib.metadata.PackageNotFoundError:
+        msg = f"{dist} not installed ({absent})"
+        pytest.fail(msg) if REQUIRE_PARSERS and in_ci else pytest.skip(msg)
+    try:
+        return importlib.import_module(module)
+    except ImportError as exc:  # installed without a dependency its parser module imports
+        msg = f"{dist} {version} is installed but {module} does not import: {exc}"
+        pytest.fail(msg) if REQUIRE_PARSERS else pytest.skip(msg)
+
+
+@pytest.fixture
+def vllm_cpu_platform(monkeypatch):
+    """vLLM resolves its platform while building the parser (vllm/config/device.py); with no GPU it has to be
+    told to use its CPU platform (vllm/platforms/__init__.py, cpu_platform_plugin). A GPU machine keeps its own."""
+    if os.environ.get("VLLM_TARGET_DEVICE") is None:
+        try:
+            import torch
+
+            if not torch.cuda.is_available():
+                monkeypatch.setenv("VLLM_TARGET_DEVICE", "cpu")
+        except ImportError:
+            pass
+
+
+VLLM_ABSENT = "needs torch; .ci/run installs the wheel without CUDA in its engine-parser virtualenv"
+SGLANG_ABSENT = VLLM_ABSENT
+TRTLLM_ABSENT = ("CUDA-only wheel on pypi.nvidia.com, several GB, not installed in CI; "
+                 "its lines are checked against simfront/engines/trtllm.yaml")
 
 from simfront.launch import engine_spelling, engine_table, launchable  # noqa: E402
 
@@ -611,7 +656,7 @@ def test_trtllm_eagle3_decoding_type_per_release():
 
 
 def test_sglang_lines_parse_with_sglang_server_args():
-    server_args = pytest.importorskip("sglang.srt.server_args", reason="sglang not installed (needs torch)")
+    server_args = _engine_module("sglang", "sglang.srt.server_args", SGLANG_ABSENT)
     import argparse
 
     parser = argparse.ArgumentParser()
@@ -630,8 +675,8 @@ def test_sglang_lines_parse_with_sglang_server_args():
     assert n >= 20
 
 
-def test_vllm_lines_parse_with_vllm_serve_parser():
-    cli_args = pytest.importorskip("vllm.entrypoints.common.cli_args", reason="vllm not installed (needs torch)")
+def test_vllm_lines_parse_with_vllm_serve_parser(vllm_cpu_platform):
+    cli_args = _engine_module("vllm", "vllm.entrypoints.common.cli_args", VLLM_ABSENT)
     from typing import get_args
 
     from vllm.config.speculative import SpeculativeMethod
@@ -653,8 +698,8 @@ def test_vllm_lines_parse_with_vllm_serve_parser():
     assert n >= 20
 
 
-def test_benchmark_lines_parse_with_the_clients():
-    serve = pytest.importorskip("vllm.benchmarks.serve", reason="vllm not installed (needs torch)")
+def test_benchmark_lines_parse_with_the_clients(vllm_cpu_platform):
+    serve = _engine_module("vllm", "vllm.benchmarks.serve", VLLM_ABSENT)
     from vllm.utils.argparse_utils import FlexibleArgumentParser
 
     parser = FlexibleArgumentParser()
@@ -690,3 +735,24 @@ def test_engine_version_reaches_the_printed_launch_lines():
     new = api.launch_for(res.knee, "llama-3.1-8b", "1xH100", "sglang", 1024, 1024)
     assert old["commands"][0].startswith("python -m sglang.launch_server") and old["engine_version"] == "0.4.9"
     assert new["commands"][0].startswith("sglang serve")
+
+
+def test_trtllm_lines_parse_with_trtllm_serve():
+    """trtllm-serve's click command (tensorrt_llm/commands/serve.py) and LlmArgs field names for the YAML."""
+    serve = _engine_module("tensorrt-llm", "tensorrt_llm.commands.serve", TRTLLM_ABSENT, in_ci=False)
+    from tensorrt_llm.llmapi.llm_args import KvCacheConfig, TorchLlmArgs
+
+    n = 0
+    for name, plan in _plans("trtllm"):
+        for cmd, role in zip(plan.commands, plan.roles):
+            if role == "router":
+                continue
+            argv = _server_argv(cmd, "trtllm")
+            ctx = serve.serve.make_context("trtllm-serve", argv)  # raises click.UsageError on a bad flag
+            lay = VARIED[name].roles()[role]
+            assert ctx.params["tp_size"] == lay.tp * lay.attention_dp, name
+            cfg = yaml.safe_load(plan.files[value(cmd, "--extra_llm_api_options")])
+            assert set(cfg) <= set(TorchLlmArgs.model_fields), (name, set(cfg) - set(TorchLlmArgs.model_fields))
+            assert set(cfg["kv_cache_config"]) <= set(KvCacheConfig.model_fields)
+            n += 1
+    assert n >= 20

@@ -86,12 +86,26 @@ def load_sidecar(path: Path) -> tuple[dict[str, Any], str | None, list[Problem]]
     return values, label, problems
 
 
+def _same_value(key: str, old, new) -> bool:
+    """Equal, or two spellings of one catalog GPU (a client's 'H100' and a sidecar's 'h100_sxm')."""
+    if old == new:
+        return True
+    if key != "gpu":
+        return False
+    from ..hardware import get_hardware
+
+    try:
+        return get_hardware(str(old)).id == get_hardware(str(new)).id
+    except SimfrontError:
+        return False
+
+
 def _apply(fields: dict, origins: dict, notes: dict, warnings: list, layer: dict, origin: str) -> None:
     """Set ``layer`` over ``fields``; warn where it changes a value (naming where that value came from)."""
     for key, value in layer.items():
         if value is None:
             continue
-        if fields.get(key) is not None and fields[key] != value:
+        if fields.get(key) is not None and not _same_value(key, fields[key], value):
             warnings.append(f"{key}: {origins.get(key, 'file')} has {fields[key]!r}, {origin} sets {value!r}")
         fields[key], origins[key] = value, origin
     if layer:

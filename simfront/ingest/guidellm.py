@@ -77,7 +77,9 @@ def parse_record(bench: Any, line: int, report: dict) -> Record:
         canon, factor, meaning = mapped
         number = to_float(value, name) * factor  # value in canonical units
         definition = f"GuideLLM {name}.successful.{stat}: {meaning}"
-        if canon in ("isl", "osl"):
+        if canon in ("isl", "osl") and number <= 0:  # e.g. prompts that decoded to nothing: no length measured
+            rec.warnings.append(f"{name}.successful.{stat} is {number:g}: not read as a length")
+        elif canon in ("isl", "osl"):
             rec.fields[canon], rec.metric_definitions[canon] = number, definition
         else:
             rec.set_metric(canon, number, definition)

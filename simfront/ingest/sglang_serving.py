@@ -13,6 +13,7 @@ reference (unverified), so anything absent is simply left missing.
 
 from __future__ import annotations
 
+from ..precision import normalize_format
 from .client_keys import take_config_keys
 from .common import Record, coerce, keep_extra, normalize_engine, set_spec, to_bool, to_float, to_int
 from .vllm_serve import take_flat_latencies, take_mean_lengths
@@ -56,9 +57,18 @@ def _take_server_info(rec: Record, info: dict) -> None:
             rec.warnings.append(f"dp_size={dp} without DP attention (replicas?): num_gpus not derived from it")
     rec.fields["pp"] = to_int(info.get("pp_size"), "pp_size")
     rec.fields["ep"] = to_int(info.get("ep_size"), "ep_size")
-    rec.fields["kv_dtype"] = coerce("kv_dtype", info.get("kv_cache_dtype"))
+    kv = coerce("kv_dtype", info.get("kv_cache_dtype"))
+    if kv is not None:  # SGLang spells its KV formats fp8_e4m3 / fp8_e5m2 / auto: simfront's names, noted
+        rec.fields["kv_dtype"] = normalize_format(kv)
+        if rec.fields["kv_dtype"] != kv:
+            rec.notes["kv_dtype"] = f"server_info kv_cache_dtype={kv}"
     rec.fields["precision"] = coerce("precision", info.get("quantization"))
-    rec.fields["batch_size"] = to_int(info.get("max_running_requests"), "max_running_requests")
+    running = to_int(info.get("max_running_requests"), "max_running_requests")
+    if running:  # the server-wide cap; SGLang splits it over attention-DP ranks, simfront's batch_size is per rank
+        ranks = (rec.fields.get("attention_dp") or 1) * (rec.fields.get("pp") or 1)
+        rec.fields["batch_size"] = max(1, running // ranks)
+        if ranks > 1:
+            rec.notes["batch_size"] = f"max_running_requests={running} over {ranks} attention-DP x PP ranks"
     set_spec(rec, info.get("speculative_algorithm"), "server_info.speculative_algorithm")
     if rec.fields.get("spec_decoding"):
         rec.fields["spec_k"] = to_int(info.get("speculative_num_steps"), "speculative_num_steps")
