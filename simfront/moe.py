@@ -97,6 +97,13 @@ FAMILY_DEFAULTS: dict[str, dict[str, float]] = {}
 # class with no calibration rows on a family -> measured class it takes its fitted values from
 # (gemm.CLASS_FALLBACK; W4A8 MXFP4 grouped GEMMs are mixed-input FP8 MMA)
 CLASS_FALLBACK = {"fp4": "fp8", "mxfp4": "fp8", "wonly": "bf16", "fp8_block": "fp8"}
+# Parameters that describe the block scales rather than the tensor pipeline: an unmeasured block-scaled
+# class (NVFP4: 16-element blocks, W4A8 MXFP4: 32-element blocks) takes them from the measured
+# block-scaled class (FP8 128x128 blocks), not from per-tensor FP8. Per-expert group setup builds each
+# expert's scale-factor layout, and the quantize / expand passes compute and write swizzled scale
+# factors (the eta_aux comment above). Both families show it: expert_overhead_s of fp8_block is 2.4x
+# (Hopper) and 2.9x (Blackwell) that of per-tensor fp8 (hardware/efficiency/moe.yaml).
+PARAM_CLASS_FALLBACK = {cls: {"expert_overhead_s": "fp8_block", "eta_aux": "fp8_block"} for cls in ("fp4", "mxfp4")}
 
 # Formats whose fused-MoE kernel is its own efficiency class (the GEMM module folds them into another):
 # W4A8 MXFP4 x MXFP8 experts run a mixed-input grouped GEMM with 32-element block scales, not the
