@@ -73,7 +73,9 @@ PARAMS: dict[str, tuple[float, float, float]] = {
     # share of an activation row moved through HBM for EVERY routed selection of the tokens entering
     # the op, local or not: the routing sort / expand-map / finalize kernels walk all T·k selections
     # and only then drop the non-local ones (TensorRT-LLM CUTLASS MoE under EP). 0 = local pairs only.
-    "selection_traffic_fraction": (0.0, 0.0, 1.0),
+    # Fixed at 0, not fitted: every fit put it at its lower bound (H100, B200, pooled; params_at_bounds.py),
+    # i.e. the non-local selections' rows never reach HBM in the CUTLASS MoE kernels of the calibration set.
+    "selection_traffic_fraction": (0.0, 0.0, 0.0),
     # share of the tokens entering the op without a local expert that the token-level passes
     # (input quantize, combine-output write) still touch: they run over the whole input and output
     # tensors, not only the rows this rank's experts use (0 = local tokens only, 1 = every token)
