@@ -175,18 +175,24 @@ def fit_kind(kind_ops: dict, samples: list, family: str) -> tuple[dict, list[str
 def borrow_classes(kind_ops: dict, params: dict, free: list[str]) -> dict:
     """A dtype class whose parameters these rows left unfitted (no NVFP4 rows on H100) takes the fitted
     values of its measured sibling class (entry ``class_fallback``, e.g. ``gemm.CLASS_FALLBACK``) instead
-    of the module priors: same kernel pipeline, another tensor rate. The borrowed names stay out of
+    of the module priors: same kernel pipeline, another tensor rate. Parameters named in the entry's
+    ``param_class_fallback`` (``moe.PARAM_CLASS_FALLBACK``: block-scale costs) take another measured class's value. The borrowed names stay out of
     ``fitted`` (the yaml lists only what the data moved)."""
     out = dict(params)
     fitted = set(free)
     for entry in kind_ops.values():
         for cls, src in entry.get("class_fallback", {}).items():
+            per_param = entry.get("param_class_fallback", {}).get(cls, {})
             for name in entry["params"]:
                 if not name.endswith(f"_{cls}") or name in fitted:
                     continue
-                sib = name[: -len(cls)] + src
+                base = name[: -len(cls) - 1]
+                # a parameter of the block scales borrows from the measured block-scaled class when it is fitted
+                sibs = [f"{base}_{per_param[base]}"] if base in per_param else []
+                sibs.append(f"{base}_{src}")
                 lo, hi = entry["params"][name][1:]  # the class's own bounds still hold
-                if sib in fitted:
+                sib = next((x for x in sibs if x in fitted), None)
+                if sib is not None:
                     out[name] = float(np.clip(params[sib], lo, hi))
     return out
 

@@ -20,7 +20,8 @@ Decode model (per layer, ``batch`` requests of ``q_tokens`` query tokens over ``
   stage whole KV tiles, so each of their CTAs reads at least one tile of tokens.
 * FP8 cache: per-(query head, element) dequantised math on the SMs; never slower than 16-bit.
   Grouped FP8 kernels (Hopper, head_dim >= :data:`FP8_GROUPED_MIN_HEAD_DIM`) have a lower launch
-  cost and a per-CTA cost proportional to head_dim; per-head FP8 kernels keep half the bytes in
+  cost and a per-CTA cost proportional to head_dim, as do the 16-bit grouped kernels where those are
+  TMA kernels too (trtllm-gen on datacenter Blackwell, ``attention_decode_tma_grouped``); per-head FP8 kernels keep half the bytes in
   flight per CTA (same element vectors), so they need twice the CTAs to reach the streaming bandwidth.
 * Sliding window (Hopper TensorRT-LLM), 16-bit cache or per-head kernels with any cache: split-KV
   CTAs outside the window still run (capped grid); never more than full attention.
@@ -169,8 +170,10 @@ def _decode_seconds(batch, kv_len, n_heads, n_kv_heads, head_dim, window, kv_byt
     # proportional to head_dim per CTA (they convert Q and set up head_dim-wide KV tiles).
     qo_elem_s = b * q * nh * hd * p["decode_qhead_elem_s"]
     generic_s = units * p["decode_unit_s"] + qo_elem_s
-    grouped16_s = units * p["decode_grouped_kv16_unit_s"] + qo_elem_s
     grouped8_s = units * hd * p["decode_grouped_fp8_cta_elem_s"] + qo_elem_s
+    # Where the 16-bit grouped kernel is itself a warp-specialised TMA kernel (trtllm-gen on sm_100 /
+    # sm_103, hardware/kernels.yaml attention_decode_tma_grouped), its CTAs cost what the FP8 TMA kernel's do.
+    grouped16_s = grouped8_s if kernels.has_native("attention_decode_tma_grouped", hw) else units * p["decode_grouped_kv16_unit_s"] + qo_elem_s
     overhead_16 = np.where(generic, generic_s, grouped16_s)
     overhead_8 = np.where(generic, generic_s, grouped8_s)
     launch_16 = p["decode_launch_s"]
@@ -313,8 +316,9 @@ DECODE_PARAMS = {
     "decode_split_tokens": (400.0, 16.0, 1e6),  # KV tokens per split-KV CTA
     "decode_half_occupancy_ctas_per_sm": (0.53, 1e-3, 10.0),  # CTAs per SM at which streaming reaches half its peak
     "decode_unit_s": (1.25e-6, 1e-10, 1e-4),  # SM-seconds per (request, head) CTA of per-head kernels
-    "decode_grouped_kv16_unit_s": (3.75e-6, 1e-10, 1e-4),  # same per (request, KV head) for grouped kernels with 16-bit KV
-    "decode_grouped_fp8_cta_elem_s": (5.3e-9, 1e-13, 1e-6),  # SM-seconds per head_dim element per CTA of grouped FP8-KV kernels
+    "decode_grouped_kv16_unit_s": (3.75e-6, 1e-10, 1e-4),  # same per (request, KV head) for grouped mma.sync kernels with 16-bit KV
+    # SM-seconds per head_dim element per CTA of grouped TMA kernels (Hopper FP8-KV XQA; trtllm-gen, any KV dtype)
+    "decode_grouped_fp8_cta_elem_s": (5.3e-9, 1e-13, 1e-6),
     "decode_grouped_kv_tile_tokens": (56.0, 1.0, 512.0),  # fewest KV tokens a grouped-kernel CTA reads (one staged tile)
     "decode_qhead_elem_s": (7.8e-10, 1e-13, 1e-7),  # SM-seconds per (request, query head, head_dim element): Q load, O store
     "decode_perhead_elem_s": (4.1e-11, 1e-14, 1e-8),  # SM-seconds per (query head, K/V element) in per-head kernels

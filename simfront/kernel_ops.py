@@ -3,7 +3,8 @@
 ``OPS[name]`` = ``{"kind": efficiency-file kind, "params": {name: (default, lo, hi)},
 "family_defaults": {family: {name: value}}, "predict": fn(cols, hw, p) -> seconds,
 "columns": required CSV columns, "vary": column varied inside one shape group, "class_fallback":
-{dtype class: measured class} for per-class parameters a family's rows leave unfitted}``, plus optionally
+{dtype class: measured class} for per-class parameters a family's rows leave unfitted,
+"param_class_fallback": {dtype class: {parameter: measured class}} where one parameter borrows from another class}``, plus optionally
 ``"paths": fn(cols, hw, p) -> seconds of shape (kernels, rows)`` for ops whose rows were timed on one
 of several kernels with no column saying which (inf where a kernel does not exist); ``predict`` is
 then what an engine runs (for MoE, the fastest kernel) and the fit scores each row on its nearest kernel.
@@ -140,7 +141,8 @@ def predict_nccl(cols: dict, hw, p: dict) -> np.ndarray:
 
 def _entry(kind, module, predict, columns, vary, paths=None) -> dict[str, Any]:
     e = {"kind": kind, "params": module.PARAMS, "family_defaults": module.FAMILY_DEFAULTS,
-         "predict": predict, "columns": columns, "vary": vary, "class_fallback": getattr(module, "CLASS_FALLBACK", {})}
+         "predict": predict, "columns": columns, "vary": vary, "class_fallback": getattr(module, "CLASS_FALLBACK", {}),
+         "param_class_fallback": getattr(module, "PARAM_CLASS_FALLBACK", {})}
     if paths is not None:
         e["paths"] = paths
     return e

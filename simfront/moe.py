@@ -73,7 +73,9 @@ PARAMS: dict[str, tuple[float, float, float]] = {
     # share of an activation row moved through HBM for EVERY routed selection of the tokens entering
     # the op, local or not: the routing sort / expand-map / finalize kernels walk all T·k selections
     # and only then drop the non-local ones (TensorRT-LLM CUTLASS MoE under EP). 0 = local pairs only.
-    "selection_traffic_fraction": (0.0, 0.0, 1.0),
+    # Fixed at 0, not fitted: every fit put it at its lower bound (H100, B200, pooled; params_at_bounds.py),
+    # i.e. the non-local selections' rows never reach HBM in the CUTLASS MoE kernels of the calibration set.
+    "selection_traffic_fraction": (0.0, 0.0, 0.0),
     # share of the tokens entering the op without a local expert that the token-level passes
     # (input quantize, combine-output write) still touch: they run over the whole input and output
     # tensors, not only the rows this rank's experts use (0 = local tokens only, 1 = every token)
@@ -97,6 +99,13 @@ FAMILY_DEFAULTS: dict[str, dict[str, float]] = {}
 # class with no calibration rows on a family -> measured class it takes its fitted values from
 # (gemm.CLASS_FALLBACK; W4A8 MXFP4 grouped GEMMs are mixed-input FP8 MMA)
 CLASS_FALLBACK = {"fp4": "fp8", "mxfp4": "fp8", "wonly": "bf16", "fp8_block": "fp8"}
+# Parameters that describe the block scales rather than the tensor pipeline: an unmeasured block-scaled
+# class (NVFP4: 16-element blocks, W4A8 MXFP4: 32-element blocks) takes them from the measured
+# block-scaled class (FP8 128x128 blocks), not from per-tensor FP8. Per-expert group setup builds each
+# expert's scale-factor layout, and the quantize / expand passes compute and write swizzled scale
+# factors (the eta_aux comment above). Both families show it: expert_overhead_s of fp8_block is 2.4x
+# (Hopper) and 2.9x (Blackwell) that of per-tensor fp8 (hardware/efficiency/moe.yaml).
+PARAM_CLASS_FALLBACK = {cls: {"expert_overhead_s": "fp8_block", "eta_aux": "fp8_block"} for cls in ("fp4", "mxfp4")}
 
 # Formats whose fused-MoE kernel is its own efficiency class (the GEMM module folds them into another):
 # W4A8 MXFP4 x MXFP8 experts run a mixed-input grouped GEMM with 32-element block scales, not the

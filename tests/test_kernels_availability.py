@@ -125,3 +125,22 @@ def test_cheaper_fp8_grouped_decode_only_where_the_kernel_exists():
             assert fp8 < 0.9 * bf16
         else:  # only the halved bytes differ: the fixed cost is the 16-bit kernel's
             assert fp8 > 0.9 * bf16
+
+
+def test_16bit_grouped_decode_prices_tma_ctas_only_where_trtllm_gen_runs():
+    """On sm_100 / sm_103 TensorRT-LLM decodes 16-bit caches with trtllm-gen (hardware/kernels.yaml
+    attention_decode_tma_grouped), whose CTAs cost what the TMA FP8 kernel's do; on Hopper the 16-bit
+    grouped kernel is XQA's mma.sync kernel with its own per-CTA lump. Same parameters on both GPUs."""
+    from simfront.attention import _params, attention_decode_cost
+
+    h100, b200 = get_hardware("h100_sxm"), get_hardware("b200_sxm")
+    assert kernels.has_native("attention_decode_tma_grouped", b200)
+    assert not kernels.has_native("attention_decode_tma_grouped", h100)
+    assert not kernels.has_native("attention_decode_tma_grouped", get_hardware("rtx_pro_6000_server"))
+    shape = dict(batch=1024, kv_len=16, n_heads=32, n_kv_heads=8, head_dim=128, window=0, kv_bytes=2)  # per-CTA bound
+    p = _params(None, h100)
+    heavy = dict(p, decode_grouped_kv16_unit_s=p["decode_grouped_kv16_unit_s"] * 10)
+    for hw, uses_lump in ((h100, True), (b200, False)):
+        base = float(attention_decode_cost(**shape, hw=hw, p=p).time_s)
+        more = float(attention_decode_cost(**shape, hw=hw, p=heavy).time_s)
+        assert (more > 2 * base) if uses_lump else more == pytest.approx(base)

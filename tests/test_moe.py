@@ -152,3 +152,34 @@ def test_tokens_routed_to_other_ranks_still_cost_the_routing_and_token_passes():
     c = moe_cost(T, 4096, 1536, 8, 128, 1, 1, "nvfp4", hw, p=dict(local_only, pair_traffic_fraction=0.5))
     d = moe_cost(T, 4096, 1536, 8, 128, 1, 1, "nvfp4", hw, p=dict(local_only, pair_traffic_fraction=0.5, all_token_fraction=1.0))
     np.testing.assert_allclose(c.time_s, d.time_s)
+
+
+def test_unmeasured_block_scaled_class_borrows_block_scale_costs_from_the_block_scaled_class():
+    """A family with no NVFP4 rows (Hopper) gives the fp4 class its per-tensor FP8 sibling's tensor-pipeline
+    values, but the block-scale costs (per-expert setup, quantize/expand passes) of the measured
+    block-scaled class (moe.PARAM_CLASS_FALLBACK); a fitted fp4 value is never replaced."""
+    import importlib.util
+    from pathlib import Path
+
+    from simfront.kernel_ops import OPS
+
+    path = Path(__file__).resolve().parents[1] / "scripts" / "calibrate_kernels.py"
+    spec = importlib.util.spec_from_file_location("calibrate_kernels_borrow", path)
+    ck = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(ck)
+    kind_ops = {"moe": OPS["moe"]}
+    params = {k: v[0] for k, v in OPS["moe"]["params"].items()}
+    params.update(expert_overhead_s_fp8=2e-7, expert_overhead_s_fp8_block=5e-7, eta_aux_fp8=0.6, eta_aux_fp8_block=0.3,
+                  eta_compute_fp8=1.1, eta_compute_fp8_block=0.9)
+    free = ["expert_overhead_s_fp8", "expert_overhead_s_fp8_block", "eta_aux_fp8", "eta_aux_fp8_block", "eta_compute_fp8",
+            "eta_compute_fp8_block"]
+    out = ck.borrow_classes(kind_ops, params, free)
+    for cls in ("fp4", "mxfp4"):
+        assert out[f"expert_overhead_s_{cls}"] == 5e-7 and out[f"eta_aux_{cls}"] == 0.3  # block-scaled sibling
+        assert out[f"eta_compute_{cls}"] == 1.1  # per-tensor FP8 sibling: the tensor pipeline
+    # without fp8_block rows the class falls back to its default sibling
+    out = ck.borrow_classes(kind_ops, params, ["expert_overhead_s_fp8"])
+    assert out["expert_overhead_s_fp4"] == 2e-7
+    # a value fitted on the family's own rows stays
+    out = ck.borrow_classes(kind_ops, dict(params, expert_overhead_s_fp4=9e-7), free + ["expert_overhead_s_fp4"])
+    assert out["expert_overhead_s_fp4"] == 9e-7
