@@ -21,8 +21,8 @@ from .memory import plan_memory
 from .models import Model, Precision, apply_precision
 from .deployment import evaluate_agg, evaluate_disagg
 from .speculative import family_for, survival
-from .serving import (DEFAULT_CHUNK_TOKENS, NO_SPEC, DecodeResult, PrefillResult, Speculation, Workload, aggregated_raw,
-                      decode_raw, engine_profile, finish_decode, finish_prefill, prefill_raw, usd_per_mtok)
+from .serving import (DEFAULT_CHUNK_TOKENS, NO_SPEC, DecodeResult, PrefillResult, Speculation, Workload, aggregated_raw_specs,
+                      decode_raw_specs, engine_profile, finish_decode, finish_prefill, prefill_raw, usd_per_mtok)
 
 BATCH_SIZES = np.array([1, 2, 4, 8, 12, 16, 24, 32, 48, 64, 96, 128, 192, 256, 384, 512, 768, 1024])
 PREFILL_BATCHES = np.array([1, 2, 4, 8])
@@ -182,15 +182,19 @@ def worker_tables(model: Model, hw, n_gpus: int, wl: Workload, space: SearchSpac
             P = {k: v[one] for k, v in L.items()}
             pb = PREFILL_BATCHES[None, :].astype(float)
             prefill = (P, pb, *prefill_raw(model, prec, hw, P["tp"], P["pp"], P["dp"], P["ep"], pb, wl, 1.0))
-        for spec in spec_options(model, space):
-            # the decode-only step is the same for every token budget and for disaggregated decode
-            # workers: cost it once per (precision, speculation)
-            d_raw = decode_raw(model, prec, hw, L["tp"], L["pp"], L["dp"], L["ep"], B, wl, spec)
-            agg = {}
-            if "agg" in space.modes:
-                for chunk in chunks:
-                    agg[chunk] = aggregated_raw(model, prec, hw, L["tp"], L["pp"], L["dp"], L["ep"], B,
-                                                replace(wl, chunk_tokens=float(chunk)), spec, decode_step=d_raw[0])
+        specs = spec_options(model, space)
+        # every speculation's steps in one step call (side by side along the batch axis); the decode-only
+        # step is the same for every token budget and for disaggregated decode workers: costed once
+        d_raws = decode_raw_specs(model, prec, hw, L["tp"], L["pp"], L["dp"], L["ep"], B, wl, specs)
+        aggs = {}
+        if "agg" in space.modes:
+            for chunk in chunks:
+                aggs[chunk] = aggregated_raw_specs(model, prec, hw, L["tp"], L["pp"], L["dp"], L["ep"], B,
+                                                   replace(wl, chunk_tokens=float(chunk)), specs,
+                                                   decode_steps=[d[0] for d in d_raws])
+        for i, spec in enumerate(specs):
+            d_raw = d_raws[i]
+            agg = {chunk: raws[i] for chunk, raws in aggs.items()}
             dec = None
             if prefill is not None:
                 dec = finish_decode(*d_raw, wl.osl, prof)

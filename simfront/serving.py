@@ -112,23 +112,32 @@ def _f(x) -> np.ndarray:
     return np.asarray(x, dtype=np.float64)
 
 
+def _drafts(spec: Speculation) -> bool:
+    """Whether the speculation's draft passes cost target-model layers and the LM head."""
+    return spec.k > 0 and spec.method not in ("none", "ngram")
+
+
+def _draft_sums(st) -> tuple:
+    """One pass over the ops: the step's (roofline, fixed) sums as StepCost.split adds them (same order,
+    same numbers), and the (roofline, fixed) sums of its layers and of its LM head and sampling."""
+    roof, extra = 0.0, 0.0
+    layers = [0.0, 0.0]
+    head = [0.0, 0.0]
+    for r in st.ops:
+        parts = st.parts(r)
+        roof = roof + parts[0]
+        extra = extra + parts[1]
+        tgt = head if (r.group == "model" and r.name in ("lm_head", "sampling")) else (layers if r.group != "model" else None)
+        if tgt is not None:
+            tgt[0] = tgt[0] + parts[0]
+            tgt[1] = tgt[1] + parts[1]
+    return np.asarray(roof), np.asarray(extra), layers, head
+
+
 def _split(st, model: Model, spec: Speculation) -> np.ndarray:
     """Step time as a stacked (roofline, fixed-latency) pair, drafts included."""
-    if spec.k > 0 and spec.method not in ("none", "ngram"):
-        # one pass over the ops: the step's (roofline, fixed) sums as StepCost.split adds them (same
-        # order, same numbers) and the draft's layer and LM-head parts
-        roof, extra = 0.0, 0.0
-        layers = [0.0, 0.0]
-        head = [0.0, 0.0]
-        for r in st.ops:
-            parts = st.parts(r)
-            roof = roof + parts[0]
-            extra = extra + parts[1]
-            tgt = head if (r.group == "model" and r.name in ("lm_head", "sampling")) else (layers if r.group != "model" else None)
-            if tgt is not None:
-                tgt[0] = tgt[0] + parts[0]
-                tgt[1] = tgt[1] + parts[1]
-        roof, extra = np.asarray(roof), np.asarray(extra)
+    if _drafts(spec):
+        roof, extra, layers, head = _draft_sums(st)
         # k sequential draft passes, each ``draft_layers`` average layers plus the LM head
         f = spec.k * spec.draft_layers / model.arch.n_layers
         roof = roof + f * layers[0] + spec.k * head[0]
@@ -136,6 +145,58 @@ def _split(st, model: Model, spec: Speculation) -> np.ndarray:
     else:
         roof, extra = st.split()
     return np.stack(np.broadcast_arrays(roof, extra))
+
+
+@dataclass(frozen=True)
+class SpecColumns:
+    """Several speculations side by side along the batch axis (the last one): speculation ``i`` owns
+    columns ``i * nb .. (i + 1) * nb - 1`` of every array whose last axis has ``len(specs) * nb``
+    entries. One step costs them all at once; :meth:`take` gives one speculation's columns back."""
+
+    specs: tuple[Speculation, ...]
+    nb: int  # batch columns per speculation
+    batch: np.ndarray  # the batch array tiled once per speculation
+    q: np.ndarray  # tokens verified per request per column (1 + drafts)
+    al: np.ndarray  # tokens emitted per verify step per column
+    k: np.ndarray  # drafts per column
+    draft_layers: np.ndarray  # target-size layers a column's draft passes cost in all (drafts x layers per draft)
+    drafts: np.ndarray  # columns whose drafts cost target layers and the LM head
+
+    @classmethod
+    def of(cls, specs, batch) -> "SpecColumns":
+        """Columns of ``specs`` for ``batch`` (its last axis is the batch axis; layouts broadcast against
+        it on the axes before, with a last axis of 1)."""
+        b = _f(batch)
+        if b.ndim == 0:
+            b = b.reshape(1)
+        nb, S = b.shape[-1], len(specs)
+        shape = (1,) * (b.ndim - 1) + (S * nb,)
+
+        def col(vals):  # one value per speculation, repeated over its batch columns
+            return np.repeat(np.array(vals, dtype=np.float64), nb).reshape(shape)
+
+        return cls(tuple(specs), nb, np.tile(b, (1,) * (b.ndim - 1) + (S,)), col([sp.k + 1 for sp in specs]),
+                   col([sp.accepted_per_step for sp in specs]), col([sp.k for sp in specs]),
+                   col([sp.k * sp.draft_layers for sp in specs]),
+                   np.repeat(np.array([_drafts(sp) for sp in specs]), nb).reshape(shape))
+
+    def take(self, x, i: int):
+        """Speculation ``i``'s columns of an array over every speculation's columns (others unchanged)."""
+        x = np.asarray(x)
+        if x.ndim and x.shape[-1] == len(self.specs) * self.nb:
+            return x[..., i * self.nb:(i + 1) * self.nb]
+        return x
+
+    def split(self, st, model: Model) -> np.ndarray:
+        """:func:`_split` of every column at its own speculation (the same sums in the same order)."""
+        if not self.drafts.any():
+            roof, extra = st.split()
+            return np.stack(np.broadcast_arrays(roof, extra))
+        roof, extra, layers, head = _draft_sums(st)
+        f = self.draft_layers / model.arch.n_layers
+        roof = np.where(self.drafts, roof + f * layers[0] + self.k * head[0], roof)
+        extra = np.where(self.drafts, extra + f * layers[1] + self.k * head[1], extra)
+        return np.stack(np.broadcast_arrays(roof, extra))
 
 
 def step_terms(split: np.ndarray, prof: dict, requests=0.0) -> dict:
@@ -196,11 +257,29 @@ def aggregated_raw(model: Model, precision: Precision, hw: Hardware, tp, pp, dp,
     """Steps of a continuous-batching worker: most carry only the decode batch; some also carry
     prompt tokens (one prompt, or a full token budget when prompts queue). Step costs are not
     linear in tokens (MoE layers touch more experts), so the two kinds are costed separately."""
-    b = _f(batch)
+    return _aggregated(model, precision, hw, tp, pp, dp, ep, _f(batch), wl, spec.k + 1, spec.accepted_per_step,
+                       lambda st: _split(st, model, spec), decode_step)
+
+
+def aggregated_raw_specs(model: Model, precision: Precision, hw: Hardware, tp, pp, dp, ep, batch, wl: Workload,
+                         specs, decode_steps: list | None = None) -> list[AggRaw]:
+    """:func:`aggregated_raw` for each of ``specs``, costed in one step call per kind (see :class:`SpecColumns`:
+    ``batch`` ends in its batch axis); ``decode_steps``: each speculation's decode step, if costed already."""
+    cols = SpecColumns.of(specs, batch)
+    dec = None if decode_steps is None else np.concatenate(decode_steps, axis=-1)
+    raw = _aggregated(model, precision, hw, tp, pp, dp, ep, cols.batch, wl, cols.q, cols.al, lambda st: cols.split(st, model), dec)
+    return [AggRaw(decode_step_s=cols.take(raw.decode_step_s, i), mixed_step_s=cols.take(raw.mixed_step_s, i),
+                   mixed_tokens=cols.take(raw.mixed_tokens, i), mixed_share=cols.take(raw.mixed_share, i),
+                   batch=cols.take(raw.batch, i), chunk=raw.chunk, isl_new=raw.isl_new, rho=cols.take(raw.rho, i),
+                   al=sp.accepted_per_step, osl=raw.osl, slots=cols.take(raw.slots, i), wave_share=raw.wave_share)
+            for i, sp in enumerate(cols.specs)]
+
+
+def _aggregated(model, precision, hw, tp, pp, dp, ep, b, wl: Workload, q, al, split, decode_step) -> AggRaw:
+    """:func:`aggregated_raw` with ``q`` verified and ``al`` emitted tokens per request and step (scalars, or
+    arrays over the batch columns) and ``split`` turning a :class:`StepCost` into its (roofline, fixed) pair."""
     isl_new = wl.isl * (1.0 - wl.prefix_hit)  # prompt tokens that need computing
     prefix = wl.isl * wl.prefix_hit
-    al = spec.accepted_per_step
-    q = spec.k + 1
     decode_steps = np.maximum(np.ceil((wl.osl - 1) / al), 1.0)  # verify steps after the first token
     ctx = busiest_rank_context(wl.isl + wl.osl / 2.0, dp, b, wl.isl, wl.osl)  # the busiest rank's mean context
     chunk = float(wl.chunk_tokens)
@@ -217,11 +296,11 @@ def aggregated_raw(model: Model, precision: Precision, hw: Hardware, tp, pp, dp,
     prefill_ranks = np.where(mixed_share > 0, ranks * rank_share / np.maximum(mixed_share, 1e-300), 1.0)
     dec = StepBatch(decode_reqs=b, decode_ctx=ctx, q_tokens=q)
     if decode_step is None:  # callers that costed the same decode step already (decode_raw) pass it in
-        decode_step = _split(forward_step(model, precision, hw, tp, pp, dp, ep, dec), model, spec)
+        decode_step = split(forward_step(model, precision, hw, tp, pp, dp, ep, dec))
     mix = StepBatch(decode_reqs=b, decode_ctx=ctx, q_tokens=q, prefill_tokens=mixed_tokens,
                     prefill_seqs=np.maximum(mixed_tokens / max(isl_new, 1.0), 1.0), prefill_prefix=prefix,
                     prefill_ranks=prefill_ranks)
-    mixed_step = _split(forward_step(model, precision, hw, tp, pp, dp, ep, mix), model, spec)
+    mixed_step = split(forward_step(model, precision, hw, tp, pp, dp, ep, mix))
     rho = np.clip(p / chunk, 0.0, 0.95)
     return AggRaw(decode_step_s=decode_step, mixed_step_s=mixed_step, mixed_tokens=mixed_tokens, mixed_share=mixed_share,
                   batch=b, chunk=chunk, isl_new=isl_new, rho=rho + 0 * b, al=al,
@@ -333,6 +412,16 @@ def decode_raw(model: Model, precision: Precision, hw: Hardware, tp, pp, dp, ep,
     sb = StepBatch(decode_reqs=b, decode_ctx=busiest_rank_context(wl.isl + wl.osl / 2.0, dp, b, wl.isl, wl.osl), q_tokens=spec.k + 1)
     st = forward_step(model, precision, hw, tp, pp, dp, ep, sb)
     return _split(st, model, spec), spec.accepted_per_step, b * _f(dp) * _f(pp), b
+
+
+def decode_raw_specs(model: Model, precision: Precision, hw: Hardware, tp, pp, dp, ep, batch, wl: Workload, specs) -> list[tuple]:
+    """:func:`decode_raw` for each of ``specs``, costed in one step call (see :class:`SpecColumns`)."""
+    cols = SpecColumns.of(specs, batch)
+    b = cols.batch
+    sb = StepBatch(decode_reqs=b, decode_ctx=busiest_rank_context(wl.isl + wl.osl / 2.0, dp, b, wl.isl, wl.osl), q_tokens=cols.q)
+    split = cols.split(forward_step(model, precision, hw, tp, pp, dp, ep, sb), model)
+    slots = b * _f(dp) * _f(pp)
+    return [(cols.take(split, i), sp.accepted_per_step, cols.take(slots, i), cols.take(b, i)) for i, sp in enumerate(cols.specs)]
 
 
 def finish_decode(step_raw, al, slots, batch, osl, prof: dict) -> DecodeResult:
