@@ -74,6 +74,7 @@ class LayoutRows:
         self.nd, self.n = nd, n  # dimensions of the step's broadcast shape; length of its layout axis
         self._columns = [np.broadcast_to(c, (n,) + c.shape[1:]).reshape(n, -1)[:, 0] for c in columns]  # coarse to fine
         self._levels: dict[int, tuple[np.ndarray, np.ndarray] | None] = {}
+        self._checked: dict[int, tuple] = {}  # id(array) -> (array, coarsest level it is constant on)
 
     def has_axis(self, x) -> bool:
         return isinstance(x, np.ndarray) and x.ndim == self.nd and x.shape[0] == self.n
@@ -86,20 +87,41 @@ class LayoutRows:
             self._levels[i] = None if rep.size == self.n else (rep, inv.reshape(-1))
         return self._levels[i]
 
-    def reduce(self, args) -> tuple[np.ndarray, np.ndarray] | None:
-        """(representative layout per group, group of each layout) for an op reading ``args``; None
-        when no input has the layout axis or no grouping holds them constant."""
-        arrs = [a for a in args if self.has_axis(a)]
-        if not arrs:
-            return None
+    def _constant_level(self, a: np.ndarray) -> int | None:
+        """The coarsest grouping under which ``a`` is the same within every group (None: none is).
+
+        A few sampled columns reject a grouping cheaply; the grouping that passes them is then checked
+        exactly, element by element. NaN never compares equal, so an array holding NaN is simply not
+        reduced."""
+        hit = self._checked.get(id(a))
+        if hit is not None:
+            return hit[1]
+        flat = a.reshape(self.n, -1)
+        m = flat.shape[1]
+        proj = flat[:, 0] if m == 1 else flat[:, sorted({0, m // 3, 2 * m // 3, m - 1})]
+        level = None
         for i in range(len(self._columns)):
             lv = self._level(i)
             if lv is None:
-                return None
+                break
             rep, inv = lv
-            if all(np.array_equal(a[rep][inv], a, equal_nan=True) for a in arrs):
-                return lv
-        return None
+            if np.array_equal(proj[rep][inv], proj) and (m == 1 or np.array_equal(flat[rep][inv], flat)):
+                level = i
+                break
+        self._checked[id(a)] = (a, level)  # the array is kept alive so that its id is not reused
+        return level
+
+    def reduce(self, args) -> tuple[np.ndarray, np.ndarray] | None:
+        """(representative layout per group, group of each layout) for an op reading ``args``; None
+        when no input has the layout axis or no grouping holds them constant."""
+        level = -1
+        for a in args:
+            if self.has_axis(a):
+                lv = self._constant_level(a)
+                if lv is None:
+                    return None
+                level = max(level, lv)
+        return None if level < 0 else self._level(level)
 
     def take(self, x, rep: np.ndarray):
         return x[rep] if self.has_axis(x) else x
