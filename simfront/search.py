@@ -442,18 +442,26 @@ def _disagg(cols, t: WorkerTable, hw, gpus, wl, price) -> int:
         p_idx = (p_idx[0][keep_p], p_idx[1][keep_p])
         p_gpus, p_cap = p_gpus[keep_p], p_cap[keep_p]
     Dg, Pg = d_gpus[:, None], p_gpus[None, :]
-    x0, y = worker_counts(Dg, d_cap[:, None], Pg, p_cap[None, :], n)
-    dec = DecodeResult(d.tpot_s[di][:, None], d.step_s[di][:, None], d.capacity_requests_s[di][:, None])
-    pre = PrefillResult(pr.ttft_base_s[p_idx][None, :], pr.prefill_s[p_idx][None, :], pr.transfer_s[p_idx][None, :],
-                        pr.requests_s_worker[p_idx][None, :], pr.ttft_scale)
-    # per-side columns stay (decode, 1) / (1, prefill): _append reads them at each pair's row / column
-    batch = B[0, di[1]][:, None]
-    slots = batch * ranks[di[0]][:, None] * y  # decode slots of the deployment
-    dl = {k: L[k][di[0], 0][:, None] for k in ("tp", "pp", "ep", "dp")}
-    pl = {k: Pl[k][p_idx[0], 0][None, :] for k in ("tp", "ep", "dp")}
-    headroom = t.kv_batch[di[0], 0][:, None] / batch
+    n_pairs = int(Dg.size * Pg.size)
+    # a pair needs at least one worker of each side: pairs whose two workers exceed the set get no worker
+    # counts (worker_counts gives them none), so only the others are sized and costed, as flat arrays
+    # (row-major over decode x prefill, the order the full grid appends them in)
+    ii, jj = np.nonzero(Dg + Pg <= n)
+    if ii.size == 0:
+        return n_sides + 2 * n_pairs
+    dg, pg = d_gpus[ii], p_gpus[jj]
+    x0, y = worker_counts(dg, d_cap[ii], pg, p_cap[jj], n)
+    dsel = (di[0][ii], di[1][ii])
+    psel = (p_idx[0][jj], p_idx[1][jj])
+    dec = DecodeResult(d.tpot_s[dsel], d.step_s[dsel], d.capacity_requests_s[dsel])
+    pre = PrefillResult(pr.ttft_base_s[psel], pr.prefill_s[psel], pr.transfer_s[psel], pr.requests_s_worker[psel], pr.ttft_scale)
+    batch = B[0, dsel[1]]
+    slots = batch * ranks[dsel[0]] * y  # decode slots of the deployment
+    dl = {k: L[k][dsel[0], 0] for k in ("tp", "pp", "ep", "dp")}
+    pl = {k: Pl[k][psel[0], 0] for k in ("tp", "ep", "dp")}
+    headroom = t.kv_batch[dsel[0], 0] / batch
     for x in (x0, x0 + 1):  # the sized prefill side, and one more worker for a shorter queue
-        used = y * Dg + x * Pg
+        used = y * dg + x * pg
         m = (x0 >= 1) & (y >= 1) & (used <= n)
         r = evaluate_disagg(pre, x, dec, slots, slots, wl.osl, used, wl.startup_wave_share)
         tok_gpu = r.tok_s_gpu(n)
@@ -463,9 +471,9 @@ def _disagg(cols, t: WorkerTable, hw, gpus, wl, price) -> int:
                 tok_s_user=r.tok_s_user, tok_s_gpu=tok_gpu, usd_per_mtok=usd_per_mtok(price, tok_gpu),
                 requests_s=r.requests_s, gpus_used=used, chunk_tokens=0, prefill_tp=pl["tp"],
                 prefill_ep=pl["ep"], prefill_attention_dp=pl["dp"], prefill_workers=x,
-                prefill_batch=PREFILL_BATCHES[p_idx[1]][None, :], decode_workers=y,
+                prefill_batch=PREFILL_BATCHES[psel[1]], decode_workers=y,
                 kv_headroom=headroom, queue_ms=r.queue_s * 1e3)
-    return n_sides + 2 * int(Dg.size * Pg.size)
+    return n_sides + 2 * n_pairs
 
 
 def _front_per_size(x: np.ndarray, y: np.ndarray, size: np.ndarray) -> np.ndarray:
