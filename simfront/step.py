@@ -184,7 +184,10 @@ class StepCost:
         # cross-node round trips cannot be hidden by the engine: they join the roofline leg
         leg = np.minimum(np.maximum(np.maximum(np.maximum(c.compute_s, c.memory_s), net), c.exposed_s), c.time_s)
         n = np.asarray(r.count)
-        return n * r.expand(leg), n * r.expand(c.time_s - leg)
+        rest = c.time_s - leg
+        if r.rows is not None and n.ndim == r.nd and n.shape[0] == r.rows.size:  # the count varies over layouts
+            return n * r.expand(leg), n * r.expand(rest)
+        return r.expand(n * leg), r.expand(n * rest)  # the same products, on the op's distinct rows
 
     def split(self) -> tuple[np.ndarray, np.ndarray]:
         """(roofline part, fixed/latency part) of the step time.
