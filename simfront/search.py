@@ -21,8 +21,8 @@ from .memory import plan_memory
 from .models import Model, Precision, apply_precision
 from .deployment import evaluate_agg, evaluate_disagg
 from .speculative import family_for, survival
-from .serving import (DEFAULT_CHUNK_TOKENS, NO_SPEC, DecodeResult, PrefillResult, Speculation, Workload, aggregated_raw_specs,
-                      decode_raw_specs, engine_profile, finish_decode, finish_prefill, prefill_raw, usd_per_mtok)
+from .serving import (DEFAULT_CHUNK_TOKENS, NO_SPEC, DecodeResult, PrefillResult, Speculation, Workload, engine_profile,
+                      worker_raw, finish_decode, finish_prefill, prefill_raw, usd_per_mtok)
 
 BATCH_SIZES = np.array([1, 2, 4, 8, 12, 16, 24, 32, 48, 64, 96, 128, 192, 256, 384, 512, 768, 1024])
 PREFILL_BATCHES = np.array([1, 2, 4, 8])
@@ -183,15 +183,10 @@ def worker_tables(model: Model, hw, n_gpus: int, wl: Workload, space: SearchSpac
             pb = PREFILL_BATCHES[None, :].astype(float)
             prefill = (P, pb, *prefill_raw(model, prec, hw, P["tp"], P["pp"], P["dp"], P["ep"], pb, wl, 1.0))
         specs = spec_options(model, space)
-        # every speculation's steps in one step call (side by side along the batch axis); the decode-only
-        # step is the same for every token budget and for disaggregated decode workers: costed once
-        d_raws = decode_raw_specs(model, prec, hw, L["tp"], L["pp"], L["dp"], L["ep"], B, wl, specs)
-        aggs = {}
-        if "agg" in space.modes:
-            for chunk in chunks:
-                aggs[chunk] = aggregated_raw_specs(model, prec, hw, L["tp"], L["pp"], L["dp"], L["ep"], B,
-                                                   replace(wl, chunk_tokens=float(chunk)), specs,
-                                                   decode_steps=[d[0] for d in d_raws])
+        # every step of every speculation in one step call: the decode-only step (the same for every token
+        # budget and for disaggregated decode workers) and each token budget's mixed step
+        d_raws, aggs = worker_raw(model, prec, hw, L["tp"], L["pp"], L["dp"], L["ep"], B, wl, specs,
+                                  chunks if "agg" in space.modes else ())
         for i, spec in enumerate(specs):
             d_raw = d_raws[i]
             agg = {chunk: raws[i] for chunk, raws in aggs.items()}

@@ -24,7 +24,7 @@ All arrays broadcast: one call evaluates every configuration of a search.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -280,23 +280,19 @@ def aggregated_raw(model: Model, precision: Precision, hw: Hardware, tp, pp, dp,
                        lambda st: _split(st, model, spec), decode_step)
 
 
-def aggregated_raw_specs(model: Model, precision: Precision, hw: Hardware, tp, pp, dp, ep, batch, wl: Workload,
-                         specs, decode_steps: list | None = None) -> list[AggRaw]:
-    """:func:`aggregated_raw` for each of ``specs``, costed in one step call per kind (see :class:`SpecColumns`:
-    ``batch`` ends in its batch axis); ``decode_steps``: each speculation's decode step, if costed already."""
-    cols = SpecColumns.of(specs, batch)
-    dec = None if decode_steps is None else np.concatenate(decode_steps, axis=-1)
-    raw = _aggregated(model, precision, hw, tp, pp, dp, ep, cols.batch, wl, cols.q, cols.al, lambda st: cols.split(st, model), dec)
-    return [AggRaw(decode_step_s=cols.take(raw.decode_step_s, i), mixed_step_s=cols.take(raw.mixed_step_s, i),
-                   mixed_tokens=cols.take(raw.mixed_tokens, i), mixed_share=cols.take(raw.mixed_share, i),
-                   batch=cols.take(raw.batch, i), chunk=raw.chunk, isl_new=raw.isl_new, rho=cols.take(raw.rho, i),
-                   al=sp.accepted_per_step, osl=raw.osl, slots=cols.take(raw.slots, i), wave_share=raw.wave_share)
-            for i, sp in enumerate(cols.specs)]
-
-
 def _aggregated(model, precision, hw, tp, pp, dp, ep, b, wl: Workload, q, al, split, decode_step) -> AggRaw:
     """:func:`aggregated_raw` with ``q`` verified and ``al`` emitted tokens per request and step (scalars, or
     arrays over the batch columns) and ``split`` turning a :class:`StepCost` into its (roofline, fixed) pair."""
+    dec, mix, raw = _agg_steps(dp, pp, b, wl, q, al)
+    if decode_step is None:  # callers that costed the same decode step already (decode_raw) pass it in
+        decode_step = split(forward_step(model, precision, hw, tp, pp, dp, ep, dec))
+    raw.decode_step_s = decode_step
+    raw.mixed_step_s = split(forward_step(model, precision, hw, tp, pp, dp, ep, mix))
+    return raw
+
+
+def _agg_steps(dp, pp, b, wl: Workload, q, al) -> tuple[StepBatch, StepBatch, AggRaw]:
+    """The decode-only and the mixed step of an aggregated worker, and its :class:`AggRaw` without step times."""
     isl_new = wl.isl * (1.0 - wl.prefix_hit)  # prompt tokens that need computing
     prefix = wl.isl * wl.prefix_hit
     decode_steps = np.maximum(np.ceil((wl.osl - 1) / al), 1.0)  # verify steps after the first token
@@ -314,16 +310,58 @@ def _aggregated(model, precision, hw, tp, pp, dp, ep, b, wl: Workload, q, al, sp
     mixed_share = 1.0 - (1.0 - rank_share) ** ranks
     prefill_ranks = np.where(mixed_share > 0, ranks * rank_share / np.maximum(mixed_share, 1e-300), 1.0)
     dec = StepBatch(decode_reqs=b, decode_ctx=ctx, q_tokens=q)
-    if decode_step is None:  # callers that costed the same decode step already (decode_raw) pass it in
-        decode_step = split(forward_step(model, precision, hw, tp, pp, dp, ep, dec))
     mix = StepBatch(decode_reqs=b, decode_ctx=ctx, q_tokens=q, prefill_tokens=mixed_tokens,
                     prefill_seqs=np.maximum(mixed_tokens / max(isl_new, 1.0), 1.0), prefill_prefix=prefix,
                     prefill_ranks=prefill_ranks)
-    mixed_step = split(forward_step(model, precision, hw, tp, pp, dp, ep, mix))
     rho = np.clip(p / chunk, 0.0, 0.95)
-    return AggRaw(decode_step_s=decode_step, mixed_step_s=mixed_step, mixed_tokens=mixed_tokens, mixed_share=mixed_share,
-                  batch=b, chunk=chunk, isl_new=isl_new, rho=rho + 0 * b, al=al,
-                  osl=wl.osl, slots=b * _f(dp) * _f(pp), wave_share=float(wl.startup_wave_share))
+    raw = AggRaw(decode_step_s=None, mixed_step_s=None, mixed_tokens=mixed_tokens, mixed_share=mixed_share,
+                 batch=b, chunk=chunk, isl_new=isl_new, rho=rho + 0 * b, al=al,
+                 osl=wl.osl, slots=b * _f(dp) * _f(pp), wave_share=float(wl.startup_wave_share))
+    return dec, mix, raw
+
+
+def worker_raw(model: Model, precision: Precision, hw: Hardware, tp, pp, dp, ep, batch, wl: Workload, specs,
+               chunks=()) -> tuple[list[tuple], dict[float, list[AggRaw]]]:
+    """:func:`decode_raw` of each of ``specs`` and :func:`aggregated_raw` of each (token budget in ``chunks``,
+    speculation), from ONE step call: the decode-only step and each budget's mixed step side by side on
+    the batch axis, each of them for every speculation (:class:`SpecColumns`). ``batch`` ends in its batch
+    axis; the layout arrays broadcast against it with a last axis of 1. Every step is costed column by
+    column exactly as the separate calls cost it."""
+    cols = SpecColumns.of(specs, batch)
+    b = cols.batch
+    dec, _, _ = _agg_steps(dp, pp, b, wl, cols.q, cols.al)
+    mixes = {c: _agg_steps(dp, pp, b, replace(wl, chunk_tokens=float(c)), cols.q, cols.al)[1:] for c in chunks}
+    blocks = [dec] + [m for m, _ in mixes.values()]
+    # the decode-only block carries no prompt tokens; its experts see the decode tokens of every rank
+    step = StepBatch(decode_reqs=_cat([x.decode_reqs for x in blocks]), decode_ctx=_cat([x.decode_ctx for x in blocks]),
+                     q_tokens=_cat([x.q_tokens for x in blocks]), prefill_tokens=_cat([x.prefill_tokens + 0 * b for x in blocks]),
+                     prefill_seqs=_cat([x.prefill_seqs + 0 * b for x in blocks]),
+                     prefill_prefix=_cat([x.prefill_prefix + 0 * b for x in blocks]),
+                     prefill_ranks=_cat([(_f(dp) + 0 * b) if x.prefill_ranks is None else x.prefill_ranks for x in blocks]))
+    blocked = SpecColumns(cols.specs * len(blocks), cols.nb, *(np.concatenate([v] * len(blocks), axis=-1)
+                                                               for v in (cols.batch, cols.q, cols.al, cols.k, cols.draft_layers, cols.drafts)))
+    split = blocked.split(forward_step(model, precision, hw, tp, pp, dp, ep, step), model)
+    width = b.shape[-1]
+    parts = [split[..., i * width:(i + 1) * width] for i in range(len(blocks))]
+    slots = b * _f(dp) * _f(pp)
+    d_raws = [(cols.take(parts[0], i), sp.accepted_per_step, cols.take(slots, i), cols.take(b, i)) for i, sp in enumerate(cols.specs)]
+    aggs = {}
+    for j, (c, (_, raw)) in enumerate(mixes.items()):
+        aggs[c] = [AggRaw(decode_step_s=cols.take(parts[0], i), mixed_step_s=cols.take(parts[1 + j], i),
+                          mixed_tokens=cols.take(raw.mixed_tokens, i), mixed_share=cols.take(raw.mixed_share, i),
+                          batch=cols.take(raw.batch, i), chunk=raw.chunk, isl_new=raw.isl_new, rho=cols.take(raw.rho, i),
+                          al=sp.accepted_per_step, osl=raw.osl, slots=cols.take(raw.slots, i), wave_share=raw.wave_share)
+                   for i, sp in enumerate(cols.specs)]
+    return d_raws, aggs
+
+
+def _cat(blocks: list) -> np.ndarray:
+    """Arrays side by side on the last (batch) axis, their other axes broadcast together."""
+    arrs = [_f(x) for x in blocks]
+    nd = max(a.ndim for a in arrs)
+    arrs = [a.reshape((1,) * (nd - a.ndim) + a.shape) for a in arrs]
+    lead = np.broadcast_shapes(*(a.shape[:-1] for a in arrs))
+    return np.concatenate([np.broadcast_to(a, lead + a.shape[-1:]) for a in arrs], axis=-1)
 
 
 def busiest_rank_context(ctx, dp, batch, isl: float, osl: float) -> np.ndarray:
@@ -431,16 +469,6 @@ def decode_raw(model: Model, precision: Precision, hw: Hardware, tp, pp, dp, ep,
     sb = StepBatch(decode_reqs=b, decode_ctx=busiest_rank_context(wl.isl + wl.osl / 2.0, dp, b, wl.isl, wl.osl), q_tokens=spec.k + 1)
     st = forward_step(model, precision, hw, tp, pp, dp, ep, sb)
     return _split(st, model, spec), spec.accepted_per_step, b * _f(dp) * _f(pp), b
-
-
-def decode_raw_specs(model: Model, precision: Precision, hw: Hardware, tp, pp, dp, ep, batch, wl: Workload, specs) -> list[tuple]:
-    """:func:`decode_raw` for each of ``specs``, costed in one step call (see :class:`SpecColumns`)."""
-    cols = SpecColumns.of(specs, batch)
-    b = cols.batch
-    sb = StepBatch(decode_reqs=b, decode_ctx=busiest_rank_context(wl.isl + wl.osl / 2.0, dp, b, wl.isl, wl.osl), q_tokens=cols.q)
-    split = cols.split(forward_step(model, precision, hw, tp, pp, dp, ep, sb), model)
-    slots = b * _f(dp) * _f(pp)
-    return [(cols.take(split, i), sp.accepted_per_step, cols.take(slots, i), cols.take(b, i)) for i, sp in enumerate(cols.specs)]
 
 
 def finish_decode(step_raw, al, slots, batch, osl, prof: dict) -> DecodeResult:
