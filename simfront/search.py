@@ -166,7 +166,12 @@ def worker_tables(model: Model, hw, n_gpus: int, wl: Workload, space: SearchSpac
         raise SimfrontError(f"no valid parallel layout of {model.id} on {n_gpus}x{hw.id}")
     ctx = wl.isl + wl.osl
     chunks = space.chunk_tokens if wl.chunk_tokens == DEFAULT_CHUNK_TOKENS else (wl.chunk_tokens,)
+    memo: dict = {}  # op costs shared by the precisions that differ only in the KV-cache format
+    memo_for = None
     for prec in precision_options(model, GpuSet(count=n_gpus, hardware=hw), space):
+        weights = (prec.attention, prec.dense, prec.experts, prec.embedding)
+        if weights != memo_for:  # a new weight format: its ops are new (drop the last format's costs)
+            memo, memo_for = {}, weights
         mem = plan_memory(model, prec, hw, lay["tp"], lay["pp"], lay["dp"], lay["ep"], 1, ctx)
         fit = mem.fits
         if not fit.any():
@@ -181,12 +186,12 @@ def worker_tables(model: Model, hw, n_gpus: int, wl: Workload, space: SearchSpac
         if "disagg" in space.modes and n_gpus >= 2 and one.any():
             P = {k: v[one] for k, v in L.items()}
             pb = PREFILL_BATCHES[None, :].astype(float)
-            prefill = (P, pb, *prefill_raw(model, prec, hw, P["tp"], P["pp"], P["dp"], P["ep"], pb, wl, 1.0))
+            prefill = (P, pb, *prefill_raw(model, prec, hw, P["tp"], P["pp"], P["dp"], P["ep"], pb, wl, 1.0, memo=memo))
         specs = spec_options(model, space)
         # every step of every speculation in one step call: the decode-only step (the same for every token
         # budget and for disaggregated decode workers) and each token budget's mixed step
         d_raws, aggs = worker_raw(model, prec, hw, L["tp"], L["pp"], L["dp"], L["ep"], B, wl, specs,
-                                  chunks if "agg" in space.modes else ())
+                                  chunks if "agg" in space.modes else (), memo=memo)
         for i, spec in enumerate(specs):
             d_raw = d_raws[i]
             agg = {chunk: raws[i] for chunk, raws in aggs.items()}

@@ -321,12 +321,12 @@ def _agg_steps(dp, pp, b, wl: Workload, q, al) -> tuple[StepBatch, StepBatch, Ag
 
 
 def worker_raw(model: Model, precision: Precision, hw: Hardware, tp, pp, dp, ep, batch, wl: Workload, specs,
-               chunks=()) -> tuple[list[tuple], dict[float, list[AggRaw]]]:
+               chunks=(), memo: dict | None = None) -> tuple[list[tuple], dict[float, list[AggRaw]]]:
     """:func:`decode_raw` of each of ``specs`` and :func:`aggregated_raw` of each (token budget in ``chunks``,
     speculation), from ONE step call: the decode-only step and each budget's mixed step side by side on
     the batch axis, each of them for every speculation (:class:`SpecColumns`). ``batch`` ends in its batch
     axis; the layout arrays broadcast against it with a last axis of 1. Every step is costed column by
-    column exactly as the separate calls cost it."""
+    column exactly as the separate calls cost it. ``memo``: see :func:`simfront.step.forward_step`."""
     cols = SpecColumns.of(specs, batch)
     b = cols.batch
     dec, _, _ = _agg_steps(dp, pp, b, wl, cols.q, cols.al)
@@ -340,7 +340,7 @@ def worker_raw(model: Model, precision: Precision, hw: Hardware, tp, pp, dp, ep,
                      prefill_ranks=_cat([(_f(dp) + 0 * b) if x.prefill_ranks is None else x.prefill_ranks for x in blocks]))
     blocked = SpecColumns(cols.specs * len(blocks), cols.nb, *(np.concatenate([v] * len(blocks), axis=-1)
                                                                for v in (cols.batch, cols.q, cols.al, cols.k, cols.draft_layers, cols.drafts)))
-    split = blocked.split(forward_step(model, precision, hw, tp, pp, dp, ep, step), model)
+    split = blocked.split(forward_step(model, precision, hw, tp, pp, dp, ep, step, memo=memo), model)
     width = b.shape[-1]
     parts = [split[..., i * width:(i + 1) * width] for i in range(len(blocks))]
     slots = b * _f(dp) * _f(pp)
@@ -438,12 +438,13 @@ class PrefillResult:
     ttft_scale: float  # the profile's TTFT scale (applies to the queue wait too)
 
 
-def prefill_raw(model: Model, precision: Precision, hw: Hardware, tp, pp, dp, ep, batch, wl: Workload, link_bytes_per_s) -> tuple:
+def prefill_raw(model: Model, precision: Precision, hw: Hardware, tp, pp, dp, ep, batch, wl: Workload, link_bytes_per_s,
+                memo: dict | None = None) -> tuple:
     """(step seconds for ``batch`` prompts per DP rank, KV transfer seconds, prompts per step per worker)."""
     b = _f(batch)
     isl_new = wl.isl * (1.0 - wl.prefix_hit)
     sb = StepBatch(decode_reqs=0, prefill_tokens=b * isl_new, prefill_seqs=b, prefill_prefix=wl.isl * wl.prefix_hit, sampled=b)
-    t = _split(forward_step(model, precision, hw, tp, pp, dp, ep, sb), model, NO_SPEC)
+    t = _split(forward_step(model, precision, hw, tp, pp, dp, ep, sb, memo=memo), model, NO_SPEC)
     kv = kv_bytes_per_token(model, precision.kv) * wl.isl  # KV of one prompt, all layers
     transfer = kv / _f(link_bytes_per_s)  # streamed to the decode worker
     return t, transfer + 0 * t[0], b * _f(dp) * _f(pp)

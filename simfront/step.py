@@ -222,9 +222,32 @@ def _f(x) -> np.ndarray:
     return np.asarray(x, dtype=np.float64)
 
 
+def _memo_key(fn, args: tuple, kw: dict):
+    """A key equal for two op calls exactly when they cost the same function on the same values (arrays
+    by shape, dtype and bytes); None when an argument is neither plain data nor an array."""
+    def one(x):
+        if isinstance(x, np.ndarray):
+            return ("a", x.shape, x.dtype.str, x.tobytes())
+        if x is None or isinstance(x, (bool, int, float, str)):
+            return x
+        if isinstance(x, Hardware):
+            return ("hw", id(x))
+        return _UNKEYED
+    key = (fn, tuple(one(a) for a in args), tuple(sorted((k, one(v)) for k, v in kw.items())))
+    return None if _UNKEYED in key[1] or any(v is _UNKEYED for _, v in key[2]) else key
+
+
+_UNKEYED = object()  # an argument a memo key cannot hold
+
+
 def forward_step(model: Model, precision: Precision, hw: Hardware, tp, pp, dp, ep, batch: StepBatch,
-                 routing_alpha: float | None = DEFAULT_ROUTING_ALPHA) -> StepCost:
-    """Per-GPU op list of one step, with time, FLOPs and bytes of each op (per rank, all layers)."""
+                 routing_alpha: float | None = DEFAULT_ROUTING_ALPHA, memo: dict | None = None) -> StepCost:
+    """Per-GPU op list of one step, with time, FLOPs and bytes of each op (per rank, all layers).
+
+    ``memo``: a dict shared by step calls that may repeat ops (a search's precisions that differ only in
+    the KV-cache format run the same GEMMs, experts and collectives): an op called again with the same
+    function and the same input values takes the cost computed the first time (the caller keeps the
+    hardware object alive while the dict lives)."""
     arch = model.arch
     tp, pp, dp, ep = (_f(x) for x in (tp, pp, dp, ep))
     B = _f(batch.decode_reqs)
@@ -256,14 +279,23 @@ def forward_step(model: Model, precision: Precision, hw: Hardware, tp, pp, dp, e
     if lay_shape and len(lay_shape) == len(full) and lay_shape[0] == full[0] > 1:
         rows = LayoutRows(len(full), full[0], [tp, dp, ep])
 
+    def cost_of(fn, args, kw):
+        key = None if memo is None else _memo_key(fn, args, kw)
+        if key is not None and key in memo:
+            return memo[key]
+        cost = fn(*args, **kw)
+        if key is not None:
+            memo[key] = cost
+        return cost
+
     def op(name, group, count, fn, *args, replicated=False, **kw):
         """Cost ``fn(*args, **kw)`` (over the distinct layout rows of its inputs) as ``count`` calls per step."""
         red = None if rows is None else rows.reduce(args + tuple(kw.values()))
         if red is None:
-            st.ops.append(OpRow(name, group, count, fn(*args, **kw), replicated))
+            st.ops.append(OpRow(name, group, count, cost_of(fn, args, kw), replicated))
             return
         rep, inv = red
-        cost = fn(*(rows.take(a, rep) for a in args), **{k: rows.take(v, rep) for k, v in kw.items()})
+        cost = cost_of(fn, tuple(rows.take(a, rep) for a in args), {k: rows.take(v, rep) for k, v in kw.items()})
         st.ops.append(OpRow(name, group, count, cost, replicated, inv, int(rep.size), rows.nd))
 
     def gemm(name, group, count, m, n, k, fmt, replicated=False):
