@@ -276,8 +276,9 @@ def _append(cols: dict, mask: np.ndarray, **values) -> None:
 
     Elements are gathered in the row-major order of ``mask`` straight from each array's own shape
     (an array of shape (layouts, 1) is read at the layout index only), so no broadcast copy of the
-    whole grid is made. A text value is stored as (label, count) and expanded once, at the end
-    (:func:`_columns`): building millions of Python-object cells block by block is slow."""
+    whole grid is made, and only when the column is first read (:class:`_Block`): a prediction reads two
+    columns in full and a few rows of the others. A text value is stored as (label, count) and expanded
+    once, at the end (:func:`_columns`): building millions of Python-object cells block by block is slow."""
     idx = np.nonzero(mask)
     k = int(idx[0].size)
     nd = mask.ndim
@@ -287,9 +288,29 @@ def _append(cols: dict, mask: np.ndarray, **values) -> None:
             continue
         a = np.asarray(v, dtype=float)
         if a.ndim:
-            a = a.reshape((1,) * (nd - a.ndim) + a.shape)
-            a = a[tuple(ix if n > 1 else 0 for ix, n in zip(idx, a.shape))]
-        cols[key].append(a if a.ndim else np.full(k, float(a)))
+            cols[key].append(_Block(a.reshape((1,) * (nd - a.ndim) + a.shape), mask, idx, k))
+        else:
+            cols[key].append(np.full(k, float(a)))
+
+
+class _Block:
+    """The masked elements of one array appended to a column, gathered when they are read (the array
+    is kept as the search made it; nothing writes to it afterwards)."""
+
+    __slots__ = ("a", "mask", "idx", "size")
+
+    def __init__(self, a: np.ndarray, mask: np.ndarray, idx: tuple, size: int):
+        self.a, self.mask, self.idx, self.size = a, mask, idx, size
+
+    def values(self) -> np.ndarray:
+        if self.a.shape == self.mask.shape:  # a full-grid array: a boolean mask reads it in one pass
+            return self.a[self.mask]
+        v = self.a[tuple(ix if n > 1 else 0 for ix, n in zip(self.idx, self.a.shape))]
+        return v if v.ndim else np.full(self.size, float(v))  # an array of one element: repeated
+
+    def at(self, rows) -> np.ndarray:
+        """The elements at these rows of the block (row-major order of the mask)."""
+        return self.a[tuple(ix[rows] if n > 1 else 0 for ix, n in zip(self.idx, self.a.shape))]
 
 
 def _column(parts: list) -> np.ndarray:
@@ -299,7 +320,7 @@ def _column(parts: list) -> np.ndarray:
         code = {lab: i for i, lab in enumerate(labels)}
         codes = np.repeat(np.array([code[lab] for lab, _ in parts], dtype=np.intp), [n for _, n in parts])
         return np.array(labels, dtype=object)[codes]
-    return np.concatenate(parts) if parts else np.asarray(parts)
+    return np.concatenate([p.values() if isinstance(p, _Block) else p for p in parts]) if parts else np.asarray(parts)
 
 
 def _columns(cols: dict) -> dict:
@@ -359,7 +380,8 @@ class Points(MutableMapping):
             if parts and isinstance(parts[0], tuple):
                 out[key] = np.array([parts[b][0] for b in block], dtype=object)
             else:
-                out[key] = np.array([parts[b][r] for b, r in zip(block, row)], dtype=float)
+                out[key] = np.array([parts[b].at(r) if isinstance(parts[b], _Block) else parts[b][r] for b, r in zip(block, row)],
+                                    dtype=float)
         return out
 
 
