@@ -118,23 +118,12 @@ def _drafts(spec: Speculation) -> bool:
 
 
 def _draft_sums(st) -> tuple:
-    """One pass over the ops: the step's (roofline, fixed) sums as StepCost.split adds them (same order,
-    same numbers), and the (roofline, fixed) sums of its layers and of its LM head and sampling."""
-    roof, extra = 0.0, 0.0
-    layers = None  # the sums over the layers: the running sums where the model-edge ops start
-    head = [0.0, 0.0]
-    for r in st.ops:
-        if r.group == "model" and layers is None:
-            layers = [roof, extra]
-        elif r.group != "model" and layers is not None:  # a layer op after a model-edge op: sum them separately
-            return _draft_sums_apart(st)
-        parts = st.parts(r)
-        roof = roof + parts[0]
-        extra = extra + parts[1]
-        if r.group == "model" and r.name in ("lm_head", "sampling"):
-            head[0] = head[0] + parts[0]
-            head[1] = head[1] + parts[1]
-    return np.asarray(roof), np.asarray(extra), layers if layers is not None else [roof, extra], head
+    """The step's (roofline, fixed) sums as StepCost.split adds them (same order, same numbers), and the
+    (roofline, fixed) sums of its layers and of its LM head and sampling."""
+    roof, extra, layers, head = st.sums(("lm_head", "sampling"))
+    if layers is None:  # a layer op after a model-edge op: sum the layers on their own
+        return _draft_sums_apart(st)
+    return roof, extra, layers, head
 
 
 def _draft_sums_apart(st) -> tuple:

@@ -75,6 +75,7 @@ class LayoutRows:
         self._columns = [np.broadcast_to(c, (n,) + c.shape[1:]).reshape(n, -1)[:, 0] for c in columns]  # coarse to fine
         self._levels: dict[int, tuple[np.ndarray, np.ndarray] | None] = {}
         self._checked: dict[int, tuple] = {}  # id(array) -> (array, coarsest level it is constant on)
+        self._maps: dict[tuple, np.ndarray] = {}
 
     def has_axis(self, x) -> bool:
         return isinstance(x, np.ndarray) and x.ndim == self.nd and x.shape[0] == self.n
@@ -111,9 +112,9 @@ class LayoutRows:
         self._checked[id(a)] = (a, level)  # the array is kept alive so that its id is not reused
         return level
 
-    def reduce(self, args) -> tuple[np.ndarray, np.ndarray] | None:
-        """(representative layout per group, group of each layout) for an op reading ``args``; None
-        when no input has the layout axis or no grouping holds them constant."""
+    def reduce(self, args) -> tuple[int, np.ndarray, np.ndarray] | None:
+        """(grouping level, representative layout per group, group of each layout) for an op reading
+        ``args``; None when no input has the layout axis or no grouping holds them constant."""
         level = -1
         for a in args:
             if self.has_axis(a):
@@ -121,7 +122,23 @@ class LayoutRows:
                 if lv is None:
                     return None
                 level = max(level, lv)
-        return None if level < 0 else self._level(level)
+        return None if level < 0 else (level, *self._level(level))
+
+    def finest(self) -> int | None:
+        """The finest grouping level that still groups layouts (None: every layout is distinct)."""
+        top = None
+        for i in range(len(self._columns)):
+            if self._level(i) is None:
+                break
+            top = i
+        return top
+
+    def to_level(self, i: int, j: int) -> np.ndarray:
+        """Group of level ``i`` that each group of the finer level ``j`` lies in (the groupings nest)."""
+        key = ("map", i, j)
+        if key not in self._maps:
+            self._maps[key] = self._level(i)[1][self._level(j)[0]]
+        return self._maps[key]
 
     def take(self, x, rep: np.ndarray):
         return x[rep] if self.has_axis(x) else x
@@ -134,16 +151,17 @@ class OpRow:
     ``n_rows`` distinct layout rows only (``cost_rows``) and ``rows`` maps every layout to its row;
     ``cost`` is the op's cost over every layout either way."""
 
-    __slots__ = ("name", "group", "count", "cost_rows", "replicated", "rows", "n_rows", "nd")
+    __slots__ = ("name", "group", "count", "cost_rows", "replicated", "rows", "n_rows", "nd", "level")
 
     def __init__(self, name: str, group: str, count, cost: Cost, replicated: bool = False,
-                 rows: np.ndarray | None = None, n_rows: int = 0, nd: int = 0):
+                 rows: np.ndarray | None = None, n_rows: int = 0, nd: int = 0, level: int = -1):
         self.name = name
         self.group = group  # layer group or "model"
         self.count = count  # times per step (layers of the group)
         self.cost_rows = cost
         self.replicated = replicated  # every TP rank computes the whole op (not split)
         self.rows, self.n_rows, self.nd = rows, n_rows, nd
+        self.level = level  # the LayoutRows grouping level of ``rows``
 
     def expand(self, x):
         """An array of this op over its distinct layout rows, back over every layout."""
@@ -165,6 +183,7 @@ class OpRow:
 class StepCost:
     ops: list[OpRow] = field(default_factory=list)
     link_bytes_per_s: float = float("inf")  # scale-up bandwidth, to split collectives into wire time + latency
+    layout: LayoutRows | None = None  # the layout groupings the ops were costed on (None: every op over every layout)
 
     def total(self, attr: str = "time_s") -> np.ndarray:
         out = 0.0
@@ -176,18 +195,91 @@ class StepCost:
     def time_s(self) -> np.ndarray:
         return self.total("time_s")
 
-    def parts(self, r: OpRow) -> tuple[np.ndarray, np.ndarray]:
-        """(roofline, fixed) seconds of one op row, counts applied."""
-        c = r.cost_rows  # over the op's distinct layout rows: expanded once its two parts are known
+    def _legs(self, r: OpRow) -> tuple[np.ndarray, np.ndarray]:
+        """(roofline, fixed) seconds of one call of an op, over its distinct layout rows."""
+        c = r.cost_rows
         # collectives: only the wire time at link bandwidth is "roofline"; the rest is latency
         net = np.where(c.net_bytes > 0, c.net_bytes / self.link_bytes_per_s, c.network_s)
         # cross-node round trips cannot be hidden by the engine: they join the roofline leg
         leg = np.minimum(np.maximum(np.maximum(np.maximum(c.compute_s, c.memory_s), net), c.exposed_s), c.time_s)
+        return leg, c.time_s - leg
+
+    def parts(self, r: OpRow) -> tuple[np.ndarray, np.ndarray]:
+        """(roofline, fixed) seconds of one op row, counts applied."""
+        leg, rest = self._legs(r)
         n = np.asarray(r.count)
-        rest = c.time_s - leg
         if r.rows is not None and n.ndim == r.nd and n.shape[0] == r.rows.size:  # the count varies over layouts
             return n * r.expand(leg), n * r.expand(rest)
         return r.expand(n * leg), r.expand(n * rest)  # the same products, on the op's distinct rows
+
+    def _coarse_parts(self, r: OpRow, top: int, rep: np.ndarray):
+        """:meth:`parts` on the groups of grouping level ``top`` (the same products), or None when the op
+        or its count varies within those groups."""
+        lay = self.layout
+        leg, rest = self._legs(r)
+        if r.rows is None:
+            if leg.ndim == lay.nd and leg.shape[0] == lay.n or rest.ndim == lay.nd and rest.shape[0] == lay.n:
+                return None  # costed over every layout
+        elif r.level > top:
+            return None
+        else:
+            to = lay.to_level(r.level, top)
+            leg = leg[to] if leg.ndim == r.nd and leg.shape[0] == r.n_rows else leg
+            rest = rest[to] if rest.ndim == r.nd and rest.shape[0] == r.n_rows else rest
+        n = np.asarray(r.count)
+        if lay.has_axis(n):
+            lv = lay._constant_level(n)
+            if lv is None or lv > top:
+                return None
+            n = n[rep]
+        return n * leg, n * rest
+
+    def sums(self, head: tuple[str, ...] = ()) -> tuple:
+        """(roofline sum, fixed sum, layers, head) of the ops in order: ``layers`` is the pair of running
+        sums where the first model-edge op starts (the layers' own sums when every layer op comes first;
+        None when a layer op follows a model-edge op) and ``head`` the pair of sums over the model-edge
+        ops named ``head``.
+
+        Every element gets the same additions in the same order as :meth:`split`. Over many layouts the
+        sums run on the finest layout grouping (:class:`LayoutRows`), one value per group, for as long as
+        every op and its count are the same within each group, and over every layout from the first op
+        that is not (the pipeline send, whose count follows the PP degree)."""
+        lay = self.layout
+        top = None if lay is None else lay.finest()
+        coarse = top is not None
+        rep, inv = lay._level(top) if coarse else (None, None)
+
+        def full(x):  # a coarse sum over every layout
+            x = np.asarray(x)
+            return x[inv] if x.ndim == lay.nd and x.shape[0] == rep.size else x
+
+        roof, extra = 0.0, 0.0
+        layers = None
+        in_order = True
+        hd = [0.0, 0.0]
+        for r in self.ops:
+            if r.group == "model" and layers is None:
+                layers = [roof, extra]
+            elif r.group != "model" and layers is not None:
+                in_order = False
+            parts = self._coarse_parts(r, top, rep) if coarse else None
+            if parts is None:
+                if coarse:  # from here on over every layout
+                    roof, extra, hd = full(roof), full(extra), [full(hd[0]), full(hd[1])]
+                    layers = None if layers is None else [full(layers[0]), full(layers[1])]
+                    coarse = False
+                parts = self.parts(r)
+            roof = roof + parts[0]
+            extra = extra + parts[1]
+            if r.group == "model" and r.name in head:
+                hd[0] = hd[0] + parts[0]
+                hd[1] = hd[1] + parts[1]
+        if layers is None:
+            layers = [roof, extra]
+        if coarse:
+            roof, extra, hd = full(roof), full(extra), [full(hd[0]), full(hd[1])]
+            layers = [full(layers[0]), full(layers[1])]
+        return np.asarray(roof), np.asarray(extra), (layers if in_order else None), hd
 
     def split(self) -> tuple[np.ndarray, np.ndarray]:
         """(roofline part, fixed/latency part) of the step time.
@@ -196,13 +288,8 @@ class StepCost:
         (launch latency, pipeline fill, tail effects) is what CUDA graphs, programmatic dependent
         launch and kernel fusion in a serving engine partly hide (see serving.engine_profile).
         """
-        roof = 0.0
-        extra = 0.0
-        for r in self.ops:
-            leg, rest = self.parts(r)
-            roof = roof + leg
-            extra = extra + rest
-        return np.asarray(roof), np.asarray(extra)
+        roof, extra, _, _ = self.sums()
+        return roof, extra
 
     @property
     def flops(self) -> np.ndarray:
@@ -277,7 +364,7 @@ def forward_step(model: Model, precision: Precision, hw: Hardware, tp, pp, dp, e
     full = np.broadcast_shapes(shape, lay_shape)
     rows = None
     if lay_shape and len(lay_shape) == len(full) and lay_shape[0] == full[0] > 1:
-        rows = LayoutRows(len(full), full[0], [tp, dp, ep])
+        rows = st.layout = LayoutRows(len(full), full[0], [tp, dp, ep])
 
     def cost_of(fn, args, kw):
         key = None if memo is None else _memo_key(fn, args, kw)
@@ -294,9 +381,9 @@ def forward_step(model: Model, precision: Precision, hw: Hardware, tp, pp, dp, e
         if red is None:
             st.ops.append(OpRow(name, group, count, cost_of(fn, args, kw), replicated))
             return
-        rep, inv = red
+        level, rep, inv = red
         cost = cost_of(fn, tuple(rows.take(a, rep) for a in args), {k: rows.take(v, rep) for k, v in kw.items()})
-        st.ops.append(OpRow(name, group, count, cost, replicated, inv, int(rep.size), rows.nd))
+        st.ops.append(OpRow(name, group, count, cost, replicated, inv, int(rep.size), rows.nd, level))
 
     def gemm(name, group, count, m, n, k, fmt, replicated=False):
         op(name, group, count, gemm_cost, m, n, k, fmt, hw, replicated=replicated)
