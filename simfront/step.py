@@ -38,6 +38,9 @@ LOGIT_BYTES = 4.0  # FP32 logits
 # Routing skew of real traffic: power-law exponent of tokens over experts, the "typical production"
 # alpha aiconfigurator collects MoE kernels under (docs/POWER_LAW_DISTRIBUTION.md, modeling-notes §1.8).
 DEFAULT_ROUTING_ALPHA = 1.01
+# Fewest layouts on a step's layout axis for which its ops are costed once per group of layouts with equal
+# inputs (LayoutRows); below it every op runs over every layout (the plain path, same results)
+LAYOUT_GROUPING_MIN_LAYOUTS = 2
 
 
 @dataclass
@@ -363,7 +366,7 @@ def forward_step(model: Model, precision: Precision, hw: Hardware, tp, pp, dp, e
     lay_shape = np.broadcast_shapes(tp.shape, pp.shape, dp.shape, ep.shape)
     full = np.broadcast_shapes(shape, lay_shape)
     rows = None
-    if lay_shape and len(lay_shape) == len(full) and lay_shape[0] == full[0] > 1:
+    if lay_shape and len(lay_shape) == len(full) and lay_shape[0] == full[0] >= max(LAYOUT_GROUPING_MIN_LAYOUTS, 2):
         rows = st.layout = LayoutRows(len(full), full[0], [tp, dp, ep])
 
     def cost_of(fn, args, kw):
