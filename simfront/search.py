@@ -22,7 +22,7 @@ from .models import Model, Precision, apply_precision
 from .deployment import evaluate_agg, evaluate_disagg
 from .speculative import family_for, survival
 from .serving import (DEFAULT_CHUNK_TOKENS, NO_SPEC, DecodeResult, PrefillResult, Speculation, Workload, engine_profile,
-                      worker_raw, finish_decode, finish_prefill, prefill_raw, usd_per_mtok)
+                      worker_raw, finish_decode, finish_prefill, usd_per_mtok)
 
 BATCH_SIZES = np.array([1, 2, 4, 8, 12, 16, 24, 32, 48, 64, 96, 128, 192, 256, 384, 512, 768, 1024])
 PREFILL_BATCHES = np.array([1, 2, 4, 8])
@@ -181,17 +181,19 @@ def worker_tables(model: Model, hw, n_gpus: int, wl: Workload, space: SearchSpac
         cap_b = (seqs_per_rank / L["pp"][:, 0])[:, None]  # requests per micro-batch per rank
         B = space.batches[None, :].astype(float)
         ok = B <= cap_b
-        prefill = None
         one = L["pp"][:, 0] == 1  # prefill workers run without pipeline stages
-        if "disagg" in space.modes and n_gpus >= 2 and one.any():
-            P = {k: v[one] for k, v in L.items()}
-            pb = PREFILL_BATCHES[None, :].astype(float)
-            prefill = (P, pb, *prefill_raw(model, prec, hw, P["tp"], P["pp"], P["dp"], P["ep"], pb, wl, 1.0, memo=memo))
+        with_prefill = "disagg" in space.modes and n_gpus >= 2 and one.any()
+        pb = PREFILL_BATCHES[None, :].astype(float)
         specs = spec_options(model, space)
-        # every step of every speculation in one step call: the decode-only step (the same for every token
-        # budget and for disaggregated decode workers) and each token budget's mixed step
-        d_raws, aggs = worker_raw(model, prec, hw, L["tp"], L["pp"], L["dp"], L["ep"], B, wl, specs,
-                                  chunks if "agg" in space.modes else (), memo=memo)
+        # every step in one step call: each speculation's decode-only step (the same for every token budget
+        # and for disaggregated decode workers), each token budget's mixed step, and the prefill workers'
+        # step (prompts per rank ``pb``, on the layouts without PP)
+        d_raws, aggs, pre = worker_raw(model, prec, hw, L["tp"], L["pp"], L["dp"], L["ep"], B, wl, specs,
+                                       chunks if "agg" in space.modes else (), memo=memo,
+                                       prefill_batch=pb if with_prefill else None, prefill_rows=one)
+        prefill = None
+        if with_prefill:
+            prefill = ({k: v[one] for k, v in L.items()}, pb, *pre)
         for i, spec in enumerate(specs):
             d_raw = d_raws[i]
             agg = {chunk: raws[i] for chunk, raws in aggs.items()}

@@ -310,28 +310,49 @@ def _agg_steps(dp, pp, b, wl: Workload, q, al) -> tuple[StepBatch, StepBatch, Ag
 
 
 def worker_raw(model: Model, precision: Precision, hw: Hardware, tp, pp, dp, ep, batch, wl: Workload, specs,
-               chunks=(), memo: dict | None = None) -> tuple[list[tuple], dict[float, list[AggRaw]]]:
+               chunks=(), memo: dict | None = None, prefill_batch=None, prefill_rows=None) -> tuple:
     """:func:`decode_raw` of each of ``specs`` and :func:`aggregated_raw` of each (token budget in ``chunks``,
     speculation), from ONE step call: the decode-only step and each budget's mixed step side by side on
     the batch axis, each of them for every speculation (:class:`SpecColumns`). ``batch`` ends in its batch
     axis; the layout arrays broadcast against it with a last axis of 1. Every step is costed column by
-    column exactly as the separate calls cost it. ``memo``: see :func:`simfront.step.forward_step`."""
+    column exactly as the separate calls cost it. ``memo``: see :func:`simfront.step.forward_step`.
+
+    Returns (decode_raw per speculation, {token budget: aggregated_raw per speculation}, prefill) where
+    ``prefill`` is :func:`prefill_raw` (at a 1 byte/s link) for ``prefill_batch`` prompts per rank on the
+    layouts ``prefill_rows`` selects (their prefill block rides in the same step call), or None."""
     cols = SpecColumns.of(specs, batch)
     b = cols.batch
     dec, _, _ = _agg_steps(dp, pp, b, wl, cols.q, cols.al)
     mixes = {c: _agg_steps(dp, pp, b, replace(wl, chunk_tokens=float(c)), cols.q, cols.al)[1:] for c in chunks}
     blocks = [dec] + [m for m, _ in mixes.values()]
-    # the decode-only block carries no prompt tokens; its experts see the decode tokens of every rank
-    step = StepBatch(decode_reqs=_cat([x.decode_reqs for x in blocks]), decode_ctx=_cat([x.decode_ctx for x in blocks]),
-                     q_tokens=_cat([x.q_tokens for x in blocks]), prefill_tokens=_cat([x.prefill_tokens + 0 * b for x in blocks]),
-                     prefill_seqs=_cat([x.prefill_seqs + 0 * b for x in blocks]),
-                     prefill_prefix=_cat([x.prefill_prefix + 0 * b for x in blocks]),
-                     prefill_ranks=_cat([(_f(dp) + 0 * b) if x.prefill_ranks is None else x.prefill_ranks for x in blocks]))
-    blocked = SpecColumns(cols.specs * len(blocks), cols.nb, *(np.concatenate([v] * len(blocks), axis=-1)
-                                                               for v in (cols.batch, cols.q, cols.al, cols.k, cols.draft_layers, cols.drafts)))
+    widths = [b.shape[-1]] * len(blocks)
+    drafts = [(cols.k, cols.draft_layers, cols.drafts)] * len(blocks)
+    pb = None
+    if prefill_batch is not None:  # the prefill block: whole prompts, no decode requests, no drafts
+        pb = _f(prefill_batch)
+        blocks.append(_prefill_step(pb, wl))
+        widths.append(pb.shape[-1])
+        drafts.append((0.0 * pb, 0.0 * pb, np.zeros(pb.shape, dtype=bool)))
+
+    def col(x, like):  # one block's input over that block's columns
+        return _f(x) + 0 * like
+
+    # the decode-only block carries no prompt tokens; its experts see the decode tokens of every rank. The
+    # sampled requests are what forward_step's default gives (decode requests x q + prompts that finish)
+    likes = [x.decode_reqs + 0 * _f(x.prefill_tokens) for x in blocks]
+    step = StepBatch(decode_reqs=_cat([col(x.decode_reqs, k) for x, k in zip(blocks, likes)]),
+                     decode_ctx=_cat([col(x.decode_ctx, k) for x, k in zip(blocks, likes)]),
+                     q_tokens=_cat([col(x.q_tokens, k) for x, k in zip(blocks, likes)]),
+                     prefill_tokens=_cat([col(x.prefill_tokens, k) for x, k in zip(blocks, likes)]),
+                     prefill_seqs=_cat([col(x.prefill_seqs, k) for x, k in zip(blocks, likes)]),
+                     prefill_prefix=_cat([col(x.prefill_prefix, k) for x, k in zip(blocks, likes)]),
+                     prefill_ranks=_cat([col(dp, k) if x.prefill_ranks is None else x.prefill_ranks for x, k in zip(blocks, likes)]),
+                     sampled=_cat([col(_default_sampled(x) if x.sampled is None else x.sampled, k) for x, k in zip(blocks, likes)]))
+    blocked = SpecColumns(cols.specs, cols.nb, _cat(likes), step.q_tokens, None, _cat([d[0] for d in drafts]),
+                          _cat([d[1] for d in drafts]), _cat([d[2] for d in drafts]) != 0)
     split = blocked.split(forward_step(model, precision, hw, tp, pp, dp, ep, step, memo=memo), model)
-    width = b.shape[-1]
-    parts = [split[..., i * width:(i + 1) * width] for i in range(len(blocks))]
+    ends = np.cumsum([0] + widths)
+    parts = [split[..., ends[i]:ends[i + 1]] for i in range(len(blocks))]
     slots = b * _f(dp) * _f(pp)
     d_raws = [(cols.take(parts[0], i), sp.accepted_per_step, cols.take(slots, i), cols.take(b, i)) for i, sp in enumerate(cols.specs)]
     aggs = {}
@@ -341,7 +362,24 @@ def worker_raw(model: Model, precision: Precision, hw: Hardware, tp, pp, dp, ep,
                           batch=cols.take(raw.batch, i), chunk=raw.chunk, isl_new=raw.isl_new, rho=cols.take(raw.rho, i),
                           al=sp.accepted_per_step, osl=raw.osl, slots=cols.take(raw.slots, i), wave_share=raw.wave_share)
                    for i, sp in enumerate(cols.specs)]
-    return d_raws, aggs
+    pre = None
+    if pb is not None:
+        rows = slice(None) if prefill_rows is None else prefill_rows
+        t = parts[-1][:, rows]
+        pre = _prefill_out(t, model, precision, _rows(dp, rows), _rows(pp, rows), pb, wl, 1.0)
+    return d_raws, aggs, pre
+
+
+def _rows(x, rows):
+    """Layouts ``rows`` of a layout column (arrays with the layout axis first; scalars as they are)."""
+    x = _f(x)
+    return x[rows] if x.ndim and x.shape[0] > 1 else x
+
+
+def _default_sampled(sb: StepBatch):
+    """The requests that sample a token in a step, as :func:`simfront.step.forward_step` defaults them."""
+    B, q, P, nps = (_f(v) for v in (sb.decode_reqs, sb.q_tokens, sb.prefill_tokens, sb.prefill_seqs))
+    return B * q + np.minimum(nps, P)
 
 
 def _cat(blocks: list) -> np.ndarray:
@@ -431,9 +469,18 @@ def prefill_raw(model: Model, precision: Precision, hw: Hardware, tp, pp, dp, ep
                 memo: dict | None = None) -> tuple:
     """(step seconds for ``batch`` prompts per DP rank, KV transfer seconds, prompts per step per worker)."""
     b = _f(batch)
+    t = _split(forward_step(model, precision, hw, tp, pp, dp, ep, _prefill_step(b, wl), memo=memo), model, NO_SPEC)
+    return _prefill_out(t, model, precision, dp, pp, b, wl, link_bytes_per_s)
+
+
+def _prefill_step(b: np.ndarray, wl: Workload) -> StepBatch:
+    """A prefill worker's step: ``b`` whole prompts per attention-DP rank."""
     isl_new = wl.isl * (1.0 - wl.prefix_hit)
-    sb = StepBatch(decode_reqs=0, prefill_tokens=b * isl_new, prefill_seqs=b, prefill_prefix=wl.isl * wl.prefix_hit, sampled=b)
-    t = _split(forward_step(model, precision, hw, tp, pp, dp, ep, sb, memo=memo), model, NO_SPEC)
+    return StepBatch(decode_reqs=0, prefill_tokens=b * isl_new, prefill_seqs=b, prefill_prefix=wl.isl * wl.prefix_hit, sampled=b)
+
+
+def _prefill_out(t, model: Model, precision: Precision, dp, pp, b, wl: Workload, link_bytes_per_s) -> tuple:
+    """:func:`prefill_raw`'s result from its step split ``t``."""
     kv = kv_bytes_per_token(model, precision.kv) * wl.isl  # KV of one prompt, all layers
     transfer = kv / _f(link_bytes_per_s)  # streamed to the decode worker
     return t, transfer + 0 * t[0], b * _f(dp) * _f(pp)

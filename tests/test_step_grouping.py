@@ -22,7 +22,7 @@ from simfront.hardware import get_hardware
 from simfront.layout import enumerate_layouts
 from simfront.models import apply_precision, get_model
 from simfront.search import make_spec, worker_counts
-from simfront.serving import (NO_SPEC, Workload, aggregated_raw, busiest_rank_context, decode_raw, worker_raw)
+from simfront.serving import NO_SPEC, Workload, aggregated_raw, busiest_rank_context, decode_raw, prefill_raw, worker_raw
 from simfront.step import StepBatch, forward_step
 
 # (model, GPU, GPUs): MLA + MoE with dense layers, DSA indexer, linear attention (GDN) + MoE, sliding
@@ -132,7 +132,12 @@ def test_worker_raw_equals_one_call_per_step(model_id, spec_methods):
     wl = Workload(isl=4096, osl=512, prefix_hit=0.25)
     specs = [make_spec(s, k, None, m) for s in spec_methods for k in ((None,) if s in ("none", "ngram") else (1, 3))]
     lay = (L["tp"], L["pp"], L["dp"], L["ep"])
-    d_raws, aggs = worker_raw(m, prec, hw, *lay, B, wl, specs, (2048, 8192))
+    one = L["pp"][:, 0] == 1
+    pb = np.array([[1.0, 2.0, 4.0, 8.0]])
+    d_raws, aggs, pre = worker_raw(m, prec, hw, *lay, B, wl, specs, (2048, 8192), prefill_batch=pb, prefill_rows=one)
+    want_pre = prefill_raw(m, prec, hw, *(x[one] for x in lay), pb, wl, 1.0)
+    for got, want in zip(pre, want_pre):
+        np.testing.assert_array_equal(got, want)
     for i, spec in enumerate(specs):
         want = decode_raw(m, prec, hw, *lay, B, wl, spec)
         np.testing.assert_array_equal(d_raws[i][0], want[0])
@@ -151,8 +156,8 @@ def test_worker_raw_without_token_budgets_is_the_decode_step():
     prec = apply_precision(m, "native", "native")
     L = _layouts(m, hw, 8)
     B = np.array([[1.0, 64.0]])
-    d_raws, aggs = worker_raw(m, prec, hw, L["tp"], L["pp"], L["dp"], L["ep"], B, Workload(), [NO_SPEC])
-    assert aggs == {}
+    d_raws, aggs, pre = worker_raw(m, prec, hw, L["tp"], L["pp"], L["dp"], L["ep"], B, Workload(), [NO_SPEC])
+    assert aggs == {} and pre is None
     np.testing.assert_array_equal(d_raws[0][0], decode_raw(m, prec, hw, L["tp"], L["pp"], L["dp"], L["ep"], B, Workload())[0])
 
 
