@@ -312,6 +312,17 @@ def _f(x) -> np.ndarray:
     return np.asarray(x, dtype=np.float64)
 
 
+_GROUPS: dict[int, tuple] = {}  # id(arch) -> (arch, its layer groups): the architectures are immutable
+
+
+def _groups(arch) -> list:
+    """``arch.groups()`` as (layer kind, layers) pairs, computed once per architecture."""
+    hit = _GROUPS.get(id(arch))
+    if hit is None or hit[0] is not arch:
+        hit = _GROUPS[id(arch)] = (arch, list(arch.groups().items()))
+    return hit[1]
+
+
 def _memo_key(fn, args: tuple, kw: dict):
     """A key equal for two op calls exactly when they cost the same function on the same values (arrays
     by shape, dtype and bytes); None when an argument is neither plain data nor an array."""
@@ -395,7 +406,7 @@ def forward_step(model: Model, precision: Precision, hw: Hardware, tp, pp, dp, e
         msg = tokens * width * ACT_BYTES  # one BF16 activation row per token
         op(name, group, count * (tp > 1), collective_cost, "all_reduce", msg, tp, hw)
 
-    for layer, n in arch.groups().items():
+    for layer, n in _groups(arch):
         g = f"{layer.mixer}/{layer.ffn}" + (f"/idx-{layer.indexer}" if layer.indexer else "")
         op("norms+residual", g, n, memory_op_cost, 2 * 2 * T * H * ACT_BYTES, hw, flops=2 * 5 * T * H, replicated=True)
         # ---------------- token mixer ----------------
