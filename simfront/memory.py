@@ -67,8 +67,7 @@ def weight_bytes_per_gpu(model: Model, precision: Precision, tp, pp, dp, ep) -> 
     per_layer_tp = 0.0  # bytes split by tp (summed over layers)
     per_layer_group = 0.0  # bytes split by tp*dp (routed experts)
     norms = (model.params.norms) * 2.0  # BF16 norm weights, replicated on every GPU
-    for layer, n in arch.groups().items():
-        lp = layer_params(arch, layer.mixer, layer.ffn, layer.indexer)
+    for layer, n, lp in _layer_params(arch):
         per_layer_tp += n * (
             lp.attention * b[precision.attention].bytes_per_element
             + (lp.dense_ffn + lp.shared) * b[precision.dense].bytes_per_element
@@ -98,6 +97,18 @@ class KvGeometry:
         ctx = _f(context_tokens)
         capped = np.minimum(ctx, self.window) if self.window else ctx * 0
         return self.per_token * ctx + self.windowed_per_token * capped + self.per_seq
+
+
+_LAYER_PARAMS: dict[int, tuple] = {}  # id(arch) -> (arch, (layer kind, layers, its parameters) per group)
+
+
+def _layer_params(arch) -> list:
+    """(layer kind, layers, :func:`layer_params`) per layer group, computed once per architecture."""
+    hit = _LAYER_PARAMS.get(id(arch))
+    if hit is None or hit[0] is not arch:
+        groups = [(layer, n, layer_params(arch, layer.mixer, layer.ffn, layer.indexer)) for layer, n in arch.groups().items()]
+        hit = _LAYER_PARAMS[id(arch)] = (arch, groups)
+    return hit[1]
 
 
 _LAYER_KINDS: dict[int, tuple] = {}  # id(arch) -> (arch, its layer counts): the architectures are immutable
