@@ -217,6 +217,7 @@ def search(model: Model, gpus: GpuSet, wl: Workload, space: SearchSpace | None =
     n = gpus.count
     cols = _empty_cols()
     n_eval = 0
+    sides: dict = {}  # prefill sides, shared by the speculations of a precision (see _disagg)
     for t in worker_tables(model, hw, n, wl, space, profile):
         L, B, ok, prec, spec = t.L, t.B, t.ok, t.precision, t.spec
         worker_gpus = L["tp"] * L["dp"] * L["pp"]
@@ -234,7 +235,7 @@ def search(model: Model, gpus: GpuSet, wl: Workload, space: SearchSpace | None =
                     prefill_tp=0, prefill_ep=0, prefill_attention_dp=0, prefill_workers=0, prefill_batch=0, decode_workers=0,
                     kv_headroom=t.kv_batch / B, queue_ms=r.queue_s * 1e3)
         if t.decode is not None:
-            n_eval += _disagg(cols, t, hw, gpus, wl, price)
+            n_eval += _disagg(cols, t, hw, gpus, wl, price, sides)
     pts = Points(cols)
     nf = int(pts["tok_s_gpu"].size) if cols["tok_s_gpu"] else 0
     if nf == 0:
@@ -428,28 +429,26 @@ def worker_counts(d_gpus, d_cap, p_gpus, p_cap, n: int) -> tuple[np.ndarray, np.
     return best_x, best_y
 
 
-def _disagg(cols, t: WorkerTable, hw, gpus, wl, price) -> int:
+def _disagg(cols, t: WorkerTable, hw, gpus, wl, price, sides: dict | None = None) -> int:
     """Pair every prefill layout with every decode configuration; integer worker counts (x, y).
 
     Workers of one role use one layout; :func:`worker_counts` sizes each pair, and a second
     candidate with one more prefill worker (where it fits) shortens the prefill queue. KV moves
     over the link :func:`kv_link_bytes_per_s` names. Every candidate is a deployment costed by
-    :func:`simfront.deployment.evaluate_disagg` with its decode slots full.
+    :func:`simfront.deployment.evaluate_disagg` with its decode slots full. ``sides``: a dict kept across
+    the tables of one search, holding each prefill side (the same for every speculation of a precision).
     """
     n = gpus.count
     L, B, ok, prec, spec = t.L, t.B, t.ok, t.precision, t.spec
     worker = (L["tp"] * L["dp"] * L["pp"])[:, 0]
     ranks = (L["dp"] * L["pp"])[:, 0]
     d = t.decode
-    Pl, pb, p_step, p_kv, p_slots = t.prefill
-    gp = (Pl["tp"] * Pl["dp"])[:, 0]
-    link = kv_link_bytes_per_s(hw, n, gp)[:, None]
-    pr = finish_prefill(p_step, p_kv / link, p_slots, t.profile)
+    Pl = t.prefill[0]
+    side = _prefill_side(t, hw, n, sides)
+    pr, p_idx, p_gpus, p_cap, p_ttft = side["pr"], side["p_idx"], side["p_gpus"], side["p_cap"], side["p_ttft"]
     # flatten both sides
     di = np.nonzero(ok & np.isfinite(d.tpot_s))
     d_gpus, d_cap, d_tpot = worker[di[0]], d.capacity_requests_s[di], d.tpot_s[di]
-    p_idx = np.nonzero(np.isfinite(pr.ttft_base_s))
-    p_gpus, p_cap, p_ttft = gp[p_idx[0]], pr.requests_s_worker[p_idx], pr.ttft_base_s[p_idx]
     if d_cap.size == 0 or p_cap.size == 0:
         return 0
     n_sides = int(d_cap.size + p_cap.size)
@@ -460,7 +459,9 @@ def _disagg(cols, t: WorkerTable, hw, gpus, wl, price) -> int:
     # TTFT, so a dropped side could, rarely, have made a frontier pair.
     if d_cap.size * p_cap.size > MAX_FULL_PAIRS:
         keep_d = _front_per_size(1.0 / d_tpot, d_cap / d_gpus, d_gpus)
-        keep_p = _front_per_size(1.0 / p_ttft, p_cap / p_gpus, p_gpus)
+        if "keep_p" not in side:
+            side["keep_p"] = _front_per_size(1.0 / p_ttft, p_cap / p_gpus, p_gpus)
+        keep_p = side["keep_p"]
         di = (di[0][keep_d], di[1][keep_d])
         d_gpus, d_cap = d_gpus[keep_d], d_cap[keep_d]
         p_idx = (p_idx[0][keep_p], p_idx[1][keep_p])
@@ -498,6 +499,24 @@ def _disagg(cols, t: WorkerTable, hw, gpus, wl, price) -> int:
                 prefill_batch=PREFILL_BATCHES[psel[1]], decode_workers=y,
                 kv_headroom=headroom, queue_ms=r.queue_s * 1e3)
     return n_sides + 2 * n_pairs
+
+
+def _prefill_side(t: WorkerTable, hw, n: int, sides: dict | None) -> dict:
+    """The prefill workers of a table at the deployment's KV link, flattened to the finite ones (computed
+    once per prefill table and profile when ``sides`` is kept across the tables of a search)."""
+    key = (id(t.prefill), id(t.profile))
+    if sides is not None and key in sides:
+        return sides[key]
+    Pl, pb, p_step, p_kv, p_slots = t.prefill
+    gp = (Pl["tp"] * Pl["dp"])[:, 0]
+    link = kv_link_bytes_per_s(hw, n, gp)[:, None]
+    pr = finish_prefill(p_step, p_kv / link, p_slots, t.profile)
+    p_idx = np.nonzero(np.isfinite(pr.ttft_base_s))
+    side = {"pr": pr, "p_idx": p_idx, "p_gpus": gp[p_idx[0]], "p_cap": pr.requests_s_worker[p_idx], "p_ttft": pr.ttft_base_s[p_idx],
+            "refs": (t.prefill, t.profile)}  # kept alive so that their ids are not reused
+    if sides is not None:
+        sides[key] = side
+    return side
 
 
 def _front_per_size(x: np.ndarray, y: np.ndarray, size: np.ndarray) -> np.ndarray:
