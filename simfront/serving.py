@@ -227,8 +227,12 @@ def step_terms(split: np.ndarray, prof: dict, requests=0.0) -> dict:
 
 
 def _apply(split: np.ndarray, prof: dict, requests=0.0) -> np.ndarray:
-    """Engine step time from a (roofline, fixed) pair under an engine profile (``requests`` on the rank)."""
-    return step_terms(split, prof, requests)["engine_s"]
+    """Engine step time from a (roofline, fixed) pair under an engine profile (``requests`` on the rank):
+    :func:`step_terms`' ``engine_s``, the same operations without the terms it does not need."""
+    roof, fixed = split[0], split[1]
+    scaled = (roof + fixed - prof["kernel_overlap"] * fixed) * prof["step_scale"]
+    per_request = prof.get("request_overhead_s", 0.0) * np.asarray(requests, dtype=np.float64)
+    return scaled + prof["step_overhead_s"] + per_request
 
 
 @dataclass

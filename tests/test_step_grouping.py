@@ -175,3 +175,13 @@ def test_pairs_larger_than_the_set_get_no_workers(n, pairs):
         xs, ys = worker_counts(dg[keep], dc[keep], pg[keep], pc[keep], n)
         np.testing.assert_array_equal(xs, x[keep])
         np.testing.assert_array_equal(ys, y[keep])
+
+
+def test_engine_step_shortcut_equals_step_terms():
+    from simfront.serving import _apply, engine_profile, step_terms
+
+    rng = np.random.default_rng(2)
+    split = rng.random((2, 7, 5)) * 1e-2
+    for prof in (engine_profile(None), engine_profile("vllm"), dict(engine_profile(None), request_overhead_s=3e-6, kernel_overlap=0.4)):
+        for req in (0.0, rng.random((1, 5)) * 64):
+            np.testing.assert_array_equal(_apply(split, prof, req), step_terms(split, prof, req)["engine_s"])
