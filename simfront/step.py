@@ -20,6 +20,7 @@ import numpy as np
 
 from .attention import attention_decode_cost, attention_prefill_cost
 from .comm import collective_cost, p2p_cost
+from . import efficiency
 from .cost import _FIELDS as _COST_FIELDS
 from .cost import Cost
 from .elementwise import memory_op_cost
@@ -347,8 +348,9 @@ def forward_step(model: Model, precision: Precision, hw: Hardware, tp, pp, dp, e
 
     ``memo``: a dict shared by step calls that may repeat ops (a search's precisions that differ only in
     the KV-cache format run the same GEMMs, experts and collectives): an op called again with the same
-    function and the same input values takes the cost computed the first time (the caller keeps the
-    hardware object alive while the dict lives)."""
+    function, the same input values and the same efficiency overrides in force takes the cost computed
+    the first time (the caller keeps the hardware object alive while the dict lives, and drops the dict
+    when the efficiency files themselves may change)."""
     arch = model.arch
     tp, pp, dp, ep = (_f(x) for x in (tp, pp, dp, ep))
     B = _f(batch.decode_reqs)
@@ -380,8 +382,11 @@ def forward_step(model: Model, precision: Precision, hw: Hardware, tp, pp, dp, e
     if lay_shape and len(lay_shape) == len(full) and lay_shape[0] == full[0] >= max(LAYOUT_GROUPING_MIN_LAYOUTS, 2):
         rows = st.layout = LayoutRows(len(full), full[0], [tp, dp, ep])
 
+    profile_key = None if memo is None else efficiency.override_key()  # the fitted parameters in force
+
     def cost_of(fn, args, kw):
         key = None if memo is None else _memo_key(fn, args, kw)
+        key = None if key is None else (profile_key, key)
         if key is not None and key in memo:
             return memo[key]
         cost = fn(*args, **kw)

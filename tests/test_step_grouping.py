@@ -185,3 +185,21 @@ def test_engine_step_shortcut_equals_step_terms():
     for prof in (engine_profile(None), engine_profile("vllm"), dict(engine_profile(None), request_overhead_s=3e-6, kernel_overlap=0.4)):
         for req in (0.0, rng.random((1, 5)) * 64):
             np.testing.assert_array_equal(_apply(split, prof, req), step_terms(split, prof, req)["engine_s"])
+
+
+def test_memo_does_not_carry_costs_across_efficiency_overrides():
+    from simfront import efficiency
+
+    m, hw = get_model("llama-3.1-70b"), get_hardware("H100")
+    prec = apply_precision(m, "native", "native")
+    L = _layouts(m, hw, 8)
+    sb = StepBatch(decode_reqs=np.array([[1.0, 32.0]]), decode_ctx=2048.0, q_tokens=1)
+    args = (m, prec, hw, L["tp"], L["pp"], L["dp"], L["ep"], sb)
+    memo: dict = {}
+    shipped = sum(forward_step(*args, memo=memo).split())
+    slow = {"gemm": {hw.family: {"launch_s_bf16": 2.5e-5}}}  # every BF16 GEMM 25 us to launch
+    with efficiency.using(slow):
+        slower = sum(forward_step(*args, memo=memo).split())
+        np.testing.assert_array_equal(slower, sum(forward_step(*args).split()))
+    assert (slower > shipped).all()
+    np.testing.assert_array_equal(sum(forward_step(*args, memo=memo).split()), shipped)  # and back
