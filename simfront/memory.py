@@ -67,8 +67,7 @@ def weight_bytes_per_gpu(model: Model, precision: Precision, tp, pp, dp, ep) -> 
     per_layer_tp = 0.0  # bytes split by tp (summed over layers)
     per_layer_group = 0.0  # bytes split by tp*dp (routed experts)
     norms = (model.params.norms) * 2.0  # BF16 norm weights, replicated on every GPU
-    for layer, n in arch.groups().items():
-        lp = layer_params(arch, layer.mixer, layer.ffn, layer.indexer)
+    for layer, n, lp in _layer_params(arch):
         per_layer_tp += n * (
             lp.attention * b[precision.attention].bytes_per_element
             + (lp.dense_ffn + lp.shared) * b[precision.dense].bytes_per_element
@@ -100,6 +99,32 @@ class KvGeometry:
         return self.per_token * ctx + self.windowed_per_token * capped + self.per_seq
 
 
+_LAYER_PARAMS: dict[int, tuple] = {}  # id(arch) -> (arch, (layer kind, layers, its parameters) per group)
+
+
+def _layer_params(arch) -> list:
+    """(layer kind, layers, :func:`layer_params`) per layer group, computed once per architecture."""
+    hit = _LAYER_PARAMS.get(id(arch))
+    if hit is None or hit[0] is not arch:
+        groups = [(layer, n, layer_params(arch, layer.mixer, layer.ffn, layer.indexer)) for layer, n in arch.groups().items()]
+        hit = _LAYER_PARAMS[id(arch)] = (arch, groups)
+    return hit[1]
+
+
+_LAYER_KINDS: dict[int, tuple] = {}  # id(arch) -> (arch, its layer counts): the architectures are immutable
+
+
+def _layer_kinds(arch) -> tuple[int, int, int, int, int]:
+    """(full-attention layers, sliding or chunked layers, layers with a DSA indexer, linear-attention layers,
+    largest window) of an architecture, counted once per architecture (searches ask for every layout)."""
+    hit = _LAYER_KINDS.get(id(arch))
+    if hit is None or hit[0] is not arch:
+        kinds = (arch.count(mixer="full"), arch.count(mixer="sliding") + arch.count(mixer="chunked"), arch.count(indexer="full"),
+                 arch.count(mixer="linear"), max([l.window for l in arch.layers if l.mixer in ("sliding", "chunked")], default=0))
+        hit = _LAYER_KINDS[id(arch)] = (arch, kinds)
+    return hit[1]
+
+
 def kv_geometry(model: Model, kv_dtype: str, tp=1, pp=1) -> KvGeometry:
     """KV bytes per GPU of one sequence (its requests live on one attention-DP rank).
 
@@ -118,11 +143,7 @@ def kv_geometry(model: Model, kv_dtype: str, tp=1, pp=1) -> KvGeometry:
         kv_heads = np.ceil(a.n_kv_heads / tp)  # replicated once tp exceeds the KV heads
         per_layer = 2 * kv_heads * a.head_dim * b_kv
     idx_per_layer = (a.index_head_dim + DSA_SCALE_BYTES) if a.index_topk else 0  # FP8 keys + scale
-    n_full = arch.count(mixer="full")
-    n_win = arch.count(mixer="sliding") + arch.count(mixer="chunked")
-    n_idx = arch.count(indexer="full")
-    n_lin = arch.count(mixer="linear")
-    window = max([l.window for l in arch.layers if l.mixer in ("sliding", "chunked")], default=0)
+    n_full, n_win, n_idx, n_lin, window = _layer_kinds(arch)
     stage = 1.0 / pp  # layers are spread over pipeline stages
     lin_state = arch.linear.state_bytes_per_seq_layer / tp if arch.linear else 0.0
     return KvGeometry(

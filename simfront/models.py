@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, replace
-from functools import lru_cache
+from functools import cached_property, lru_cache
 from pathlib import Path
 
 
@@ -59,8 +59,9 @@ class Model:
     # config keys simfront did not understand and ignored (shown by the CLI/API as warnings)
     warnings: tuple[str, ...] = ()
 
-    @property
+    @cached_property
     def params(self) -> ParamCounts:
+        """Parameter counts of the architecture (counted once per model: a search asks for every layout)."""
         return count_params(self.arch)
 
     def active_in_published_convention(self) -> float:

@@ -21,8 +21,8 @@ from .memory import plan_memory
 from .models import Model, Precision, apply_precision
 from .deployment import evaluate_agg, evaluate_disagg
 from .speculative import family_for, survival
-from .serving import (DEFAULT_CHUNK_TOKENS, NO_SPEC, DecodeResult, PrefillResult, Speculation, Workload, aggregated_raw,
-                      decode_raw, engine_profile, finish_decode, finish_prefill, prefill_raw, usd_per_mtok)
+from .serving import (DEFAULT_CHUNK_TOKENS, NO_SPEC, DecodeResult, PrefillResult, Speculation, Workload, engine_profile,
+                      worker_raw, finish_decode, finish_prefill, usd_per_mtok)
 
 BATCH_SIZES = np.array([1, 2, 4, 8, 12, 16, 24, 32, 48, 64, 96, 128, 192, 256, 384, 512, 768, 1024])
 PREFILL_BATCHES = np.array([1, 2, 4, 8])
@@ -166,7 +166,12 @@ def worker_tables(model: Model, hw, n_gpus: int, wl: Workload, space: SearchSpac
         raise SimfrontError(f"no valid parallel layout of {model.id} on {n_gpus}x{hw.id}")
     ctx = wl.isl + wl.osl
     chunks = space.chunk_tokens if wl.chunk_tokens == DEFAULT_CHUNK_TOKENS else (wl.chunk_tokens,)
+    memo: dict = {}  # op costs shared by the precisions that differ only in the KV-cache format
+    memo_for = None
     for prec in precision_options(model, GpuSet(count=n_gpus, hardware=hw), space):
+        weights = (prec.attention, prec.dense, prec.experts, prec.embedding)
+        if weights != memo_for:  # a new weight format: its ops are new (drop the last format's costs)
+            memo, memo_for = {}, weights
         mem = plan_memory(model, prec, hw, lay["tp"], lay["pp"], lay["dp"], lay["ep"], 1, ctx)
         fit = mem.fits
         if not fit.any():
@@ -176,21 +181,22 @@ def worker_tables(model: Model, hw, n_gpus: int, wl: Workload, space: SearchSpac
         cap_b = (seqs_per_rank / L["pp"][:, 0])[:, None]  # requests per micro-batch per rank
         B = space.batches[None, :].astype(float)
         ok = B <= cap_b
-        prefill = None
         one = L["pp"][:, 0] == 1  # prefill workers run without pipeline stages
-        if "disagg" in space.modes and n_gpus >= 2 and one.any():
-            P = {k: v[one] for k, v in L.items()}
-            pb = PREFILL_BATCHES[None, :].astype(float)
-            prefill = (P, pb, *prefill_raw(model, prec, hw, P["tp"], P["pp"], P["dp"], P["ep"], pb, wl, 1.0))
-        for spec in spec_options(model, space):
-            # the decode-only step is the same for every token budget and for disaggregated decode
-            # workers: cost it once per (precision, speculation)
-            d_raw = decode_raw(model, prec, hw, L["tp"], L["pp"], L["dp"], L["ep"], B, wl, spec)
-            agg = {}
-            if "agg" in space.modes:
-                for chunk in chunks:
-                    agg[chunk] = aggregated_raw(model, prec, hw, L["tp"], L["pp"], L["dp"], L["ep"], B,
-                                                replace(wl, chunk_tokens=float(chunk)), spec, decode_step=d_raw[0])
+        with_prefill = "disagg" in space.modes and n_gpus >= 2 and one.any()
+        pb = PREFILL_BATCHES[None, :].astype(float)
+        specs = spec_options(model, space)
+        # every step in one step call: each speculation's decode-only step (the same for every token budget
+        # and for disaggregated decode workers), each token budget's mixed step, and the prefill workers'
+        # step (prompts per rank ``pb``, on the layouts without PP)
+        d_raws, aggs, pre = worker_raw(model, prec, hw, L["tp"], L["pp"], L["dp"], L["ep"], B, wl, specs,
+                                       chunks if "agg" in space.modes else (), memo=memo,
+                                       prefill_batch=pb if with_prefill else None, prefill_rows=one)
+        prefill = None
+        if with_prefill:
+            prefill = ({k: v[one] for k, v in L.items()}, pb, *pre)
+        for i, spec in enumerate(specs):
+            d_raw = d_raws[i]
+            agg = {chunk: raws[i] for chunk, raws in aggs.items()}
             dec = None
             if prefill is not None:
                 dec = finish_decode(*d_raw, wl.osl, prof)
@@ -211,6 +217,7 @@ def search(model: Model, gpus: GpuSet, wl: Workload, space: SearchSpace | None =
     n = gpus.count
     cols = _empty_cols()
     n_eval = 0
+    sides: dict = {}  # prefill sides, shared by the speculations of a precision (see _disagg)
     for t in worker_tables(model, hw, n, wl, space, profile):
         L, B, ok, prec, spec = t.L, t.B, t.ok, t.precision, t.spec
         worker_gpus = L["tp"] * L["dp"] * L["pp"]
@@ -228,7 +235,7 @@ def search(model: Model, gpus: GpuSet, wl: Workload, space: SearchSpace | None =
                     prefill_tp=0, prefill_ep=0, prefill_attention_dp=0, prefill_workers=0, prefill_batch=0, decode_workers=0,
                     kv_headroom=t.kv_batch / B, queue_ms=r.queue_s * 1e3)
         if t.decode is not None:
-            n_eval += _disagg(cols, t, hw, gpus, wl, price)
+            n_eval += _disagg(cols, t, hw, gpus, wl, price, sides)
     pts = Points(cols)
     nf = int(pts["tok_s_gpu"].size) if cols["tok_s_gpu"] else 0
     if nf == 0:
@@ -272,8 +279,9 @@ def _append(cols: dict, mask: np.ndarray, **values) -> None:
 
     Elements are gathered in the row-major order of ``mask`` straight from each array's own shape
     (an array of shape (layouts, 1) is read at the layout index only), so no broadcast copy of the
-    whole grid is made. A text value is stored as (label, count) and expanded once, at the end
-    (:func:`_columns`): building millions of Python-object cells block by block is slow."""
+    whole grid is made, and only when the column is first read (:class:`_Block`): a prediction reads two
+    columns in full and a few rows of the others. A text value is stored as (label, count) and expanded
+    once, at the end (:func:`_columns`): building millions of Python-object cells block by block is slow."""
     idx = np.nonzero(mask)
     k = int(idx[0].size)
     nd = mask.ndim
@@ -283,9 +291,29 @@ def _append(cols: dict, mask: np.ndarray, **values) -> None:
             continue
         a = np.asarray(v, dtype=float)
         if a.ndim:
-            a = a.reshape((1,) * (nd - a.ndim) + a.shape)
-            a = a[tuple(ix if n > 1 else 0 for ix, n in zip(idx, a.shape))]
-        cols[key].append(a if a.ndim else np.full(k, float(a)))
+            cols[key].append(_Block(a.reshape((1,) * (nd - a.ndim) + a.shape), mask, idx, k))
+        else:
+            cols[key].append(np.full(k, float(a)))
+
+
+class _Block:
+    """The masked elements of one array appended to a column, gathered when they are read (the array
+    is kept as the search made it; nothing writes to it afterwards)."""
+
+    __slots__ = ("a", "mask", "idx", "size")
+
+    def __init__(self, a: np.ndarray, mask: np.ndarray, idx: tuple, size: int):
+        self.a, self.mask, self.idx, self.size = a, mask, idx, size
+
+    def values(self) -> np.ndarray:
+        if self.a.shape == self.mask.shape:  # a full-grid array: a boolean mask reads it in one pass
+            return self.a[self.mask]
+        v = self.a[tuple(ix if n > 1 else 0 for ix, n in zip(self.idx, self.a.shape))]
+        return v if v.ndim else np.full(self.size, float(v))  # an array of one element: repeated
+
+    def at(self, rows) -> np.ndarray:
+        """The elements at these rows of the block (row-major order of the mask)."""
+        return self.a[tuple(ix[rows] if n > 1 else 0 for ix, n in zip(self.idx, self.a.shape))]
 
 
 def _column(parts: list) -> np.ndarray:
@@ -295,7 +323,7 @@ def _column(parts: list) -> np.ndarray:
         code = {lab: i for i, lab in enumerate(labels)}
         codes = np.repeat(np.array([code[lab] for lab, _ in parts], dtype=np.intp), [n for _, n in parts])
         return np.array(labels, dtype=object)[codes]
-    return np.concatenate(parts) if parts else np.asarray(parts)
+    return np.concatenate([p.values() if isinstance(p, _Block) else p for p in parts]) if parts else np.asarray(parts)
 
 
 def _columns(cols: dict) -> dict:
@@ -355,7 +383,8 @@ class Points(MutableMapping):
             if parts and isinstance(parts[0], tuple):
                 out[key] = np.array([parts[b][0] for b in block], dtype=object)
             else:
-                out[key] = np.array([parts[b][r] for b, r in zip(block, row)], dtype=float)
+                out[key] = np.array([parts[b].at(r) if isinstance(parts[b], _Block) else parts[b][r] for b, r in zip(block, row)],
+                                    dtype=float)
         return out
 
 
@@ -400,28 +429,26 @@ def worker_counts(d_gpus, d_cap, p_gpus, p_cap, n: int) -> tuple[np.ndarray, np.
     return best_x, best_y
 
 
-def _disagg(cols, t: WorkerTable, hw, gpus, wl, price) -> int:
+def _disagg(cols, t: WorkerTable, hw, gpus, wl, price, sides: dict | None = None) -> int:
     """Pair every prefill layout with every decode configuration; integer worker counts (x, y).
 
     Workers of one role use one layout; :func:`worker_counts` sizes each pair, and a second
     candidate with one more prefill worker (where it fits) shortens the prefill queue. KV moves
     over the link :func:`kv_link_bytes_per_s` names. Every candidate is a deployment costed by
-    :func:`simfront.deployment.evaluate_disagg` with its decode slots full.
+    :func:`simfront.deployment.evaluate_disagg` with its decode slots full. ``sides``: a dict kept across
+    the tables of one search, holding each prefill side (the same for every speculation of a precision).
     """
     n = gpus.count
     L, B, ok, prec, spec = t.L, t.B, t.ok, t.precision, t.spec
     worker = (L["tp"] * L["dp"] * L["pp"])[:, 0]
     ranks = (L["dp"] * L["pp"])[:, 0]
     d = t.decode
-    Pl, pb, p_step, p_kv, p_slots = t.prefill
-    gp = (Pl["tp"] * Pl["dp"])[:, 0]
-    link = kv_link_bytes_per_s(hw, n, gp)[:, None]
-    pr = finish_prefill(p_step, p_kv / link, p_slots, t.profile)
+    Pl = t.prefill[0]
+    side = _prefill_side(t, hw, n, sides)
+    pr, p_idx, p_gpus, p_cap, p_ttft = side["pr"], side["p_idx"], side["p_gpus"], side["p_cap"], side["p_ttft"]
     # flatten both sides
     di = np.nonzero(ok & np.isfinite(d.tpot_s))
     d_gpus, d_cap, d_tpot = worker[di[0]], d.capacity_requests_s[di], d.tpot_s[di]
-    p_idx = np.nonzero(np.isfinite(pr.ttft_base_s))
-    p_gpus, p_cap, p_ttft = gp[p_idx[0]], pr.requests_s_worker[p_idx], pr.ttft_base_s[p_idx]
     if d_cap.size == 0 or p_cap.size == 0:
         return 0
     n_sides = int(d_cap.size + p_cap.size)
@@ -432,24 +459,34 @@ def _disagg(cols, t: WorkerTable, hw, gpus, wl, price) -> int:
     # TTFT, so a dropped side could, rarely, have made a frontier pair.
     if d_cap.size * p_cap.size > MAX_FULL_PAIRS:
         keep_d = _front_per_size(1.0 / d_tpot, d_cap / d_gpus, d_gpus)
-        keep_p = _front_per_size(1.0 / p_ttft, p_cap / p_gpus, p_gpus)
+        if "keep_p" not in side:
+            side["keep_p"] = _front_per_size(1.0 / p_ttft, p_cap / p_gpus, p_gpus)
+        keep_p = side["keep_p"]
         di = (di[0][keep_d], di[1][keep_d])
         d_gpus, d_cap = d_gpus[keep_d], d_cap[keep_d]
         p_idx = (p_idx[0][keep_p], p_idx[1][keep_p])
         p_gpus, p_cap = p_gpus[keep_p], p_cap[keep_p]
     Dg, Pg = d_gpus[:, None], p_gpus[None, :]
-    x0, y = worker_counts(Dg, d_cap[:, None], Pg, p_cap[None, :], n)
-    dec = DecodeResult(d.tpot_s[di][:, None], d.step_s[di][:, None], d.capacity_requests_s[di][:, None])
-    pre = PrefillResult(pr.ttft_base_s[p_idx][None, :], pr.prefill_s[p_idx][None, :], pr.transfer_s[p_idx][None, :],
-                        pr.requests_s_worker[p_idx][None, :], pr.ttft_scale)
-    # per-side columns stay (decode, 1) / (1, prefill): _append reads them at each pair's row / column
-    batch = B[0, di[1]][:, None]
-    slots = batch * ranks[di[0]][:, None] * y  # decode slots of the deployment
-    dl = {k: L[k][di[0], 0][:, None] for k in ("tp", "pp", "ep", "dp")}
-    pl = {k: Pl[k][p_idx[0], 0][None, :] for k in ("tp", "ep", "dp")}
-    headroom = t.kv_batch[di[0], 0][:, None] / batch
+    n_pairs = int(Dg.size * Pg.size)
+    # a pair needs at least one worker of each side: pairs whose two workers exceed the set get no worker
+    # counts (worker_counts gives them none), so only the others are sized and costed, as flat arrays
+    # (row-major over decode x prefill, the order the full grid appends them in)
+    ii, jj = np.nonzero(Dg + Pg <= n)
+    if ii.size == 0:
+        return n_sides + 2 * n_pairs
+    dg, pg = d_gpus[ii], p_gpus[jj]
+    x0, y = worker_counts(dg, d_cap[ii], pg, p_cap[jj], n)
+    dsel = (di[0][ii], di[1][ii])
+    psel = (p_idx[0][jj], p_idx[1][jj])
+    dec = DecodeResult(d.tpot_s[dsel], d.step_s[dsel], d.capacity_requests_s[dsel])
+    pre = PrefillResult(pr.ttft_base_s[psel], pr.prefill_s[psel], pr.transfer_s[psel], pr.requests_s_worker[psel], pr.ttft_scale)
+    batch = B[0, dsel[1]]
+    slots = batch * ranks[dsel[0]] * y  # decode slots of the deployment
+    dl = {k: L[k][dsel[0], 0] for k in ("tp", "pp", "ep", "dp")}
+    pl = {k: Pl[k][psel[0], 0] for k in ("tp", "ep", "dp")}
+    headroom = t.kv_batch[dsel[0], 0] / batch
     for x in (x0, x0 + 1):  # the sized prefill side, and one more worker for a shorter queue
-        used = y * Dg + x * Pg
+        used = y * dg + x * pg
         m = (x0 >= 1) & (y >= 1) & (used <= n)
         r = evaluate_disagg(pre, x, dec, slots, slots, wl.osl, used, wl.startup_wave_share)
         tok_gpu = r.tok_s_gpu(n)
@@ -459,9 +496,27 @@ def _disagg(cols, t: WorkerTable, hw, gpus, wl, price) -> int:
                 tok_s_user=r.tok_s_user, tok_s_gpu=tok_gpu, usd_per_mtok=usd_per_mtok(price, tok_gpu),
                 requests_s=r.requests_s, gpus_used=used, chunk_tokens=0, prefill_tp=pl["tp"],
                 prefill_ep=pl["ep"], prefill_attention_dp=pl["dp"], prefill_workers=x,
-                prefill_batch=PREFILL_BATCHES[p_idx[1]][None, :], decode_workers=y,
+                prefill_batch=PREFILL_BATCHES[psel[1]], decode_workers=y,
                 kv_headroom=headroom, queue_ms=r.queue_s * 1e3)
-    return n_sides + 2 * int(Dg.size * Pg.size)
+    return n_sides + 2 * n_pairs
+
+
+def _prefill_side(t: WorkerTable, hw, n: int, sides: dict | None) -> dict:
+    """The prefill workers of a table at the deployment's KV link, flattened to the finite ones (computed
+    once per prefill table and profile when ``sides`` is kept across the tables of a search)."""
+    key = (id(t.prefill), id(t.profile))
+    if sides is not None and key in sides:
+        return sides[key]
+    Pl, pb, p_step, p_kv, p_slots = t.prefill
+    gp = (Pl["tp"] * Pl["dp"])[:, 0]
+    link = kv_link_bytes_per_s(hw, n, gp)[:, None]
+    pr = finish_prefill(p_step, p_kv / link, p_slots, t.profile)
+    p_idx = np.nonzero(np.isfinite(pr.ttft_base_s))
+    side = {"pr": pr, "p_idx": p_idx, "p_gpus": gp[p_idx[0]], "p_cap": pr.requests_s_worker[p_idx], "p_ttft": pr.ttft_base_s[p_idx],
+            "refs": (t.prefill, t.profile)}  # kept alive so that their ids are not reused
+    if sides is not None:
+        sides[key] = side
+    return side
 
 
 def _front_per_size(x: np.ndarray, y: np.ndarray, size: np.ndarray) -> np.ndarray:

@@ -24,7 +24,7 @@ All arrays broadcast: one call evaluates every configuration of a search.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -115,23 +115,40 @@ def _f(x) -> np.ndarray:
     return np.asarray(x, dtype=np.float64)
 
 
+def _drafts(spec: Speculation) -> bool:
+    """Whether the speculation's draft passes cost target-model layers and the LM head."""
+    return spec.k > 0 and spec.method not in ("none", "ngram")
+
+
+def _draft_sums(st) -> tuple:
+    """The step's (roofline, fixed) sums as StepCost.split adds them (same order, same numbers), and the
+    (roofline, fixed) sums of its layers and of its LM head and sampling."""
+    roof, extra, layers, head = st.sums(("lm_head", "sampling"))
+    if layers is None:  # a layer op after a model-edge op: sum the layers on their own
+        return _draft_sums_apart(st)
+    return roof, extra, layers, head
+
+
+def _draft_sums_apart(st) -> tuple:
+    """:func:`_draft_sums` for any op order: the layers' sums accumulated on their own."""
+    roof, extra = 0.0, 0.0
+    layers = [0.0, 0.0]
+    head = [0.0, 0.0]
+    for r in st.ops:
+        parts = st.parts(r)
+        roof = roof + parts[0]
+        extra = extra + parts[1]
+        tgt = head if (r.group == "model" and r.name in ("lm_head", "sampling")) else (layers if r.group != "model" else None)
+        if tgt is not None:
+            tgt[0] = tgt[0] + parts[0]
+            tgt[1] = tgt[1] + parts[1]
+    return np.asarray(roof), np.asarray(extra), layers, head
+
+
 def _split(st, model: Model, spec: Speculation) -> np.ndarray:
     """Step time as a stacked (roofline, fixed-latency) pair, drafts included."""
-    if spec.k > 0 and spec.method not in ("none", "ngram"):
-        # one pass over the ops: the step's (roofline, fixed) sums as StepCost.split adds them (same
-        # order, same numbers) and the draft's layer and LM-head parts
-        roof, extra = 0.0, 0.0
-        layers = [0.0, 0.0]
-        head = [0.0, 0.0]
-        for r in st.ops:
-            parts = st.parts(r)
-            roof = roof + parts[0]
-            extra = extra + parts[1]
-            tgt = head if (r.group == "model" and r.name in ("lm_head", "sampling")) else (layers if r.group != "model" else None)
-            if tgt is not None:
-                tgt[0] = tgt[0] + parts[0]
-                tgt[1] = tgt[1] + parts[1]
-        roof, extra = np.asarray(roof), np.asarray(extra)
+    if _drafts(spec):
+        roof, extra, layers, head = _draft_sums(st)
         # k sequential draft passes, each ``draft_layers`` average layers plus the LM head
         f = spec.k * spec.draft_layers / model.arch.n_layers
         roof = roof + f * layers[0] + spec.k * head[0]
@@ -139,6 +156,58 @@ def _split(st, model: Model, spec: Speculation) -> np.ndarray:
     else:
         roof, extra = st.split()
     return np.stack(np.broadcast_arrays(roof, extra))
+
+
+@dataclass(frozen=True)
+class SpecColumns:
+    """Several speculations side by side along the batch axis (the last one): speculation ``i`` owns
+    columns ``i * nb .. (i + 1) * nb - 1`` of every array whose last axis has ``len(specs) * nb``
+    entries. One step costs them all at once; :meth:`take` gives one speculation's columns back."""
+
+    specs: tuple[Speculation, ...]
+    nb: int  # batch columns per speculation
+    batch: np.ndarray  # the batch array tiled once per speculation
+    q: np.ndarray  # tokens verified per request per column (1 + drafts)
+    al: np.ndarray  # tokens emitted per verify step per column
+    k: np.ndarray  # drafts per column
+    draft_layers: np.ndarray  # target-size layers a column's draft passes cost in all (drafts x layers per draft)
+    drafts: np.ndarray  # columns whose drafts cost target layers and the LM head
+
+    @classmethod
+    def of(cls, specs, batch) -> "SpecColumns":
+        """Columns of ``specs`` for ``batch`` (its last axis is the batch axis; layouts broadcast against
+        it on the axes before, with a last axis of 1)."""
+        b = _f(batch)
+        if b.ndim == 0:
+            b = b.reshape(1)
+        nb, S = b.shape[-1], len(specs)
+        shape = (1,) * (b.ndim - 1) + (S * nb,)
+
+        def col(vals):  # one value per speculation, repeated over its batch columns
+            return np.repeat(np.array(vals, dtype=np.float64), nb).reshape(shape)
+
+        return cls(tuple(specs), nb, np.tile(b, (1,) * (b.ndim - 1) + (S,)), col([sp.k + 1 for sp in specs]),
+                   col([sp.accepted_per_step for sp in specs]), col([sp.k for sp in specs]),
+                   col([sp.k * sp.draft_layers for sp in specs]),
+                   np.repeat(np.array([_drafts(sp) for sp in specs]), nb).reshape(shape))
+
+    def take(self, x, i: int):
+        """Speculation ``i``'s columns of an array over every speculation's columns (others unchanged)."""
+        x = np.asarray(x)
+        if x.ndim and x.shape[-1] == len(self.specs) * self.nb:
+            return x[..., i * self.nb:(i + 1) * self.nb]
+        return x
+
+    def split(self, st, model: Model) -> np.ndarray:
+        """:func:`_split` of every column at its own speculation (the same sums in the same order)."""
+        if not self.drafts.any():
+            roof, extra = st.split()
+            return np.stack(np.broadcast_arrays(roof, extra))
+        roof, extra, layers, head = _draft_sums(st)
+        f = self.draft_layers / model.arch.n_layers
+        roof = np.where(self.drafts, roof + f * layers[0] + self.k * head[0], roof)
+        extra = np.where(self.drafts, extra + f * layers[1] + self.k * head[1], extra)
+        return np.stack(np.broadcast_arrays(roof, extra))
 
 
 def step_terms(split: np.ndarray, prof: dict, requests=0.0) -> dict:
@@ -161,8 +230,12 @@ def step_terms(split: np.ndarray, prof: dict, requests=0.0) -> dict:
 
 
 def _apply(split: np.ndarray, prof: dict, requests=0.0) -> np.ndarray:
-    """Engine step time from a (roofline, fixed) pair under an engine profile (``requests`` on the rank)."""
-    return step_terms(split, prof, requests)["engine_s"]
+    """Engine step time from a (roofline, fixed) pair under an engine profile (``requests`` on the rank):
+    :func:`step_terms`' ``engine_s``, the same operations without the terms it does not need."""
+    roof, fixed = split[0], split[1]
+    scaled = (roof + fixed - prof["kernel_overlap"] * fixed) * prof["step_scale"]
+    per_request = prof.get("request_overhead_s", 0.0) * np.asarray(requests, dtype=np.float64)
+    return scaled + prof["step_overhead_s"] + per_request
 
 
 @dataclass
@@ -199,11 +272,25 @@ def aggregated_raw(model: Model, precision: Precision, hw: Hardware, tp, pp, dp,
     """Steps of a continuous-batching worker: most carry only the decode batch; some also carry
     prompt tokens (one prompt, or a full token budget when prompts queue). Step costs are not
     linear in tokens (MoE layers touch more experts), so the two kinds are costed separately."""
-    b = _f(batch)
+    return _aggregated(model, precision, hw, tp, pp, dp, ep, _f(batch), wl, spec.k + 1, spec.accepted_per_step,
+                       lambda st: _split(st, model, spec), decode_step)
+
+
+def _aggregated(model, precision, hw, tp, pp, dp, ep, b, wl: Workload, q, al, split, decode_step) -> AggRaw:
+    """:func:`aggregated_raw` with ``q`` verified and ``al`` emitted tokens per request and step (scalars, or
+    arrays over the batch columns) and ``split`` turning a :class:`StepCost` into its (roofline, fixed) pair."""
+    dec, mix, raw = _agg_steps(dp, pp, b, wl, q, al)
+    if decode_step is None:  # callers that costed the same decode step already (decode_raw) pass it in
+        decode_step = split(forward_step(model, precision, hw, tp, pp, dp, ep, dec))
+    raw.decode_step_s = decode_step
+    raw.mixed_step_s = split(forward_step(model, precision, hw, tp, pp, dp, ep, mix))
+    return raw
+
+
+def _agg_steps(dp, pp, b, wl: Workload, q, al) -> tuple[StepBatch, StepBatch, AggRaw]:
+    """The decode-only and the mixed step of an aggregated worker, and its :class:`AggRaw` without step times."""
     isl_new = wl.isl * (1.0 - wl.prefix_hit)  # prompt tokens that need computing
     prefix = wl.isl * wl.prefix_hit
-    al = spec.accepted_per_step
-    q = spec.k + 1
     decode_steps = np.maximum(np.ceil((wl.osl - 1) / al), 1.0)  # verify steps after the first token
     ctx = busiest_rank_context(wl.isl + wl.osl / 2.0, dp, b, wl.isl, wl.osl)  # the busiest rank's mean context
     chunk = float(wl.chunk_tokens)
@@ -219,16 +306,96 @@ def aggregated_raw(model: Model, precision: Precision, hw: Hardware, tp, pp, dp,
     mixed_share = 1.0 - (1.0 - rank_share) ** ranks
     prefill_ranks = np.where(mixed_share > 0, ranks * rank_share / np.maximum(mixed_share, 1e-300), 1.0)
     dec = StepBatch(decode_reqs=b, decode_ctx=ctx, q_tokens=q)
-    if decode_step is None:  # callers that costed the same decode step already (decode_raw) pass it in
-        decode_step = _split(forward_step(model, precision, hw, tp, pp, dp, ep, dec), model, spec)
     mix = StepBatch(decode_reqs=b, decode_ctx=ctx, q_tokens=q, prefill_tokens=mixed_tokens,
                     prefill_seqs=np.maximum(mixed_tokens / max(isl_new, 1.0), 1.0), prefill_prefix=prefix,
                     prefill_ranks=prefill_ranks)
-    mixed_step = _split(forward_step(model, precision, hw, tp, pp, dp, ep, mix), model, spec)
     rho = np.clip(p / chunk, 0.0, 0.95)
-    return AggRaw(decode_step_s=decode_step, mixed_step_s=mixed_step, mixed_tokens=mixed_tokens, mixed_share=mixed_share,
-                  batch=b, chunk=chunk, isl_new=isl_new, rho=rho + 0 * b, al=al,
-                  osl=wl.osl, slots=b * _f(dp) * _f(pp), wave_share=float(wl.startup_wave_share))
+    raw = AggRaw(decode_step_s=None, mixed_step_s=None, mixed_tokens=mixed_tokens, mixed_share=mixed_share,
+                 batch=b, chunk=chunk, isl_new=isl_new, rho=rho + 0 * b, al=al,
+                 osl=wl.osl, slots=b * _f(dp) * _f(pp), wave_share=float(wl.startup_wave_share))
+    return dec, mix, raw
+
+
+def worker_raw(model: Model, precision: Precision, hw: Hardware, tp, pp, dp, ep, batch, wl: Workload, specs,
+               chunks=(), memo: dict | None = None, prefill_batch=None, prefill_rows=None) -> tuple:
+    """:func:`decode_raw` of each of ``specs`` and :func:`aggregated_raw` of each (token budget in ``chunks``,
+    speculation), from ONE step call: the decode-only step and each budget's mixed step side by side on
+    the batch axis, each of them for every speculation (:class:`SpecColumns`). ``batch`` ends in its batch
+    axis; the layout arrays broadcast against it with a last axis of 1. Every step is costed column by
+    column exactly as the separate calls cost it. ``memo``: see :func:`simfront.step.forward_step`.
+
+    Returns (decode_raw per speculation, {token budget: aggregated_raw per speculation}, prefill) where
+    ``prefill`` is :func:`prefill_raw` (at a 1 byte/s link) for ``prefill_batch`` prompts per rank on the
+    layouts ``prefill_rows`` selects (their prefill block rides in the same step call), or None."""
+    cols = SpecColumns.of(specs, batch)
+    b = cols.batch
+    dec, _, _ = _agg_steps(dp, pp, b, wl, cols.q, cols.al)
+    mixes = {c: _agg_steps(dp, pp, b, replace(wl, chunk_tokens=float(c)), cols.q, cols.al)[1:] for c in chunks}
+    blocks = [dec] + [m for m, _ in mixes.values()]
+    widths = [b.shape[-1]] * len(blocks)
+    drafts = [(cols.k, cols.draft_layers, cols.drafts)] * len(blocks)
+    pb = None
+    if prefill_batch is not None:  # the prefill block: whole prompts, no decode requests, no drafts
+        pb = _f(prefill_batch)
+        blocks.append(_prefill_step(pb, wl))
+        widths.append(pb.shape[-1])
+        drafts.append((0.0 * pb, 0.0 * pb, np.zeros(pb.shape, dtype=bool)))
+
+    def col(x, like):  # one block's input over that block's columns
+        return _f(x) + 0 * like
+
+    # the decode-only block carries no prompt tokens; its experts see the decode tokens of every rank. The
+    # sampled requests are what forward_step's default gives (decode requests x q + prompts that finish)
+    likes = [x.decode_reqs + 0 * _f(x.prefill_tokens) for x in blocks]
+    step = StepBatch(decode_reqs=_cat([col(x.decode_reqs, k) for x, k in zip(blocks, likes)]),
+                     decode_ctx=_cat([col(x.decode_ctx, k) for x, k in zip(blocks, likes)]),
+                     q_tokens=_cat([col(x.q_tokens, k) for x, k in zip(blocks, likes)]),
+                     prefill_tokens=_cat([col(x.prefill_tokens, k) for x, k in zip(blocks, likes)]),
+                     prefill_seqs=_cat([col(x.prefill_seqs, k) for x, k in zip(blocks, likes)]),
+                     prefill_prefix=_cat([col(x.prefill_prefix, k) for x, k in zip(blocks, likes)]),
+                     prefill_ranks=_cat([col(dp, k) if x.prefill_ranks is None else x.prefill_ranks for x, k in zip(blocks, likes)]),
+                     sampled=_cat([col(_default_sampled(x) if x.sampled is None else x.sampled, k) for x, k in zip(blocks, likes)]))
+    blocked = SpecColumns(cols.specs, cols.nb, _cat(likes), step.q_tokens, None, _cat([d[0] for d in drafts]),
+                          _cat([d[1] for d in drafts]), _cat([d[2] for d in drafts]) != 0)
+    split = blocked.split(forward_step(model, precision, hw, tp, pp, dp, ep, step, memo=memo), model)
+    ends = np.cumsum([0] + widths)
+    parts = [split[..., ends[i]:ends[i + 1]] for i in range(len(blocks))]
+    slots = b * _f(dp) * _f(pp)
+    d_raws = [(cols.take(parts[0], i), sp.accepted_per_step, cols.take(slots, i), cols.take(b, i)) for i, sp in enumerate(cols.specs)]
+    aggs = {}
+    for j, (c, (_, raw)) in enumerate(mixes.items()):
+        aggs[c] = [AggRaw(decode_step_s=cols.take(parts[0], i), mixed_step_s=cols.take(parts[1 + j], i),
+                          mixed_tokens=cols.take(raw.mixed_tokens, i), mixed_share=cols.take(raw.mixed_share, i),
+                          batch=cols.take(raw.batch, i), chunk=raw.chunk, isl_new=raw.isl_new, rho=cols.take(raw.rho, i),
+                          al=sp.accepted_per_step, osl=raw.osl, slots=cols.take(raw.slots, i), wave_share=raw.wave_share)
+                   for i, sp in enumerate(cols.specs)]
+    pre = None
+    if pb is not None:
+        rows = slice(None) if prefill_rows is None else prefill_rows
+        t = parts[-1][:, rows]
+        pre = _prefill_out(t, model, precision, _rows(dp, rows), _rows(pp, rows), pb, wl, 1.0)
+    return d_raws, aggs, pre
+
+
+def _rows(x, rows):
+    """Layouts ``rows`` of a layout column (arrays with the layout axis first; scalars as they are)."""
+    x = _f(x)
+    return x[rows] if x.ndim and x.shape[0] > 1 else x
+
+
+def _default_sampled(sb: StepBatch):
+    """The requests that sample a token in a step, as :func:`simfront.step.forward_step` defaults them."""
+    B, q, P, nps = (_f(v) for v in (sb.decode_reqs, sb.q_tokens, sb.prefill_tokens, sb.prefill_seqs))
+    return B * q + np.minimum(nps, P)
+
+
+def _cat(blocks: list) -> np.ndarray:
+    """Arrays side by side on the last (batch) axis, their other axes broadcast together."""
+    arrs = [_f(x) for x in blocks]
+    nd = max(a.ndim for a in arrs)
+    arrs = [a.reshape((1,) * (nd - a.ndim) + a.shape) for a in arrs]
+    lead = np.broadcast_shapes(*(a.shape[:-1] for a in arrs))
+    return np.concatenate([np.broadcast_to(a, lead + a.shape[-1:]) for a in arrs], axis=-1)
 
 
 def busiest_rank_context(ctx, dp, batch, isl: float, osl: float) -> np.ndarray:
@@ -305,12 +472,22 @@ class PrefillResult:
     ttft_scale: float  # the profile's TTFT scale (the idle-worker latency; the queue waits on prefill_s)
 
 
-def prefill_raw(model: Model, precision: Precision, hw: Hardware, tp, pp, dp, ep, batch, wl: Workload, link_bytes_per_s) -> tuple:
+def prefill_raw(model: Model, precision: Precision, hw: Hardware, tp, pp, dp, ep, batch, wl: Workload, link_bytes_per_s,
+                memo: dict | None = None) -> tuple:
     """(step seconds for ``batch`` prompts per DP rank, KV transfer seconds, prompts per step per worker)."""
     b = _f(batch)
+    t = _split(forward_step(model, precision, hw, tp, pp, dp, ep, _prefill_step(b, wl), memo=memo), model, NO_SPEC)
+    return _prefill_out(t, model, precision, dp, pp, b, wl, link_bytes_per_s)
+
+
+def _prefill_step(b: np.ndarray, wl: Workload) -> StepBatch:
+    """A prefill worker's step: ``b`` whole prompts per attention-DP rank."""
     isl_new = wl.isl * (1.0 - wl.prefix_hit)
-    sb = StepBatch(decode_reqs=0, prefill_tokens=b * isl_new, prefill_seqs=b, prefill_prefix=wl.isl * wl.prefix_hit, sampled=b)
-    t = _split(forward_step(model, precision, hw, tp, pp, dp, ep, sb), model, NO_SPEC)
+    return StepBatch(decode_reqs=0, prefill_tokens=b * isl_new, prefill_seqs=b, prefill_prefix=wl.isl * wl.prefix_hit, sampled=b)
+
+
+def _prefill_out(t, model: Model, precision: Precision, dp, pp, b, wl: Workload, link_bytes_per_s) -> tuple:
+    """:func:`prefill_raw`'s result from its step split ``t``."""
     kv = kv_bytes_per_token(model, precision.kv) * wl.isl  # KV of one prompt, all layers
     transfer = kv / _f(link_bytes_per_s)  # streamed to the decode worker
     return t, transfer + 0 * t[0], b * _f(dp) * _f(pp)

@@ -20,6 +20,8 @@ import numpy as np
 
 from .attention import attention_decode_cost, attention_prefill_cost
 from .comm import collective_cost, p2p_cost
+from . import efficiency
+from .cost import _FIELDS as _COST_FIELDS
 from .cost import Cost
 from .elementwise import memory_op_cost
 from .gemm import gemm_cost
@@ -37,6 +39,9 @@ LOGIT_BYTES = 4.0  # FP32 logits
 # Routing skew of real traffic: power-law exponent of tokens over experts, the "typical production"
 # alpha aiconfigurator collects MoE kernels under (docs/POWER_LAW_DISTRIBUTION.md, modeling-notes §1.8).
 DEFAULT_ROUTING_ALPHA = 1.01
+# Fewest layouts on a step's layout axis for which its ops are costed once per group of layouts with equal
+# inputs (LayoutRows); below it every op runs over every layout (the plain path, same results)
+LAYOUT_GROUPING_MIN_LAYOUTS = 2
 
 
 @dataclass
@@ -56,39 +61,229 @@ class StepBatch:
     prefill_ranks: object | None = None
 
 
-@dataclass
+class LayoutRows:
+    """Distinct layouts an op's inputs take, so an op is costed once per distinct input row.
+
+    In a search, ``forward_step`` gets layout columns of shape (layouts, 1) beside batch arrays; most
+    ops read few of them (a dense GEMM the TP degree alone), so of 1,000 layouts a GEMM sees 7
+    distinct rows, attention a few dozen and an MoE op a few hundred. For each op the coarsest
+    grouping of the layouts (by TP; by TP and attention-DP; by TP, attention-DP and EP) under which
+    every array input with the layout axis (axis 0, length ``n``) is the same within each group is
+    found by checking those inputs (not assumed); the op is costed on one layout per group and its
+    :class:`OpRow` keeps the index (``rows``) that expands it back. Every cost model is elementwise,
+    so identical inputs give identical outputs: the results are unchanged.
+    """
+
+    def __init__(self, nd: int, n: int, columns: list[np.ndarray]):
+        self.nd, self.n = nd, n  # dimensions of the step's broadcast shape; length of its layout axis
+        self._columns = [np.broadcast_to(c, (n,) + c.shape[1:]).reshape(n, -1)[:, 0] for c in columns]  # coarse to fine
+        self._levels: dict[int, tuple[np.ndarray, np.ndarray] | None] = {}
+        self._checked: dict[int, tuple] = {}  # id(array) -> (array, coarsest level it is constant on)
+        self._maps: dict[tuple, np.ndarray] = {}
+
+    def has_axis(self, x) -> bool:
+        return isinstance(x, np.ndarray) and x.ndim == self.nd and x.shape[0] == self.n
+
+    def _level(self, i: int) -> tuple[np.ndarray, np.ndarray] | None:
+        """(first layout of each group, group of each layout) grouping by the first ``i + 1`` columns."""
+        if i not in self._levels:
+            key = np.stack(self._columns[: i + 1], axis=1)
+            _, rep, inv = np.unique(key, axis=0, return_index=True, return_inverse=True)
+            self._levels[i] = None if rep.size == self.n else (rep, inv.reshape(-1))
+        return self._levels[i]
+
+    def _constant_level(self, a: np.ndarray) -> int | None:
+        """The coarsest grouping under which ``a`` is the same within every group (None: none is).
+
+        A few sampled columns reject a grouping cheaply; the grouping that passes them is then checked
+        exactly, element by element. NaN never compares equal, so an array holding NaN is simply not
+        reduced."""
+        hit = self._checked.get(id(a))
+        if hit is not None:
+            return hit[1]
+        flat = a.reshape(self.n, -1)
+        m = flat.shape[1]
+        proj = flat[:, 0] if m == 1 else flat[:, sorted({0, m // 3, 2 * m // 3, m - 1})]
+        level = None
+        for i in range(len(self._columns)):
+            lv = self._level(i)
+            if lv is None:
+                break
+            rep, inv = lv
+            if np.array_equal(proj[rep][inv], proj) and (m == 1 or np.array_equal(flat[rep][inv], flat)):
+                level = i
+                break
+        self._checked[id(a)] = (a, level)  # the array is kept alive so that its id is not reused
+        return level
+
+    def reduce(self, args) -> tuple[int, np.ndarray, np.ndarray] | None:
+        """(grouping level, representative layout per group, group of each layout) for an op reading
+        ``args``; None when no input has the layout axis or no grouping holds them constant."""
+        level = -1
+        for a in args:
+            if self.has_axis(a):
+                lv = self._constant_level(a)
+                if lv is None:
+                    return None
+                level = max(level, lv)
+        return None if level < 0 else (level, *self._level(level))
+
+    def finest(self) -> int | None:
+        """The finest grouping level that still groups layouts (None: every layout is distinct)."""
+        top = None
+        for i in range(len(self._columns)):
+            if self._level(i) is None:
+                break
+            top = i
+        return top
+
+    def to_level(self, i: int, j: int) -> np.ndarray:
+        """Group of level ``i`` that each group of the finer level ``j`` lies in (the groupings nest)."""
+        key = ("map", i, j)
+        if key not in self._maps:
+            self._maps[key] = self._level(i)[1][self._level(j)[0]]
+        return self._maps[key]
+
+    def take(self, x, rep: np.ndarray):
+        return x[rep] if self.has_axis(x) else x
+
+
 class OpRow:
-    name: str
-    group: str  # layer group or "model"
-    count: object  # times per step (layers of the group)
-    cost: Cost
-    replicated: bool = False  # every TP rank computes the whole op (not split)
+    """One op of a step: ``count`` calls of ``cost`` per step.
+
+    With ``rows`` set (a search over many layouts, see :class:`LayoutRows`), the op was costed over
+    ``n_rows`` distinct layout rows only (``cost_rows``) and ``rows`` maps every layout to its row;
+    ``cost`` is the op's cost over every layout either way."""
+
+    __slots__ = ("name", "group", "count", "cost_rows", "replicated", "rows", "n_rows", "nd", "level")
+
+    def __init__(self, name: str, group: str, count, cost: Cost, replicated: bool = False,
+                 rows: np.ndarray | None = None, n_rows: int = 0, nd: int = 0, level: int = -1):
+        self.name = name
+        self.group = group  # layer group or "model"
+        self.count = count  # times per step (layers of the group)
+        self.cost_rows = cost
+        self.replicated = replicated  # every TP rank computes the whole op (not split)
+        self.rows, self.n_rows, self.nd = rows, n_rows, nd
+        self.level = level  # the LayoutRows grouping level of ``rows``
+
+    def expand(self, x):
+        """An array of this op over its distinct layout rows, back over every layout."""
+        if self.rows is None:
+            return x
+        x = np.asarray(x)
+        return x[self.rows] if x.ndim == self.nd and x.shape[0] == self.n_rows else x
+
+    @property
+    def cost(self) -> Cost:
+        """The op's cost over every layout."""
+        c = self.cost_rows
+        if self.rows is None:
+            return c
+        return Cost(*(self.expand(getattr(c, n)) for n in _COST_FIELDS), kernel=c.kernel)
 
 
 @dataclass
 class StepCost:
     ops: list[OpRow] = field(default_factory=list)
     link_bytes_per_s: float = float("inf")  # scale-up bandwidth, to split collectives into wire time + latency
+    layout: LayoutRows | None = None  # the layout groupings the ops were costed on (None: every op over every layout)
 
     def total(self, attr: str = "time_s") -> np.ndarray:
         out = 0.0
         for r in self.ops:
-            out = out + np.asarray(r.count) * getattr(r.cost, attr)
+            out = out + np.asarray(r.count) * r.expand(getattr(r.cost_rows, attr))
         return np.asarray(out)
 
     @property
     def time_s(self) -> np.ndarray:
         return self.total("time_s")
 
-    def parts(self, r: OpRow) -> tuple[np.ndarray, np.ndarray]:
-        """(roofline, fixed) seconds of one op row, counts applied."""
-        c = r.cost
+    def _legs(self, r: OpRow) -> tuple[np.ndarray, np.ndarray]:
+        """(roofline, fixed) seconds of one call of an op, over its distinct layout rows."""
+        c = r.cost_rows
         # collectives: only the wire time at link bandwidth is "roofline"; the rest is latency
         net = np.where(c.net_bytes > 0, c.net_bytes / self.link_bytes_per_s, c.network_s)
         # cross-node round trips cannot be hidden by the engine: they join the roofline leg
         leg = np.minimum(np.maximum(np.maximum(np.maximum(c.compute_s, c.memory_s), net), c.exposed_s), c.time_s)
+        return leg, c.time_s - leg
+
+    def parts(self, r: OpRow) -> tuple[np.ndarray, np.ndarray]:
+        """(roofline, fixed) seconds of one op row, counts applied."""
+        leg, rest = self._legs(r)
         n = np.asarray(r.count)
-        return n * leg, n * (c.time_s - leg)
+        if r.rows is not None and n.ndim == r.nd and n.shape[0] == r.rows.size:  # the count varies over layouts
+            return n * r.expand(leg), n * r.expand(rest)
+        return r.expand(n * leg), r.expand(n * rest)  # the same products, on the op's distinct rows
+
+    def _coarse_parts(self, r: OpRow, top: int, rep: np.ndarray):
+        """:meth:`parts` on the groups of grouping level ``top`` (the same products), or None when the op
+        or its count varies within those groups."""
+        lay = self.layout
+        leg, rest = self._legs(r)
+        if r.rows is None:
+            if leg.ndim == lay.nd and leg.shape[0] == lay.n or rest.ndim == lay.nd and rest.shape[0] == lay.n:
+                return None  # costed over every layout
+        elif r.level > top:
+            return None
+        else:
+            to = lay.to_level(r.level, top)
+            leg = leg[to] if leg.ndim == r.nd and leg.shape[0] == r.n_rows else leg
+            rest = rest[to] if rest.ndim == r.nd and rest.shape[0] == r.n_rows else rest
+        n = np.asarray(r.count)
+        if lay.has_axis(n):
+            lv = lay._constant_level(n)
+            if lv is None or lv > top:
+                return None
+            n = n[rep]
+        return n * leg, n * rest
+
+    def sums(self, head: tuple[str, ...] = ()) -> tuple:
+        """(roofline sum, fixed sum, layers, head) of the ops in order: ``layers`` is the pair of running
+        sums where the first model-edge op starts (the layers' own sums when every layer op comes first;
+        None when a layer op follows a model-edge op) and ``head`` the pair of sums over the model-edge
+        ops named ``head``.
+
+        Every element gets the same additions in the same order as :meth:`split`. Over many layouts the
+        sums run on the finest layout grouping (:class:`LayoutRows`), one value per group, for as long as
+        every op and its count are the same within each group, and over every layout from the first op
+        that is not (the pipeline send, whose count follows the PP degree)."""
+        lay = self.layout
+        top = None if lay is None else lay.finest()
+        coarse = top is not None
+        rep, inv = lay._level(top) if coarse else (None, None)
+
+        def full(x):  # a coarse sum over every layout
+            x = np.asarray(x)
+            return x[inv] if x.ndim == lay.nd and x.shape[0] == rep.size else x
+
+        roof, extra = 0.0, 0.0
+        layers = None
+        in_order = True
+        hd = [0.0, 0.0]
+        for r in self.ops:
+            if r.group == "model" and layers is None:
+                layers = [roof, extra]
+            elif r.group != "model" and layers is not None:
+                in_order = False
+            parts = self._coarse_parts(r, top, rep) if coarse else None
+            if parts is None:
+                if coarse:  # from here on over every layout
+                    roof, extra, hd = full(roof), full(extra), [full(hd[0]), full(hd[1])]
+                    layers = None if layers is None else [full(layers[0]), full(layers[1])]
+                    coarse = False
+                parts = self.parts(r)
+            roof = roof + parts[0]
+            extra = extra + parts[1]
+            if r.group == "model" and r.name in head:
+                hd[0] = hd[0] + parts[0]
+                hd[1] = hd[1] + parts[1]
+        if layers is None:
+            layers = [roof, extra]
+        if coarse:
+            roof, extra, hd = full(roof), full(extra), [full(hd[0]), full(hd[1])]
+            layers = [full(layers[0]), full(layers[1])]
+        return np.asarray(roof), np.asarray(extra), (layers if in_order else None), hd
 
     def split(self) -> tuple[np.ndarray, np.ndarray]:
         """(roofline part, fixed/latency part) of the step time.
@@ -97,13 +292,8 @@ class StepCost:
         (launch latency, pipeline fill, tail effects) is what CUDA graphs, programmatic dependent
         launch and kernel fusion in a serving engine partly hide (see serving.engine_profile).
         """
-        roof = 0.0
-        extra = 0.0
-        for r in self.ops:
-            leg, rest = self.parts(r)
-            roof = roof + leg
-            extra = extra + rest
-        return np.asarray(roof), np.asarray(extra)
+        roof, extra, _, _ = self.sums()
+        return roof, extra
 
     @property
     def flops(self) -> np.ndarray:
@@ -115,7 +305,7 @@ class StepCost:
         out = 0.0
         for r in self.ops:
             mult = 1.0 if r.replicated else np.asarray(tp, dtype=float)
-            out = out + np.asarray(r.count) * r.cost.flops * mult
+            out = out + np.asarray(r.count) * r.expand(r.cost_rows.flops) * mult
         return np.asarray(out) * np.asarray(dp, dtype=float)
 
 
@@ -123,9 +313,44 @@ def _f(x) -> np.ndarray:
     return np.asarray(x, dtype=np.float64)
 
 
+_GROUPS: dict[int, tuple] = {}  # id(arch) -> (arch, its layer groups): the architectures are immutable
+
+
+def _groups(arch) -> list:
+    """``arch.groups()`` as (layer kind, layers) pairs, computed once per architecture."""
+    hit = _GROUPS.get(id(arch))
+    if hit is None or hit[0] is not arch:
+        hit = _GROUPS[id(arch)] = (arch, list(arch.groups().items()))
+    return hit[1]
+
+
+def _memo_key(fn, args: tuple, kw: dict):
+    """A key equal for two op calls exactly when they cost the same function on the same values (arrays
+    by shape, dtype and bytes); None when an argument is neither plain data nor an array."""
+    def one(x):
+        if isinstance(x, np.ndarray):
+            return ("a", x.shape, x.dtype.str, x.tobytes())
+        if x is None or isinstance(x, (bool, int, float, str)):
+            return x
+        if isinstance(x, Hardware):
+            return ("hw", id(x))
+        return _UNKEYED
+    key = (fn, tuple(one(a) for a in args), tuple(sorted((k, one(v)) for k, v in kw.items())))
+    return None if _UNKEYED in key[1] or any(v is _UNKEYED for _, v in key[2]) else key
+
+
+_UNKEYED = object()  # an argument a memo key cannot hold
+
+
 def forward_step(model: Model, precision: Precision, hw: Hardware, tp, pp, dp, ep, batch: StepBatch,
-                 routing_alpha: float | None = DEFAULT_ROUTING_ALPHA) -> StepCost:
-    """Per-GPU op list of one step, with time, FLOPs and bytes of each op (per rank, all layers)."""
+                 routing_alpha: float | None = DEFAULT_ROUTING_ALPHA, memo: dict | None = None) -> StepCost:
+    """Per-GPU op list of one step, with time, FLOPs and bytes of each op (per rank, all layers).
+
+    ``memo``: a dict shared by step calls that may repeat ops (a search's precisions that differ only in
+    the KV-cache format run the same GEMMs, experts and collectives): an op called again with the same
+    function, the same input values and the same efficiency overrides in force takes the cost computed
+    the first time (the caller keeps the hardware object alive while the dict lives, and drops the dict
+    when the efficiency files themselves may change)."""
     arch = model.arch
     tp, pp, dp, ep = (_f(x) for x in (tp, pp, dp, ep))
     B = _f(batch.decode_reqs)
@@ -148,20 +373,47 @@ def forward_step(model: Model, precision: Precision, hw: Hardware, tp, pp, dp, e
     st = StepCost(link_bytes_per_s=hw.scaleup.bandwidth_bytes_per_s)
     kvb = kv_bytes(precision.kv)
 
-    def add(name, group, count, cost, replicated=False):
-        st.ops.append(OpRow(name, group, count, cost, replicated))
+    # ops are costed once per distinct layout row of their inputs when the step spans many layouts
+    shape = np.broadcast_shapes(*(x.shape for x in (B, ctx, q, P, nps, prefix)),
+                                *(np.shape(x) for x in (batch.sampled, batch.prefill_ranks) if x is not None))
+    lay_shape = np.broadcast_shapes(tp.shape, pp.shape, dp.shape, ep.shape)
+    full = np.broadcast_shapes(shape, lay_shape)
+    rows = None
+    if lay_shape and len(lay_shape) == len(full) and lay_shape[0] == full[0] >= max(LAYOUT_GROUPING_MIN_LAYOUTS, 2):
+        rows = st.layout = LayoutRows(len(full), full[0], [tp, dp, ep])
+
+    profile_key = None if memo is None else efficiency.override_key()  # the fitted parameters in force
+
+    def cost_of(fn, args, kw):
+        key = None if memo is None else _memo_key(fn, args, kw)
+        key = None if key is None else (profile_key, key)
+        if key is not None and key in memo:
+            return memo[key]
+        cost = fn(*args, **kw)
+        if key is not None:
+            memo[key] = cost
+        return cost
+
+    def op(name, group, count, fn, *args, replicated=False, **kw):
+        """Cost ``fn(*args, **kw)`` (over the distinct layout rows of its inputs) as ``count`` calls per step."""
+        red = None if rows is None else rows.reduce(args + tuple(kw.values()))
+        if red is None:
+            st.ops.append(OpRow(name, group, count, cost_of(fn, args, kw), replicated))
+            return
+        level, rep, inv = red
+        cost = cost_of(fn, tuple(rows.take(a, rep) for a in args), {k: rows.take(v, rep) for k, v in kw.items()})
+        st.ops.append(OpRow(name, group, count, cost, replicated, inv, int(rep.size), rows.nd, level))
 
     def gemm(name, group, count, m, n, k, fmt, replicated=False):
-        add(name, group, count, gemm_cost(m, n, k, fmt, hw), replicated)
+        op(name, group, count, gemm_cost, m, n, k, fmt, hw, replicated=replicated)
 
     def allreduce(name, group, count, tokens, width):
         msg = tokens * width * ACT_BYTES  # one BF16 activation row per token
-        c = collective_cost("all_reduce", msg, tp, hw)
-        add(name, group, count * (tp > 1), c)
+        op(name, group, count * (tp > 1), collective_cost, "all_reduce", msg, tp, hw)
 
-    for layer, n in arch.groups().items():
+    for layer, n in _groups(arch):
         g = f"{layer.mixer}/{layer.ffn}" + (f"/idx-{layer.indexer}" if layer.indexer else "")
-        add("norms+residual", g, n, memory_op_cost(2 * 2 * T * H * ACT_BYTES, hw, flops=2 * 5 * T * H), replicated=True)
+        op("norms+residual", g, n, memory_op_cost, 2 * 2 * T * H * ACT_BYTES, hw, flops=2 * 5 * T * H, replicated=True)
         # ---------------- token mixer ----------------
         if layer.mixer == "linear":
             la = arch.linear
@@ -176,10 +428,10 @@ def forward_step(model: Model, precision: Precision, hw: Hardware, tp, pp, dp, e
                 gemm("linear_attn.gate_down", g, n, T, down, H, precision.attention, replicated=True)
                 up_f = 0 if la.full_rank_gate else la.n_k_heads * la.head_k_dim
                 gemm("linear_attn.gate_up", g, n, T, (up_f + la.n_v_heads * la.head_v_dim) / tp, la.head_v_dim, precision.attention)
-            add("linear_attn.decode", g, n * has_dec, linear_attention_decode_cost(
-                Bd, la.n_v_heads / tp, la.head_k_dim, la.head_v_dim, hw, conv_dim=la.conv_channels / tp, conv_kernel=la.conv_kernel, q_tokens=q))
-            add("linear_attn.prefill", g, n * pre_share, linear_attention_prefill_cost(
-                pre_seqs, np.maximum(seq, 1), la.n_v_heads / tp, la.head_k_dim, la.head_v_dim, hw))
+            op("linear_attn.decode", g, n * has_dec, linear_attention_decode_cost,
+                Bd, la.n_v_heads / tp, la.head_k_dim, la.head_v_dim, hw, conv_dim=la.conv_channels / tp, conv_kernel=la.conv_kernel, q_tokens=q)
+            op("linear_attn.prefill", g, n * pre_share, linear_attention_prefill_cost,
+                pre_seqs, np.maximum(seq, 1), la.n_v_heads / tp, la.head_k_dim, la.head_v_dim, hw)
             gemm("linear_attn.o_proj", g, n, T, H, la.n_v_heads * la.head_v_dim / tp, precision.attention)
         elif arch.attention.kind == "mla":
             a = arch.attention
@@ -196,19 +448,19 @@ def forward_step(model: Model, precision: Precision, hw: Hardware, tp, pp, dp, e
                 q_in = a.q_lora_rank or H
                 gemm("dsa.indexer_proj", g, n, T, a.index_n_heads * a.index_head_dim + a.index_head_dim + a.index_n_heads, q_in, precision.attention, replicated=True)
                 if layer.indexer == "full":
-                    add("dsa.indexer_decode", g, n * has_dec, dsa_indexer_cost(Bd, q, ctx, a.index_n_heads, a.index_head_dim, hw), replicated=True)
-                    add("dsa.indexer_prefill", g, n * pre_share, dsa_indexer_cost(pre_seqs, np.maximum(seq, 1), prefix + seq, a.index_n_heads, a.index_head_dim, hw), replicated=True)
+                    op("dsa.indexer_decode", g, n * has_dec, dsa_indexer_cost, Bd, q, ctx, a.index_n_heads, a.index_head_dim, hw, replicated=True)
+                    op("dsa.indexer_prefill", g, n * pre_share, dsa_indexer_cost, pre_seqs, np.maximum(seq, 1), prefix + seq, a.index_n_heads, a.index_head_dim, hw, replicated=True)
             # decode: weight absorption (W_UK into q, W_UV after attention) as batched GEMMs
             gemm("mla.absorb_uk", g, n * has_dec, Bd * q, heads * a.kv_lora_rank, a.qk_nope_dim, "bf16")
-            add("mla.attn_decode", g, n * has_dec, mla_decode_cost(
+            op("mla.attn_decode", g, n * has_dec, mla_decode_cost,
                 Bd, ctx, heads, kvb, hw, kv_lora_rank=a.kv_lora_rank, qk_rope_dim=a.qk_rope_dim, qk_nope_dim=a.qk_nope_dim,
-                v_head_dim=a.head_dim_v, q_tokens=q, topk=topk))
+                v_head_dim=a.head_dim_v, q_tokens=q, topk=topk)
             gemm("mla.absorb_uv", g, n * has_dec, Bd * q, heads * a.head_dim_v, a.kv_lora_rank, "bf16")
             # prefill: decompress K_nope, V for the new tokens and run ordinary causal attention
             gemm("mla.kv_b_proj", g, n * has_pre, np.maximum(P, 1), heads * (a.qk_nope_dim + a.head_dim_v), a.kv_lora_rank, precision.attention)
-            add("mla.attn_prefill", g, n * pre_share, mla_prefill_cost(
+            op("mla.attn_prefill", g, n * pre_share, mla_prefill_cost,
                 pre_seqs, np.maximum(seq, 1), heads, hw, prefix_len=prefix, kv_lora_rank=a.kv_lora_rank,
-                qk_rope_dim=a.qk_rope_dim, qk_nope_dim=a.qk_nope_dim, v_head_dim=a.head_dim_v, kv_bytes=kvb, topk=topk))
+                qk_rope_dim=a.qk_rope_dim, qk_nope_dim=a.qk_nope_dim, v_head_dim=a.head_dim_v, kv_bytes=kvb, topk=topk)
             if a.output_gate:
                 gemm("mla.output_gate", g, n, T, heads * a.head_dim_v, H, precision.attention)
             gemm("mla.o_proj", g, n, T, H, heads * a.head_dim_v, precision.attention)
@@ -219,17 +471,17 @@ def forward_step(model: Model, precision: Precision, hw: Hardware, tp, pp, dp, e
             width = heads * a.head_dim + 2 * kv_heads * a.head_dim + (heads * a.head_dim if a.output_gate else 0)
             gemm("attn.qkv_proj", g, n, T, width, H, precision.attention)
             window = layer.window
-            add("attn.decode", g, n * has_dec, attention_decode_cost(Bd, ctx, heads, kv_heads, a.head_dim, window, kvb, hw, q_tokens=q))
-            add("attn.prefill", g, n * pre_share, attention_prefill_cost(
-                pre_seqs, np.maximum(seq, 1), heads, kv_heads, a.head_dim, window, hw, prefix_len=prefix, kv_bytes=kvb))
+            op("attn.decode", g, n * has_dec, attention_decode_cost, Bd, ctx, heads, kv_heads, a.head_dim, window, kvb, hw, q_tokens=q)
+            op("attn.prefill", g, n * pre_share, attention_prefill_cost,
+                pre_seqs, np.maximum(seq, 1), heads, kv_heads, a.head_dim, window, hw, prefix_len=prefix, kv_bytes=kvb)
             gemm("attn.o_proj", g, n, T, H, heads * a.head_dim_v, precision.attention)
-        add("rope+kv_write", g, n * (layer.mixer != "linear"), memory_op_cost(T * H * ACT_BYTES, hw), replicated=True)
+        op("rope+kv_write", g, n * (layer.mixer != "linear"), memory_op_cost, T * H * ACT_BYTES, hw, replicated=True)
         allreduce("tp.allreduce_attn", g, n, T, H)
         # ---------------- FFN ----------------
         if layer.ffn == "dense":
             inter = arch.dense_inter / tp
             gemm("mlp.gate_up", g, n, T, 2 * inter, H, precision.dense)
-            add("mlp.act", g, n, memory_op_cost(3 * T * inter * ACT_BYTES, hw, flops=4 * T * inter))
+            op("mlp.act", g, n, memory_op_cost, 3 * T * inter * ACT_BYTES, hw, flops=4 * T * inter)
             gemm("mlp.down", g, n, T, H, inter, precision.dense)
             allreduce("tp.allreduce_mlp", g, n, T, H)
         else:
@@ -248,8 +500,8 @@ def forward_step(model: Model, precision: Precision, hw: Hardware, tp, pp, dp, e
             # (TP ranks of one DP group share theirs).
             pre_ranks = dp if batch.prefill_ranks is None else np.minimum(_f(batch.prefill_ranks), dp)
             tokens_group = B * q * dp + P * pre_ranks
-            add("moe.experts", g, n, moe_cost(tokens_group, width, m.expert_inter, m.top_k, m.n_experts, moe_tp, ep,
-                                              precision.experts, hw, alpha=routing_alpha, gated=m.gated))
+            op("moe.experts", g, n, moe_cost, tokens_group, width, m.expert_inter, m.top_k, m.n_experts, moe_tp, ep,
+               precision.experts, hw, alpha=routing_alpha, gated=m.gated)
             if m.latent_dim:
                 gemm("moe.latent_up", g, n, T, H, m.latent_dim, precision.dense, replicated=True)
             # Communication around the experts. With attention-DP each rank owns distinct tokens:
@@ -258,20 +510,17 @@ def forward_step(model: Model, precision: Precision, hw: Hardware, tp, pp, dp, e
             # already holds all tokens: each computes its experts' part and one all-reduce sums them.
             a2a = dp > 1
             t_loc = T / tp
-            disp = collective_cost("alltoall", t_loc * m.top_k * width * DISPATCH_BYTES, group, hw)
-            comb = collective_cost("alltoall", t_loc * m.top_k * width * COMBINE_BYTES, group, hw)
-            add("ep.dispatch", g, n * a2a, disp)
-            add("ep.combine", g, n * a2a, comb)
+            op("ep.dispatch", g, n * a2a, collective_cost, "alltoall", t_loc * m.top_k * width * DISPATCH_BYTES, group, hw)
+            op("ep.combine", g, n * a2a, collective_cost, "alltoall", t_loc * m.top_k * width * COMBINE_BYTES, group, hw)
             allreduce("tp.allreduce_moe", g, n * ~a2a, T, H)
     # ---------------- model edges ----------------
     sampled = _f(batch.sampled) if batch.sampled is not None else B * q + np.minimum(nps, P)
-    add("embedding", "model", 1, memory_op_cost(T * H * ACT_BYTES * 2, hw), replicated=True)
-    add("final_norm", "model", 1, memory_op_cost(2 * T * H * ACT_BYTES, hw), replicated=True)
+    op("embedding", "model", 1, memory_op_cost, T * H * ACT_BYTES * 2, hw, replicated=True)
+    op("final_norm", "model", 1, memory_op_cost, 2 * T * H * ACT_BYTES, hw, replicated=True)
     gemm("lm_head", "model", 1, np.maximum(sampled, 1), arch.vocab / tp, H, precision.embedding)
-    add("sampling", "model", 1, memory_op_cost(sampled * arch.vocab / tp * LOGIT_BYTES * 2, hw))
-    gather = collective_cost("all_gather", sampled * arch.vocab * LOGIT_BYTES, tp, hw)
-    add("tp.gather_logits", "model", 1 * (tp > 1), gather)
-    add("pp.send", "model", pp - 1, p2p_cost(T * H * ACT_BYTES, hw, scope="scaleup"))
+    op("sampling", "model", 1, memory_op_cost, sampled * arch.vocab / tp * LOGIT_BYTES * 2, hw)
+    op("tp.gather_logits", "model", 1 * (tp > 1), collective_cost, "all_gather", sampled * arch.vocab * LOGIT_BYTES, tp, hw)
+    op("pp.send", "model", pp - 1, p2p_cost, T * H * ACT_BYTES, hw, scope="scaleup")
     return st
 
 

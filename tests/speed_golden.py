@@ -31,8 +31,14 @@ PREDICTS = {  # name -> (model, gpus, kwargs)
     "qwen3moe_8xB200_eagle": ("qwen3-235b-a22b", "8xB200", dict(isl=4096, osl=512, spec="eagle", concurrency=64)),
     "r1_72xGB200_rate": ("deepseek-r1", "72xGB200", dict(isl=1024, osl=1024, rate=50)),
     "gptoss_4xMI355X": ("gpt-oss-120b", "4xMI355X", dict(isl=1024, osl=2048, modes=["agg"])),
+    # linear attention (KDA, GDN), sliding windows with a prefix-cache hit rate, a token budget given
+    "kimik3_16xB300": ("kimi-k3", "16xB300", dict(isl=4096, osl=1024)),
+    "qwen3next_8xB200": ("qwen3-next-80b-a3b", "8xB200", dict(isl=2048, osl=2048)),
+    "gemma3_4xH100_prefix": ("gemma-3-27b", "4xH100", dict(isl=8192, osl=512, prefix_hit=0.5)),
+    "glm53_8xB200_chunk": ("glm-5.3", "8xB200", dict(isl=1024, osl=1024, chunk_tokens=4096)),
 }
-FULL_POINTS = {"r1_16xH200_8k1k", "r1_8xB200_sla", "llama70b_8xH100", "llama8b_1xH100", "qwen3moe_8xB200_eagle", "gptoss_4xMI355X"}
+FULL_POINTS = {"r1_16xH200_8k1k", "r1_8xB200_sla", "llama70b_8xH100", "llama8b_1xH100", "qwen3moe_8xB200_eagle", "gptoss_4xMI355X",
+               "kimik3_16xB300", "qwen3next_8xB200", "gemma3_4xH100_prefix", "glm53_8xB200_chunk"}
 PLANS = {
     "plan_r1_20rps": ("deepseek-r1", 20, dict(isl=8192, osl=1024, ttft_ms=2000, tpot_ms=30)),
     "plan_llama70b_5rps": ("llama-3.3-70b", 5, dict(isl=1024, osl=1024, tpot_ms=50)),

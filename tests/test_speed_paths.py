@@ -96,3 +96,23 @@ def test_points_join_on_read_and_take_rows_like_the_joined_columns():
     assert list(pts) == ["x", "s", "q"] and len(pts) == 3 and "q" in pts
     np.testing.assert_array_equal(pts.take(idx)["q"], idx.astype(float))
     assert set(dict(pts)) == {"x", "s", "q"}
+
+
+def test_points_take_reads_lazy_blocks_of_every_shape():
+    """Blocks of (layouts, 1), (1, batches), full-grid and one-element arrays: take() reads the rows the
+    joined column holds, before and after the join."""
+    from simfront.search import Points
+
+    rng = np.random.default_rng(11)
+    cols = {k: [] for k in ("col", "row", "grid", "one", "const")}
+    for shape in ((5, 7), (1, 4), (6, 1), (3, 3)):
+        _append(cols, rng.random(shape) > 0.35, col=rng.random((shape[0], 1)), row=rng.random((1, shape[1])),
+                grid=rng.random(shape), one=rng.random((1, 1)), const=float(shape[0]))
+    joined = _columns({k: list(v) for k, v in cols.items()})
+    n = joined["grid"].size
+    idx = np.array([0, n - 1, n // 2, 1, n // 3])
+    pts = Points(cols)
+    rows = pts.take(idx)
+    for k in joined:
+        np.testing.assert_array_equal(rows[k], joined[k][idx])
+        np.testing.assert_array_equal(pts[k], joined[k])
