@@ -13,9 +13,9 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-import yaml
 from pydantic import BaseModel, ConfigDict, Field
 
+from . import yamlio
 from .errors import SimfrontError
 
 KERNELS_FILE = Path(__file__).resolve().parent.parent / "hardware" / "kernels.yaml"
@@ -53,7 +53,7 @@ class KernelPath(BaseModel):
 @lru_cache(maxsize=None)
 def table() -> dict[str, OpKernels]:
     """All ops of ``hardware/kernels.yaml``, validated."""
-    data = yaml.safe_load(KERNELS_FILE.read_text()) or {}
+    data = yamlio.loads(KERNELS_FILE.read_text()) or {}  # the C loader where PyYAML has it
     return {op: OpKernels(**spec) for op, spec in (data.get("ops") or {}).items()}
 
 

@@ -31,7 +31,7 @@ from .models import Model, apply_precision, get_model
 from .precision import normalize_format as _normalize_kv, resolve_format
 from .deployment import Layouts, evaluate_agg, evaluate_disagg, running_batch
 from .search import BATCH_SIZES, kv_link_bytes_per_s, make_spec
-from .serving import DEFAULT_CHUNK_TOKENS, NO_SPEC, Workload, aggregated_raw, decode_raw, engine_profile, finish_decode, finish_prefill, prefill_raw
+from .serving import engine_constants, DEFAULT_CHUNK_TOKENS, NO_SPEC, Workload, aggregated_raw, decode_raw, engine_profile, finish_decode, finish_prefill, prefill_raw
 
 # prompts per client of a benchmark run that does not record its count: InferenceX / InferenceMAX and the
 # vLLM and SGLang serving-benchmark recipes send num_prompts = 10 x concurrency (calibration README,
@@ -217,7 +217,11 @@ def build_groups(points: Iterable[Any]) -> tuple[list[PointGroup], list[dict]]:
 
 def evaluate(groups: list[PointGroup], out: list[dict], profile_for=None) -> list[dict]:
     """Fill ``predicted_*`` (or ``reason``) for every grouped point under engine profiles."""
-    profile_for = profile_for or engine_profile
+    if profile_for is None:
+        profile_for = engine_profile
+    else:  # fitted profiles carry the fitted parameters only: add the engine's scheduler constants
+        fitted = profile_for
+        profile_for = lambda e: {**engine_constants(e), **fitted(e)}  # noqa: E731
     res = [dict(o) for o in out]
     for g in groups:
         m = g.metrics(profile_for(g.engine))

@@ -32,6 +32,7 @@ class SchedulerSettings:
     admission: str  # on_demand (preempt + recompute) | reserve (prompt + max output reserved, never preempted)
     first_token_lag_steps: float  # steps between the last prefill step and the first streamed token
     version_family: str = ""  # the ``since`` release of the family the values came from
+    adp_balance_timeout_iters: float = 0.0  # attention-DP balance: most iterations a new prompt waits for every rank to have one
 
     def with_overrides(self, **kw) -> "SchedulerSettings":
         """These settings with the given fields replaced (``None`` values are ignored)."""
@@ -96,7 +97,8 @@ def scheduler_settings(engine: str | None = None, version: str | None = None, gp
                 budget = float(b)
                 break
     s = SchedulerSettings(key, budget, fam["policy"], float(fam["max_running"]), float(fam["cuda_graph_max_bs"]),
-                          fam["admission"], float(fam["first_token_lag_steps"]), str(fam["since"]))
+                          fam["admission"], float(fam["first_token_lag_steps"]), str(fam["since"]),
+                          float(fam.get("adp_balance_timeout_iters", 0)))
     _check(s)
     return s
 

@@ -32,6 +32,7 @@ from . import efficiency
 from .hardware import Hardware
 from .memory import kv_bytes_per_token
 from .models import Model, Precision
+from .scheduler import engine_key, scheduler_settings
 from .step import StepBatch, forward_step
 
 # Default engine token budget per step (max_num_batched_tokens / max_num_tokens; 8192 is the
@@ -106,9 +107,20 @@ NEUTRAL_PROFILE = {
 
 
 def engine_profile(engine: str | None = None) -> dict:
-    """Per-engine serving profile fitted on measured runs (hardware/efficiency/serving.yaml)."""
+    """Per-engine serving profile fitted on measured runs (hardware/efficiency/serving.yaml), plus the
+    engine's scheduler constants that enter the evaluator (:func:`engine_constants`)."""
     p = efficiency.params("serving", engine or "default")
-    return {k: float(p.get(k, v)) for k, v in NEUTRAL_PROFILE.items()}
+    return {**engine_constants(engine), **{k: float(p.get(k, v)) for k, v in NEUTRAL_PROFILE.items()}}
+
+
+def engine_constants(engine: str | None = None) -> dict:
+    """Scheduler settings of ``engine`` (simfront/engines/scheduler.yaml) that the analytical evaluator uses;
+    an engine the table does not know takes the default engine's."""
+    try:
+        key = engine_key(engine)
+    except Exception:  # noqa: BLE001 - an unknown engine string: the default engine's settings
+        key = "default"
+    return {"adp_balance_timeout_iters": scheduler_settings(key).adp_balance_timeout_iters}
 
 
 def _f(x) -> np.ndarray:
@@ -254,6 +266,7 @@ class AggRaw:
     osl: float
     slots: np.ndarray  # requests in flight per worker (batch x DP x PP)
     wave_share: float = 0.0  # the workload's share of requests in a synchronised start-up wave
+    ranks: np.ndarray | float = 1.0  # attention-DP ranks of the worker
 
 
 @dataclass
@@ -312,7 +325,7 @@ def _agg_steps(dp, pp, b, wl: Workload, q, al) -> tuple[StepBatch, StepBatch, Ag
     rho = np.clip(p / chunk, 0.0, 0.95)
     raw = AggRaw(decode_step_s=None, mixed_step_s=None, mixed_tokens=mixed_tokens, mixed_share=mixed_share,
                  batch=b, chunk=chunk, isl_new=isl_new, rho=rho + 0 * b, al=al,
-                 osl=wl.osl, slots=b * _f(dp) * _f(pp), wave_share=float(wl.startup_wave_share))
+                 osl=wl.osl, slots=b * _f(dp) * _f(pp), wave_share=float(wl.startup_wave_share), ranks=ranks)
     return dec, mix, raw
 
 
@@ -456,8 +469,31 @@ def finish_aggregated(raw: AggRaw, prof: dict) -> AggResult:
     steps = np.maximum(1.0, tokens / budget)  # steps those tokens span at the token budget
     per_token = np.maximum(t_mix - t_dec, 0.0) / np.maximum(raw.mixed_tokens, 1.0)  # extra step time per prompt token
     ttft = (wait + (steps + prof["ttft_extra_steps"]) * t_dec + tokens * per_token) * prof["ttft_scale"] + prof["ttft_overhead_s"]
+    ttft = ttft + adp_balance_wait_s(raw.ranks, raw.slots / np.maximum(ttft + (raw.osl - 1) * tpot, 1e-30), step,
+                                     prof.get("adp_balance_timeout_iters", 0.0))
     e2e = ttft + (raw.osl - 1) * tpot  # one request's life: first token, then OSL - 1 decode tokens
     return AggResult(ttft, tpot, step, e2e)
+
+
+EULER_GAMMA = 0.5772156649015329  # Euler-Mascheroni constant (harmonic numbers H_n ~ ln n + gamma + 1/2n - 1/12n^2)
+
+
+def adp_balance_wait_s(ranks, arrivals_per_s, step_s, timeout_iters) -> np.ndarray:
+    """Mean wait of a new prompt for attention-DP balance (TensorRT-LLM ``attention_dp_config``).
+
+    A rank holding a new prompt waits until every one of the ``ranks`` attention-DP ranks holds one, or
+    ``timeout_iters`` steps. Prompts arrive at ``arrivals_per_s`` and land on ranks at random, so all ranks hold
+    one after about ranks x H(ranks) arrivals (coupon collector): the gate opens G = min(timeout, (ranks H - 1)
+    / rate) after a round's first prompt. That one waits G, the lambda G that follow wait G/2 on average:
+    mean wait G (1 + lambda G / 2) / (1 + lambda G). Zero with one rank or no balance.
+    """
+    n = np.maximum(_f(ranks), 1.0)
+    lam = np.maximum(_f(arrivals_per_s), 1e-30)
+    harmonic = np.log(n) + EULER_GAMMA + 0.5 / n - 1.0 / (12.0 * n * n)  # H_n, exact at n = 1 to 0.6 %
+    cover_s = np.maximum(n * harmonic - 1.0, 0.0) / lam  # first arrival of a round to every rank holding one
+    gate_s = np.minimum(_f(timeout_iters) * _f(step_s), cover_s)
+    wait = gate_s * (1.0 + 0.5 * lam * gate_s) / (1.0 + lam * gate_s)
+    return np.where((n > 1.0) & (_f(timeout_iters) > 0), wait, 0.0)
 
 
 @dataclass

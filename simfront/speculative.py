@@ -7,8 +7,8 @@ from __future__ import annotations
 from functools import lru_cache
 from pathlib import Path
 
-import yaml
 
+from . import yamlio
 from .errors import SimfrontError
 
 SPEC_FILE = Path(__file__).resolve().parent.parent / "models" / "speculative.yaml"
@@ -16,7 +16,7 @@ SPEC_FILE = Path(__file__).resolve().parent.parent / "models" / "speculative.yam
 
 @lru_cache(maxsize=1)
 def _data() -> dict:
-    return yaml.safe_load(SPEC_FILE.read_text()) or {}
+    return yamlio.loads(SPEC_FILE.read_text()) or {}  # the C loader where PyYAML has it
 
 
 def family_for(method: str, model_id: str | None) -> tuple[str | None, bool]:

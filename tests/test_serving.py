@@ -1,5 +1,6 @@
 """Serving-model details: speculative acceptance, TTFT/TPOT structure."""
 
+import numpy as np
 import pytest
 
 from simfront.hardware import get_hardware
@@ -65,3 +66,46 @@ def test_grouped_arrivals_share_one_prefill_step():
     assert 4.0 < ttft[1] / ttft[0] < 9.0
     small = aggregated_raw(m, m.native, hw, 1, 1, 1, 1, [8], Workload(1024, 128, chunk_tokens=2048))
     assert finish_aggregated(small, NEUTRAL_PROFILE).ttft_s[0] < ttft[1]  # a smaller budget splits the group
+
+
+def test_adp_balance_wait_closed_forms():
+    """Attention-DP balance (TensorRT-LLM attention_dp_config): no wait with one rank or no timeout; a rare
+    prompt waits the whole timeout; under heavy arrivals the gate opens once every rank holds a prompt."""
+    import math
+
+    from simfront.serving import adp_balance_wait_s
+
+    assert float(adp_balance_wait_s(1, 10.0, 0.02, 60)) == 0.0
+    assert float(adp_balance_wait_s(8, 10.0, 0.02, 0)) == 0.0
+    slow = float(adp_balance_wait_s(8, 1e-6, 0.02, 60))  # one prompt per ~12 days: the timeout binds, nobody follows
+    assert math.isclose(slow, 60 * 0.02, rel_tol=1e-4)
+    lam = 1e4  # prompts/s: every rank holds one long before the timeout
+    h8 = sum(1.0 / i for i in range(1, 9))
+    gate = (8 * h8 - 1.0) / lam
+    fast = float(adp_balance_wait_s(8, lam, 0.02, 60))
+    assert math.isclose(fast, gate * (1 + lam * gate / 2) / (1 + lam * gate), rel_tol=0.01)
+    # more ranks wait longer; a longer timeout never shortens the wait
+    assert adp_balance_wait_s(16, 100.0, 0.02, 60) > adp_balance_wait_s(8, 100.0, 0.02, 60)  # cover time binds
+    assert adp_balance_wait_s(8, 5.0, 0.02, 120) >= adp_balance_wait_s(8, 5.0, 0.02, 60)
+
+
+def test_trtllm_attention_dp_ttft_carries_the_balance_wait():
+    """The TensorRT-LLM profile carries the recipes' 60-iteration balance timeout; with attention DP its TTFT
+    is longer than the same worker's without the gate, by the closed-form wait; TP workers are unaffected."""
+    from simfront.models import get_model
+    from simfront.hardware import get_hardware
+    from simfront.serving import Workload, adp_balance_wait_s, aggregated_raw, engine_profile, finish_aggregated
+
+    prof = engine_profile("trtllm")
+    assert prof["adp_balance_timeout_iters"] == 60 and engine_profile("sglang")["adp_balance_timeout_iters"] == 0
+    m = get_model("deepseek-r1")
+    hw = get_hardware("b200_sxm")
+    wl = Workload(isl=1024, osl=1024)
+    dpa = aggregated_raw(m, m.native, hw, 1, 1, 8, 8, 8, wl)
+    tp = aggregated_raw(m, m.native, hw, 8, 1, 1, 8, 8, wl)
+    off = dict(prof, adp_balance_timeout_iters=0.0)
+    gated, plain = finish_aggregated(dpa, prof), finish_aggregated(dpa, off)
+    assert float(gated.ttft_s) > float(plain.ttft_s) and float(gated.tpot_s) == float(plain.tpot_s)
+    rate = dpa.slots / (plain.ttft_s + (dpa.osl - 1) * plain.tpot_s)
+    assert np.isclose(float(gated.ttft_s - plain.ttft_s), float(adp_balance_wait_s(8, rate, plain.step_s, 60)), rtol=1e-6)
+    assert float(finish_aggregated(tp, prof).ttft_s) == float(finish_aggregated(tp, off).ttft_s)
