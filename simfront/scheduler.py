@@ -11,8 +11,8 @@ from dataclasses import dataclass, replace
 from functools import lru_cache
 from pathlib import Path
 
-import yaml
 
+from . import yamlio
 from .errors import SimfrontError
 
 SCHEDULER_FILE = Path(__file__).with_name("engines") / "scheduler.yaml"
@@ -56,7 +56,7 @@ def _check(s: SchedulerSettings) -> None:
 
 @lru_cache(maxsize=1)
 def _table() -> dict:
-    return yaml.safe_load(SCHEDULER_FILE.read_text())
+    return yamlio.loads(SCHEDULER_FILE.read_text())  # the C loader where PyYAML has it
 
 
 def _version_key(v: str) -> tuple:
