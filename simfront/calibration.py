@@ -1,10 +1,10 @@
 """Fit the serving profile to measurements, cross-validate it, and derive prediction intervals.
 
-The serving profile is nine physical parameters per engine (see :func:`simfront.serving.engine_profile`):
+The serving profile is ten physical parameters per engine (see :func:`simfront.serving.engine_profile`):
 the share of per-kernel fixed latency a step hides, a step-time scale, a per-step CPU overhead, a
 per-request CPU overhead per step, the steps between the last prefill step and the first streamed token,
-the share of an arrival group prefilled together, a TTFT scale, a per-request TTFT overhead and the pace
-of a busy disaggregated prefill worker. The share of requests in a benchmark's synchronised start-up wave is a property of the client, not the
+the share of an arrival group prefilled together, a TTFT scale, a per-request TTFT overhead, the pace
+of a busy disaggregated prefill worker and the per-request hand-off of the disaggregated path. The share of requests in a benchmark's synchronised start-up wave is a property of the client, not the
 engine: it comes with each measured row (:mod:`simfront.measured`). Kernel efficiencies are not refitted here. Fits are bounded scipy least squares on
 relative errors; each engine's profile is partially pooled toward the profile fitted on all
 engines (POOLING_WEIGHT), so an engine measured on few models does not absorb their quirks.
@@ -38,6 +38,9 @@ PARAMS = {  # name: (initial, low, high)
     # servers run near the op sum to ones measured at a quarter of it (InferenceMAX SGLang disagg, stated
     # input tok/s per prefill GPU)
     "prefill_scale": (1.0, 0.5, 8.0),
+    # disaggregated hand-off per request (router, KV handshake): 0-5 s spans the InferenceMAX Dynamo runs, whose
+    # low-load disaggregated TTFT exceeds the aggregated one by 0.1-2 s on B200
+    "disagg_overhead_s": (0.1, 0.0, 5.0),
 }
 NAMES = list(PARAMS)
 FIT_METRICS = ("ttft_ms", "tpot_ms", "output_tok_s_total")

@@ -103,6 +103,9 @@ NEUTRAL_PROFILE = {
     # a busy disaggregated prefill worker's time per batch of prompts, in units of the op sum (engine step
     # applied): what its prompts/s and the prefill queue see; the idle-worker TTFT keeps ttft_scale
     "prefill_scale": 1.0,
+    # per-request latency of the disaggregated path before its prefill starts and after its KV lands: the
+    # router's remote-prefill hand-off and the KV-cache transfer handshake (not in the op sum or the link time)
+    "disagg_overhead_s": 0.0,
 }
 
 
@@ -531,7 +534,8 @@ def _prefill_out(t, model: Model, precision: Precision, dp, pp, b, wl: Workload,
 
 def finish_prefill(t_raw, transfer, slots, prof: dict) -> PrefillResult:
     t = _apply(t_raw, prof)
-    ttft = (t + transfer) * prof["ttft_scale"] + prof["ttft_overhead_s"]  # an idle worker starts the prompt at once
+    # an idle worker starts the prompt at once, after the disaggregated hand-off
+    ttft = (t + transfer) * prof["ttft_scale"] + prof["ttft_overhead_s"] + prof.get("disagg_overhead_s", 0.0)
     busy = t * prof.get("prefill_scale", 1.0)  # a busy worker's time per batch of prompts
     return PrefillResult(ttft, busy, transfer, slots / busy, prof["ttft_scale"])
 
