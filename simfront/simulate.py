@@ -786,20 +786,25 @@ def _too_long(max_iterations):
     raise SimfrontError(f"simulation did not finish within {max_iterations} steps; simulate fewer prompts")
 
 
-def _loop_agg(st: _Fast, tab: "_Cells", eng: EngineArrays, max_iterations: int) -> int:
-    pf, mixed = eng.prefill_first, ~eng.prefill_first
-    qm = eng.q * mixed  # decode tokens take budget only in mixed steps
-    budget, maxrun, half_al, al, lag = eng.token_budget, eng.max_running, eng.al / 2.0, eng.al, eng.lag_steps
-    n, need, isl, ctx_lo = st.n, st.need, st.isl, tab.ctx_lo
+def _iterations(st: _Fast, max_iterations: int):
+    """(iteration number, deployments still running) of an engine loop, arrivals taken at each; stops when
+    every deployment's requests are done, fails past ``max_iterations``."""
     it = 0
-    while True:
-        act = st.e < n
-        if not act.any():
-            return it
+    while (act := st.e < st.n).any():
         it += 1
         if it > max_iterations:
             _too_long(max_iterations)
         st.arrive()
+        yield it, act
+
+
+def _loop_agg(st: _Fast, tab: "_Cells", eng: EngineArrays, max_iterations: int) -> int:
+    pf, mixed = eng.prefill_first, ~eng.prefill_first
+    qm = eng.q * mixed  # decode tokens take budget only in mixed steps
+    budget, maxrun, half_al, al, lag = eng.token_budget, eng.max_running, eng.al / 2.0, eng.al, eng.lag_steps
+    need, isl, ctx_lo = st.need, st.isl, tab.ctx_lo
+    it = 0
+    for it, act in _iterations(st, max_iterations):
         c, e, ptok, G = st.c, st.e, st.ptok, st.G
         adm = np.minimum(st.arr, e + maxrun)  # admitted (FCFS) while the engine has room
         n_dec = c - e
@@ -826,11 +831,12 @@ def _loop_agg(st: _Fast, tab: "_Cells", eng: EngineArrays, max_iterations: int) 
         st.itl_s.append(t_step)  # zero weight where no decode request stepped
         st.itl_w.append(dec_in * k)
         st.now = new_now
+    return it
 
 
 def _loop_disagg(st: _Fast, ptab: "_Cells", dtab: "_Cells", eng: EngineArrays, dis: dict, max_iterations: int) -> int:
     D, W, off = st.D, st.W, st.off
-    n, need, isl = st.n, st.need, st.isl
+    need, isl = st.need, st.isl
     budget, maxrun, half_al, al = eng.token_budget, eng.max_running, eng.al / 2.0, eng.al
     inv_scale = 1.0 / np.maximum(dis["decode_scale"], 1e-9)
     dslots, ready_after = dis["decode_slots"], dis["transfer_s"] * isl
@@ -841,15 +847,8 @@ def _loop_disagg(st: _Fast, ptab: "_Cells", dtab: "_Cells", eng: EngineArrays, d
     rb, rp, pre_c = np.zeros(D, int), np.zeros(D), np.zeros(D)
     dnow = np.zeros(D)
     it = 0
-    while True:
-        act = st.e < n
-        if not act.any():
-            return it
-        it += 1
-        if it > max_iterations:
-            _too_long(max_iterations)
-        # ---- prefill worker (clock st.now): prefill-only steps of the queued prompts ----
-        st.arrive()
+    for it, act in _iterations(st, max_iterations):
+        # ---- prefill worker (clock st.now): prefill-only steps of the queued prompts (arrivals taken) ----
         adm = np.minimum(st.arr, pre_c + maxrun)
         avail = adm * need - st.ptok
         p = np.minimum(avail, budget)
@@ -898,6 +897,7 @@ def _loop_disagg(st: _Fast, ptab: "_Cells", dtab: "_Cells", eng: EngineArrays, d
                            np.maximum(dnow, st.now))
         dnow = np.where(kd > 0, when, np.maximum(dnow, idle_to))
         st.finish(when)
+    return it
 
 
 def _take_plan(plan: RequestPlan, rows) -> RequestPlan:
