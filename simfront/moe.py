@@ -237,9 +237,19 @@ def _pl_rank_load(num_tokens, topk, num_experts, moe_ep, alpha):
     T = np.maximum(T, 1.0)
     a = float(alpha)
     pairs, touched, heaviest = _pl_sampler_load(T, k, E, ep, a)
-    T_switch = np.maximum(np.minimum(T, np.floor(E / k)), 1.0)
-    pairs_sw, touched_sw, heaviest_sw = _pl_sampler_load(T_switch, k, E, ep, a)
-    return np.maximum(pairs, pairs_sw), np.maximum(touched, touched_sw), np.maximum(heaviest, heaviest_sw)
+    # past the switch point T = floor(E / k) the load is at least the sampler's load there; below it the switch
+    # point is T itself (the same numbers), so the second pass runs only where T exceeds it
+    beyond = T > np.floor(E / k)
+    if not beyond.any():
+        return pairs, touched, heaviest
+    T_switch = np.maximum(np.floor(E[beyond] / k[beyond]), 1.0)
+    sw = _pl_sampler_load(T_switch, k[beyond], E[beyond], ep[beyond], a)
+    out = []
+    for full, part in zip((pairs, touched, heaviest), sw):
+        full = np.array(np.broadcast_to(full, T.shape), dtype=np.float64)  # a writable copy of this load
+        full[beyond] = np.maximum(full[beyond], part)
+        out.append(full)
+    return tuple(out)
 
 
 def moe_cost(num_tokens, hidden, inter, topk, num_experts, moe_tp, moe_ep, fmt, hw, alpha=None, gated=True, p=None, *,
