@@ -160,6 +160,28 @@ def _resolve_workload(isl, osl, prefix_hit, workload, routing, replicas, workloa
     return w["isl"], w["osl"], w["prefix_hit"], w["preset"]
 
 
+# most skewed power-law routing exponent accepted (the calibration kernels' skewed rows use 1.01-1.2; beyond a
+# few, one expert takes nearly every token)
+MAX_ROUTING_ALPHA = 5.0
+
+
+def _routing_alpha(skew) -> float | None:
+    """The power-law exponent of ``--routing-skew`` (None: balanced); the production-typical one by default."""
+    from .step import DEFAULT_ROUTING_ALPHA
+
+    if skew is None:
+        return DEFAULT_ROUTING_ALPHA
+    if isinstance(skew, str) and skew.strip().lower() == "balanced":
+        return None
+    try:
+        a = float(skew)
+    except (TypeError, ValueError):
+        raise SimfrontError(f"--routing-skew {skew!r}: give balanced or a power-law exponent in (0, {MAX_ROUTING_ALPHA:g}]") from None
+    if not (math.isfinite(a) and 0.0 < a <= MAX_ROUTING_ALPHA):
+        raise SimfrontError(f"--routing-skew {skew!r}: give balanced or a power-law exponent in (0, {MAX_ROUTING_ALPHA:g}]")
+    return a
+
+
 def predict(model: str, gpus: str | GpuSet, isl: int | None = None, osl: int | None = None, concurrency: int | None = None,
             rate: float | None = None, ttft_ms: float | None = None, tpot_ms: float | None = None, min_tok_s_user: float | None = None,
             precision: list[str] | str | None = None, kv_dtype: list[str] | str | None = None, spec: str | None = None,
@@ -167,14 +189,17 @@ def predict(model: str, gpus: str | GpuSet, isl: int | None = None, osl: int | N
             price: float | None = None, prefix_hit: float | None = None, engine: str | None = None, chunk_tokens: int | None = None,
             quality: str | dict | None = None, tails: bool = False, sla_percentile: float | None = None,
             prompts_per_client: float | None = None, workload: str | None = None, routing: str | None = None,
-            replicas: int | None = None, workload_set: dict | None = None) -> Frontier:
+            replicas: int | None = None, workload_set: dict | None = None, routing_skew: float | str | None = None) -> Frontier:
     """The predicted frontier of every configuration of ``model`` on ``gpus`` (a :class:`simfront.results.Frontier`:
     attributes, ``["field"]`` access, ``.to_frame()``, ``.points`` for every feasible configuration).
 
     ``isl``/``osl`` default to 1024 and ``prefix_hit`` to 0; ``workload="agentic-coding"`` sets all three from
     multi-turn sessions instead (:mod:`simfront.agentic`), with ``routing`` (kv-aware or round-robin over
-    ``replicas``) deciding the prefix-cache hit rate and ``workload_set`` overriding the session knobs."""
+    ``replicas``) deciding the prefix-cache hit rate and ``workload_set`` overriding the session knobs.
+    ``routing_skew``: how the MoE router spreads tokens over experts, a power-law exponent (a measured skew) or
+    ``"balanced"`` (uniform); default the production-typical exponent (``step.DEFAULT_ROUTING_ALPHA``)."""
     isl, osl, prefix_hit, preset = _resolve_workload(isl, osl, prefix_hit, workload, routing, replicas, workload_set)
+    alpha = _routing_alpha(routing_skew)
     inputs.check_predict(model, gpus, isl=isl, osl=osl, concurrency=concurrency, rate=rate, ttft_ms=ttft_ms, tpot_ms=tpot_ms, min_tok_s_user=min_tok_s_user, spec=spec, spec_k=spec_k, acceptance=acceptance, modes=modes, price=price, prefix_hit=prefix_hit, engine=engine, chunk_tokens=chunk_tokens)
     import time
 
@@ -208,7 +233,8 @@ def predict(model: str, gpus: str | GpuSet, isl: int | None = None, osl: int | N
     verdict = memory_verdict(m, mem_prec, g, isl, osl).to_json()
     out: dict[str, Any] = {
         "model": m.id, "gpus": g.label, "workload": {"isl": isl, "osl": osl, "concurrency": concurrency, "rate": rate, "prefix_hit": prefix_hit,
-                                                      "prompts_per_client": prompts_per_client, "preset": preset},
+                                                      "prompts_per_client": prompts_per_client, "preset": preset,
+                                                      "routing_alpha": alpha},
         "price_usd_per_gpu_hour": g.hardware.price_usd_per_hour if price is None else price,
         "fits": False, "memory": verdict, "n_configs_evaluated": 0, "n_feasible": 0, "frontier": [], "knee": None,
         "best_under_sla": None, "sla": {"ttft_ms": ttft_ms, "tpot_ms": tpot_ms, "min_tok_s_user": min_tok_s_user},
@@ -230,7 +256,7 @@ def predict(model: str, gpus: str | GpuSet, isl: int | None = None, osl: int | N
     # steady state by default; a benchmark of K prompts per client sends 1/K of its requests in its first wave
     wave = 0.0 if prompts_per_client is None else 1.0 / prompts_per_client
     wl = Workload(isl=isl, osl=osl, prefix_hit=prefix_hit, chunk_tokens=chunk_tokens or DEFAULT_CHUNK_TOKENS,
-                  startup_wave_share=wave)
+                  startup_wave_share=wave, routing_alpha=alpha)
     res = search(m, g, wl, space, price)
     out["n_configs_evaluated"] = res.n_evaluated
     out["n_feasible"] = res.n_feasible

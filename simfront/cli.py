@@ -221,6 +221,7 @@ def predict_cmd(
     routing: Optional[str] = typer.Option(None, "--routing", help="With --workload: kv-aware (a session's turns go to the replica holding its KV; default) or round-robin."),
     replicas: Optional[int] = typer.Option(None, "--replicas", help="With --workload: engine replicas the router spreads sessions over (default 8; round-robin finds a session's KV 1 time in this many)."),
     workload_set: Optional[str] = typer.Option(None, "--workload-set", help="With --workload: session knobs, e.g. turns=12,first_prompt=8192,output_tokens=512,tool_tokens=2048."),
+    routing_skew: Optional[str] = typer.Option(None, "--routing-skew", help="MoE routing: balanced, or a power-law exponent of tokens over experts (a measured skew; default 1.01, production-typical)."),
     engine: Optional[str] = EngineOpt,
     html: Optional[str] = typer.Option(None, "--html", help="Write a self-contained offline plotly page of the frontier."),
     csv_path: Optional[str] = typer.Option(None, "--csv", help="Write every frontier point as CSV."),
@@ -249,7 +250,8 @@ def predict_cmd(
                       min_tok_s_user=min_tok_s_user, precision=_values("--precision", precision), kv_dtype=_values("--kv-dtype", kv_dtype),
                       spec=spec, spec_k=spec_k, acceptance=acceptance, modes=modes, price=price, prefix_hit=prefix_hit, engine=engine,
                       quality=quality, tails=tails, sla_percentile=sla_percentile, prompts_per_client=prompts_per_client,
-                      workload=workload, routing=routing, replicas=replicas, workload_set=_settings("--workload-set", workload_set))
+                      workload=workload, routing=routing, replicas=replicas, workload_set=_settings("--workload-set", workload_set),
+                      routing_skew=routing_skew)
     isl, osl = res.workload.isl, res.workload.osl
     points = res.points
     if launch and res["fits"]:

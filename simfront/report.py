@@ -50,7 +50,11 @@ def print_predict(res, show_all: bool = False) -> None:
     pre = wl.get("preset")
     preset = (f"{pre['name']} ({pre['turns']} turns, {pre['routing']}"
               + (f" over {pre['replicas']} replicas" if pre["routing"] == "round-robin" else "") + "): ") if pre else ""
-    print(f"{res['model']} on {res['gpus']}  {preset}ISL {wl['isl']} / OSL {wl['osl']}" + (f", prefix hit {wl['prefix_hit']:.0%}" if wl["prefix_hit"] else "")
+    from .step import DEFAULT_ROUTING_ALPHA  # noqa: lazily: only the header names a non-default routing skew
+
+    skew = wl.get("routing_alpha", DEFAULT_ROUTING_ALPHA)
+    routing = "" if skew == DEFAULT_ROUTING_ALPHA else (", MoE routing balanced" if skew is None else f", MoE routing skew {skew:g}")
+    print(f"{res['model']} on {res['gpus']}  {preset}ISL {wl['isl']} / OSL {wl['osl']}" + (f", prefix hit {wl['prefix_hit']:.0%}" if wl["prefix_hit"] else "") + routing
           + f"  (${res['price_usd_per_gpu_hour']:.2f}/GPU-h)")
     if not res["fits"]:
         print_memory(res["memory"])

@@ -132,6 +132,7 @@ class Workload(Result):
     prefix_hit: float = 0.0
     prompts_per_client: float | None = None  # a benchmark run of this many prompts per client; None: steady state
     preset: dict | None = None  # the workload preset that set isl/osl/prefix_hit (--workload agentic-coding), with its knobs
+    routing_alpha: float | None = None  # MoE routing skew: power-law exponent of tokens over experts; None = balanced
 
 
 class Sla(Result):

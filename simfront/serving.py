@@ -33,7 +33,7 @@ from .hardware import Hardware
 from .memory import kv_bytes_per_token
 from .models import Model, Precision
 from .scheduler import engine_key, scheduler_settings
-from .step import StepBatch, forward_step
+from .step import DEFAULT_ROUTING_ALPHA, StepBatch, forward_step
 
 # Default engine token budget per step (max_num_batched_tokens / max_num_tokens; 8192 is the
 # vLLM V1 and TensorRT-LLM default for serving; ecosystem.md §8).
@@ -49,6 +49,9 @@ class Workload:
     # share of requests sent in a synchronised start-up wave: a benchmark of N prompts at concurrency C
     # sends its first C at once (share C / N); a service in steady state has none (0)
     startup_wave_share: float = 0.0
+    # how tokens spread over experts: the power-law exponent of the busiest experts' share (step.py's
+    # DEFAULT_ROUTING_ALPHA, production-typical), or None for balanced uniform routing (a router trained to balance)
+    routing_alpha: float | None = DEFAULT_ROUTING_ALPHA
 
 
 @dataclass(frozen=True)
@@ -297,9 +300,9 @@ def _aggregated(model, precision, hw, tp, pp, dp, ep, b, wl: Workload, q, al, sp
     arrays over the batch columns) and ``split`` turning a :class:`StepCost` into its (roofline, fixed) pair."""
     dec, mix, raw = _agg_steps(dp, pp, b, wl, q, al)
     if decode_step is None:  # callers that costed the same decode step already (decode_raw) pass it in
-        decode_step = split(forward_step(model, precision, hw, tp, pp, dp, ep, dec))
+        decode_step = split(forward_step(model, precision, hw, tp, pp, dp, ep, dec, routing_alpha=wl.routing_alpha))
     raw.decode_step_s = decode_step
-    raw.mixed_step_s = split(forward_step(model, precision, hw, tp, pp, dp, ep, mix))
+    raw.mixed_step_s = split(forward_step(model, precision, hw, tp, pp, dp, ep, mix, routing_alpha=wl.routing_alpha))
     return raw
 
 
@@ -373,7 +376,7 @@ def worker_raw(model: Model, precision: Precision, hw: Hardware, tp, pp, dp, ep,
                      sampled=_cat([col(_default_sampled(x) if x.sampled is None else x.sampled, k) for x, k in zip(blocks, likes)]))
     blocked = SpecColumns(cols.specs, cols.nb, _cat(likes), step.q_tokens, None, _cat([d[0] for d in drafts]),
                           _cat([d[1] for d in drafts]), _cat([d[2] for d in drafts]) != 0)
-    split = blocked.split(forward_step(model, precision, hw, tp, pp, dp, ep, step, memo=memo), model)
+    split = blocked.split(forward_step(model, precision, hw, tp, pp, dp, ep, step, routing_alpha=wl.routing_alpha, memo=memo), model)
     ends = np.cumsum([0] + widths)
     parts = [split[..., ends[i]:ends[i + 1]] for i in range(len(blocks))]
     slots = b * _f(dp) * _f(pp)
@@ -515,7 +518,8 @@ def prefill_raw(model: Model, precision: Precision, hw: Hardware, tp, pp, dp, ep
                 memo: dict | None = None) -> tuple:
     """(step seconds for ``batch`` prompts per DP rank, KV transfer seconds, prompts per step per worker)."""
     b = _f(batch)
-    t = _split(forward_step(model, precision, hw, tp, pp, dp, ep, _prefill_step(b, wl), memo=memo), model, NO_SPEC)
+    t = _split(forward_step(model, precision, hw, tp, pp, dp, ep, _prefill_step(b, wl), routing_alpha=wl.routing_alpha, memo=memo),
+               model, NO_SPEC)
     return _prefill_out(t, model, precision, dp, pp, b, wl, link_bytes_per_s)
 
 
@@ -552,7 +556,7 @@ def decode_raw(model: Model, precision: Precision, hw: Hardware, tp, pp, dp, ep,
     """(raw step seconds, tokens per step, requests in flight per worker, requests per rank)."""
     b = _f(batch)
     sb = StepBatch(decode_reqs=b, decode_ctx=busiest_rank_context(wl.isl + wl.osl / 2.0, dp, b, wl.isl, wl.osl), q_tokens=spec.k + 1)
-    st = forward_step(model, precision, hw, tp, pp, dp, ep, sb)
+    st = forward_step(model, precision, hw, tp, pp, dp, ep, sb, routing_alpha=wl.routing_alpha)
     return _split(st, model, spec), spec.accepted_per_step, b * _f(dp) * _f(pp), b
 
 
