@@ -1,7 +1,7 @@
 """Regenerate tests/data/ingest/captured/: result files written by the real benchmark clients.
 
 Each client is run against tests/stub_server.py (an OpenAI-compatible streaming stub with deterministic
-token timing) with a small word-level tokenizer built here (no Hugging Face hub access needed). The
+token timing) with a small byte-level BPE tokenizer trained here (no Hugging Face hub access needed). The
 commands are simfront's own `benchmark_command` lines (base URL and tokenizer added) where simfront prints
 one (vLLM `bench serve`, SGLang `bench_serving`, AIPerf), so the metadata they record round-trips; GuideLLM
 and genai-bench have no simfront command and get a sidecar (`<result>.simfront.yaml`, `sidecar_yaml`).
@@ -41,38 +41,64 @@ sys.path.insert(0, str(ROOT))
 
 from simfront.launch import Deployment, benchmark_command, launch_commands, sidecar_yaml  # noqa: E402
 
-VOCAB_WORDS = 5000  # word-level tokenizer: w0..w4999, one token each (the stub's outputs use w0..w999)
 TOKENIZER_DIR = "stub-tokenizer"  # relative to the run directory, so no machine path lands in a result file
 SHAREGPT = "sharegpt-stub.json"  # SGLang's `random` dataset samples ShareGPT text; a local file in its format
+BPE_VOCAB = 4096  # upper bound on the trained vocabulary: 256 bytes + merges (the stub's words need ~1400)
+WORD_REPEATS = 8  # times each stub output word appears in the training text (so its merges outrank English)
+
+
+def _load_stub():
+    """tests/stub_server.py as a module: its output words are what the tokenizer must keep whole."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("stub_server", ROOT / "tests" / "stub_server.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+STUB = _load_stub()
+OUTPUT_WORDS = [STUB.output_word(i) for i in range(STUB.OUTPUT_VOCAB)]  # " waa" .. " wzz"
 
 
 def build_sharegpt(path: Path, n: int = 200, words: int = 120) -> None:
-    """Conversations of vocabulary words in ShareGPT's layout (two turns each), deterministic."""
+    """Conversations of the stub's output words in ShareGPT's layout (two turns each), deterministic: each
+    word is one token, so a prompt cut at a token boundary re-tokenizes to the same length."""
+    k = len(OUTPUT_WORDS)
     convs = [{"id": str(i), "conversations": [
-        {"from": "human", "value": " ".join(f"w{(i * 7919 + j * 31) % VOCAB_WORDS}" for j in range(words))},
-        {"from": "gpt", "value": " ".join(f"w{(i * 104729 + j * 17) % VOCAB_WORDS}" for j in range(words))}]}
+        {"from": "human", "value": "".join(OUTPUT_WORDS[(i * 7919 + j * 31) % k] for j in range(words)).lstrip()},
+        {"from": "gpt", "value": "".join(OUTPUT_WORDS[(i * 104729 + j * 17) % k] for j in range(words)).lstrip()}]}
         for i in range(n)]
     path.write_text(json.dumps(convs))
 
 
 def build_tokenizer(directory: Path) -> None:
-    """A word-level tokenizer (tokenizers library) loadable by transformers' AutoTokenizer."""
-    from tokenizers import Tokenizer, decoders, models, pre_tokenizers
+    """A byte-level BPE tokenizer (GPT-2's byte alphabet, so any text encodes and decodes back) trained on this
+    script's own text and the stub's output words, saved as a directory transformers' AutoTokenizer loads.
+    Each output word is one token (checked), with or without its leading space."""
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
 
-    vocab = {"<unk>": 0, "<s>": 1, "</s>": 2}
-    vocab.update({f"w{i}": i + 3 for i in range(VOCAB_WORDS)})
-    tok = Tokenizer(models.WordLevel(vocab=vocab, unk_token="<unk>"))
-    tok.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
-    tok.decoder = decoders.WordPiece(prefix="##", cleanup=False)  # joins words with spaces
+    tok = Tokenizer(models.BPE())
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tok.decoder = decoders.ByteLevel()
+    specials = ["<unk>", "<s>", "</s>"]
+    trainer = trainers.BpeTrainer(vocab_size=BPE_VOCAB, min_frequency=2, special_tokens=specials,
+                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet(), show_progress=False)
+    words = "".join(OUTPUT_WORDS)
+    corpus = [Path(__file__).read_text()] + [words, words.lstrip() + "\n", *(w.lstrip() for w in OUTPUT_WORDS)] * WORD_REPEATS
+    tok.train_from_iterator(corpus, trainer=trainer)
+    whole = [w for w in OUTPUT_WORDS for form in (w, w.lstrip()) if len(tok.encode(form).ids) != 1]
+    if whole:
+        raise RuntimeError(f"stub words not one token each: {whole[:5]} (raise BPE_VOCAB or WORD_REPEATS)")
     directory.mkdir(parents=True, exist_ok=True)
     tok.save(str(directory / "tokenizer.json"))
     (directory / "tokenizer_config.json").write_text(json.dumps({
         "tokenizer_class": "PreTrainedTokenizerFast", "unk_token": "<unk>", "bos_token": "<s>", "eos_token": "</s>",
-        "model_max_length": 8192, "clean_up_tokenization_spaces": False,
+        "model_max_length": 8192, "clean_up_tokenization_spaces": False, "add_prefix_space": False,
         "chat_template": "{% for m in messages %}{{ m['content'] }} {% endfor %}"}, indent=1))
     (directory / "special_tokens_map.json").write_text(json.dumps(
         {"unk_token": "<unk>", "bos_token": "<s>", "eos_token": "</s>"}))
-    (directory / "config.json").write_text(json.dumps({"model_type": "llama", "vocab_size": len(vocab),
+    (directory / "config.json").write_text(json.dumps({"model_type": "llama", "vocab_size": tok.get_vocab_size(),
                                                        "max_position_embeddings": 8192}))
 
 
@@ -234,6 +260,7 @@ def guidellm(exe: str, work: Path, out: Path, stub_python: str) -> dict:
                "--constraint", f"kind=max_requests,count={10 * dep.concurrency}",
                "--tokenizer", f"kind=huggingface_auto,model={TOKENIZER_DIR}",
                "--data", f"kind=synthetic_text,prompt_tokens={dep.isl},output_tokens={dep.osl}",
+               "--metrics", "kind=generative,sample_size=4",  # full data (prompt, output) of 4 requests: small files
                "--output", f"kind=json,path={name}/benchmarks.json", "--output", f"kind=yaml,path={name}/benchmarks.yaml",
                "--disable-console-interactive"]
         run(cmd, work)
@@ -271,14 +298,18 @@ README_HEAD = """# Result files written by the real benchmark clients
 
 Regenerated by `scripts/make_client_fixtures.py` (read it for the setup). Each client ran against
 `tests/stub_server.py`, an OpenAI-compatible streaming stub with deterministic token timing (TTFT 20 ms +
-0.05 ms per prompt token, 4 ms between tokens, requests independent), with a word-level tokenizer built by the
-script (`stub-tokenizer`). Absolute paths the clients record are replaced: their temporary run directory by
-`$RUN`, the directory of their executable by nothing. The timings are the stub's: these files test simfront's readers and the metadata
-round trip (`tests/test_ingest_captured.py`), never the cost model. `$STUB` is the stub's URL.
+0.05 ms per prompt token, 4 ms between tokens, requests independent), with a byte-level BPE tokenizer trained
+by the script (`stub-tokenizer`: GPT-2's byte alphabet, merges learnt from the script's own text and the stub's
+output words, each of which is one token). Absolute paths the clients record are replaced: their temporary run
+directory by `$RUN`, the directory of their executable by nothing. The timings are the stub's: these files test
+simfront's readers and the metadata round trip (`tests/test_ingest_captured.py`), never the cost model. `$STUB`
+is the stub's URL.
 
-GuideLLM's synthetic prompts are cut from an English corpus the word-level stub tokenizer does not know: they
-decode to empty strings, so its files record `prompt_token_count` 0 (the reader reports that as no length
-measured, the sidecar gives ISL 64). A subword tokenizer (BPE with a byte alphabet) would fix that.
+Any text encodes and decodes back with this tokenizer, so every client's prompts are real text of the asked
+length: GuideLLM's synthetic prompts (cut from English text) record 64 prompt tokens per request, as counted by
+the stub. Prompt lengths the clients re-count may differ from the nominal 64 by a token on some requests (vLLM's
+random prompts are random token ids decoded and re-encoded; genai-bench records the stub's count). GuideLLM keeps
+the full data (prompt, output) of 4 requests (`--metrics kind=generative,sample_size=4`) to keep its files small.
 
 | file | client | version | layout recorded by | command |
 |---|---|---|---|---|

@@ -9,7 +9,8 @@ response), POST /generate (SGLang's native API: cumulative text and meta_info), 
 Every request gets exactly max_tokens output tokens (the clients ask for ignore_eos), the first after
 TTFT = --ttft-base-ms + prompt tokens x --prefill-ms-per-token, the next every --itl-ms. Requests do not
 slow each other down: this server measures the clients' bookkeeping, not an engine. Output words are
-vocabulary words of the tokenizer built by scripts/make_client_fixtures.py ("w<id>"), one token each.
+`output_word(i)` (" w" and two letters), one token each in the byte-level BPE tokenizer that
+scripts/make_client_fixtures.py trains on them.
 
     python tests/stub_server.py --port 8000 --tokenizer DIR [--server-info server_info.json]
 
@@ -28,7 +29,14 @@ from pathlib import Path
 
 from aiohttp import web
 
-OUTPUT_VOCAB = 1000  # output words cycle over w0..w999, all in the fixture tokenizer's vocabulary
+OUTPUT_VOCAB = 26 * 26  # output words cycle over " waa" .. " wzz", each one token of the fixture tokenizer
+
+
+def output_word(i: int) -> str:
+    """The i-th output token's text: a space and a letters-only word (the byte-level pre-tokenizer keeps
+    letters together, so the trained BPE has each as one token)."""
+    i %= OUTPUT_VOCAB
+    return " w" + chr(ord("a") + i // 26) + chr(ord("a") + i % 26)
 
 
 class Stub:
@@ -68,7 +76,7 @@ class Stub:
 
     @staticmethod
     def word(i: int) -> str:
-        return f"w{i % OUTPUT_VOCAB} "
+        return output_word(i)
 
     async def tokens(self, n_prompt: int, n_out: int):
         """Yield output token indices at the stub's deterministic times."""
