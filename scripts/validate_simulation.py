@@ -33,10 +33,9 @@ from simfront.deployment import Layouts  # noqa: E402
 from simfront.errors import SimfrontError  # noqa: E402
 from simfront.ingest import load_measurements  # noqa: E402
 from simfront.layout import layout_errors  # noqa: E402
-from simfront.measured import _get, _int, _layout, predict_points, resolve  # noqa: E402
+from simfront.measured import _get, _int, _layout, disagg_rows, predict_points, resolve  # noqa: E402
 from simfront.memory import plan_memory  # noqa: E402
 from simfront.scheduler import scheduler_settings  # noqa: E402
-from simfront.search import kv_link_bytes_per_s  # noqa: E402
 from simfront.serving import engine_profile  # noqa: E402
 from simfront.simulate import simulate_agg, simulate_disagg  # noqa: E402
 
@@ -122,21 +121,11 @@ def _agg(pts, idx, r, sched, prof, conc, plan_fn):
 
 
 def _disagg(pts, idx, r, sched, prof, conc, plan_fn):
-    dense = not r.model.arch.is_moe
-    ptp, ppp, pdp, pep = _layout(pts, idx, "prefill_", dense=dense)
-    dtp, dpp, ddp, dep = _layout(pts, idx, "decode_", dense=dense)
-    pw = np.array([_int(pts[i], "prefill_workers") for i in idx])
-    dw = np.array([_int(pts[i], "decode_workers") for i in idx])
-    db = np.array([float(_get(pts[i], "decode_batch", 0) or 0) for i in idx])
-    arch = r.model.arch
-    bad = layout_errors(arch, ptp, ppp, pdp, pep) | layout_errors(arch, dtp, dpp, ddp, dep)
-    dlay, play = Layouts.of(dtp, dpp, ddp, dep), Layouts.of(ptp, ppp, pdp, pep)
-    dmem = plan_memory(r.model, r.precision, r.hw, dtp, dpp, ddp, dep, 1, r.isl + r.osl)
-    total = pw * play.gpus + dw * dlay.gpus
-    link = kv_link_bytes_per_s(r.hw, total, play.gpus)
-    m = simulate_disagg(r.model, r.precision, r.hw, play, pw, dlay, dw, conc, plan_fn, sched=sched, profile=prof, spec=r.spec,
-                        link_bytes_per_s=link, decode_max_batch=np.where(db > 0, db, sched.max_running), isl=r.isl, osl=r.osl)
-    return ~bad & dmem.fits, m
+    d = disagg_rows(pts, idx, r)
+    m = simulate_disagg(r.model, r.precision, r.hw, d.prefill, d.prefill_workers, d.decode, d.decode_workers, conc, plan_fn,
+                        sched=sched, profile=prof, spec=r.spec, link_bytes_per_s=d.link_bytes_per_s,
+                        decode_max_batch=np.where(d.decode_batch > 0, d.decode_batch, sched.max_running), isl=r.isl, osl=r.osl)
+    return ~d.bad & d.decode_memory.fits, m
 
 
 def _stats(meas, pred) -> dict:

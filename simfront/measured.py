@@ -315,27 +315,54 @@ def _group_offline(pts, idx, r: Resolved) -> PointGroup:
     return PointGroup(idx, r.engine, ok, ["layout invalid or does not fit in memory"] * len(idx), metrics, "offline")
 
 
-def _group_disagg(pts, idx, r: Resolved) -> PointGroup:
+@dataclass
+class DisaggRows:
+    """The disaggregated deployments of measured rows ``idx``: each role's layout, workers and batch cap,
+    the decode workers' memory, the GPUs in all, the KV link, and the rows whose layouts are invalid."""
+
+    prefill: Layouts
+    decode: Layouts
+    prefill_workers: np.ndarray
+    decode_workers: np.ndarray
+    prefill_batch: np.ndarray  # prompts per prefill worker the row gives (1 when absent)
+    decode_batch: np.ndarray  # the decode engines' batch cap (0 when absent)
+    decode_memory: Any
+    total_gpus: np.ndarray
+    link_bytes_per_s: np.ndarray
+    bad: np.ndarray
+
+
+def disagg_rows(pts, idx, r: Resolved) -> DisaggRows:
+    """:class:`DisaggRows` of the disaggregated measured points ``idx`` (one resolved model, GPU and precision)."""
     dense = not r.model.arch.is_moe
     ptp, ppp, pdp, pep = _layout(pts, idx, "prefill_", dense=dense)
     dtp, dpp, ddp, dep = _layout(pts, idx, "decode_", dense=dense)
     pw = np.array([_int(pts[i], "prefill_workers") for i in idx])
     dw = np.array([_int(pts[i], "decode_workers") for i in idx])
-    pb = np.array([float(_get(pts[i], "prefill_batch", 1) or 1) for i in idx])
-    db = np.array([float(_get(pts[i], "decode_batch", 0) or 0) for i in idx])
-    conc = np.array([float(_get(pts[i], "concurrency", 0) or 0) for i in idx])
     arch = r.model.arch
-    bad = layout_errors(arch, ptp, ppp, pdp, pep) | layout_errors(arch, dtp, dpp, ddp, dep) | (conc <= 0)
+    play, dlay = Layouts.of(ptp, ppp, pdp, pep), Layouts.of(dtp, dpp, ddp, dep)
+    total = pw * play.gpus + dw * dlay.gpus
+    return DisaggRows(play, dlay, pw, dw,
+                      np.array([float(_get(pts[i], "prefill_batch", 1) or 1) for i in idx]),
+                      np.array([float(_get(pts[i], "decode_batch", 0) or 0) for i in idx]),
+                      plan_memory(r.model, r.precision, r.hw, dtp, dpp, ddp, dep, 1, r.isl + r.osl), total,
+                      kv_link_bytes_per_s(r.hw, total, play.gpus),
+                      layout_errors(arch, ptp, ppp, pdp, pep) | layout_errors(arch, dtp, dpp, ddp, dep))
+
+
+def _group_disagg(pts, idx, r: Resolved) -> PointGroup:
+    d = disagg_rows(pts, idx, r)
+    play, dlay, pw, dw, dmem = d.prefill, d.decode, d.prefill_workers, d.decode_workers, d.decode_memory
+    conc = np.array([float(_get(pts[i], "concurrency", 0) or 0) for i in idx])
+    bad = d.bad | (conc <= 0)
     conc = np.maximum(conc, 1.0)
-    dlay, play = Layouts.of(dtp, dpp, ddp, dep), Layouts.of(ptp, ppp, pdp, pep)
-    dmem = plan_memory(r.model, r.precision, r.hw, dtp, dpp, ddp, dep, 1, r.isl + r.osl)
-    b = running_batch(conc, dw * dlay.ranks, np.where(db > 0, db, np.inf), np.maximum(np.floor(dmem.max_concurrency / ddp / dpp), 1))
+    b = running_batch(conc, dw * dlay.ranks, np.where(d.decode_batch > 0, d.decode_batch, np.inf),
+                      np.maximum(np.floor(dmem.max_concurrency / dlay.dp / dlay.pp), 1))
     slots = b * dlay.ranks * dw  # decode slots the clients occupy
     wl = Workload(isl=r.isl, osl=r.osl)
-    d_raw = decode_raw(r.model, r.precision, r.hw, dtp, dpp, ddp, dep, b, wl, r.spec)
-    total_gpus = pw * play.gpus + dw * dlay.gpus
-    link = kv_link_bytes_per_s(r.hw, total_gpus, play.gpus)
-    p_raw = prefill_raw(r.model, r.precision, r.hw, ptp, ppp, pdp, pep, np.maximum(pb / pdp, 1), wl, link)
+    d_raw = decode_raw(r.model, r.precision, r.hw, dlay.tp, dlay.pp, dlay.dp, dlay.ep, b, wl, r.spec)
+    total_gpus, link = d.total_gpus, d.link_bytes_per_s
+    p_raw = prefill_raw(r.model, r.precision, r.hw, play.tp, play.pp, play.dp, play.ep, np.maximum(d.prefill_batch / play.dp, 1), wl, link)
 
     def metrics(prof):
         m = evaluate_disagg(finish_prefill(*p_raw, prof), pw, finish_decode(*d_raw, r.osl, prof), slots, conc, r.osl, total_gpus,
