@@ -281,19 +281,25 @@ def _attention_roofline_us(op: str, cols: dict, hw) -> np.ndarray:
 
 # ----------------------------------------------------------------------------- driver
 
-def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+def kernel_args(description: str, writes: str, report: Path, argv=None) -> tuple[argparse.Namespace, dict]:
+    """The options the kernel-fitting scripts share (data folder, --quick, --ops, --no-write, --report) and the
+    ops they select."""
+    ap = argparse.ArgumentParser(description=description)
     ap.add_argument("--data", type=Path, default=DEFAULT_DATA, help="folder of <gpu>__<op>.csv kernel timings")
     ap.add_argument("--quick", action="store_true", help=f"fit on at most {QUICK_ROWS} rows per op and GPU")
     ap.add_argument("--ops", default="", help="comma-separated ops (default: all registered)")
-    ap.add_argument("--no-write", action="store_true", help="do not write hardware/efficiency/*.yaml or the report")
-    ap.add_argument("--report", type=Path, default=REPORT)
+    ap.add_argument("--no-write", action="store_true", help=f"do not write {writes} or the report")
+    ap.add_argument("--report", type=Path, default=report)
     args = ap.parse_args(argv)
-    t_start = time.time()
-
     ops = all_ops()
     if args.ops:
         ops = {k: v for k, v in ops.items() if k in args.ops.split(",")}
+    return args, ops
+
+
+def main(argv=None) -> int:
+    args, ops = kernel_args(__doc__.split("\n")[0], "hardware/efficiency/*.yaml", REPORT, argv)
+    t_start = time.time()
     data = load_data(args.data, ops)
     if not data:
         print(f"no calibration CSVs for {', '.join(ops)} in {args.data}", file=sys.stderr)

@@ -21,7 +21,6 @@ quantiles:
 
 from __future__ import annotations
 
-import argparse
 import datetime as dt
 import importlib.util
 import sys
@@ -39,7 +38,6 @@ ck = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(ck)
 
 from simfront.hardware import get_hardware  # noqa: E402
-from simfront.kernel_ops import all_ops  # noqa: E402
 
 REPORT = ROOT / "docs" / "leave_one_family_out.md"
 TRANSFER = ROOT / "hardware" / "efficiency" / "transfer.yaml"
@@ -89,17 +87,8 @@ def fit_margin_op(d: dict) -> float:
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--data", type=Path, default=ck.DEFAULT_DATA)
-    ap.add_argument("--quick", action="store_true", help=f"fit on at most {ck.QUICK_ROWS} rows per op and GPU")
-    ap.add_argument("--ops", default="", help="comma-separated ops (default: all registered)")
-    ap.add_argument("--no-write", action="store_true", help="do not write hardware/efficiency/transfer.yaml or the report")
-    ap.add_argument("--report", type=Path, default=REPORT)
-    args = ap.parse_args(argv)
+    args, ops = ck.kernel_args(__doc__.split("\n")[0], "hardware/efficiency/transfer.yaml", REPORT, argv)
     t0 = time.time()
-    ops = all_ops()
-    if args.ops:
-        ops = {k: v for k, v in ops.items() if k in args.ops.split(",")}
     data = ck.load_data(args.data, ops)
     if not data:
         print(f"error: no calibration CSVs for {', '.join(ops)} in {args.data}", file=sys.stderr)
