@@ -91,8 +91,10 @@ def _precision_for(model: Model, p, hw=None) -> Any:
     elif w:
         fmt = on_gpu(str(w))
         # the checkpoint's own format names the checkpoint as shipped (its BF16 attention or shared
-        # experts included), not a requantisation of every layer
-        base = model.native if fmt == model.native.label else apply_precision(model, fmt)
+        # experts included), not a requantisation of every layer; the generic "fp8" of a row names a
+        # checkpoint shipped in block-scaled FP8 (DeepSeek-V3/R1) as that checkpoint, not per-tensor FP8
+        same = fmt == model.native.label or (fmt == "fp8" and model.native.label == "fp8_block")
+        base = model.native if same else apply_precision(model, fmt)
     else:
         base = model.precision
     if kv:
