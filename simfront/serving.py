@@ -311,11 +311,15 @@ def _agg_steps(dp, pp, b, wl: Workload, q, al) -> tuple[StepBatch, StepBatch, Ag
     isl_new = wl.isl * (1.0 - wl.prefix_hit)  # prompt tokens that need computing
     prefix = wl.isl * wl.prefix_hit
     decode_steps = np.maximum(np.ceil((wl.osl - 1) / al), 1.0)  # verify steps after the first token
-    ctx = busiest_rank_context(wl.isl + wl.osl / 2.0, dp, b, wl.isl, wl.osl)  # the busiest rank's mean context
     chunk = float(wl.chunk_tokens)
     pre_steps = np.maximum(np.ceil(isl_new / chunk), 1.0)  # steps one prompt's prefill spans
     n_life = decode_steps + pre_steps  # steps in one request's life
-    p = b * isl_new / n_life  # prompt tokens per step, on average, that keep the batch full
+    # running requests per rank: the batch, unless its prompts need more tokens per step than the budget
+    # holds; then the budget sets how many requests turn over (prefill every step) and the rest wait
+    b_dec = b
+    b = np.minimum(b, np.maximum(chunk * n_life / max(isl_new, 1.0), 1.0))
+    ctx = busiest_rank_context(wl.isl + wl.osl / 2.0, dp, b, wl.isl, wl.osl)  # the busiest rank's mean context, running batch
+    p = b * isl_new / n_life  # prompt tokens per step, on average, that keep the batch full (at most the budget)
     group = arrival_group(b, isl_new, chunk)
     mixed_tokens = np.minimum(chunk, np.maximum(np.minimum(group * isl_new, chunk), p)) + 0 * b  # prompt tokens in a mixed step
     rank_share = np.minimum(p / np.maximum(mixed_tokens, 1.0), 1.0)  # share of one rank's steps that carry prompt tokens
@@ -324,7 +328,9 @@ def _agg_steps(dp, pp, b, wl: Workload, q, al) -> tuple[StepBatch, StepBatch, Ag
     ranks = _f(dp) + 0 * b
     mixed_share = 1.0 - (1.0 - rank_share) ** ranks
     prefill_ranks = np.where(mixed_share > 0, ranks * rank_share / np.maximum(mixed_share, 1e-300), 1.0)
-    dec = StepBatch(decode_reqs=b, decode_ctx=ctx, q_tokens=q)
+    # the decode-only step at the batch (shared with the disaggregated decode worker of the same batch: where the
+    # budget caps the running batch every step is mixed, so this step then only enters the TTFT terms)
+    dec = StepBatch(decode_reqs=b_dec, decode_ctx=busiest_rank_context(wl.isl + wl.osl / 2.0, dp, b_dec, wl.isl, wl.osl), q_tokens=q)
     mix = StepBatch(decode_reqs=b, decode_ctx=ctx, q_tokens=q, prefill_tokens=mixed_tokens,
                     prefill_seqs=np.maximum(mixed_tokens / max(isl_new, 1.0), 1.0), prefill_prefix=prefix,
                     prefill_ranks=prefill_ranks)

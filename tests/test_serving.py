@@ -109,3 +109,23 @@ def test_trtllm_attention_dp_ttft_carries_the_balance_wait():
     rate = dpa.slots / (plain.ttft_s + (dpa.osl - 1) * plain.tpot_s)
     assert np.isclose(float(gated.ttft_s - plain.ttft_s), float(adp_balance_wait_s(8, rate, plain.step_s, 60)), rtol=1e-6)
     assert float(finish_aggregated(tp, prof).ttft_s) == float(finish_aggregated(tp, off).ttft_s)
+
+
+def test_token_budget_caps_the_running_batch():
+    """An aggregated worker whose prompts need more tokens per step than the engine's budget cannot keep its
+    batch full: the running batch is what the budget turns over (prompt tokens per step <= budget), every
+    step carries prompts, and the worker's throughput is capped accordingly."""
+    m = get_model("deepseek-r1")
+    hw = get_hardware("h200")
+    wl = Workload(8192, 1024, chunk_tokens=2048)
+    raw = aggregated_raw(m, m.native, hw, 8, 1, 1, 8, [4, 64, 512], wl)
+    steps_per_life = np.ceil(1023 / raw.al) + np.ceil(8192 / 2048)
+    prompt_tokens_per_step = raw.batch * 8192 / steps_per_life
+    assert np.all(prompt_tokens_per_step <= 2048 * (1 + 1e-9))
+    assert raw.batch[0] == 4 and raw.batch[2] < 512  # a small batch runs as asked; a large one is capped
+    assert raw.mixed_share[2] == pytest.approx(1.0)
+    big = aggregated_raw(m, m.native, hw, 8, 1, 1, 8, [512], Workload(8192, 1024, chunk_tokens=65536))
+    assert big.batch[0] == 512  # a budget that holds the prompts leaves the batch alone
+    res = evaluate_agg(raw, engine_profile(None), 1, 8, 8 * 512)
+    # requests/s can never beat the budget: prompt tokens per second <= budget per mixed step
+    assert res.requests_s[2] * 8192 <= 2048 / (res.tpot_s[2] * raw.al) * (1 + 1e-6)
