@@ -169,6 +169,10 @@ class RequestPlan:
     first_wave: bool = True
     open_loop: bool = False
     extra: dict = field(default_factory=dict)
+    # (deployments,) requests, in sending order, inside the statistics window; those after it only keep
+    # the load up (a closed loop's clients keep sending while the counted requests run), and a loop may
+    # stop once this many have finished. None: every request after the warm-up counts.
+    count_until: np.ndarray | None = None
 
 
 def plan_closed(c: ClosedLoop, users, n_deployments: int, seed: int = 0, prompts=None) -> RequestPlan:

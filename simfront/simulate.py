@@ -501,7 +501,8 @@ def run_engine(table: StepTable, plan: RequestPlan, eng: EngineArrays, decode_ta
                            np.maximum(dnow, now))
         dnow = np.where(kd > 0, when, np.maximum(dnow, idle_to))
         _finish(done, when, ph, rq, t_end, t_send, kv, need, done_p, left, isl, cached, plan, issued, fin, n_req, t_req)
-    counted = np.isfinite(t_end) & (np.arange(R)[None, :] >= plan.warmup[:, None]) & (np.arange(R)[None, :] < n_req[:, None])
+    pos = np.broadcast_to(np.arange(R)[None, :], (D, R))
+    counted = np.isfinite(t_end) & (pos >= plan.warmup[:, None]) & (pos < n_req[:, None]) & _in_window(pos, plan)
     return SimTrace(t_req, t_first, t_end, isl, osl, counted, np.array(itl_s).T if itl_s else np.zeros((D, 0)),
                     np.array(itl_w).T if itl_w else np.zeros((D, 0)), eng.ttft_overhead_s, it, preempt, computed)
 
@@ -630,6 +631,8 @@ class _Fast:
         self.D, self.R, self.W = D, R, R + 2
         self.off = np.arange(D) * self.W
         self.n = np.minimum(plan.n, R).astype(float)
+        # the loop runs until the last counted request has finished (requests after it only keep the load up)
+        self.stop = self.n if plan.count_until is None else np.minimum(np.asarray(plan.count_until, float), self.n)
         self.U = np.minimum(np.minimum(np.ceil(plan.users), max(min(int(np.max(plan.users)), R), 1)), self.n)
         self.nB = self.n - self.U  # requests issued when an earlier one finishes
         self.isl, self.osl = plan.isl[:, 0].astype(float), plan.osl[:, 0].astype(float)
@@ -739,12 +742,19 @@ class _Fast:
         o = np.lexsort((t_send, i), axis=-1)
         t_send, rid = np.take_along_axis(t_send, o, axis=1), np.take_along_axis(rid, o, axis=1)
         t_send = np.where(valid, t_send, np.nan)
-        counted = valid & (rid >= plan.warmup[:, None]) & np.isfinite(t_end)
+        counted = valid & (rid >= plan.warmup[:, None]) & np.isfinite(t_end) & _in_window(rid, plan)
         full = lambda x: np.broadcast_to(x[:, None], (D, R)).copy()  # noqa: E731
         return SimTrace(t_send, t_first, t_end, full(self.isl), full(self.osl), counted,
                         np.array(self.itl_s).T if self.itl_s else np.zeros((D, 0)),
                         np.array(self.itl_w).T if self.itl_w else np.zeros((D, 0)), eng.ttft_overhead_s, iterations,
                         np.zeros(D), self.ptok.copy())
+
+
+def _in_window(rid, plan: RequestPlan) -> np.ndarray:
+    """Requests (by sending order ``rid``) inside the plan's statistics window (all without ``count_until``)."""
+    if plan.count_until is None:
+        return np.ones(np.shape(rid), bool)
+    return rid < np.asarray(plan.count_until, float)[:, None]
 
 
 def _prefill_run(p, avail, rem_head) -> np.ndarray:
@@ -790,7 +800,7 @@ def _iterations(st: _Fast, max_iterations: int):
     """(iteration number, deployments still running) of an engine loop, arrivals taken at each; stops when
     every deployment's requests are done, fails past ``max_iterations``."""
     it = 0
-    while (act := st.e < st.n).any():
+    while (act := st.e < st.stop).any():
         it += 1
         if it > max_iterations:
             _too_long(max_iterations)
@@ -902,7 +912,8 @@ def _loop_disagg(st: _Fast, ptab: "_Cells", dtab: "_Cells", eng: EngineArrays, d
 
 def _take_plan(plan: RequestPlan, rows) -> RequestPlan:
     f = {k: (v[rows] if isinstance(v, np.ndarray) and v.ndim >= 1 and v.shape[0] == plan.isl.shape[0] else v)
-         for k, v in vars(plan).items() if k != "extra"}
+         for k, v in vars(plan).items() if k not in ("extra", "count_until")}
+    f["count_until"] = None if plan.count_until is None else np.asarray(plan.count_until)[rows]
     return RequestPlan(**f, extra={k: (v[rows] if isinstance(v, np.ndarray) and v.ndim >= 1 else v) for k, v in plan.extra.items()})
 
 
@@ -1062,8 +1073,12 @@ def summarise(tr: SimTrace, scale, concurrency, gpus) -> SimMetrics:
         itl[f"p{q}"] = _weighted_pct(tr.itl_s, tr.itl_w, q)
     # throughput: counted requests over the time from the first counted send to the last counted end
     start = np.nanmin(np.where(m, tr.t_send, np.nan), axis=1) if m.any() else np.zeros(m.shape[0])
-    warm = ~np.all(m | ~np.isfinite(tr.t_end), axis=1)  # a warm-up was left out: measure from its end
-    end_warm = np.nanmax(np.where(np.isfinite(tr.t_end) & ~m, tr.t_end, -np.inf), axis=1)
+    # warm-up: finished requests left out that were sent before the first counted one (those sent after
+    # it only kept the load up); measure from the warm-up's end
+    before = tr.t_send <= np.where(np.isfinite(start), start, np.inf)[:, None]
+    warmups = np.isfinite(tr.t_end) & ~m & before
+    warm = warmups.any(axis=1)
+    end_warm = np.nanmax(np.where(warmups, tr.t_end, -np.inf), axis=1)
     start = np.where(warm & np.isfinite(end_warm), end_warm, start)
     done_in = (m & (tr.t_end >= start[:, None])).sum(axis=1)
     span = np.nanmax(np.where(m, tr.t_end, np.nan), axis=1) - start

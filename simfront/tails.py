@@ -26,7 +26,11 @@ from .simulate import simulate_agg, simulate_disagg
 
 TAIL_FIELDS = ("ttft_p50_ms", "ttft_p90_ms", "ttft_p99_ms", "tpot_p50_ms", "tpot_p90_ms", "tpot_p99_ms")
 SHAPE_FIELDS = ("ttft_mean_ms", "tpot_mean_ms")  # the simulated means the percentiles are relative to
-PROMPTS_PER_CLIENT = 2.0  # requests each simulated client sends; the first is warm-up (steady state from the second)
+# Requests each simulated client sends: the first is warm-up, the second is counted, and the third keeps the
+# load up while the second ones run (the loop stops once every counted request has finished); with two, the
+# counted requests would decode in a batch that drains as clients stop, not at the point's concurrency.
+PROMPTS_PER_CLIENT = 3.0
+COUNTED_PER_CLIENT = 1.0
 
 
 def simulate_points(model: Model, gpus: GpuSet, wl: Workload, points: dict, idx, profile: dict, engine: str | None = None,
@@ -52,7 +56,9 @@ def simulate_points(model: Model, gpus: GpuSet, wl: Workload, points: dict, idx,
         conc = np.asarray(points["concurrency"][ii], dtype=float)
 
         def plan_fn(users, D):
-            return cl.plan_closed(client, users, D, prompts=np.ceil(PROMPTS_PER_CLIENT * users))
+            plan = cl.plan_closed(client, users, D, prompts=np.ceil(PROMPTS_PER_CLIENT * users))
+            plan.count_until = plan.warmup + np.ceil(COUNTED_PER_CLIENT * np.broadcast_to(np.asarray(users, float), (D,)))
+            return plan
 
         def col(k):
             return np.asarray(points[k][ii], dtype=float)

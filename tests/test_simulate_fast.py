@@ -107,3 +107,24 @@ def test_one_simulation_for_several_precisions_and_speculation_settings():
         assert together.tpot_s["mean"][j] == pytest.approx(alone.tpot_s["mean"][0], rel=1e-6)
         assert together.ttft_s["p90"][j] == pytest.approx(alone.ttft_s["p90"][0], rel=1e-6)
     assert together.tpot_s["mean"][1] < together.tpot_s["mean"][0]  # MTP emits more tokens per step
+
+
+def test_counted_window_keeps_the_load_up():
+    """With ``count_until`` the requests after the window only keep the clients sending: the counted requests
+    decode at the full batch (not in a batch draining as clients stop), the loop stops once they finished,
+    and the fast loop and the request-slot loop count the same requests."""
+    users = [8, 32]
+    table, plan, eng = _agg_inputs("vllm", users, 1024, 256, first_wave=False, prompts=3)
+    drained = summarise(run_fast(table, plan, eng), 1.0, 1.0, 1.0)  # warm-up, then rounds 2 and 3 counted
+    plan.count_until = plan.warmup + np.array(users, float)  # round 2 counted, round 3 keeps the load
+    fast, slow = run_fast(table, plan, eng), run_engine(table, plan, eng)
+    assert np.array_equal(fast.counted.sum(axis=1), np.array(users)) and np.array_equal(slow.counted.sum(axis=1), np.array(users))
+    steady = summarise(fast, 1.0, 1.0, 1.0)
+    # the counted requests ran beside a full batch: their TPOT is at least the full batch's decode-only step
+    # (the next round's prompts add mixed steps), above the drained statistics (which also count requests
+    # decoding in the emptying batch at the end)
+    full_step = np.array([table(np.array([u], float), np.array([0.0]), np.array([1024 + 128.0]), rows=[i])[0] for i, u in enumerate(users)])
+    assert np.all(steady.tpot_s["mean"] > drained.tpot_s["mean"])
+    assert np.all(steady.tpot_s["mean"] >= 0.99 * full_step)
+    assert fast.iterations <= run_fast(table, cl.plan_closed(cl.ClosedLoop(1, cl.Lengths(1024, 256), num_prompts=3, first_wave=False,
+                                                                          warmup=1), np.array(users, float), 2), eng).iterations
