@@ -15,6 +15,10 @@ quantiles:
   so the band does not move with the in-sample bias). Shown with ``d`` chosen on the other direction (out
   of sample) and with the written ``op_margin_log`` = mean of both directions' own margins (each direction's
   coverage then partly in sample: with two families nothing else is left to choose it on).
+* per op, symmetric: ``[m - h, m + h]`` around the source family's in-sample median residual ``m``, with ``h``
+  the 80th percentile of the OTHER direction's held-out ``|residual - m|`` (a transfer error of either sign,
+  sized on the other family pair, so the coverage is out of sample); written as ``op_halfwidth_log`` (mean of
+  both directions' own ``h``).
 
     python scripts/leave_one_family_out.py [--data DIR] [--quick] [--ops gemm,nccl] [--no-write]
 """
@@ -86,6 +90,20 @@ def fit_margin_op(d: dict) -> float:
     return float(MARGINS[-1])
 
 
+def halfwidth_coverage(resid: np.ndarray, center: float, h: float) -> float:
+    """Share of log(measured/predicted) residuals inside [center - h, center + h]."""
+    ok = np.isfinite(resid)
+    if not ok.any():
+        return float("nan")
+    return float(np.mean(np.abs(resid[ok] - center) <= h))
+
+
+def fit_halfwidth(d: dict) -> float:
+    """Half-width (log units) around the in-sample median that holds TARGET_COVERAGE of one op's held-out rows."""
+    r = d["heldout"][np.isfinite(d["heldout"])]
+    return float(np.percentile(np.abs(r - d["median"]), TARGET_COVERAGE * 100)) if r.size else float("nan")
+
+
 def main(argv=None) -> int:
     args, ops = ck.kernel_args(__doc__.split("\n")[0], "hardware/efficiency/transfer.yaml", REPORT, argv)
     t0 = time.time()
@@ -124,7 +142,7 @@ def main(argv=None) -> int:
                     held = np.log(meas / pred)
                 fin = ins[np.isfinite(ins)]
                 results[(src, dst)][op] = {"heldout": held, "p10": float(np.percentile(fin, 10)), "p90": float(np.percentile(fin, 90)),
-                                           "pred": pred, "meas": meas}
+                                           "median": float(np.median(fin)), "pred": pred, "meas": meas}
         print(f"[{kind}] fitted both directions in {time.time() - t_kind:.1f} s", flush=True)
 
     # widening per direction, chosen on the other direction's held-out residuals
@@ -136,6 +154,11 @@ def main(argv=None) -> int:
     m_op_use = {DIRECTIONS[0]: m_op_fit[DIRECTIONS[1]], DIRECTIONS[1]: m_op_fit[DIRECTIONS[0]]}  # out of sample
     m_op_ship = {op: round(0.5 * (m_op_fit[DIRECTIONS[0]][op] + m_op_fit[DIRECTIONS[1]][op]), 3)
                  for op in m_op_fit[DIRECTIONS[0]] if op in m_op_fit[DIRECTIONS[1]]}
+    # per op, symmetric half-width around the in-sample median, sized on the other direction (out of sample)
+    h_fit = {d: {op: fit_halfwidth(v) for op, v in results[d].items()} for d in DIRECTIONS}
+    h_use = {DIRECTIONS[0]: h_fit[DIRECTIONS[1]], DIRECTIONS[1]: h_fit[DIRECTIONS[0]]}
+    h_ship = {op: round(0.5 * (h_fit[DIRECTIONS[0]][op] + h_fit[DIRECTIONS[1]][op]), 3)
+              for op in h_fit[DIRECTIONS[0]] if op in h_fit[DIRECTIONS[1]]}
 
     lines = [
         "# Leave one family out",
@@ -152,10 +175,14 @@ def main(argv=None) -> int:
         "Per-op band `[p10 - d, p90 + d]` (additive log margin d): 'op d, out of sample' takes d from the other "
         "direction; 'op d, written' is `op_margin_log` in transfer.yaml, the mean of both directions' own d "
         f"(partly in sample). Band target: {BAND_TARGET[0]}-{BAND_TARGET[1]} % inside.",
+        "Symmetric per-op band `[m - h, m + h]` around the fitted family's in-sample median residual m: 'op h, out of "
+        "sample' takes h (80th percentile of |held-out residual - m|) from the other direction; `op_halfwidth_log` in "
+        "transfer.yaml is the mean of both directions' own h.",
         "",
-        "| op | fit on -> predict | rows | coverage % | MAPE % | median APE % | p10-p90 inside % (w) | inside %, op d out of sample | inside %, op d written | MAPE target |",
-        "|---|---|---:|---:|---:|---:|---:|---:|---:|---|",
+        "| op | fit on -> predict | rows | coverage % | MAPE % | median APE % | p10-p90 inside % (w) | inside %, op d out of sample | inside %, op d written | inside %, op h out of sample | MAPE target |",
+        "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---|",
     ]
+    in_band = {"w": 0, "d_oos": 0, "d_written": 0, "h_oos": 0}
     per_op_out: dict = {}
     for (src, dst), per in results.items():
         for op, d in per.items():
@@ -165,14 +192,25 @@ def main(argv=None) -> int:
             inside_oos = margin_coverage(d["heldout"], d["p10"], d["p90"], m_oos) * 100 if m_oos is not None else float("nan")
             m_ship = m_op_ship.get(op)
             inside_ship = margin_coverage(d["heldout"], d["p10"], d["p90"], m_ship) * 100 if m_ship is not None else float("nan")
+            h_oos = h_use[(src, dst)].get(op)
+            inside_h = halfwidth_coverage(d["heldout"], d["median"], h_oos) * 100 if h_oos is not None else float("nan")
             flag = "ok" if s["mape"] <= MAPE_TARGET else "MISS"
-            band_flag = "ok" if BAND_TARGET[0] <= inside_ship <= BAND_TARGET[1] else "off"
+            band_ok = {k: BAND_TARGET[0] <= v <= BAND_TARGET[1]
+                       for k, v in (("w", inside), ("d_oos", inside_oos), ("d_written", inside_ship), ("h_oos", inside_h))}
+            for k, v in band_ok.items():
+                in_band[k] += int(v)
+            band_flag = "ok" if band_ok["d_written"] else "off"
             lines.append(f"| {op} | {src} -> {dst} | {s['n']} | {s['coverage']:.1f} | {s['mape']:.1f} | {s['median']:.1f} | "
                          f"{inside:.1f} ({w_use[(src, dst)]:.2f}) | {inside_oos:.1f} ({m_oos:.3f}) | {inside_ship:.1f} ({m_ship:.3f}) {band_flag} | "
-                         f"<= {MAPE_TARGET} {flag} |")
+                         f"{inside_h:.1f} ({h_oos:.3f}) {'ok' if band_ok['h_oos'] else 'off'} | <= {MAPE_TARGET} {flag} |")
             per_op_out.setdefault(op, {})[f"{src}->{dst}"] = {
                 "mape_pct": round(s["mape"], 2), "band_inside_pct": round(inside, 1), "own_margin_log": m_op_fit[(src, dst)][op],
-                "band_inside_pct_margin_out_of_sample": round(inside_oos, 1), "band_inside_pct_margin_written": round(inside_ship, 1)}
+                "band_inside_pct_margin_out_of_sample": round(inside_oos, 1), "band_inside_pct_margin_written": round(inside_ship, 1),
+                "own_halfwidth_log": round(h_fit[(src, dst)][op], 3), "band_inside_pct_halfwidth_out_of_sample": round(inside_h, 1)}
+    n_cells = sum(len(v) for v in results.values())
+    lines += ["", f"(op, direction) cells with {BAND_TARGET[0]}-{BAND_TARGET[1]} % of held-out rows inside, of {n_cells}: "
+              f"pooled widening w {in_band['w']}; op d out of sample {in_band['d_oos']}; op d written {in_band['d_written']}; "
+              f"symmetric op h out of sample {in_band['h_oos']}."]
     # rows in a format the fitted family has no rows of (NVFP4 on H100): predicted from borrowed class values
     unseen = []
     for (src, dst), per in results.items():
@@ -204,6 +242,8 @@ def main(argv=None) -> int:
             "borrowed_family_widening": round(widening, 3),
             # per op: additive log margin on the in-sample p10/p90, mean of the two directions' own margins
             "op_margin_log": m_op_ship,
+            # per op: symmetric half-width (log units) around the in-sample median, mean of both directions' own h
+            "op_halfwidth_log": h_ship,
             "per_op": per_op_out,
         }
         header = ("# Band widening for GPUs whose kernel parameters are borrowed from another family, from\n"

@@ -26,11 +26,19 @@ class NativeKernel(BaseModel):
     kernel: str
     platforms: list[str] = Field(min_length=1)
     source: str = Field(min_length=1)
+    launches: int | None = Field(default=None, ge=1)  # kernels one call launches back to back
+    launches_source: str | None = None
 
 
 class Fallback(BaseModel):
     model_config = ConfigDict(extra="allow")  # path-specific geometry (e.g. head_block), `measured`
     kernel: str
+    source: str = Field(min_length=1)
+
+
+class LaunchCost(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    per_launch_s: float = Field(gt=0)  # seconds one dependent kernel launch adds to a call
     source: str = Field(min_length=1)
 
 
@@ -51,10 +59,36 @@ class KernelPath(BaseModel):
 
 
 @lru_cache(maxsize=None)
+def _doc() -> dict:
+    return yamlio.loads(KERNELS_FILE.read_text()) or {}  # the C loader where PyYAML has it
+
+
+@lru_cache(maxsize=None)
 def table() -> dict[str, OpKernels]:
     """All ops of ``hardware/kernels.yaml``, validated."""
-    data = yamlio.loads(KERNELS_FILE.read_text()) or {}  # the C loader where PyYAML has it
-    return {op: OpKernels(**spec) for op, spec in (data.get("ops") or {}).items()}
+    return {op: OpKernels(**spec) for op, spec in (_doc().get("ops") or {}).items()}
+
+
+@lru_cache(maxsize=None)
+def launch_cost() -> LaunchCost:
+    """The cost of one kernel launch (``launch`` block of hardware/kernels.yaml, with its source)."""
+    if "launch" not in _doc():
+        raise SimfrontError(f"{KERNELS_FILE} has no 'launch' block (per_launch_s with its source)")
+    return LaunchCost(**_doc()["launch"])
+
+
+def launches(op: str, hw) -> int:
+    """Kernels one call of ``op`` launches on ``hw`` (its native kernel's, else its fallback's ``launches``)."""
+    k = native_kernel(op, hw)
+    n = k.launches if k is not None else _op(op).fallback.model_dump().get("launches")
+    if n is None:
+        raise SimfrontError(f"hardware/kernels.yaml: op {op!r} kernel for {platform_of(hw)} has no 'launches' count")
+    return int(n)
+
+
+def launch_seconds(op: str, hw) -> float:
+    """Seconds the kernel launches of one call of ``op`` on ``hw`` cost: launches x per-launch cost (data)."""
+    return launches(op, hw) * launch_cost().per_launch_s
 
 
 def platform_of(hw) -> str | None:

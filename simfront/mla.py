@@ -83,7 +83,11 @@ def _decode_seconds(batch, kv_len, n_heads, kv_bytes, hw, p, kv_lora_rank=512, q
     memory_s = kv_stream_bytes / (bw * occ) + qo_bytes / bw
     compute_s = padded_flops / _math_peak(hw, low_bit, p["decode_flop_eff"], p["decode_flop_eff_fp8"])
     overhead_s = (b * p["decode_request_s"] + b * rows * p["decode_row_s"]) / sm
-    time_s = p["decode_launch_s"] + soft_max(overhead_s, np.maximum(memory_s, compute_s), DECODE_OVERLAP_NORM)
+    # Fixed cost per call: the kernel launches of this GPU's MLA library (FlashMLA: metadata, split-KV and
+    # combine kernels; trtllm-gen: one; hardware/kernels.yaml `launches`, each at the measured per-launch
+    # cost) plus decode_launch_s, the fitted rest (tile setup, first KV tile latency) that transfers.
+    launch_s = kernels.launch_seconds("mla_decode", hw)
+    time_s = p["decode_launch_s"] + launch_s + soft_max(overhead_s, np.maximum(memory_s, compute_s), DECODE_OVERLAP_NORM)
     return time_s, flops, kv_stream_bytes + qo_bytes, compute_s, memory_s
 
 
@@ -145,7 +149,7 @@ def dsa_indexer_cost(batch, q_len, kv_len, index_n_heads, index_head_dim, hw, p=
     hbm_bytes = b * kv * (didx + INDEXER_SCALE_BYTES) + 2.0 * b * ql * kv * INDEXER_LOGIT_BYTES
     compute_s = flops / _math_peak(hw, True, p["prefill_flop_eff"], p["prefill_flop_eff_fp8"])
     memory_s = hbm_bytes / (p["decode_hbm_eff"] * hbm_bw(hw))
-    time_s = p["decode_launch_s"] + np.maximum(compute_s, memory_s)
+    time_s = p["decode_launch_s"] + kernels.launch_cost().per_launch_s + np.maximum(compute_s, memory_s)  # one kernel
     return Cost(time_s=time_s, flops=flops, mem_bytes=hbm_bytes, compute_s=compute_s, memory_s=memory_s)
 
 
@@ -166,7 +170,8 @@ def _predict_prefill(cols, hw, p):
 
 
 DECODE_PARAMS = {
-    "decode_launch_s": (1.28e-5, 1e-6, 5e-5),  # fixed kernel cost
+    # fixed cost per call beyond its kernel launches (hardware/kernels.yaml launches x per_launch_s)
+    "decode_launch_s": (7.5e-6, 1e-6, 5e-5),
     "decode_flop_eff": (0.71, 0.05, 1.3),  # achieved fraction of the ACHIEVABLE BF16 tensor rate (compute-bound decode)
     "decode_flop_eff_fp8": (0.43, 0.05, 1.3),  # same with FP8 KV (FP8 math where supported), of the achievable FP8 rate
     "decode_hbm_eff": (1.07, 0.3, 1.3),  # achieved fraction of the ACHIEVABLE HBM bandwidth for latent KV rows

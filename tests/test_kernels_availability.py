@@ -144,3 +144,34 @@ def test_16bit_grouped_decode_prices_tma_ctas_only_where_trtllm_gen_runs():
         base = float(attention_decode_cost(**shape, hw=hw, p=p).time_s)
         more = float(attention_decode_cost(**shape, hw=hw, p=heavy).time_s)
         assert (more > 2 * base) if uses_lump else more == pytest.approx(base)
+
+
+def test_mla_decode_launch_counts_are_kernel_library_data_with_sources():
+    # FlashMLA (sm_90): metadata, split-KV and combine kernels; trtllm-gen (sm_100/103): one kernel;
+    # the Triton fallback: stage 1 and the reduce stage (hardware/kernels.yaml `launches`).
+    assert kernels.launches("mla_decode", get_hardware("h100_sxm")) == 3
+    assert kernels.launches("mla_decode", get_hardware("b200_sxm")) == 1
+    assert kernels.launches("mla_decode", get_hardware("mi300x")) == 2
+    assert kernels.launches("mla_decode", get_hardware("l40s")) == 2
+    for k in kernels.table()["mla_decode"].native:
+        assert k.launches and k.launches_source, k.kernel
+    assert kernels.fallback("mla_decode")["launches_source"]
+    cost = kernels.launch_cost()
+    assert 0 < cost.per_launch_s < 1e-5 and "us" in cost.source
+    h100 = get_hardware("h100_sxm")
+    assert kernels.launch_seconds("mla_decode", h100) == pytest.approx(3 * cost.per_launch_s)
+
+
+def test_mla_decode_prices_each_launch_of_its_kernel_library():
+    # Same fitted parameters on both GPUs: at a tiny shape the fixed cost differs by the launch counts (3 vs 1)
+    # times the per-launch cost, and nothing else of that size.
+    from simfront.mla import DECODE_PARAMS
+
+    p = {k: v[0] for k, v in DECODE_PARAMS.items()}
+    h100, b200 = get_hardware("h100_sxm"), get_hardware("b200_sxm")
+    t_h = mla_decode_cost(1, 2, 1, 2, h100, p=p).time_s
+    t_b = mla_decode_cost(1, 2, 1, 2, b200, p=p).time_s
+    assert float(t_h - t_b) == pytest.approx(2 * kernels.launch_cost().per_launch_s, rel=0.1)
+    # an op without launch counts says so instead of guessing
+    with pytest.raises(Exception, match="launches"):
+        kernels.launches("gemm", h100)
