@@ -116,3 +116,43 @@ def test_points_take_reads_lazy_blocks_of_every_shape():
     for k in joined:
         np.testing.assert_array_equal(rows[k], joined[k][idx])
         np.testing.assert_array_equal(pts[k], joined[k])
+
+
+def _cheapest_by_sort(ok, gpus, cap, prec):
+    """The plain rule: sort by precision, fewest GPUs, most capacity, row; the first row of each precision."""
+    idx = np.nonzero(ok)[0]
+    if idx.size == 0:
+        return {}
+    order = idx[np.lexsort((-cap[idx], gpus[idx], prec[idx]))]
+    _, first = np.unique(prec[order], return_index=True)
+    return {int(prec[order[j]]): int(order[j]) for j in first}
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.tuples(st.booleans(), st.integers(1, 4), st.integers(0, 3), st.integers(0, 4)), min_size=1, max_size=60),
+       st.booleans())
+def test_cheapest_per_precision_matches_the_sort(rows, with_nan):
+    from simfront.planning import _cheapest_per_precision
+
+    ok = np.array([r[0] for r in rows])
+    gpus = np.array([r[1] for r in rows], float) * 8
+    cap = np.array([r[2] for r in rows], float) * 0.5  # many exact ties on GPUs and capacity
+    prec = np.array([r[3] for r in rows], float)
+    if with_nan:  # a non-finite capacity takes the sorting path, with the sort's own NaN order
+        cap[len(rows) // 2] = np.nan
+    assert _cheapest_per_precision(ok, gpus, cap, prec) == _cheapest_by_sort(ok, gpus, cap, prec)
+
+
+def test_planning_add_gathers_like_a_broadcast_copy():
+    from simfront.planning import _add
+
+    rng = np.random.default_rng(3)
+    mask = rng.random((7, 5)) < 0.5
+    values = {"layout": rng.integers(1, 9, (7, 1)), "batch": np.arange(5.0)[None, :], "grid": rng.random((7, 5)),
+              "scalar": 2.5, "one": np.full((1, 1), 4.0), "row": np.arange(5.0)}
+    cols = {k: [] for k in values}
+    _add(cols, mask, **values)
+    for k, v in values.items():
+        want = np.broadcast_to(np.asarray(v, dtype=float), mask.shape)[mask]
+        np.testing.assert_array_equal(cols[k][0], want)
+        assert cols[k][0].dtype == want.dtype
