@@ -156,3 +156,26 @@ def test_planning_add_gathers_like_a_broadcast_copy():
         want = np.broadcast_to(np.asarray(v, dtype=float), mask.shape)[mask]
         np.testing.assert_array_equal(cols[k][0], want)
         assert cols[k][0].dtype == want.dtype
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 30), st.integers(0, 30), st.sampled_from([1.0, 2.0, 8.0, 2.5])), min_size=1, max_size=70),
+       st.booleans())
+def test_front_per_size_matches_the_rank_sort(rows, with_nan):
+    from simfront.search import _front_per_size
+
+    x = np.array([r[0] for r in rows], float) + np.arange(len(rows)) * (0.001 if len(rows) % 2 else 0.0)  # distinct x, or ties
+    y = np.array([r[1] for r in rows], float)
+    size = np.array([r[2] for r in rows])
+    if with_nan:
+        y[0] = np.nan
+    _, g = np.unique(size, return_inverse=True)  # the rank-key rule (one three-key sort), as it was
+    _, y_rank = np.unique(y, return_inverse=True)
+    key = g.astype(np.int64) * (x.size + 1) + y_rank.astype(np.int64)
+    order = np.lexsort((-y, -x, g))
+    ks = key[order]
+    prev = np.concatenate(([-1], np.maximum.accumulate(ks)[:-1]))
+    first = np.concatenate(([True], g[order][1:] != g[order][:-1]))
+    want = np.zeros(x.size, dtype=bool)
+    want[order[first | (ks > prev)]] = True
+    np.testing.assert_array_equal(_front_per_size(x, y, size), want)
