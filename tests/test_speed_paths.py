@@ -179,3 +179,30 @@ def test_front_per_size_matches_the_rank_sort(rows, with_nan):
     want = np.zeros(x.size, dtype=bool)
     want[order[first | (ks > prev)]] = True
     np.testing.assert_array_equal(_front_per_size(x, y, size), want)
+
+
+def test_cli_main_pauses_the_collector_and_pydantic_plugins_for_the_command_only(monkeypatch):
+    import gc
+    import os
+
+    import pytest
+
+    from simfront import cli
+
+    seen = []
+
+    def command(argv):
+        seen.append((gc.isenabled(), os.environ.get(cli.PYDANTIC_PLUGINS_ENV)))
+        raise SystemExit(0)  # a command ends by exiting: the state comes back all the same
+
+    monkeypatch.setattr(cli, "_main", command)
+    monkeypatch.delenv(cli.PYDANTIC_PLUGINS_ENV, raising=False)
+    assert gc.isenabled()
+    with pytest.raises(SystemExit):
+        cli.main(["predict"])
+    assert seen[-1] == (False, "__all__")
+    assert gc.isenabled() and cli.PYDANTIC_PLUGINS_ENV not in os.environ
+    monkeypatch.setenv(cli.PYDANTIC_PLUGINS_ENV, "logfire")  # the user's own setting is kept
+    with pytest.raises(SystemExit):
+        cli.main(["predict"])
+    assert seen[-1] == (False, "logfire") and os.environ[cli.PYDANTIC_PLUGINS_ENV] == "logfire" and gc.isenabled()
