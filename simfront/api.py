@@ -276,16 +276,22 @@ def predict(model: str, gpus: str | GpuSet, isl: int | None = None, osl: int | N
     if not keep.any():
         out["notes"].append("no configuration meets the load constraint")
         return _frontier(out, t0)
-    sel = np.nonzero(keep)[0]
+    # the rows the load constraints keep (None: every row, and the columns are read without a copy)
+    sel = None if keep.all() else np.nonzero(keep)[0]
+
+    def kept(a):
+        return a if sel is None else a[sel]
+
     if scores:  # quality as the third axis: a point survives when no other is as good on all three
         from .quality import pareto_mask_3d, point_scores
 
         pts["quality"] = point_scores(scores, pts["precision"], pts["kv_dtype"], pts["spec"])
-        front = sel[pareto_mask_3d(pts["tok_s_user"][sel], pts["tok_s_gpu"][sel], pts["quality"][sel])]
+        on_front = pareto_mask_3d(kept(pts["tok_s_user"]), kept(pts["tok_s_gpu"]), kept(pts["quality"]))
         out["notes"].append("--quality: frontier over tok/s/user, tok/s/GPU and your quality scores (speculative "
                             "decoding counts as lossless unless scored)")
     else:
-        front = sel[pareto_mask(pts["tok_s_user"][sel], pts["tok_s_gpu"][sel])]
+        on_front = pareto_mask(kept(pts["tok_s_user"]), kept(pts["tok_s_gpu"]))
+    front = np.nonzero(on_front)[0] if sel is None else sel[on_front]
     front = front[np.argsort(pts["tok_s_user"][front])]
     from .uncertainty import add_bands, prediction_bands
 

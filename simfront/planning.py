@@ -133,9 +133,23 @@ def _evaluate(m: Model, t: _Tables, wl: Workload, space: SearchSpace) -> dict:
 
 
 def _add(cols: dict, mask: np.ndarray, **values) -> None:
-    """Append the masked elements of broadcast arrays (or scalars) to the columns."""
-    for k, v in values.items():
-        cols[k].append(np.broadcast_to(np.asarray(v, dtype=float), mask.shape)[mask])
+    """Append the masked elements of broadcast arrays (or scalars) to the columns.
+
+    Each array is read at the mask's element indices along its own axes (a (layouts, 1) array at the
+    layout index only), in the mask's row-major order: the values of ``broadcast_to(v, mask.shape)[mask]``
+    without a boolean pass over a broadcast view per column."""
+    idx = np.nonzero(mask)
+    k = int(idx[0].size)
+    for key, v in values.items():
+        a = np.asarray(v, dtype=float)
+        if a.shape == mask.shape:
+            cols[key].append(a[mask])
+        elif a.ndim == 0:
+            cols[key].append(np.full(k, float(a)))
+        else:
+            a = a.reshape((1,) * (mask.ndim - a.ndim) + a.shape)
+            got = a[tuple(ix if n > 1 else 0 for ix, n in zip(idx, a.shape))]
+            cols[key].append(got if got.ndim else np.full(k, float(got)))  # one element: repeated
 
 
 # ---------------------------------------------------------------------------------------------
@@ -281,9 +295,21 @@ def _cheapest_per_precision(ok: np.ndarray, gpus: np.ndarray, cap: np.ndarray, p
     idx = np.nonzero(ok)[0]
     if idx.size == 0:
         return {}
-    order = idx[np.lexsort((-cap[idx], gpus[idx], prec[idx]))]
-    _, first = np.unique(prec[order], return_index=True)
-    return {int(prec[order[j]]): int(order[j]) for j in first}
+    g, c, p = gpus[idx], cap[idx], prec[idx]
+    if not (np.isfinite(g).all() and np.isfinite(c).all() and (p >= 0).all() and (p == np.floor(p)).all()):
+        # the general rule, by one sort: precision, fewest GPUs, most capacity, then the lowest row
+        order = idx[np.lexsort((-c, g, p))]
+        _, first = np.unique(prec[order], return_index=True)
+        return {int(prec[order[j]]): int(order[j]) for j in first}
+    # the same rows without a sort (the precisions are indices into a handful of options): per precision,
+    # the first row of those with its fewest GPUs and, among them, the most capacity
+    out = {}
+    for q in np.flatnonzero(np.bincount(p.astype(np.intp))):
+        rows = p == q
+        fewest = rows & (g == g[rows].min())
+        j = int(np.argmax(fewest & (c == c[fewest].max())))
+        out[int(q)] = int(idx[j])
+    return out
 
 
 def _choose(m: Model, t: _Tables, wl: Workload, space: SearchSpace, rate: float, sla: dict, max_gpus: int,

@@ -528,6 +528,9 @@ def _front_per_size(x: np.ndarray, y: np.ndarray, size: np.ndarray) -> np.ndarra
     x, y = np.asarray(x, dtype=float), np.asarray(y, dtype=float)
     if x.size == 0:
         return np.zeros(0, dtype=bool)
+    fast = _front_per_size_distinct_x(x, y, np.asarray(size, dtype=float))
+    if fast is not None:
+        return fast
     _, g = np.unique(size, return_inverse=True)
     _, y_rank = np.unique(y, return_inverse=True)
     key = g.astype(np.int64) * (x.size + 1) + y_rank.astype(np.int64)
@@ -537,4 +540,31 @@ def _front_per_size(x: np.ndarray, y: np.ndarray, size: np.ndarray) -> np.ndarra
     first = np.concatenate(([True], g[order][1:] != g[order][:-1]))  # first point of its size
     keep = np.zeros(x.size, dtype=bool)
     keep[order[first | (ks > prev)]] = True
+    return keep
+
+
+def _front_per_size_distinct_x(x: np.ndarray, y: np.ndarray, size: np.ndarray) -> np.ndarray | None:
+    """:func:`_front_per_size` where x and y are finite, the sizes are small whole numbers and no two
+    points of one size have equal x (else None): the same mask from a quicksort by x and a radix sort by
+    size (the order of equal-x points, which needs the slower three-key sort, never matters here) and a
+    running maximum of y over each size's run (a handful of worker sizes)."""
+    if not (np.isfinite(x).all() and np.isfinite(y).all() and size.min() >= 0 and size.max() < 2**15
+            and (size == np.floor(size)).all()):
+        return None
+    g = size.astype(np.int16)
+    by_x = np.argsort(-x)  # x descending (equal x in any order: checked below)
+    order = by_x[np.argsort(g[by_x], kind="stable")]  # by size, x descending within a size
+    xs, gs, ys = x[order], g[order], y[order]
+    first = np.concatenate(([True], gs[1:] != gs[:-1]))  # first point of its size
+    if (xs[1:] == xs[:-1])[~first[1:]].any():  # equal x within a size: the y-descending tie order matters
+        return None
+    starts = np.flatnonzero(first).tolist()
+    best = np.empty_like(ys)  # running maximum of y within each size's run
+    for a, b in zip(starts, starts[1:] + [ys.size]):
+        np.maximum.accumulate(ys[a:b], out=best[a:b])
+    prev = np.empty_like(ys)
+    prev[1:] = best[:-1]
+    prev[first] = -np.inf
+    keep = np.zeros(x.size, dtype=bool)
+    keep[order[ys > prev]] = True
     return keep

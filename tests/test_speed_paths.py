@@ -116,3 +116,93 @@ def test_points_take_reads_lazy_blocks_of_every_shape():
     for k in joined:
         np.testing.assert_array_equal(rows[k], joined[k][idx])
         np.testing.assert_array_equal(pts[k], joined[k])
+
+
+def _cheapest_by_sort(ok, gpus, cap, prec):
+    """The plain rule: sort by precision, fewest GPUs, most capacity, row; the first row of each precision."""
+    idx = np.nonzero(ok)[0]
+    if idx.size == 0:
+        return {}
+    order = idx[np.lexsort((-cap[idx], gpus[idx], prec[idx]))]
+    _, first = np.unique(prec[order], return_index=True)
+    return {int(prec[order[j]]): int(order[j]) for j in first}
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.tuples(st.booleans(), st.integers(1, 4), st.integers(0, 3), st.integers(0, 4)), min_size=1, max_size=60),
+       st.booleans())
+def test_cheapest_per_precision_matches_the_sort(rows, with_nan):
+    from simfront.planning import _cheapest_per_precision
+
+    ok = np.array([r[0] for r in rows])
+    gpus = np.array([r[1] for r in rows], float) * 8
+    cap = np.array([r[2] for r in rows], float) * 0.5  # many exact ties on GPUs and capacity
+    prec = np.array([r[3] for r in rows], float)
+    if with_nan:  # a non-finite capacity takes the sorting path, with the sort's own NaN order
+        cap[len(rows) // 2] = np.nan
+    assert _cheapest_per_precision(ok, gpus, cap, prec) == _cheapest_by_sort(ok, gpus, cap, prec)
+
+
+def test_planning_add_gathers_like_a_broadcast_copy():
+    from simfront.planning import _add
+
+    rng = np.random.default_rng(3)
+    mask = rng.random((7, 5)) < 0.5
+    values = {"layout": rng.integers(1, 9, (7, 1)), "batch": np.arange(5.0)[None, :], "grid": rng.random((7, 5)),
+              "scalar": 2.5, "one": np.full((1, 1), 4.0), "row": np.arange(5.0)}
+    cols = {k: [] for k in values}
+    _add(cols, mask, **values)
+    for k, v in values.items():
+        want = np.broadcast_to(np.asarray(v, dtype=float), mask.shape)[mask]
+        np.testing.assert_array_equal(cols[k][0], want)
+        assert cols[k][0].dtype == want.dtype
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 30), st.integers(0, 30), st.sampled_from([1.0, 2.0, 8.0, 2.5])), min_size=1, max_size=70),
+       st.booleans())
+def test_front_per_size_matches_the_rank_sort(rows, with_nan):
+    from simfront.search import _front_per_size
+
+    x = np.array([r[0] for r in rows], float) + np.arange(len(rows)) * (0.001 if len(rows) % 2 else 0.0)  # distinct x, or ties
+    y = np.array([r[1] for r in rows], float)
+    size = np.array([r[2] for r in rows])
+    if with_nan:
+        y[0] = np.nan
+    _, g = np.unique(size, return_inverse=True)  # the rank-key rule (one three-key sort), as it was
+    _, y_rank = np.unique(y, return_inverse=True)
+    key = g.astype(np.int64) * (x.size + 1) + y_rank.astype(np.int64)
+    order = np.lexsort((-y, -x, g))
+    ks = key[order]
+    prev = np.concatenate(([-1], np.maximum.accumulate(ks)[:-1]))
+    first = np.concatenate(([True], g[order][1:] != g[order][:-1]))
+    want = np.zeros(x.size, dtype=bool)
+    want[order[first | (ks > prev)]] = True
+    np.testing.assert_array_equal(_front_per_size(x, y, size), want)
+
+
+def test_cli_main_pauses_the_collector_and_pydantic_plugins_for_the_command_only(monkeypatch):
+    import gc
+    import os
+
+    import pytest
+
+    from simfront import cli
+
+    seen = []
+
+    def command(argv):
+        seen.append((gc.isenabled(), os.environ.get(cli.PYDANTIC_PLUGINS_ENV)))
+        raise SystemExit(0)  # a command ends by exiting: the state comes back all the same
+
+    monkeypatch.setattr(cli, "_main", command)
+    monkeypatch.delenv(cli.PYDANTIC_PLUGINS_ENV, raising=False)
+    assert gc.isenabled()
+    with pytest.raises(SystemExit):
+        cli.main(["predict"])
+    assert seen[-1] == (False, "__all__")
+    assert gc.isenabled() and cli.PYDANTIC_PLUGINS_ENV not in os.environ
+    monkeypatch.setenv(cli.PYDANTIC_PLUGINS_ENV, "logfire")  # the user's own setting is kept
+    with pytest.raises(SystemExit):
+        cli.main(["predict"])
+    assert seen[-1] == (False, "logfire") and os.environ[cli.PYDANTIC_PLUGINS_ENV] == "logfire" and gc.isenabled()
