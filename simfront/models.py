@@ -162,9 +162,11 @@ def apply_precision(model: Model, precision: str | None = None, kv_dtype: str | 
     """The model's precision with a user override (``--precision``, ``--kv-dtype``) applied.
 
     Recipes: ``bf16``/``fp8``/``fp8_block``: every linear layer in that format. 4-bit formats
-    (``nvfp4``, ``mxfp4``, ``w4a16``): routed experts and dense FFNs; attention projections of MoE
-    models keep an 8-bit native format or BF16 (as the NVIDIA ModelOpt and OpenAI checkpoints do);
-    dense models quantise attention too.
+    (``nvfp4``, ``mxfp4``, ``w4a16``): routed experts and dense FFNs; dense models quantise attention
+    too. Attention projections of MoE models: BF16 under ``nvfp4`` (NVIDIA ModelOpt quantises from
+    BF16 weights and leaves self-attention out: nvidia/DeepSeek-R1-0528-FP4, whose v2 "additionally
+    quantizes the wo module", and the exclude_modules of nvidia/DeepSeek-V3.2-NVFP4's
+    hf_quant_config.json), else an 8-bit native format or BF16 (as the OpenAI checkpoints keep it).
     """
     p = model.native
     if precision and precision != "native":
@@ -173,8 +175,8 @@ def apply_precision(model: Model, precision: str | None = None, kv_dtype: str | 
             raise SimfrontError(f"unknown --precision {precision!r}; valid: native, {', '.join(FORMATS)}")
         if fmt in ("nvfp4", "mxfp4", "w4a16"):
             if model.arch.is_moe:
-                attn = p.attention if FORMATS[p.attention].bytes_per_element <= 1.1 else "bf16"
-                p = replace(p, attention=attn, dense=fmt, experts=fmt)
+                keep_8bit = fmt != "nvfp4" and FORMATS[p.attention].bytes_per_element <= 1.1
+                p = replace(p, attention=p.attention if keep_8bit else "bf16", dense=fmt, experts=fmt)
             else:
                 p = replace(p, attention=fmt, dense=fmt, experts=fmt)
         else:

@@ -85,7 +85,11 @@ def test_native_precision_from_quantization_config(mid, experts, attn):
 def test_precision_override():
     m = get_model("deepseek-r1")
     p = apply_precision(m, "nvfp4", "fp8")
-    assert (p.experts, p.dense, p.attention, p.kv) == ("nvfp4", "nvfp4", "fp8_block", "fp8")
+    # NVIDIA's DeepSeek-R1 FP4 checkpoint leaves attention in BF16 (ModelOpt quantises from BF16 weights)
+    assert (p.experts, p.dense, p.attention, p.kv) == ("nvfp4", "nvfp4", "bf16", "fp8")
+    assert get_model("nvidia/DeepSeek-R1-0528-FP4").precision.attention == "bf16"
+    # other 4-bit recipes keep an 8-bit native attention
+    assert apply_precision(m, "mxfp4").attention == "fp8_block"
     dense = apply_precision(get_model("llama-3.1-70b"), "nvfp4")
     assert dense.attention == "nvfp4"
     with pytest.raises(SimfrontError, match="precision"):
