@@ -306,8 +306,7 @@ def run_engine(table: StepTable, plan: RequestPlan, eng: EngineArrays, decode_ta
     t_send = np.where(live, plan.arrival_s[rows, rq], np.inf)
     if not plan.first_wave and not plan.open_loop:
         # steady state: users start spread over one request's life (estimated from the table)
-        life = table(np.minimum(users, eng.max_running).astype(float), 0 * users, table.ctx_lo) * np.ceil(
-            np.mean(osl, axis=1) / eng.al) + table(0 * users, np.mean(isl, axis=1), table.ctx_lo)
+        life = _life_s(table, plan, eng, users.astype(float), decode_table, disagg)
         t_send = np.where(live, slot * (life / np.maximum(users, 1))[:, None], np.inf)
     need = np.where(live, isl[rows, rq] - cached[rows, rq], 0.0)
     done_p = np.zeros((D, N))
@@ -765,7 +764,20 @@ def _prefill_run(p, avail, rem_head) -> np.ndarray:
     return np.where(p <= 0, 0.0, np.where(p >= avail, 1.0, k))
 
 
-def _spacing(table, plan: RequestPlan, eng: EngineArrays) -> np.ndarray:
+def _life_s(table, plan: RequestPlan, eng: EngineArrays, users, decode_table=None, disagg: dict | None = None) -> np.ndarray:
+    """One request's life (prefill, then its decode steps at the users' running batch), estimated from the
+    step tables: the steady-state spread of the users' first requests. Disaggregated: the decode steps
+    are the decode workers' at the requests each decode rank holds, the prefill the prefill worker's."""
+    u = np.asarray(users, float)
+    steps = np.ceil(np.mean(plan.osl, axis=1) / eng.al)
+    prefill_s = table(0 * u, np.mean(plan.isl, axis=1), table.ctx_lo)
+    if disagg is None:
+        return table(np.minimum(u, eng.max_running), 0 * u, table.ctx_lo) * steps + prefill_s
+    per_rank = np.minimum(u, disagg["decode_slots"]) / np.maximum(disagg["decode_scale"], 1e-9)  # decode requests per rank
+    return decode_table(np.maximum(per_rank, 1.0), 0 * u, decode_table.ctx_lo) * steps + prefill_s
+
+
+def _spacing(table, plan: RequestPlan, eng: EngineArrays, decode_table=None, disagg: dict | None = None) -> np.ndarray:
     """Gap between the first requests of the users: 0 for a synchronised first wave, else the users
     spread over one request's life at its running batch (as :func:`run_engine` does)."""
     D, R = plan.isl.shape
@@ -773,16 +785,14 @@ def _spacing(table, plan: RequestPlan, eng: EngineArrays) -> np.ndarray:
         return np.zeros(D)
     N = max(min(int(np.max(plan.users)), R), 1)
     users = np.minimum(np.ceil(plan.users), N)
-    life = table(np.minimum(users, eng.max_running), 0 * users, table.ctx_lo) * np.ceil(np.mean(plan.osl, axis=1) / eng.al) + table(
-        0 * users, np.mean(plan.isl, axis=1), table.ctx_lo)
-    return life / np.maximum(users, 1)
+    return _life_s(table, plan, eng, users, decode_table, disagg) / np.maximum(users, 1)
 
 
 def run_fast(table, plan: RequestPlan, eng: EngineArrays, decode_table=None, disagg: dict | None = None,
              max_iterations: int = MAX_LOOP_ITERATIONS) -> SimTrace:
     """The engine loop of :func:`run_engine` for deployments :func:`fast_rows` accepts (every row of
     ``plan``), one numpy iteration per run of identical steps of all deployments at once."""
-    st = _Fast(plan, eng, _spacing(table, plan, eng))
+    st = _Fast(plan, eng, _spacing(table, plan, eng, decode_table, disagg))
     if disagg is None:
         it = _loop_agg(st, _Cells(table), eng, max_iterations)
     else:

@@ -53,18 +53,23 @@ def add_bands(point: dict, q: dict, widen: float) -> dict:
         b = q.get(metric)
         if not b:
             return None
-        return float(np.exp(b["p10"] * widen)), float(np.exp(b["p90"] * widen))
+        # the band always holds the prediction itself: a biased residual distribution (both quantiles on
+        # one side) moves the far edge, never the prediction out of its own band
+        return float(np.exp(min(b["p10"], 0.0) * widen)), float(np.exp(max(b["p90"], 0.0) * widen))
 
     r = rng("ttft_ms")
     if r:
-        point["ttft_ms_low"], point["ttft_ms_high"] = round(point["ttft_ms"] * r[0], 3), round(point["ttft_ms"] * r[1], 3)
+        point["ttft_ms_low"] = min(point["ttft_ms"], round(point["ttft_ms"] * r[0], 3))
+        point["ttft_ms_high"] = max(point["ttft_ms"], round(point["ttft_ms"] * r[1], 3))
     r = rng("tpot_ms")
     if r:
-        point["tpot_ms_low"], point["tpot_ms_high"] = round(point["tpot_ms"] * r[0], 4), round(point["tpot_ms"] * r[1], 4)
+        point["tpot_ms_low"] = min(point["tpot_ms"], round(point["tpot_ms"] * r[0], 4))
+        point["tpot_ms_high"] = max(point["tpot_ms"], round(point["tpot_ms"] * r[1], 4))
         point["tok_s_user_low"], point["tok_s_user_high"] = round(1000 / point["tpot_ms_high"], 3), round(1000 / point["tpot_ms_low"], 3)
     r = rng("output_tok_s_total") or rng("tpot_ms") and tuple(1 / x for x in reversed(rng("tpot_ms")))
     if r:
-        point["tok_s_gpu_low"], point["tok_s_gpu_high"] = round(point["tok_s_gpu"] * r[0], 3), round(point["tok_s_gpu"] * r[1], 3)
+        point["tok_s_gpu_low"] = min(point["tok_s_gpu"], round(point["tok_s_gpu"] * r[0], 3))
+        point["tok_s_gpu_high"] = max(point["tok_s_gpu"], round(point["tok_s_gpu"] * r[1], 3))
         if point.get("usd_per_mtok"):
             point["usd_per_mtok_low"] = round(point["usd_per_mtok"] / r[1], 4)
             point["usd_per_mtok_high"] = round(point["usd_per_mtok"] / r[0], 4)

@@ -141,3 +141,18 @@ def test_agentic_kv_aware_routing_beats_round_robin_by_the_hit_rate_closed_form(
     want_gain = closed_form(1 / R) - closed_form(1.0)
     assert gain == pytest.approx(want_gain, rel=0.2)
     assert res["kv-aware"][3] > res["round-robin"][3]
+
+
+@pytest.mark.parametrize("C", [16, 64])
+def test_disagg_steady_state_obeys_littles_law_under_load(C):
+    """Users spread over one request's life (the decode ranks' step, not the prefill worker's table read at
+    a decode batch) keep the concurrency in flight: in steady state the simulated requests/s times the
+    simulated request life is the clients in flight."""
+    prof = engine_profile("sglang")
+    link = HW.scaleup.bandwidth_bytes_per_s
+    m = simulate_disagg(MODEL, MODEL.precision, HW, Layouts.of([1]), 1, Layouts.of([1]), 2, C, _closed(C, prompts=4, warm=1),
+                        sched=scheduler_settings("sglang"), profile=prof, link_bytes_per_s=link, isl=ISL, osl=OSL)
+    life_s = m.ttft_s["mean"][0] + (OSL - 1) * m.tpot_s["mean"][0]
+    assert m.requests_s[0] * life_s == pytest.approx(C, rel=0.15)
+    first = m.trace.t_send[0][np.isfinite(m.trace.t_send[0])]
+    assert np.sort(first)[C - 1] <= 1.5 * life_s  # every user has started within about one request's life
