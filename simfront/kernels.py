@@ -28,6 +28,8 @@ class NativeKernel(BaseModel):
     source: str = Field(min_length=1)
     launches: int | None = Field(default=None, ge=1)  # kernels one call launches back to back
     launches_source: str | None = None
+    max_experts: int | None = Field(default=None, ge=1)  # MoE kernels: most experts its router supports
+    max_experts_source: str | None = None
 
 
 class Fallback(BaseModel):
@@ -116,6 +118,15 @@ def native_kernel(op: str, hw) -> NativeKernel | None:
 
 def has_native(op: str, hw) -> bool:
     return native_kernel(op, hw) is not None
+
+
+def max_experts(op: str, hw) -> float:
+    """Most experts (whole model, before expert parallelism) the native MoE kernel of ``op`` routes on ``hw``:
+    its ``max_experts`` (hardware/kernels.yaml); inf where it names none; 0 where ``hw`` has no native kernel."""
+    k = native_kernel(op, hw)
+    if k is None:
+        return 0.0
+    return float(k.max_experts) if k.max_experts is not None else float("inf")
 
 
 def fallback(op: str) -> dict[str, Any]:

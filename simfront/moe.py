@@ -132,10 +132,15 @@ KERNEL_LABELS = {"grouped": "cutlass-grouped", "fused": "fused-fp4"}
 FUSED_TILE_TOKENS = (8.0, 64.0)
 
 
-def has_fused_path(fmt, hw, gated=True) -> bool:
-    """True where the fused FP4 MoE kernel exists: gated NVFP4 experts on ``FUSED_FP4_COMPUTE_CAPABILITIES``."""
+def has_fused_path(fmt, hw, gated=True, num_experts=None) -> bool:
+    """True where the fused FP4 MoE kernel exists: gated NVFP4 experts on ``FUSED_FP4_COMPUTE_CAPABILITIES``,
+    and (``num_experts`` given, scalar or array: True if any element qualifies) models within its router's
+    expert limit (``max_experts`` of ``moe_fused_fp4`` in hardware/kernels.yaml)."""
     f = get_format(fmt) if isinstance(fmt, str) else fmt
-    return bool(gated) and f.name == "nvfp4" and kernels.has_native("moe_fused_fp4", hw) and dtype_class(f, hw) == "fp4"
+    ok = bool(gated) and f.name == "nvfp4" and kernels.has_native("moe_fused_fp4", hw) and dtype_class(f, hw) == "fp4"
+    if ok and num_experts is not None:
+        ok = bool(np.any(np.asarray(num_experts, dtype=np.float64) <= kernels.max_experts("moe_fused_fp4", hw)))
+    return ok
 
 
 # Skewed router of the calibration benchmark (aiconfigurator MoE collector, ``power_law_<alpha>``;
@@ -367,8 +372,8 @@ def moe_path_costs(num_tokens, hidden, inter, topk, num_experts, moe_tp, moe_ep,
     # set by the busiest rank, but skew does not create work, it only moves it
     useful_flops = 2.0 * mean_pairs * (up_width * H + H * inter_local)
     out = {"grouped": Cost(time_s=time_s, flops=useful_flops, mem_bytes=b1 + b2 + aux_bytes, compute_s=compute_s, memory_s=memory_s,
-                           kernel=KERNEL_LABELS["grouped"] if has_fused_path(f, hw, gated) else "")}
-    if has_fused_path(f, hw, gated):
+                           kernel=KERNEL_LABELS["grouped"] if has_fused_path(f, hw, gated, E) else "")}
+    if has_fused_path(f, hw, gated, E):
         # same tiles, FLOPs and weight bytes; the tensor rate of the fused kernel's GEMMs
         eta_fused = np.minimum(q["eta_compute"] * q["fused_compute_gain"], 1.0)
         fc1, fm1, _, fc2, fm2, _ = expert_gemms(dict(q, eta_compute=eta_fused))
@@ -383,6 +388,8 @@ def moe_path_costs(num_tokens, hidden, inter, topk, num_experts, moe_tp, moe_ep,
         grid = (T * k + local * (tile_t - 1.0)) / tile_t * (np.ceil(up_width / q["tile_n"]) + np.ceil(H / q["tile_n"]))
         grid_s = grid / hw.sm_count * q["fused_cta_s"]
         f_time_s = q["fused_launch_fraction"] * q["launch_s"] + f_gemm_s + f_aux_s + routing_s + grid_s
+        # models beyond the fused kernel's router limit run the grouped path only (never picked: inf)
+        f_time_s = np.where(E <= kernels.max_experts("moe_fused_fp4", hw), f_time_s, np.inf)
         out["fused"] = Cost(time_s=f_time_s, flops=useful_flops, mem_bytes=b1 + b2 + f_aux_bytes, compute_s=fc1 + fc2,
                             memory_s=fm1 + fm2 + f_aux_s, kernel=KERNEL_LABELS["fused"])
     return out

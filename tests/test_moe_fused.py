@@ -151,3 +151,24 @@ def test_fit_residual_takes_each_row_on_its_nearest_kernel_and_scoring_takes_the
     # ops with one kernel: plain log(pred / measured)
     single = {"predict": entry["predict"]}
     np.testing.assert_allclose(ck.log_residual(single, {"latency_us": meas}, None, {}), np.log([10 / 10, 10 / 20, 15 / 30, 44 / 40]))
+
+
+def test_fused_kernel_only_within_its_router_expert_limit():
+    """The fused FP4 kernel's router handles at most ``max_experts`` experts (hardware/kernels.yaml,
+    moe_fused_fp4): a 384-expert model (Kimi-K2-like) runs the CUTLASS grouped path on B200, a 256-expert
+    one (DeepSeek-V3) may take the fused kernel; arrays mixing both price each element on its own paths."""
+    from simfront import kernels
+
+    b200 = get_hardware("b200_sxm")
+    limit = kernels.max_experts("moe_fused_fp4", b200)
+    assert limit == 256
+    assert kernels.max_experts("moe_fused_fp4", get_hardware("h100_sxm")) == 0.0  # no native kernel there
+    assert has_fused_path("nvfp4", b200, True, 256) and not has_fused_path("nvfp4", b200, True, 384)
+    T = np.array([4.0, 64.0, 1024.0])
+    big = moe_path_costs(T, 7168, 2048, 8, 384, 1, 8, "nvfp4", b200)
+    assert "fused" not in big
+    assert np.array_equal(moe_cost(T, 7168, 2048, 8, 384, 1, 8, "nvfp4", b200).time_s, big["grouped"].time_s)
+    mixed = moe_path_costs(4.0, 7168, 2048, 8, np.array([256.0, 384.0]), 1, 8, "nvfp4", b200)
+    assert np.isfinite(mixed["fused"].time_s[0]) and np.isinf(mixed["fused"].time_s[1])
+    picked = moe_cost(4.0, 7168, 2048, 8, np.array([256.0, 384.0]), 1, 8, "nvfp4", b200).time_s
+    assert np.isfinite(picked).all() and picked[1] == mixed["grouped"].time_s[1]
