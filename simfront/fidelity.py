@@ -253,7 +253,8 @@ def frontier_comparison(points: list, profile: dict | None = None) -> dict:
 
     pooled, by_mode, knees, knees_mode = [], [], [], []
     for key, members in sorted(sweeps.items()):
-        prec = key[2]
+        # reported by format name: the checkpoint as shipped is searched as "native" and named by its format
+        prec = key[2] if key[2] != "native" else members[0][1].model.native.experts
         rows, knee = _compare(members, lambda n, key=key, r=members[0][1]: frontier(key, r, n, None), with_mode=True,
                               at_load=lambda n, c, key=key, r=members[0][1]: at_load(key, r, n, c))
         for x in rows:
