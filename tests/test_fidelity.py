@@ -42,3 +42,15 @@ def test_predicted_frontier_validates_as_its_own_frontier(tmp_path):
     assert both["points"] == s["points"] and both["geomean_ratio"] >= 0.98
     assert all(r["measured_class"].startswith("agg ") for r in fid["frontiers"]["points"])
     assert all(abs(t["tpot_ms_log_ratio"]) < 0.01 for t in fid["trends"] if t["tpot_ms_log_ratio"] is not None)
+
+
+def test_frontier_sweep_of_the_checkpoint_as_shipped_is_named_by_its_format(tmp_path):
+    """DeepSeek-R1's block-FP8 checkpoint, measured as "fp8", is searched as the checkpoint as shipped and its
+    sweep is reported as fp8_block (not "native")."""
+    front = api.predict("deepseek-r1", "8xB200", modes=["agg"], precision=["native"], kv_dtype=["fp8"]).frontier[:3]
+    path = tmp_path / "r1.csv"
+    text = measured_csv(front, "deepseek-r1", "B200", 1024, 1024, "trtllm")
+    path.write_text(text)
+    fid = api.validate([str(path)], frontier=True)["fidelity"]["frontiers"]
+    assert fid["points"] and {r["precision"] for r in fid["points"]} == {"fp8_block"}
+    assert all("/fp8_block" in k for k in fid["summary"] if k != "all")
