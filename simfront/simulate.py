@@ -41,7 +41,7 @@ from .errors import SimfrontError
 from .memory import kv_bytes_per_token, plan_memory
 from .scheduler import SchedulerSettings
 from .serving import NO_SPEC, Speculation, _split, step_terms
-from .step import StepBatch, forward_step
+from .step import DEFAULT_ROUTING_ALPHA, StepBatch, forward_step
 
 # Decode-batch grid points of the step table (requests per rank); prompt-token grid points below.
 # Step time is close to piecewise linear between them (memory-bound decode, tile steps in MoE).
@@ -171,13 +171,14 @@ def _grid(grid: np.ndarray, top: float) -> np.ndarray:
 
 
 def build_step_table(model, precision, hw, lay: Layouts, profile: dict, *, isl_new: float, prefix: float, ctx_lo, ctx_hi,
-                     b_max: float, p_max: float, spec=NO_SPEC) -> StepTable:
+                     b_max: float, p_max: float, spec=NO_SPEC, routing_alpha=DEFAULT_ROUTING_ALPHA) -> StepTable:
     """Engine step times of the deployments' workers (``lay`` holds (D,) layout arrays) on the
     (decode requests, prompt tokens, context) grid, with the serving profile applied exactly as
     :mod:`simfront.serving` does (:func:`simfront.serving.step_terms`). ``isl_new`` sets how many
     sequences a step's prompt tokens belong to and ``prefix`` their cached prefix, as in
     :func:`simfront.serving.aggregated_raw`. ``spec``: one speculation setting or one per deployment
-    (one forward pass with each row's draft tokens per request)."""
+    (one forward pass with each row's draft tokens per request). ``routing_alpha``: the workload's MoE routing
+    skew (:class:`simfront.serving.Workload`), as the evaluator takes it."""
     bg = _grid(B_GRID, b_max)
     pg = _grid(P_GRID, p_max)
     D = np.asarray(lay.tp).reshape(-1).size
@@ -195,7 +196,7 @@ def build_step_table(model, precision, hw, lay: Layouts, profile: dict, *, isl_n
         q[rows] = sp.k + 1
     sb = StepBatch(decode_reqs=B, decode_ctx=ctx, q_tokens=q[:, None, None, None] if len(groups) > 1 else q[0],
                    prefill_tokens=P, prefill_seqs=seqs, prefill_prefix=prefix)
-    st = forward_step(model, precision, hw, tp, pp, dp, ep, sb)
+    st = forward_step(model, precision, hw, tp, pp, dp, ep, sb, routing_alpha=routing_alpha)
     t = np.zeros((D, bg.size, pg.size, CTX_POINTS))
     for rows, sp in groups:
         split = np.broadcast_to(_split(st, model, sp), (2, D, bg.size, pg.size, CTX_POINTS))[:, rows]
@@ -1174,7 +1175,8 @@ def _kv_per_rank(model, precision, hw, lay: Layouts, context_tokens: float, D: i
 
 def simulate_agg(model, precision, hw, lay: Layouts, workers, concurrency, plan_fn, *, sched: SchedulerSettings,
                  profile: dict, spec: Speculation = NO_SPEC, max_batch=None, token_budget=None, isl: float, osl: float,
-                 prefix: float = 0.0, kv_tokens=None, table: StepTable | None = None) -> SimMetrics:
+                 prefix: float = 0.0, kv_tokens=None, table: StepTable | None = None,
+                 routing_alpha=DEFAULT_ROUTING_ALPHA) -> SimMetrics:
     """Simulate aggregated deployments (arrays of length D): ``workers`` copies of a worker with
     layout ``lay`` under ``concurrency`` clients. ``plan_fn(users, D)`` returns the
     :class:`~simfront.clients.RequestPlan` of one representative server with ``users`` clients
@@ -1194,7 +1196,7 @@ def simulate_agg(model, precision, hw, lay: Layouts, workers, concurrency, plan_
     if table is None:
         table = _tables(model, precision, hw, L, profile, spec, D, isl_new=max(isl - prefix, 1.0), prefix=prefix,
                         ctx_lo=0.8 * isl, ctx_hi=isl + osl, b_max=float(np.max(np.minimum(users, maxrun))) + 1,
-                        p_max=float(np.max(budget)))
+                        p_max=float(np.max(budget)), routing_alpha=routing_alpha)
     plan = plan_fn(users, D)
     eng = EngineArrays.of(D, sched, kv_tokens, NO_SPEC, profile, max_running=maxrun, token_budget=budget)
     eng.al, eng.q = _spec_arrays(spec, D)
@@ -1204,7 +1206,8 @@ def simulate_agg(model, precision, hw, lay: Layouts, workers, concurrency, plan_
 
 def simulate_disagg(model, precision, hw, prefill: Layouts, prefill_workers, decode: Layouts, decode_workers, concurrency,
                     plan_fn, *, sched: SchedulerSettings, profile: dict, spec: Speculation = NO_SPEC, link_bytes_per_s,
-                    decode_max_batch=None, prefill_budget=None, isl: float, osl: float, prefix: float = 0.0) -> SimMetrics:
+                    decode_max_batch=None, prefill_budget=None, isl: float, osl: float, prefix: float = 0.0,
+                    routing_alpha=DEFAULT_ROUTING_ALPHA) -> SimMetrics:
     """Simulate disaggregated deployments (arrays of length D): ``prefill_workers`` x prefill layout,
     ``decode_workers`` x decode layout, KV moved over ``link_bytes_per_s``; see :func:`simulate_agg`."""
     D = np.asarray(decode.tp).reshape(-1).size
@@ -1220,10 +1223,10 @@ def simulate_disagg(model, precision, hw, prefill: Layouts, prefill_workers, dec
     pkv = _kv_per_rank(model, precision, hw, P, isl + osl, D)
     pbudget = _col(sched.token_budget if prefill_budget is None else prefill_budget, D) * P.dp  # every prefill rank's budget
     ptable = _tables(model, precision, hw, P, profile, NO_SPEC, D, isl_new=max(isl - prefix, 1.0), prefix=prefix, ctx_lo=isl,
-                     ctx_hi=isl + 1, b_max=1, p_max=float(np.max(pbudget)))
+                     ctx_hi=isl + 1, b_max=1, p_max=float(np.max(pbudget)), routing_alpha=routing_alpha)
     b_top = float(np.max(np.minimum(users / np.maximum(dranks, 1e-9), dmax))) + 1
     dtable = _tables(model, precision, hw, Dl, profile, spec, D, isl_new=max(isl - prefix, 1.0), prefix=prefix, ctx_lo=0.8 * isl,
-                     ctx_hi=isl + osl, b_max=b_top, p_max=1)
+                     ctx_hi=isl + osl, b_max=b_top, p_max=1, routing_alpha=routing_alpha)
     kv_bytes = np.zeros(D)
     for rows, prec in _per_row(precision, D):
         kv_bytes[rows] = kv_bytes_per_token(model, prec.kv)

@@ -42,3 +42,22 @@ def test_heavier_skew_never_speeds_up_a_large_expert_parallel_batch():
 def test_bad_skew_is_a_one_line_error(bad):
     with pytest.raises(SimfrontError, match="--routing-skew"):
         api.predict("deepseek-r1", "8xB200", routing_skew=bad)
+
+
+def test_the_simulation_steps_with_the_workloads_routing_skew():
+    """The step-level simulation (tails) costs its steps with the workload's skew, as the evaluator does:
+    a heavier skew makes a large expert-parallel decode step slower in the simulation's step table too."""
+    import numpy as np
+
+    from simfront.deployment import Layouts
+    from simfront.hardware import get_hardware
+    from simfront.models import get_model
+    from simfront.serving import NEUTRAL_PROFILE
+    from simfront.simulate import build_step_table
+
+    m, hw = get_model("deepseek-r1"), get_hardware("b200_sxm")
+    lay = Layouts.of([1.0], 1, [8.0], [8.0])
+    tabs = {a: build_step_table(m, m.native, hw, lay, dict(NEUTRAL_PROFILE), isl_new=1024, prefix=0, ctx_lo=1024, ctx_hi=2048,
+                                b_max=256, p_max=1, routing_alpha=a) for a in (None, 1.01, 2.5)}
+    step = {a: float(t(np.array([256.0]), np.array([0.0]), np.array([1536.0]))[0]) for a, t in tabs.items()}
+    assert step[None] < step[1.01] < step[2.5]
