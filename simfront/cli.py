@@ -54,6 +54,8 @@ IslOpt = typer.Option(1024, "--isl", help="Mean input (prompt) tokens per reques
 OslOpt = typer.Option(1024, "--osl", help="Mean output (generated) tokens per request.")
 PrefixOpt = typer.Option(0.0, "--prefix-hit", help="Share of input tokens served from the prefix cache (0-1).")
 EngineOpt = typer.Option(None, "--engine", help="Engine overhead profile: trtllm, sglang, vllm (default: average).")
+SpecKOpt = typer.Option(None, "--spec-k", help="Draft tokens per step.")
+AcceptanceOpt = typer.Option(None, "--acceptance", help="Per-token draft acceptance probability (0-1).")
 QuietOpt = typer.Option(False, "--quiet", "-q", help="No progress bar on stderr (there is none when stderr is not a terminal).")
 
 
@@ -213,8 +215,8 @@ def predict_cmd(
     precision: Optional[str] = typer.Option(None, "--precision", help="Comma list of weight precisions to search (default: native + cheaper ones the GPU supports)."),
     kv_dtype: Optional[str] = typer.Option(None, "--kv-dtype", help="Comma list of KV dtypes (default: native, fp8 where supported)."),
     spec: Optional[str] = typer.Option(None, "--spec", help="Speculative decoding to search: none, mtp, eagle, ngram (comma list). Default: none + MTP if the model ships it."),
-    spec_k: Optional[int] = typer.Option(None, "--spec-k", help="Draft tokens per step."),
-    acceptance: Optional[float] = typer.Option(None, "--acceptance", help="Per-token draft acceptance probability (0-1)."),
+    spec_k: Optional[int] = SpecKOpt,
+    acceptance: Optional[float] = AcceptanceOpt,
     mode: Optional[str] = typer.Option(None, "--mode", help="agg, disagg or agg,disagg (default both)."),
     price: Optional[float] = typer.Option(None, "--price", help="USD per GPU-hour (default: the catalog price)."),
     prefix_hit: Optional[float] = typer.Option(None, "--prefix-hit", help="Share of input tokens served from the prefix cache (0-1; default 0, or set by --workload)."),
@@ -295,8 +297,8 @@ def explain_cmd(
     precision: str = PrecisionOpt,
     kv_dtype: str = KvOpt,
     spec: Optional[str] = typer.Option(None, "--spec", help="Speculative decoding: mtp, eagle, ngram (draft passes and accepted tokens enter the step)."),
-    spec_k: Optional[int] = typer.Option(None, "--spec-k", help="Draft tokens per step."),
-    acceptance: Optional[float] = typer.Option(None, "--acceptance", help="Per-token draft acceptance probability (0-1)."),
+    spec_k: Optional[int] = SpecKOpt,
+    acceptance: Optional[float] = AcceptanceOpt,
     engine: Optional[str] = typer.Option(None, "--engine", help="Engine profile: trtllm, sglang, vllm (default: average)."),
     chunk_tokens: Optional[int] = typer.Option(None, "--chunk-tokens", help="Engine token budget per step (a frontier point's chunk_tokens; default 8192)."),
     calibration: Optional[str] = CalOpt,

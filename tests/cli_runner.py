@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+
 from simfront import cli
 
 
@@ -15,3 +17,18 @@ def run_cli(argv, capsys) -> tuple[int, str, str]:
         code = e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
     out, err = capsys.readouterr()
     return code, out, err
+
+
+def read_terminal(master: int, seen: bytes = b"") -> bytes:
+    """Everything written to a pseudo-terminal (``master`` end) until the child closes it, after ``seen``."""
+    chunks = [seen]
+    while True:
+        try:
+            data = os.read(master, 65536)
+        except OSError:  # EIO: the child closed the terminal
+            break
+        if not data:
+            break
+        chunks.append(data)
+    os.close(master)
+    return b"".join(chunks)

@@ -15,6 +15,7 @@ import typer
 
 from simfront import __version__, cli
 from simfront.format import is_terminal, print_table, progress, table_lines
+from cli_runner import read_terminal
 
 ROOT = Path(__file__).resolve().parent.parent
 ENV = dict(os.environ, PYTHONPATH=str(ROOT), COLUMNS="200")
@@ -34,18 +35,8 @@ def run_tty(*args, stdout_tty: bool, stderr_tty: bool) -> tuple[str, str, int]:
     p = subprocess.Popen([sys.executable, "-m", "simfront", *args], env=ENV, stdin=subprocess.DEVNULL,
                          stdout=slave if stdout_tty else subprocess.PIPE, stderr=slave if stderr_tty else subprocess.PIPE)
     os.close(slave)
-    chunks = []
-    while True:
-        try:
-            data = os.read(master, 65536)
-        except OSError:  # EIO: the child closed the terminal
-            break
-        if not data:
-            break
-        chunks.append(data)
-    os.close(master)
+    tty = read_terminal(master).decode("utf-8", "replace")
     out, err = p.communicate(timeout=300)
-    tty = b"".join(chunks).decode("utf-8", "replace")
     return (tty if stdout_tty else out.decode()), (tty if stderr_tty else err.decode()), p.returncode
 
 

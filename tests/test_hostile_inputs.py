@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from simfront import cli
-from cli_runner import run_cli
+from cli_runner import read_terminal, run_cli
 
 ROOT = Path(__file__).resolve().parent.parent
 SERVING_CSV = ROOT / "measurements" / "measured_serving.csv"
@@ -196,16 +196,7 @@ def test_ctrl_c_real_process_exits_130():
         seen += os.read(master, 4096)
     time.sleep(0.2)
     p.send_signal(signal.SIGINT)
-    rest = b""
-    while True:
-        try:
-            chunk = os.read(master, 4096)
-        except OSError:  # EIO: the process closed the terminal
-            break
-        if not chunk:
-            break
-        rest += chunk
-    os.close(master)
+    rest = read_terminal(master)
     p.communicate(timeout=120)
     if p.returncode == 0:
         pytest.skip("the plan finished before the signal arrived")
