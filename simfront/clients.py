@@ -175,9 +175,11 @@ class RequestPlan:
     count_until: np.ndarray | None = None
 
 
-def plan_closed(c: ClosedLoop, users, n_deployments: int, seed: int = 0, prompts=None) -> RequestPlan:
+def plan_closed(c: ClosedLoop, users, n_deployments: int, seed: int = 0, prompts=None, counted=None) -> RequestPlan:
     """Requests of a closed-loop client, ``users`` per deployment (arrays allowed: a simulated
-    server's share of the clients); ``prompts`` (default: the client's, scaled to ``users``)."""
+    server's share of the clients); ``prompts`` (default: the client's, scaled to ``users``); ``counted``:
+    requests per user inside the statistics window after the warm-up (default: all the rest; the requests
+    after the window only keep the load up, ``RequestPlan.count_until``)."""
     u = np.broadcast_to(np.asarray(users, dtype=float), (n_deployments,)).copy()
     n = (np.asarray(prompts, dtype=float) if prompts is not None else np.ceil(c.prompts() * u / max(c.concurrency, 1.0)))
     n = np.broadcast_to(np.maximum(n, u), (n_deployments,)).astype(int)
@@ -186,8 +188,9 @@ def plan_closed(c: ClosedLoop, users, n_deployments: int, seed: int = 0, prompts
     isl, osl = c.lengths.sample(rng, (n_deployments, cols))
     cached = np.floor(isl * c.prefix_hit)
     warm = np.broadcast_to(np.ceil(np.asarray(c.warmup, dtype=float) * u / max(c.concurrency, 1.0)), (n_deployments,))
+    until = None if counted is None else warm + np.ceil(counted * u)
     return RequestPlan(isl, osl, cached, np.zeros_like(isl), np.full_like(isl, c.think_s), u, n, warm.astype(int),
-                       first_wave=c.first_wave)
+                       first_wave=c.first_wave, count_until=until)
 
 
 def plan_open(o: OpenLoop, share, n_deployments: int, seed: int = 0) -> RequestPlan:

@@ -56,9 +56,7 @@ def simulate_points(model: Model, gpus: GpuSet, wl: Workload, points: dict, idx,
         conc = np.asarray(points["concurrency"][ii], dtype=float)
 
         def plan_fn(users, D):
-            plan = cl.plan_closed(client, users, D, prompts=np.ceil(PROMPTS_PER_CLIENT * users))
-            plan.count_until = plan.warmup + np.ceil(COUNTED_PER_CLIENT * np.broadcast_to(np.asarray(users, float), (D,)))
-            return plan
+            return cl.plan_closed(client, users, D, prompts=np.ceil(PROMPTS_PER_CLIENT * users), counted=COUNTED_PER_CLIENT)
 
         def col(k):
             return np.asarray(points[k][ii], dtype=float)

@@ -57,19 +57,20 @@ def add_bands(point: dict, q: dict, widen: float) -> dict:
         # one side) moves the far edge, never the prediction out of its own band
         return float(np.exp(min(b["p10"], 0.0) * widen)), float(np.exp(max(b["p90"], 0.0) * widen))
 
+    def put(field, r, digits):  # the band's edges, rounded outward of the prediction (never past it)
+        v = point[field]
+        point[f"{field}_low"], point[f"{field}_high"] = min(v, round(v * r[0], digits)), max(v, round(v * r[1], digits))
+
     r = rng("ttft_ms")
     if r:
-        point["ttft_ms_low"] = min(point["ttft_ms"], round(point["ttft_ms"] * r[0], 3))
-        point["ttft_ms_high"] = max(point["ttft_ms"], round(point["ttft_ms"] * r[1], 3))
+        put("ttft_ms", r, 3)
     r = rng("tpot_ms")
     if r:
-        point["tpot_ms_low"] = min(point["tpot_ms"], round(point["tpot_ms"] * r[0], 4))
-        point["tpot_ms_high"] = max(point["tpot_ms"], round(point["tpot_ms"] * r[1], 4))
+        put("tpot_ms", r, 4)
         point["tok_s_user_low"], point["tok_s_user_high"] = round(1000 / point["tpot_ms_high"], 3), round(1000 / point["tpot_ms_low"], 3)
     r = rng("output_tok_s_total") or rng("tpot_ms") and tuple(1 / x for x in reversed(rng("tpot_ms")))
     if r:
-        point["tok_s_gpu_low"] = min(point["tok_s_gpu"], round(point["tok_s_gpu"] * r[0], 3))
-        point["tok_s_gpu_high"] = max(point["tok_s_gpu"], round(point["tok_s_gpu"] * r[1], 3))
+        put("tok_s_gpu", r, 3)
         if point.get("usd_per_mtok"):
             point["usd_per_mtok_low"] = round(point["usd_per_mtok"] / r[1], 4)
             point["usd_per_mtok_high"] = round(point["usd_per_mtok"] / r[0], 4)
