@@ -205,7 +205,7 @@ def predict(model: str, gpus: str | GpuSet, isl: int | None = None, osl: int | N
 
     from .pareto import knee_index, pareto_mask, sla_mask
     from .search import SearchSpace, make_spec, search
-    from .serving import DEFAULT_CHUNK_TOKENS, Workload
+    from .serving import DEFAULT_CHUNK_TOKENS, Workload, adp_gate_iters
 
     check_lengths(isl=isl, osl=osl)
     if not 0.0 <= prefix_hit < 1.0:
@@ -256,7 +256,7 @@ def predict(model: str, gpus: str | GpuSet, isl: int | None = None, osl: int | N
     # steady state by default; a benchmark of K prompts per client sends 1/K of its requests in its first wave
     wave = 0.0 if prompts_per_client is None else 1.0 / prompts_per_client
     wl = Workload(isl=isl, osl=osl, prefix_hit=prefix_hit, chunk_tokens=chunk_tokens or DEFAULT_CHUNK_TOKENS,
-                  startup_wave_share=wave, routing_alpha=alpha)
+                  startup_wave_share=wave, routing_alpha=alpha, adp_gate_iters=adp_gate_iters(engine))
     res = search(m, g, wl, space, price)
     out["n_configs_evaluated"] = res.n_evaluated
     out["n_feasible"] = res.n_feasible
@@ -358,7 +358,7 @@ def explain(model: str, gpus: str | GpuSet, tp: int = 1, pp: int = 1, ep: int = 
                          ctx=ctx if ctx is not None else int((isl or 1) + (osl or 0)), phase=phase, precision=precision, kv_dtype=kv_dtype)
     from .layout import check_layout
     from .search import make_spec, spec_label
-    from .serving import (NO_SPEC, Workload, aggregated_raw, busiest_rank_context, decode_raw, engine_profile, mean_step_s, prefill_raw,
+    from .serving import (NO_SPEC, Workload, adp_gate_iters, aggregated_raw, busiest_rank_context, decode_raw, engine_profile, mean_step_s, prefill_raw,
                           step_terms)
     from .step import StepBatch, forward_step
 
@@ -391,7 +391,7 @@ def explain(model: str, gpus: str | GpuSet, tp: int = 1, pp: int = 1, ep: int = 
     terms: list[dict] = []
     serving = isl is not None and osl is not None and phase == "decode"
     if serving:
-        wl = Workload(isl=isl, osl=osl, chunk_tokens=float(chunk_tokens or DEFAULT_CHUNK_TOKENS))
+        wl = Workload(isl=isl, osl=osl, chunk_tokens=float(chunk_tokens or DEFAULT_CHUNK_TOKENS), adp_gate_iters=adp_gate_iters(engine))
         # mean cached context of a decoding request on the busiest attention-DP rank (what the evaluator costs)
         ctx_eff = float(busiest_rank_context(wl.isl + wl.osl / 2.0, attention_dp, batch, wl.isl, wl.osl))
         sb = StepBatch(decode_reqs=batch, decode_ctx=ctx_eff, q_tokens=q)

@@ -31,7 +31,7 @@ from .models import Model, apply_precision, get_model
 from .precision import normalize_format as _normalize_kv, resolve_format
 from .deployment import Layouts, evaluate_agg, evaluate_disagg, running_batch
 from .search import BATCH_SIZES, kv_link_bytes_per_s, make_spec
-from .serving import engine_constants, DEFAULT_CHUNK_TOKENS, NO_SPEC, Workload, aggregated_raw, decode_raw, engine_profile, finish_decode, finish_prefill, prefill_raw
+from .serving import adp_gate_iters, engine_constants, DEFAULT_CHUNK_TOKENS, NO_SPEC, Workload, aggregated_raw, decode_raw, engine_profile, finish_decode, finish_prefill, prefill_raw
 
 # prompts per client of a benchmark run that does not record its count: InferenceX / InferenceMAX and the
 # vLLM and SGLang serving-benchmark recipes send num_prompts = 10 x concurrency (calibration README,
@@ -273,7 +273,8 @@ def _group_agg(pts, idx, r: Resolved) -> PointGroup:
     kv_b = np.maximum(np.floor(mem.max_concurrency / dp / pp), 1)
     # the engine's max batch is per attention-DP rank (aiconfigurator convention)
     b = running_batch(conc, workers * lay.ranks, np.where(max_b > 0, max_b, np.inf), kv_b)
-    wl = Workload(isl=r.isl, osl=r.osl, chunk_tokens=r.token_budget, startup_wave_share=r.wave_share)
+    wl = Workload(isl=r.isl, osl=r.osl, chunk_tokens=r.token_budget, startup_wave_share=r.wave_share,
+                  adp_gate_iters=adp_gate_iters(r.engine))
     raw = aggregated_raw(r.model, r.precision, r.hw, tp, pp, dp, ep, b, wl, r.spec)
 
     def metrics(prof):
@@ -305,7 +306,7 @@ def _group_offline(pts, idx, r: Resolved) -> PointGroup:
     B = BATCH_SIZES[None, :].astype(float)
     lim = np.where(max_b[:, None] > 0, np.minimum(cap, max_b[:, None] / dp[:, None]), cap)
     raw = aggregated_raw(r.model, r.precision, r.hw, lay.tp, lay.pp, lay.dp, lay.ep, B,
-                         Workload(isl=r.isl, osl=r.osl, chunk_tokens=r.token_budget), r.spec)
+                         Workload(isl=r.isl, osl=r.osl, chunk_tokens=r.token_budget, adp_gate_iters=adp_gate_iters(r.engine)), r.spec)
     conc = B * lay.ranks * workers  # every slot busy
 
     def metrics(prof):

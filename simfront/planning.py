@@ -28,7 +28,7 @@ from .memory import weight_bytes
 from .models import Model, apply_precision, get_model
 from .deployment import evaluate_agg, evaluate_disagg
 from .search import SearchSpace, parse_spec_label, spec_label, kv_link_bytes_per_s, precision_options, spec_options, worker_tables
-from .serving import DEFAULT_CHUNK_TOKENS, DecodeResult, PrefillResult, Workload, engine_profile, finish_prefill, usd_per_mtok
+from .serving import DEFAULT_CHUNK_TOKENS, DecodeResult, PrefillResult, Workload, adp_gate_iters, engine_profile, finish_prefill, usd_per_mtok
 from .results import layout_label
 from .sizing import min_gpus as fewest_gpus
 
@@ -438,7 +438,7 @@ def plan(model: str, rate: float, isl: int = 1024, osl: int = 1024, ttft_ms: flo
         apply_precision(m, p)  # unknown formats fail here with a one-line error
     for k in space.kv_dtypes or ():
         apply_precision(m, None, k)
-    wl = Workload(isl=isl, osl=osl, prefix_hit=prefix_hit, chunk_tokens=DEFAULT_CHUNK_TOKENS)
+    wl = Workload(isl=isl, osl=osl, prefix_hit=prefix_hit, chunk_tokens=DEFAULT_CHUNK_TOKENS, adp_gate_iters=adp_gate_iters(eng))
     sla = {"ttft_ms": ttft_ms, "tpot_ms": tpot_ms, "min_tok_s_user": min_tok_s_user}
     rows = []
     for hw in hws:  # one set of worker tables per GPU type

@@ -52,6 +52,15 @@ class Workload:
     # how tokens spread over experts: the power-law exponent of the busiest experts' share (step.py's
     # DEFAULT_ROUTING_ALPHA, production-typical), or None for balanced uniform routing (a router trained to balance)
     routing_alpha: float | None = DEFAULT_ROUTING_ALPHA
+    # attention-DP balance of the engine (TensorRT-LLM attention_dp_config enable_balance / timeout_iters): a rank
+    # holding a new prompt waits up to this many steps for every attention-DP rank to hold one, so the ranks
+    # prefill in the same steps; 0: each rank schedules its prompts alone (see :func:`adp_gate_iters`)
+    adp_gate_iters: float = 0.0
+
+
+def adp_gate_iters(engine: str | None) -> float:
+    """The attention-DP balance gate of ``engine`` in steps (simfront/engines/scheduler.yaml), 0 when it has none."""
+    return float(engine_constants(engine)["adp_balance_timeout_iters"])
 
 
 @dataclass(frozen=True)
@@ -327,6 +336,13 @@ def _agg_steps(dp, pp, b, wl: Workload, q, al) -> tuple[StepBatch, StepBatch, Ag
     # rank prefills: 1 - (1 - s)^dp of the steps, carrying on average dp*s / that many prefilling ranks
     ranks = _f(dp) + 0 * b
     mixed_share = 1.0 - (1.0 - rank_share) ** ranks
+    if wl.adp_gate_iters > 0:
+        # attention-DP balance: a rank's prompt waits up to the gate for the other ranks' prompts, so the ranks
+        # prefill together: besides the first, each other rank has a prompt by then with probability
+        # 1 - exp(-s gate) (its prompt steps come at rate s per step); the prompt steps of all ranks, dp*s per
+        # step, then fall into dp*s / (ranks prefilling together) mixed steps
+        together = 1.0 + (ranks - 1.0) * (1.0 - np.exp(-rank_share * wl.adp_gate_iters))  # ranks prefilling per mixed step
+        mixed_share = np.minimum(np.minimum(ranks * rank_share / together, 1.0), mixed_share)
     prefill_ranks = np.where(mixed_share > 0, ranks * rank_share / np.maximum(mixed_share, 1e-300), 1.0)
     # the decode-only step at the batch (shared with the disaggregated decode worker of the same batch: where the
     # budget caps the running batch every step is mixed, so this step then only enters the TTFT terms)

@@ -4,9 +4,9 @@ import numpy as np
 import pytest
 
 from simfront.hardware import get_hardware
-from simfront.models import get_model
+from simfront.models import apply_precision, get_model
 from simfront.deployment import evaluate_agg
-from simfront.serving import NO_SPEC, Speculation, Workload, aggregated_raw, engine_profile
+from simfront.serving import NO_SPEC, Speculation, Workload, adp_gate_iters, aggregated_raw, engine_profile
 
 
 def aggregated(model, precision, hw, tp, pp, dp, ep, batch, wl, spec=NO_SPEC):
@@ -129,3 +129,30 @@ def test_token_budget_caps_the_running_batch():
     res = evaluate_agg(raw, engine_profile(None), 1, 8, 8 * 512)
     # requests/s can never beat the budget: prompt tokens per second <= budget per mixed step
     assert res.requests_s[2] * 8192 <= 2048 / (res.tpot_s[2] * raw.al) * (1 + 1e-6)
+
+
+def test_attention_dp_balance_aligns_prefill_steps():
+    """With TensorRT-LLM's attention-DP balance the ranks prefill in the same steps: at a load where every rank
+    has a prompt within the gate, mixed steps are about as frequent as one rank's prompt steps (not 1 - (1-s)^dp
+    of them) and carry every rank's prompts; without a gate, or with one rank, nothing changes."""
+    m = get_model("deepseek-r1")
+    hw = get_hardware("b200")
+    prec = apply_precision(m, "nvfp4")
+    loose = Workload(8192, 1024)
+    gated = Workload(8192, 1024, adp_gate_iters=adp_gate_iters("trtllm"))
+    assert gated.adp_gate_iters > 0 and adp_gate_iters("sglang") == 0 and adp_gate_iters(None) == 0
+    b = [2, 64]
+    free = aggregated_raw(m, prec, hw, 1, 1, 4, 4, b, loose)
+    bal = aggregated_raw(m, prec, hw, 1, 1, 4, 4, b, gated)
+    s = 64 * 8192 / (np.ceil(1023 / bal.al) + 1) / 8192  # one rank's share of steps with prompt tokens at batch 64
+    assert free.mixed_share[1] == pytest.approx(1 - (1 - s) ** 4, rel=1e-6)
+    assert bal.mixed_share[1] < 1.1 * s  # nearly every rank prefills in the same steps
+    assert np.all(bal.mixed_share <= free.mixed_share + 1e-12)  # the gate never adds mixed steps
+    assert np.all(bal.mixed_step_s >= free.mixed_step_s - 1e-12)  # but a mixed step carries more ranks' prompts
+    one = aggregated_raw(m, prec, hw, 8, 1, 1, 8, b, gated)
+    same = aggregated_raw(m, prec, hw, 8, 1, 1, 8, b, loose)
+    assert np.allclose(one.mixed_share, same.mixed_share) and np.allclose(one.mixed_step_s, same.mixed_step_s)
+    # the aligned worker is faster per output token at high load (fewer steps wait on one rank's prompt)
+    tb = evaluate_agg(bal, engine_profile("trtllm"), 1, 4, 4 * 64).tpot_s[1]
+    tf = evaluate_agg(free, engine_profile("trtllm"), 1, 4, 4 * 64).tpot_s[1]
+    assert tb < tf
