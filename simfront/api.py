@@ -189,7 +189,8 @@ def predict(model: str, gpus: str | GpuSet, isl: int | None = None, osl: int | N
             price: float | None = None, prefix_hit: float | None = None, engine: str | None = None, chunk_tokens: int | None = None,
             quality: str | dict | None = None, tails: bool = False, sla_percentile: float | None = None,
             prompts_per_client: float | None = None, workload: str | None = None, routing: str | None = None,
-            replicas: int | None = None, workload_set: dict | None = None, routing_skew: float | str | None = None) -> Frontier:
+            replicas: int | None = None, workload_set: dict | None = None, routing_skew: float | str | None = None,
+            random_range_ratio: float | None = None) -> Frontier:
     """The predicted frontier of every configuration of ``model`` on ``gpus`` (a :class:`simfront.results.Frontier`:
     attributes, ``["field"]`` access, ``.to_frame()``, ``.points`` for every feasible configuration).
 
@@ -197,7 +198,9 @@ def predict(model: str, gpus: str | GpuSet, isl: int | None = None, osl: int | N
     multi-turn sessions instead (:mod:`simfront.agentic`), with ``routing`` (kv-aware or round-robin over
     ``replicas``) deciding the prefix-cache hit rate and ``workload_set`` overriding the session knobs.
     ``routing_skew``: how the MoE router spreads tokens over experts, a power-law exponent (a measured skew) or
-    ``"balanced"`` (uniform); default the production-typical exponent (``step.DEFAULT_ROUTING_ALPHA``)."""
+    ``"balanced"`` (uniform); default the production-typical exponent (``step.DEFAULT_ROUTING_ALPHA``).
+    ``random_range_ratio``: predict a benchmark whose lengths are uniform in [r L, L] (1: every request exactly
+    ISL / OSL, which a prefill-first engine serves in waves); default lengths that vary, as a service's do."""
     isl, osl, prefix_hit, preset = _resolve_workload(isl, osl, prefix_hit, workload, routing, replicas, workload_set)
     alpha = _routing_alpha(routing_skew)
     inputs.check_predict(model, gpus, isl=isl, osl=osl, concurrency=concurrency, rate=rate, ttft_ms=ttft_ms, tpot_ms=tpot_ms, min_tok_s_user=min_tok_s_user, spec=spec, spec_k=spec_k, acceptance=acceptance, modes=modes, price=price, prefix_hit=prefix_hit, engine=engine, chunk_tokens=chunk_tokens)
@@ -234,7 +237,7 @@ def predict(model: str, gpus: str | GpuSet, isl: int | None = None, osl: int | N
     out: dict[str, Any] = {
         "model": m.id, "gpus": g.label, "workload": {"isl": isl, "osl": osl, "concurrency": concurrency, "rate": rate, "prefix_hit": prefix_hit,
                                                       "prompts_per_client": prompts_per_client, "preset": preset,
-                                                      "routing_alpha": alpha},
+                                                      "routing_alpha": alpha, "random_range_ratio": random_range_ratio},
         "price_usd_per_gpu_hour": g.hardware.price_usd_per_hour if price is None else price,
         "fits": False, "memory": verdict, "n_configs_evaluated": 0, "n_feasible": 0, "frontier": [], "knee": None,
         "best_under_sla": None, "sla": {"ttft_ms": ttft_ms, "tpot_ms": tpot_ms, "min_tok_s_user": min_tok_s_user},
@@ -255,8 +258,11 @@ def predict(model: str, gpus: str | GpuSet, isl: int | None = None, osl: int | N
         raise SimfrontError(f"--prompts-per-client {prompts_per_client}: give a number of requests per client, at least 1")
     # steady state by default; a benchmark of K prompts per client sends 1/K of its requests in its first wave
     wave = 0.0 if prompts_per_client is None else 1.0 / prompts_per_client
+    if random_range_ratio is not None and not (math.isfinite(random_range_ratio) and 0.0 < random_range_ratio <= 1.0):
+        raise SimfrontError(f"--random-range-ratio {random_range_ratio}: give r in (0, 1] (lengths uniform in [r L, L]; 1 = fixed lengths)")
     wl = Workload(isl=isl, osl=osl, prefix_hit=prefix_hit, chunk_tokens=chunk_tokens or DEFAULT_CHUNK_TOKENS,
-                  startup_wave_share=wave, routing_alpha=alpha, adp_gate_iters=adp_gate_iters(engine))
+                  startup_wave_share=wave, routing_alpha=alpha, adp_gate_iters=adp_gate_iters(engine),
+                  length_range_ratio=random_range_ratio)
     res = search(m, g, wl, space, price)
     out["n_configs_evaluated"] = res.n_evaluated
     out["n_feasible"] = res.n_feasible

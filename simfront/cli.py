@@ -232,6 +232,7 @@ def predict_cmd(
     launch: Optional[str] = typer.Option(None, "--launch", help="Print the engine launch and benchmark commands (vllm, sglang, trtllm) for the best point under the SLA, else the knee."),
     engine_version: Optional[str] = typer.Option(None, "--engine-version", help="With --launch: spell the flags of this engine release (e.g. 0.5.9); default the newest release in simfront\'s flag tables."),
     prompts_per_client: Optional[float] = typer.Option(None, "--prompts-per-client", help="Predict a benchmark run instead of steady state: K prompts per client (e.g. 10 for num_prompts = 10 x concurrency), the first of each sent at once."),
+    random_range_ratio: Optional[float] = typer.Option(None, "--random-range-ratio", help="Predict a benchmark whose lengths are uniform in [r x ISL, ISL] and [r x OSL, OSL] (SGLang bench_serving / InferenceX spelling; 1 = fixed lengths, which a prefill-first engine such as SGLang serves in waves). Default: lengths that vary, as a service's do."),
     tails: bool = typer.Option(False, "--tails", help="Add p50/p90/p99 TTFT and TPOT to the frontier points (step-level simulation; a few seconds)."),
     sla_percentile: Optional[int] = typer.Option(None, "--sla-percentile", help="Judge --ttft/--tpot at this percentile (50, 90 or 99) of the simulated frontier points instead of the mean."),
     quality: Optional[str] = typer.Option(None, "--quality", help="Quality as a third axis: your scores per weight format, KV dtype (kv:fp8) and speculative method, e.g. nvfp4=0.97,fp8_block=1.0,kv:fp8=0.995, or a YAML file; simfront never invents scores."),
@@ -254,7 +255,7 @@ def predict_cmd(
                       spec=spec, spec_k=spec_k, acceptance=acceptance, modes=modes, price=price, prefix_hit=prefix_hit, engine=engine,
                       quality=quality, tails=tails, sla_percentile=sla_percentile, prompts_per_client=prompts_per_client,
                       workload=workload, routing=routing, replicas=replicas, workload_set=_settings("--workload-set", workload_set),
-                      routing_skew=routing_skew)
+                      routing_skew=routing_skew, random_range_ratio=random_range_ratio)
     isl, osl = res.workload.isl, res.workload.osl
     points = res.points
     if launch and res["fits"]:

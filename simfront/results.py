@@ -133,6 +133,7 @@ class Workload(Result):
     prompts_per_client: float | None = None  # a benchmark run of this many prompts per client; None: steady state
     preset: dict | None = None  # the workload preset that set isl/osl/prefix_hit (--workload agentic-coding), with its knobs
     routing_alpha: float | None = None  # MoE routing skew: power-law exponent of tokens over experts; None = balanced
+    random_range_ratio: float | None = None  # benchmark lengths uniform in [r L, L] (1: fixed); None: lengths that vary
 
 
 class Sla(Result):

@@ -56,6 +56,15 @@ class Workload:
     # holding a new prompt waits up to this many steps for every attention-DP rank to hold one, so the ranks
     # prefill in the same steps; 0: each rank schedules its prompts alone (see :func:`adp_gate_iters`)
     adp_gate_iters: float = 0.0
+    # a benchmark client's lengths: uniform in [r L, L] (--random-range-ratio r); None: lengths that vary as a
+    # service's do. At r = 1 (every request exactly ISL / OSL) closed-loop clients stay in step, so an engine that
+    # prefills before it decodes serves them in waves (see :func:`finish_aggregated`)
+    length_range_ratio: float | None = None
+
+    @property
+    def fixed_lengths(self) -> bool:
+        """Every request has exactly ISL input and OSL output tokens."""
+        return self.length_range_ratio is not None and self.length_range_ratio >= 1.0
 
 
 def adp_gate_iters(engine: str | None) -> float:
@@ -135,7 +144,9 @@ def engine_constants(engine: str | None = None) -> dict:
         key = engine_key(engine)
     except Exception:  # noqa: BLE001 - an unknown engine string: the default engine's settings
         key = "default"
-    return {"adp_balance_timeout_iters": scheduler_settings(key).adp_balance_timeout_iters}
+    sched = scheduler_settings(key)
+    # prefill_first: a step with admissible prompts prefills only, and the running requests decode after it
+    return {"adp_balance_timeout_iters": sched.adp_balance_timeout_iters, "prefill_first": float(sched.policy == "prefill_first")}
 
 
 def _f(x) -> np.ndarray:
@@ -282,6 +293,7 @@ class AggRaw:
     slots: np.ndarray  # requests in flight per worker (batch x DP x PP)
     wave_share: float = 0.0  # the workload's share of requests in a synchronised start-up wave
     ranks: np.ndarray | float = 1.0  # attention-DP ranks of the worker
+    fixed_lengths: bool = False  # the workload's requests all have the same lengths (Workload.fixed_lengths)
 
 
 @dataclass
@@ -353,7 +365,8 @@ def _agg_steps(dp, pp, b, wl: Workload, q, al) -> tuple[StepBatch, StepBatch, Ag
     rho = np.clip(p / chunk, 0.0, 0.95)
     raw = AggRaw(decode_step_s=None, mixed_step_s=None, mixed_tokens=mixed_tokens, mixed_share=mixed_share,
                  batch=b, chunk=chunk, isl_new=isl_new, rho=rho + 0 * b, al=al,
-                 osl=wl.osl, slots=b * _f(dp) * _f(pp), wave_share=float(wl.startup_wave_share), ranks=ranks)
+                 osl=wl.osl, slots=b * _f(dp) * _f(pp), wave_share=float(wl.startup_wave_share), ranks=ranks,
+                 fixed_lengths=wl.fixed_lengths)
     return dec, mix, raw
 
 
@@ -408,7 +421,8 @@ def worker_raw(model: Model, precision: Precision, hw: Hardware, tp, pp, dp, ep,
         aggs[c] = [AggRaw(decode_step_s=cols.take(parts[0], i), mixed_step_s=cols.take(parts[1 + j], i),
                           mixed_tokens=cols.take(raw.mixed_tokens, i), mixed_share=cols.take(raw.mixed_share, i),
                           batch=cols.take(raw.batch, i), chunk=raw.chunk, isl_new=raw.isl_new, rho=cols.take(raw.rho, i),
-                          al=sp.accepted_per_step, osl=raw.osl, slots=cols.take(raw.slots, i), wave_share=raw.wave_share)
+                          al=sp.accepted_per_step, osl=raw.osl, slots=cols.take(raw.slots, i), wave_share=raw.wave_share,
+                          fixed_lengths=raw.fixed_lengths)
                    for i, sp in enumerate(cols.specs)]
     pre = None
     if pb is not None:
@@ -497,10 +511,30 @@ def finish_aggregated(raw: AggRaw, prof: dict) -> AggResult:
     steps = np.maximum(1.0, tokens / budget)  # steps those tokens span at the token budget
     per_token = np.maximum(t_mix - t_dec, 0.0) / np.maximum(raw.mixed_tokens, 1.0)  # extra step time per prompt token
     ttft = (wait + (steps + prof["ttft_extra_steps"]) * t_dec + tokens * per_token) * prof["ttft_scale"] + prof["ttft_overhead_s"]
+    if prof.get("prefill_first", 0.0) and raw.fixed_lengths:
+        ttft, tpot = _wave_latencies(raw, prof, t_dec, per_token)
     ttft = ttft + adp_balance_wait_s(raw.ranks, raw.slots / np.maximum(ttft + (raw.osl - 1) * tpot, 1e-30), step,
                                      prof.get("adp_balance_timeout_iters", 0.0))
     e2e = ttft + (raw.osl - 1) * tpot  # one request's life: first token, then OSL - 1 decode tokens
     return AggResult(ttft, tpot, step, e2e)
+
+
+def _wave_latencies(raw: AggRaw, prof: dict, t_dec, per_token) -> tuple[np.ndarray, np.ndarray]:
+    """(TTFT, TPOT) of a prefill-first engine serving closed-loop clients whose requests all have the same lengths.
+
+    Requests that start decoding together finish together and come back together, and an engine that prefills
+    every waiting prompt before it decodes again (SGLang's default) keeps them together: each round, the batch's
+    prompts are prefilled in one burst of prefill-only steps, then the batch decodes OSL - 1 steps with no prompt
+    tokens. A prompt's first token comes at its place in the burst (half the burst on average, plus the engine's
+    steps to stream it), and it then waits for the rest of the burst before its next token (half the burst, spread
+    over its OSL - 1 tokens). The cycle is the same as the mixed-step form's; TTFT and TPOT split it differently.
+    """
+    burst = raw.batch * raw.isl_new * per_token  # prefill-only steps for every running prompt of a rank
+    first_step = np.minimum(raw.chunk, raw.batch * raw.isl_new) * per_token  # one prefill step of the burst
+    tpot = t_dec / raw.al + 0.5 * burst / np.maximum(raw.osl - 1.0, 1.0)  # pure decode, plus the burst's tail
+    # a prompt's first token comes at the end of the prefill step that completes it: (n + 1) / 2 of n steps on average
+    ttft = (0.5 * (burst + first_step) + prof["ttft_extra_steps"] * t_dec) * prof["ttft_scale"] + prof["ttft_overhead_s"]
+    return ttft, tpot
 
 
 EULER_GAMMA = 0.5772156649015329  # Euler-Mascheroni constant (harmonic numbers H_n ~ ln n + gamma + 1/2n - 1/12n^2)

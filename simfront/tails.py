@@ -43,7 +43,9 @@ def simulate_points(model: Model, gpus: GpuSet, wl: Workload, points: dict, idx,
     sched = scheduler_settings(engine, None, hw.hbm_bytes / 2**30)
     precs = {(q.label, q.kv): q for q in precision_options(model, gpus, space or SearchSpace())}
     out = {k: np.full(idx.size, np.nan) for k in TAIL_FIELDS + SHAPE_FIELDS + ("requests_s",)}
-    client = cl.ClosedLoop(1.0, cl.Lengths(wl.isl, wl.osl), num_prompts=PROMPTS_PER_CLIENT, first_wave=False, warmup=1)
+    # the workload's length spread when it names one (a benchmark's --random-range-ratio), else fixed lengths
+    ratio = 1.0 if wl.length_range_ratio is None else wl.length_range_ratio
+    client = cl.ClosedLoop(1.0, cl.Lengths(wl.isl, wl.osl, ratio), num_prompts=PROMPTS_PER_CLIENT, first_wave=False, warmup=1)
     specs: dict[str, object] = {}
     for mode in ("agg", "disagg"):
         js = [j for j, i in enumerate(idx) if str(points["mode"][i]) == mode

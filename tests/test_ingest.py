@@ -119,6 +119,14 @@ def test_sglang_dp_attention_layout_and_achieved_concurrency():
     assert (p.output_tok_s_total, p.total_tok_s) == (1296.474, 2592.949)
     assert p.concurrency == 32.0 and p.extra["achieved_concurrency"] == 31.62  # cap vs achieved
     assert p.missing == ["gpu", "mode", "precision"]
+    assert p.random_range_ratio == 1.0  # the client's random dataset at range ratio 1: fixed lengths
+
+
+def test_aiconfigurator_serving_rows_have_fixed_lengths():
+    """aiconfigurator's serving set sends requests of exactly ISL / OSL tokens (calibration README): its rows say so,
+    which the evaluator needs (prefill-first engines serve fixed-length closed-loop clients in waves)."""
+    points = load_measurements(Path(__file__).resolve().parent.parent / "measurements" / "measured_serving.csv").points
+    assert points and all(p.random_range_ratio == 1.0 for p in points)
 
 
 def test_aiperf_inter_token_latency_is_tpot():

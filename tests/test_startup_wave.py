@@ -49,3 +49,24 @@ def test_vllm_result_records_its_prompt_count():
     f = Path(__file__).parent / "data" / "ingest" / "vllm_infqps-concurrency64-DeepSeek-R1-20250612-101530.json"
     p = load_measurements([str(f)]).points[0]
     assert p.num_prompts == 640 and wave_share(p) == pytest.approx(64 / 640)
+
+
+def test_fixed_length_benchmark_runs_in_waves_on_a_prefill_first_engine():
+    """--random-range-ratio 1 (every request exactly ISL / OSL) on SGLang: each round the batch's prompts are
+    prefilled in one burst, so loaded points wait longer for their first token and decode faster; lengths that vary
+    (the default, or r < 1) and a mixed-step engine (vLLM) form no waves."""
+    kw = dict(isl=2048, osl=256, modes=["agg"], engine="sglang")
+    varied = api.predict("qwen3-32b", "8xH100", **kw).points
+    fixed = api.predict("qwen3-32b", "8xH100", random_range_ratio=1.0, **kw)
+    assert fixed.workload.random_range_ratio == 1.0
+    pts = fixed.points
+    loaded = (varied["batch"] >= 32) & (varied["batch"] <= 256)  # loaded, and not capped by the token budget
+    assert (pts["ttft_ms"][loaded] > varied["ttft_ms"][loaded]).all()
+    assert (pts["tpot_ms"][loaded] < varied["tpot_ms"][loaded]).all()
+    blurred = api.predict("qwen3-32b", "8xH100", random_range_ratio=0.8, **kw).points
+    assert (blurred["ttft_ms"] == varied["ttft_ms"]).all()
+    vkw = dict(kw, engine="vllm")
+    assert (api.predict("qwen3-32b", "8xH100", random_range_ratio=1.0, **vkw).points["ttft_ms"]
+            == api.predict("qwen3-32b", "8xH100", **vkw).points["ttft_ms"]).all()
+    with pytest.raises(SimfrontError, match="random-range-ratio"):
+        api.predict("llama-3.1-8b", "1xH100", random_range_ratio=0.0)

@@ -101,6 +101,8 @@ class MeasuredPoint(BaseModel):
     token_budget: Count | None = None  # engine token budget per step per attention rank (chunked-prefill size)
     num_prompts: Count | None = None  # requests the benchmark client sent in all (its first `concurrency` at once)
     startup_wave_share: NonNegative | None = None  # share of requests in a synchronised start-up wave (0: steady state)
+    # the client's lengths: uniform in [r L, L] (--random-range-ratio r); 1 = every request exactly ISL / OSL tokens
+    random_range_ratio: Annotated[float, Field(ge=0, le=1)] | None = None
 
     # speculative decoding
     spec_decoding: SpecDecoding | None = None

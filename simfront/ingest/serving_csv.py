@@ -37,6 +37,9 @@ MEANINGS = {
 # tp8, with identical timings recorded under tp8 elsewhere: calibration/README.md "quirks").
 _ID_TP = re.compile(r"_tp(\d+)_ep(?:\d+|none)_\d+$")
 
+# random range ratio of a client that sends every request at exactly its ISL / OSL
+FIXED_LENGTHS = 1.0
+
 
 def _id_layout_conflict(rec: Record) -> str | None:
     """Why an agg row's GPUs per worker disagree with the TP its id names (None when they agree or the id names none)."""
@@ -89,6 +92,9 @@ def parse_row(row: dict[str, str], line: int) -> Record:
         isl=to_float(row["isl"], "isl"),
         osl=to_float(row["osl"], "osl"),
         concurrency=to_float(row["concurrency"], "concurrency"),
+        # the set's runs send synthetic requests of exactly `isl` input and `osl` output tokens (calibration README,
+        # e2e/measured_serving.csv: "synthetic requests of isl input and osl output tokens"): fixed lengths
+        random_range_ratio=FIXED_LENGTHS,
     )
     if mode == "agg":
         _layout(rec, row, "", LAYOUT)

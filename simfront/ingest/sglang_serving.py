@@ -99,6 +99,9 @@ def parse_record(obj: dict, line: int) -> Record:
     dataset = obj.get("dataset_name")
     if dataset and dataset != "random":
         rec.fields["dataset"] = dataset
+    elif dataset == "random" and obj.get("random_range_ratio") is not None:  # synthetic lengths in [r L, L]
+        rec.fields["random_range_ratio"] = to_float(obj["random_range_ratio"], "random_range_ratio")
+        used.add("random_range_ratio")
     info = obj.get("server_info")
     if isinstance(info, dict) and isinstance(info.get("decode"), list) and info["decode"]:
         info = info["decode"][0]  # PD router: the decode server's arguments (as bench_serving reads them)
