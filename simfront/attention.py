@@ -120,6 +120,28 @@ def _occupancy(ctas, ctas_half_per_sm, sm_count) -> np.ndarray:
 # ----------------------------------------------------------------------------------- decode
 
 
+def decode_launches(batch, kv_len, n_kv_heads, per_head_path, fp8_fused, hw) -> np.ndarray:
+    """Kernels one decode-attention call launches on ``hw`` (``hardware/kernels.yaml`` ``launches``).
+
+    The grouped kernels (trtllm-gen on sm_100 / sm_103, XQA mma.sync elsewhere) run after a separate
+    RoPE + KV-append kernel; the Hopper FP8 GMMA XQA kernel (``fp8_fused``) does both itself. Where the
+    grouped kernel is XQA, it runs only when its grid (request x KV head x history split) fills the GPU,
+    else the fused masked-MHA kernel (``attention_decode_mmha``) does: small grids pay one launch on those
+    GPUs and two on trtllm-gen GPUs, whose dispatcher has no such switch. Oversized query groups
+    (``per_head_path``) run masked MHA everywhere.
+    """
+    b, kv, nkv = _f(batch), _f(kv_len), _f(n_kv_heads)
+    grouped = float(kernels.launches("attention_decode_tma_grouped", hw))
+    fused = float(kernels.launches("attention_decode_mmha", hw))
+    fp8 = float(kernels.launches("attention_decode_fp8_grouped", hw)) if kernels.has_native("attention_decode_fp8_grouped", hw) else grouped
+    n = np.where(fp8_fused, fp8, grouped)
+    if not kernels.has_native("attention_decode_tma_grouped", hw):  # XQA dispatch: small grids take masked MHA
+        xqa = kernels.fallback("attention_decode_tma_grouped")
+        blocks = b * nkv * np.maximum(1.0, np.floor(kv / xqa["small_grid_history_tokens_per_cta"]))
+        n = np.where(blocks < xqa["small_grid_min_ctas_per_sm"] * hw.sm_count, fused, n)
+    return np.where(per_head_path, fused, n)
+
+
 def _decode_seconds(batch, kv_len, n_heads, n_kv_heads, head_dim, window, kv_bytes, hw, p, q_tokens=1, _walk=True):
     """Decode time and its legs; shared by :func:`attention_decode_cost` and calibration."""
     b, kv, nh, nkv, hd = _f(batch), _f(kv_len), _f(n_heads), _f(n_kv_heads), _f(head_dim)
@@ -189,11 +211,17 @@ def _decode_seconds(batch, kv_len, n_heads, n_kv_heads, head_dim, window, kv_byt
     # outside the window are launched, walk their block-table slice and exit; each costs a fixed
     # SM-time (less in the per-head kernels, which stage no tiles). The grid is capped at
     # decode_window_max_ctas_per_sm CTAs per SM (the kernel sizes its split grid to fill the GPU).
+    # trtllm-gen (sm_100 / sm_103) sizes its split-KV grid by the window (fmhaKernels.h computeNumCtas:
+    # maxAttentionWindow = min(kv_len, window + tileSizeKv - 1)), so its grouped kernels launch no CTA outside it.
+    window_grid = kernels.has_native("attention_decode_tma_grouped", hw) & ~per_head_path
     skipped_ctas = np.minimum(units * np.maximum(kv - L, 0.0) / p["decode_split_tokens"],
                               p["decode_window_max_ctas_per_sm"] * sm)  # split CTAs outside the window
     skip_s = np.where(generic, p["decode_window_split_generic_s"], p["decode_window_split_s"])
-    walk_s = np.where((w > 0) & (~low_bit | generic), skipped_ctas * skip_s, 0.0) / sm
+    walk_s = np.where((w > 0) & (~low_bit | generic) & ~window_grid, skipped_ctas * skip_s, 0.0) / sm
     launch = np.where(low_bit, launch_8, launch_16)
+    # Kernel launches of the call (RoPE / KV-append kernel where it is separate, the attention kernel), each at
+    # the measured per-launch cost: data per platform, so the fitted decode_launch_s is the kernel's own fixed work.
+    launch = launch + decode_launches(b, kv, nkv, per_head_path, low_bit & fast_fp8, hw) * kernels.launch_cost().per_launch_s
     time_s = launch + soft_max(overhead + walk_s, np.maximum(memory_s, compute_s), DECODE_OVERLAP_NORM)
     if _walk:
         # An engine never does worse than ignoring the window (full attention over kv_len).
@@ -310,7 +338,7 @@ def _predict_prefill(cols, hw, p):
 # name: (default = hopper fit, lower bound, upper bound). Names are disjoint between ops of the
 # same kind, so both ops' parameters live in one family block of attention.yaml.
 DECODE_PARAMS = {
-    "decode_launch_s": (8.1e-6, 1e-6, 5e-5),  # fixed kernel cost (launch, split-KV combine)
+    "decode_launch_s": (8.1e-6, 1e-6, 5e-5),  # fixed cost of the attention kernel beyond its launches (decode_launches: data)
     "decode_launch_grouped_fp8_frac": (0.67, 0.2, 1.0),  # fixed cost of grouped FP8-KV kernels (head_dim >= 128) / decode_launch_s
     "decode_hbm_eff": (0.99, 0.3, 1.3),  # achieved fraction of the ACHIEVABLE HBM bandwidth for paged KV at full occupancy
     "decode_split_tokens": (400.0, 16.0, 1e6),  # KV tokens per split-KV CTA

@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from simfront import efficiency
+from simfront import efficiency, kernels
 from simfront.attention import (
     CALIBRATION_OPS,
     FP8_GROUPED_MIN_HEAD_DIM,
@@ -14,6 +14,7 @@ from simfront.attention import (
     attention_decode_cost,
     attention_prefill_cost,
     causal_pairs,
+    decode_launches,
     soft_max,
 )
 from simfront.hardware import get_hardware
@@ -98,6 +99,64 @@ def test_hopper_window_walks_full_context_with_16bit_cache():
     assert t(32768, 128, 2, H100) <= t(32768, 0, 2, H100)
     assert t(32768, 128, 1, H100) == pytest.approx(t(128, 128, 1, H100), rel=1e-6)
     assert t(32768, 128, 2, B200) < 1.05 * t(128, 128, 2, B200)
+
+
+def test_trtllm_gen_window_grid_is_sized_by_the_window():
+    # trtllm-gen sizes its split-KV grid by min(kv_len, window + tile - 1) (fmhaKernels.h computeNumCtas): on
+    # B200 a 16-bit windowed decode costs what the window alone costs, whatever the context; Hopper's XQA grid
+    # is sized by the whole context (test above). Same parameters on both GPUs.
+    from simfront.attention import _params
+
+    p = _params(None, H100)
+    t = lambda kv, w, hw: float(attention_decode_cost(16, kv, 16, 2, 128, w, 2, hw, p=p).time_s)
+    assert t(131072, 128, B200) == pytest.approx(t(128, 128, B200), rel=1e-9)
+    assert t(131072, 128, H100) > 1.3 * t(128, 128, H100)
+
+
+def test_decode_launch_counts_are_engine_source_data():
+    # hardware/kernels.yaml: trtllm-gen (sm_100/103) and XQA mma.sync run a separate RoPE / KV-append kernel
+    # first (2 launches); Hopper's FP8 GMMA XQA kernel fuses it (1); masked MHA fuses everything (1).
+    for op, n in (("attention_decode_tma_grouped", 2), ("attention_decode_fp8_grouped", 1), ("attention_decode_mmha", 1)):
+        native = kernels.table()[op].native
+        assert all(k.launches and k.launches_source for k in native), op
+    assert kernels.launches("attention_decode_tma_grouped", B200) == 2
+    assert kernels.launches("attention_decode_tma_grouped", H100) == 2  # the xqa-mma fallback
+    assert kernels.launches("attention_decode_fp8_grouped", H100) == 1
+    xqa = kernels.fallback("attention_decode_tma_grouped")
+    assert xqa["launches_source"] and xqa["small_grid_history_tokens_per_cta"] == 128
+    assert xqa["small_grid_min_ctas_per_sm"] == pytest.approx(1 / 4)  # kEnableMinBlockFactor = 4
+    assert kernels.fallback("attention_decode_mmha")["estimate"] is True  # AMD: no TensorRT-LLM, said so
+
+
+def test_decode_launches_follow_the_dispatch_of_each_platform():
+    no, yes = np.array(False), np.array(True)
+    n = lambda b, kv, nkv, hw, per_head=no, fused=no: float(decode_launches(b, kv, nkv, per_head, fused, hw))
+    # Hopper: XQA only where request x KV head x history splits reach SMs / 4; smaller grids run masked MHA
+    assert n(1, 16, 8, H100) == 1  # 8 CTAs < 132 / 4
+    assert n(4, 1024, 8, H100) == 2  # 4 x 8 x 8 = 256 CTAs
+    assert n(1, 4096, 1, H100) == 1  # 32 history splits < 33
+    assert n(1, 4224, 1, H100) == 2  # 33 splits
+    assert n(64, 4096, 8, H100, fused=yes) == 1  # FP8 GMMA kernel applies RoPE itself
+    # B200: trtllm-gen for every grid, after the preprocessing kernel
+    assert n(1, 16, 8, B200) == 2 and n(64, 4096, 8, B200) == 2
+    # oversized groups run masked MHA on both
+    assert n(64, 4096, 1, H100, per_head=yes) == 1 and n(64, 4096, 1, B200, per_head=yes) == 1
+    # arrays broadcast
+    assert decode_launches(np.array([1, 64]), 16, 8, no, no, H100).tolist() == [1.0, 2.0]
+
+
+def test_small_grid_b200_pays_one_more_launch_than_h100(monkeypatch):
+    # Same fitted parameters on H100 and B200: a launch-bound 16-bit GQA step (masked MHA on Hopper, preprocessing
+    # + trtllm-gen on B200) pays exactly one more launch on B200 at the measured per-launch cost.
+    from simfront.attention import _params
+
+    p = _params(None, H100)
+    t = lambda hw: float(attention_decode_cost(1, 16, 32, 8, 128, 0, 2, hw, p=p).time_s)
+    with_launches = t(B200) - t(H100)
+    real = kernels.launch_cost()
+    monkeypatch.setattr(kernels, "launch_cost", lambda: real.model_copy(update={"per_launch_s": 1e-30}))
+    without = t(B200) - t(H100)
+    assert with_launches - without == pytest.approx(real.per_launch_s, rel=1e-6)
 
 
 def test_hopper_window_walks_in_per_head_kernels_with_fp8_cache():
