@@ -54,7 +54,7 @@ def test_vllm_result_records_its_prompt_count():
 def test_fixed_length_benchmark_runs_in_waves_on_a_prefill_first_engine():
     """--random-range-ratio 1 (every request exactly ISL / OSL) on SGLang: each round the batch's prompts are
     prefilled in one burst, so loaded points wait longer for their first token and decode faster; lengths that vary
-    (the default, or r < 1) and a mixed-step engine (vLLM) form no waves."""
+    (the default, or r < 1) and a mixed-step engine (vLLM) form none."""
     kw = dict(isl=2048, osl=256, modes=["agg"], engine="sglang")
     varied = api.predict("qwen3-32b", "8xH100", **kw).points
     fixed = api.predict("qwen3-32b", "8xH100", random_range_ratio=1.0, **kw)
@@ -63,6 +63,7 @@ def test_fixed_length_benchmark_runs_in_waves_on_a_prefill_first_engine():
     loaded = (varied["batch"] >= 32) & (varied["batch"] <= 256)  # loaded, and not capped by the token budget
     assert (pts["ttft_ms"][loaded] > varied["ttft_ms"][loaded]).all()
     assert (pts["tpot_ms"][loaded] < varied["tpot_ms"][loaded]).all()
+    # lengths in [0.8 L, L]: each wave's finish times spread, the spread compounds from round to round, no waves
     blurred = api.predict("qwen3-32b", "8xH100", random_range_ratio=0.8, **kw).points
     assert (blurred["ttft_ms"] == varied["ttft_ms"]).all()
     vkw = dict(kw, engine="vllm")
