@@ -350,7 +350,8 @@ def predict(model: str, gpus: str | GpuSet, isl: int | None = None, osl: int | N
 def explain(model: str, gpus: str | GpuSet, tp: int = 1, pp: int = 1, ep: int = 1, attention_dp: int = 1, batch: int = 1,
             ctx: int | None = None, phase: str = "decode", precision: str = "native", kv_dtype: str = "native", spec: str | None = None,
             spec_k: int | None = None, acceptance: float | None = None, isl: int | None = None, osl: int | None = None,
-            engine: str | None = None, chunk_tokens: int | None = None, mode: str = "agg") -> StepBreakdown:
+            engine: str | None = None, chunk_tokens: int | None = None, mode: str = "agg",
+            random_range_ratio: float | None = None) -> StepBreakdown:
     """Per-op table of one forward step on one GPU and every term between it and the step time the
     serving model uses (hidden kernel latency, engine step scale, per-step overhead, mixed prefill
     steps, draft passes, tokens accepted per step).
@@ -358,14 +359,15 @@ def explain(model: str, gpus: str | GpuSet, tp: int = 1, pp: int = 1, ep: int = 
     decode with ``isl``/``osl``: the step of a frontier point, exactly as ``predict`` costs it (an
     aggregated worker's mean of decode-only and mixed steps, or a disaggregated decode worker's pure
     decode step with ``mode="disagg"``); decode with ``ctx`` alone: a pure decode step at that cached
-    context; prefill: ``batch`` prompts of ``ctx`` tokens per rank.
+    context; prefill: ``batch`` prompts of ``ctx`` tokens per rank. ``random_range_ratio``: the benchmark's lengths,
+    as for :func:`predict` (at 1 a prefill-first engine runs the aggregated worker in waves).
     """
     inputs.check_explain(model, gpus, tp=tp, pp=pp, ep=ep, attention_dp=attention_dp, batch=batch,
                          ctx=ctx if ctx is not None else int((isl or 1) + (osl or 0)), phase=phase, precision=precision, kv_dtype=kv_dtype)
     from .layout import check_layout
     from .search import make_spec, spec_label
-    from .serving import (NO_SPEC, Workload, adp_gate_iters, aggregated_raw, busiest_rank_context, decode_raw, engine_profile, mean_step_s, prefill_raw,
-                          step_terms)
+    from .serving import (NO_SPEC, Workload, adp_gate_iters, aggregated_raw, busiest_rank_context, decode_raw, engine_profile, finish_aggregated,
+                          mean_step_s, prefill_raw, step_terms)
     from .step import StepBatch, forward_step
 
     if phase not in ("decode", "prefill"):
@@ -397,7 +399,10 @@ def explain(model: str, gpus: str | GpuSet, tp: int = 1, pp: int = 1, ep: int = 
     terms: list[dict] = []
     serving = isl is not None and osl is not None and phase == "decode"
     if serving:
-        wl = Workload(isl=isl, osl=osl, chunk_tokens=float(chunk_tokens or DEFAULT_CHUNK_TOKENS), adp_gate_iters=adp_gate_iters(engine))
+        if random_range_ratio is not None and not (math.isfinite(random_range_ratio) and 0.0 < random_range_ratio <= 1.0):
+            raise SimfrontError(f"--random-range-ratio {random_range_ratio}: give r in (0, 1] (lengths uniform in [r L, L]; 1 = fixed lengths)")
+        wl = Workload(isl=isl, osl=osl, chunk_tokens=float(chunk_tokens or DEFAULT_CHUNK_TOKENS), adp_gate_iters=adp_gate_iters(engine),
+                      length_range_ratio=random_range_ratio)
         # mean cached context of a decoding request on the busiest attention-DP rank (what the evaluator costs)
         ctx_eff = float(busiest_rank_context(wl.isl + wl.osl / 2.0, attention_dp, batch, wl.isl, wl.osl))
         sb = StepBatch(decode_reqs=batch, decode_ctx=ctx_eff, q_tokens=q)
@@ -437,9 +442,15 @@ def explain(model: str, gpus: str | GpuSet, tp: int = 1, pp: int = 1, ep: int = 
         t_dec, t_mix, mean = (float(x) for x in mean_step_s(raw, prof))
         share = float(raw.mixed_share)
         mixed = {"share": share, "prompt_tokens": float(raw.mixed_tokens), "mixed_step_s": t_mix, "decode_step_s": t_dec}
-        terms.append({"term": f"mixed steps: {share:.2%} of steps also carry {float(raw.mixed_tokens):,.0f} prompt tokens "
-                              f"({t_mix * 1e3:,.3f} ms each)", "seconds": mean - t_dec})
-        out_step = mean
+        if prof.get("prefill_first", 0.0) and wl.fixed_lengths:  # the evaluator's wave form (serving._wave_latencies)
+            wave_step = float(finish_aggregated(raw, prof).tpot_s) * sp.accepted_per_step
+            terms.append({"term": f"prefill-first waves: each round's burst of {float(raw.batch) * float(raw.isl_new):,.0f} prompt "
+                                  f"tokens per rank, half of it spread over the OSL - 1 tokens", "seconds": wave_step - t_dec})
+            out_step = wave_step
+        else:
+            terms.append({"term": f"mixed steps: {share:.2%} of steps also carry {float(raw.mixed_tokens):,.0f} prompt tokens "
+                                  f"({t_mix * 1e3:,.3f} ms each)", "seconds": mean - t_dec})
+            out_step = mean
     al = sp.accepted_per_step
     rows = []
     for r in st.ops:

@@ -54,6 +54,7 @@ IslOpt = typer.Option(1024, "--isl", help="Mean input (prompt) tokens per reques
 OslOpt = typer.Option(1024, "--osl", help="Mean output (generated) tokens per request.")
 PrefixOpt = typer.Option(0.0, "--prefix-hit", help="Share of input tokens served from the prefix cache (0-1).")
 EngineOpt = typer.Option(None, "--engine", help="Engine overhead profile: trtllm, sglang, vllm (default: average).")
+RangeRatioOpt = typer.Option(None, "--random-range-ratio", help="A benchmark whose lengths are uniform in [r x ISL, ISL] and [r x OSL, OSL] (SGLang bench_serving / InferenceX spelling; 1 = fixed lengths, which a prefill-first engine such as SGLang serves in waves). Default: lengths that vary, as a service's do.")
 SpecKOpt = typer.Option(None, "--spec-k", help="Draft tokens per step.")
 AcceptanceOpt = typer.Option(None, "--acceptance", help="Per-token draft acceptance probability (0-1).")
 QuietOpt = typer.Option(False, "--quiet", "-q", help="No progress bar on stderr (there is none when stderr is not a terminal).")
@@ -232,7 +233,7 @@ def predict_cmd(
     launch: Optional[str] = typer.Option(None, "--launch", help="Print the engine launch and benchmark commands (vllm, sglang, trtllm) for the best point under the SLA, else the knee."),
     engine_version: Optional[str] = typer.Option(None, "--engine-version", help="With --launch: spell the flags of this engine release (e.g. 0.5.9); default the newest release in simfront\'s flag tables."),
     prompts_per_client: Optional[float] = typer.Option(None, "--prompts-per-client", help="Predict a benchmark run instead of steady state: K prompts per client (e.g. 10 for num_prompts = 10 x concurrency), the first of each sent at once."),
-    random_range_ratio: Optional[float] = typer.Option(None, "--random-range-ratio", help="Predict a benchmark whose lengths are uniform in [r x ISL, ISL] and [r x OSL, OSL] (SGLang bench_serving / InferenceX spelling; 1 = fixed lengths, which a prefill-first engine such as SGLang serves in waves). Default: lengths that vary, as a service's do."),
+    random_range_ratio: Optional[float] = RangeRatioOpt,
     tails: bool = typer.Option(False, "--tails", help="Add p50/p90/p99 TTFT and TPOT to the frontier points (step-level simulation; a few seconds)."),
     sla_percentile: Optional[int] = typer.Option(None, "--sla-percentile", help="Judge --ttft/--tpot at this percentile (50, 90 or 99) of the simulated frontier points instead of the mean."),
     quality: Optional[str] = typer.Option(None, "--quality", help="Quality as a third axis: your scores per weight format, KV dtype (kv:fp8) and speculative method, e.g. nvfp4=0.97,fp8_block=1.0,kv:fp8=0.995, or a YAML file; simfront never invents scores."),
@@ -302,6 +303,7 @@ def explain_cmd(
     acceptance: Optional[float] = AcceptanceOpt,
     engine: Optional[str] = typer.Option(None, "--engine", help="Engine profile: trtllm, sglang, vllm (default: average)."),
     chunk_tokens: Optional[int] = typer.Option(None, "--chunk-tokens", help="Engine token budget per step (a frontier point's chunk_tokens; default 8192)."),
+    random_range_ratio: Optional[float] = RangeRatioOpt,
     calibration: Optional[str] = CalOpt,
     as_json: bool = JsonOpt,
 ) -> None:
@@ -311,7 +313,7 @@ def explain_cmd(
     _load_calibration(calibration)
     res = api.explain(model, gpus, tp=tp, pp=pp, ep=ep, attention_dp=attention_dp, batch=batch, ctx=ctx, phase=phase,
                       precision=precision, kv_dtype=kv_dtype, spec=spec, spec_k=spec_k, acceptance=acceptance, isl=isl, osl=osl,
-                      engine=engine, chunk_tokens=chunk_tokens, mode=mode)
+                      engine=engine, chunk_tokens=chunk_tokens, mode=mode, random_range_ratio=random_range_ratio)
     if as_json:
         return _emit_json(res)
     report.print_explain(res)

@@ -157,3 +157,17 @@ def test_running_batch_and_layouts():
     assert list(lay.gpus) == [8, 4] and list(lay.ranks) == [8, 2]
     assert list(running_batch([1, 64, 1000], 8, 64, [1e9, 1e9, 50])) == [1.0, 8.0, 50.0]
     assert math.isclose(float(running_batch(100, 4, np.inf)), 25.0)
+
+
+def test_explain_reproduces_the_wave_form_of_a_fixed_length_benchmark():
+    """--random-range-ratio 1 on SGLang: explain costs a frontier point's step as predict did (the prefill-first wave
+    term instead of mixed steps), and its terms still add up to the step."""
+    res = api.predict("qwen3-32b", "8xH100", isl=2048, osl=256, modes=["agg"], engine="sglang", random_range_ratio=1.0)
+    pts = [p for p in res["frontier"] if p["batch"] >= 8] or res["frontier"]
+    for p in pts[:: max(1, len(pts) // 3)]:
+        e = api.explain("qwen3-32b", "8xH100", tp=p["tp"], pp=p["pp"], ep=p["ep"], attention_dp=p["attention_dp"], batch=p["batch"],
+                        isl=2048, osl=256, precision=p["precision"].split("+kv")[0], kv_dtype=p["kv_dtype"], engine="sglang",
+                        chunk_tokens=p["chunk_tokens"] or None, random_range_ratio=1.0)
+        assert e["tpot_s"] * 1e3 == pytest.approx(p["tpot_ms"], rel=1e-3), p["layout"]
+        assert any(t["term"].startswith("prefill-first waves") for t in e["terms"])
+        assert sum(t["seconds"] for t in e["terms"]) == pytest.approx(e["step_time_s"], rel=1e-9)
