@@ -24,7 +24,7 @@ All arrays broadcast: one call evaluates every configuration of a search.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, fields, replace
 
 import numpy as np
 
@@ -231,8 +231,7 @@ class SpecColumns:
 
     def take(self, x, i: int):
         """Speculation ``i``'s columns of an array over every speculation's columns (others unchanged)."""
-        x = np.asarray(x)
-        if x.ndim and x.shape[-1] == len(self.specs) * self.nb:
+        if isinstance(x, np.ndarray) and x.ndim and x.shape[-1] == len(self.specs) * self.nb:
             return x[..., i * self.nb:(i + 1) * self.nb]
         return x
 
@@ -418,11 +417,10 @@ def worker_raw(model: Model, precision: Precision, hw: Hardware, tp, pp, dp, ep,
     d_raws = [(cols.take(parts[0], i), sp.accepted_per_step, cols.take(slots, i), cols.take(b, i)) for i, sp in enumerate(cols.specs)]
     aggs = {}
     for j, (c, (_, raw)) in enumerate(mixes.items()):
-        aggs[c] = [AggRaw(decode_step_s=cols.take(parts[0], i), mixed_step_s=cols.take(parts[1 + j], i),
-                          mixed_tokens=cols.take(raw.mixed_tokens, i), mixed_share=cols.take(raw.mixed_share, i),
-                          batch=cols.take(raw.batch, i), chunk=raw.chunk, isl_new=raw.isl_new, rho=cols.take(raw.rho, i),
-                          al=sp.accepted_per_step, osl=raw.osl, slots=cols.take(raw.slots, i), wave_share=raw.wave_share,
-                          range_ratio=raw.range_ratio)
+        # each speculation's columns of every per-column field (the rest as they are), with its own step times
+        aggs[c] = [replace(raw, **{**{f.name: cols.take(getattr(raw, f.name), i) for f in fields(AggRaw)},
+                                   "decode_step_s": cols.take(parts[0], i), "mixed_step_s": cols.take(parts[1 + j], i),
+                                   "al": sp.accepted_per_step})
                    for i, sp in enumerate(cols.specs)]
     pre = None
     if pb is not None:

@@ -171,3 +171,18 @@ def test_explain_reproduces_the_wave_form_of_a_fixed_length_benchmark():
         assert e["tpot_s"] * 1e3 == pytest.approx(p["tpot_ms"], rel=1e-3), p["layout"]
         assert any(t["term"].startswith("prefill-first waves") for t in e["terms"])
         assert sum(t["seconds"] for t in e["terms"]) == pytest.approx(e["step_time_s"], rel=1e-9)
+
+
+def test_attention_dp_frontier_of_an_engine_with_balance_validates_to_itself(tmp_path):
+    """The search's attention-DP points carry their ranks into the evaluator (TensorRT-LLM's balance wait and
+    aligned prefill steps), as validate's rows do: with engine trtllm they validate to themselves too."""
+    res = api.predict("deepseek-r1", "8xB200", isl=1024, osl=1024, modes=["agg"], engine="trtllm")
+    pts = [p for p in res["frontier"] if p["attention_dp"] > 1]
+    assert pts
+    path = tmp_path / "dpa.csv"
+    path.write_text(measured_csv(pts, "deepseek-r1", "B200", 1024, 1024, "trtllm"))
+    rows = api.validate([str(path)])["serving"]["rows"]
+    for p, row in zip(pts, rows):
+        assert "reason" not in row, (p["layout"], row.get("reason"))
+        assert row["predicted_ttft_ms"] == pytest.approx(row["ttft_ms"], rel=0.01), p["layout"]
+        assert row["predicted_tpot_ms"] == pytest.approx(row["tpot_ms"], rel=0.01), p["layout"]
