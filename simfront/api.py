@@ -258,8 +258,7 @@ def predict(model: str, gpus: str | GpuSet, isl: int | None = None, osl: int | N
         raise SimfrontError(f"--prompts-per-client {prompts_per_client}: give a number of requests per client, at least 1")
     # steady state by default; a benchmark of K prompts per client sends 1/K of its requests in its first wave
     wave = 0.0 if prompts_per_client is None else 1.0 / prompts_per_client
-    if random_range_ratio is not None and not (math.isfinite(random_range_ratio) and 0.0 < random_range_ratio <= 1.0):
-        raise SimfrontError(f"--random-range-ratio {random_range_ratio}: give r in (0, 1] (lengths uniform in [r L, L]; 1 = fixed lengths)")
+    inputs.check_range_ratio(random_range_ratio)
     wl = Workload(isl=isl, osl=osl, prefix_hit=prefix_hit, chunk_tokens=chunk_tokens or DEFAULT_CHUNK_TOKENS,
                   startup_wave_share=wave, routing_alpha=alpha, adp_gate_iters=adp_gate_iters(engine),
                   length_range_ratio=random_range_ratio)
@@ -399,8 +398,7 @@ def explain(model: str, gpus: str | GpuSet, tp: int = 1, pp: int = 1, ep: int = 
     terms: list[dict] = []
     serving = isl is not None and osl is not None and phase == "decode"
     if serving:
-        if random_range_ratio is not None and not (math.isfinite(random_range_ratio) and 0.0 < random_range_ratio <= 1.0):
-            raise SimfrontError(f"--random-range-ratio {random_range_ratio}: give r in (0, 1] (lengths uniform in [r L, L]; 1 = fixed lengths)")
+        inputs.check_range_ratio(random_range_ratio)
         wl = Workload(isl=isl, osl=osl, chunk_tokens=float(chunk_tokens or DEFAULT_CHUNK_TOKENS), adp_gate_iters=adp_gate_iters(engine),
                       length_range_ratio=random_range_ratio)
         # mean cached context of a decoding request on the busiest attention-DP rank (what the evaluator costs)

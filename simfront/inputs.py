@@ -72,6 +72,13 @@ def check_sla(ttft_ms: Any = None, tpot_ms: Any = None, min_tok_s_user: Any = No
         finite(flag, v, positive=True, what=f"a number of {unit}")
 
 
+def check_range_ratio(ratio: Any) -> None:
+    """A benchmark's random range ratio r (lengths uniform in [r L, L]) is in (0, 1]; None: lengths that vary."""
+    if ratio is not None and (isinstance(ratio, bool) or not isinstance(ratio, (int, float))
+                              or not (math.isfinite(ratio) and 0.0 < ratio <= 1.0)):
+        raise SimfrontError(f"--random-range-ratio {ratio}: give r in (0, 1] (lengths uniform in [r L, L]; 1 = fixed lengths)")
+
+
 def check_lengths(isl: Any, osl: Any, model: Any = None) -> None:
     """Input and output lengths are at least one token; together within the model's context window."""
     for flag, v in (("--isl", isl), ("--osl", osl)):

@@ -64,7 +64,13 @@ class Workload:
     @property
     def fixed_lengths(self) -> bool:
         """Every request has exactly ISL input and OSL output tokens."""
-        return self.length_range_ratio is not None and self.length_range_ratio >= 1.0
+        return fixed_lengths(self.length_range_ratio)
+
+
+def fixed_lengths(range_ratio: float | None) -> bool:
+    """Whether a client of random range ratio ``range_ratio`` (None: lengths that vary) sends every request at
+    exactly its ISL / OSL."""
+    return range_ratio is not None and range_ratio >= 1.0
 
 
 def adp_gate_iters(engine: str | None) -> float:
@@ -509,7 +515,7 @@ def finish_aggregated(raw: AggRaw, prof: dict) -> AggResult:
     steps = np.maximum(1.0, tokens / budget)  # steps those tokens span at the token budget
     per_token = np.maximum(t_mix - t_dec, 0.0) / np.maximum(raw.mixed_tokens, 1.0)  # extra step time per prompt token
     ttft = (wait + (steps + prof["ttft_extra_steps"]) * t_dec + tokens * per_token) * prof["ttft_scale"] + prof["ttft_overhead_s"]
-    if prof.get("prefill_first", 0.0) and raw.range_ratio is not None and raw.range_ratio >= 1.0:
+    if prof.get("prefill_first", 0.0) and fixed_lengths(raw.range_ratio):
         ttft, tpot = _wave_latencies(raw, prof, t_dec, per_token)
     ttft = ttft + adp_balance_wait_s(raw.ranks, raw.slots / np.maximum(ttft + (raw.osl - 1) * tpot, 1e-30), step,
                                      prof.get("adp_balance_timeout_iters", 0.0))
