@@ -366,7 +366,7 @@ def explain(model: str, gpus: str | GpuSet, tp: int = 1, pp: int = 1, ep: int = 
     from .layout import check_layout
     from .search import make_spec, spec_label
     from .serving import (NO_SPEC, Workload, adp_gate_iters, aggregated_raw, busiest_rank_context, decode_raw, engine_profile, finish_aggregated,
-                          mean_step_s, prefill_raw, step_terms)
+                          mean_step_s, prefill_raw, runs_in_waves, step_terms)
     from .step import StepBatch, forward_step
 
     if phase not in ("decode", "prefill"):
@@ -440,7 +440,7 @@ def explain(model: str, gpus: str | GpuSet, tp: int = 1, pp: int = 1, ep: int = 
         t_dec, t_mix, mean = (float(x) for x in mean_step_s(raw, prof))
         share = float(raw.mixed_share)
         mixed = {"share": share, "prompt_tokens": float(raw.mixed_tokens), "mixed_step_s": t_mix, "decode_step_s": t_dec}
-        if prof.get("prefill_first", 0.0) and wl.fixed_lengths:  # the evaluator's wave form (serving._wave_latencies)
+        if runs_in_waves(prof, wl.length_range_ratio):  # the evaluator's wave form (serving._wave_latencies)
             wave_step = float(finish_aggregated(raw, prof).tpot_s) * sp.accepted_per_step
             terms.append({"term": f"prefill-first waves: each round's burst of {float(raw.batch) * float(raw.isl_new):,.0f} prompt "
                                   f"tokens per rank, half of it spread over the OSL - 1 tokens", "seconds": wave_step - t_dec})

@@ -515,12 +515,18 @@ def finish_aggregated(raw: AggRaw, prof: dict) -> AggResult:
     steps = np.maximum(1.0, tokens / budget)  # steps those tokens span at the token budget
     per_token = np.maximum(t_mix - t_dec, 0.0) / np.maximum(raw.mixed_tokens, 1.0)  # extra step time per prompt token
     ttft = (wait + (steps + prof["ttft_extra_steps"]) * t_dec + tokens * per_token) * prof["ttft_scale"] + prof["ttft_overhead_s"]
-    if prof.get("prefill_first", 0.0) and fixed_lengths(raw.range_ratio):
+    if runs_in_waves(prof, raw.range_ratio):
         ttft, tpot = _wave_latencies(raw, prof, t_dec, per_token)
     ttft = ttft + adp_balance_wait_s(raw.ranks, raw.slots / np.maximum(ttft + (raw.osl - 1) * tpot, 1e-30), step,
                                      prof.get("adp_balance_timeout_iters", 0.0))
     e2e = ttft + (raw.osl - 1) * tpot  # one request's life: first token, then OSL - 1 decode tokens
     return AggResult(ttft, tpot, step, e2e)
+
+
+def runs_in_waves(prof: dict, range_ratio: float | None) -> bool:
+    """Whether an aggregated worker of the engine profile ``prof`` serves clients of this length spread in waves
+    (a prefill-first engine and fixed lengths: :func:`_wave_latencies`)."""
+    return bool(prof.get("prefill_first", 0.0)) and fixed_lengths(range_ratio)
 
 
 def _wave_latencies(raw: AggRaw, prof: dict, t_dec, per_token) -> tuple[np.ndarray, np.ndarray]:
