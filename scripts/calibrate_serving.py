@@ -127,13 +127,18 @@ def main(argv=None) -> int:
              + " and ".join(f"`{rel}/{name}`" for name in SOURCES) + ".", "",
              f"- rows in the files: {n_file}; ingested points: {len(points)}; rows reported by ingest (duplicates, bad values, "
              f"layouts that cannot be told): {len(ing.problems)}",
-             f"- predicted: {len(rows)} ({100 * len(rows) / max(len(points), 1):.1f}% of ingested points, {100 * len(rows) / n_file:.1f}% of file rows); "
-             f"not predicted: {len(points) - len(rows)}:", ""]
+             f"- fitted and scored: {len(rows)} ({100 * len(rows) / max(len(points), 1):.1f}% of ingested points, {100 * len(rows) / n_file:.1f}% of file rows); "
+             f"not predicted: {sum('reason' in b for b in f.base)}:", ""]
     reasons = defaultdict(int)
     for b in f.base:
         if "reason" in b:
             reasons[b["reason"][:100]] += 1
     lines += [f"  - {n} x {r}" for r, n in sorted(reasons.items(), key=lambda x: -x[1])] + [""]
+    flagged = [(points[i], b["measurement_flag"]) for i, b in enumerate(f.base) if "measurement_flag" in b]
+    if flagged:  # predicted, but the measurement contradicts its own setup: left out of the fit and the scores
+        lines += [f"- predicted but left out of fit and scores, their measurement contradicting their own setup: {len(flagged)}", ""]
+        lines += [f"  - {Path(p.source_file).name}:{p.line} ({_model_id(p.model)}, {_gpu_id(p.gpu)}, {p.engine}, "
+                  f"{p.isl:g}/{p.osl:g}, concurrency {p.concurrency:g}): {why}" for p, why in flagged] + [""]
 
     profiles = f.fit()
     pred = f.predict(profiles)

@@ -63,7 +63,8 @@ class Fitter:
     def __init__(self, points: list):
         self.points = points
         self.groups, self.base = build_groups(points)
-        self.rows = {i for i, b in enumerate(self.base) if "reason" not in b}
+        # fitted on the points predicted whose measurement is consistent with its own setup
+        self.rows = {i for i, b in enumerate(self.base) if "reason" not in b and "measurement_flag" not in b}
 
     def predict(self, profiles: dict, rows: Iterable[int] | None = None) -> list[dict]:
         groups = self.groups if rows is None else [g for g in self.groups if any(i in rows for i in g.idx)]

@@ -96,7 +96,7 @@ def residual_trends(rows: Iterable[dict]) -> list[dict]:
     """Median log(predicted / measured) per knob bin: ``{knob, bin, count, <metric>_log_ratio, <metric>_ratio, judged}``."""
     acc: dict[tuple[str, str], dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
     for r in rows:
-        if "reason" in r or r.get("duplicate_of"):
+        if "reason" in r or r.get("duplicate_of") or r.get("measurement_flag"):
             continue
         bins = knob_bins(r)
         for metric, pred in TREND_METRICS.items():

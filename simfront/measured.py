@@ -17,11 +17,12 @@ Load model (closed loop, C clients):
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Any, Iterable
 
 import numpy as np
 
+from .bounds import decode_step_floor_s
 from .errors import SimfrontError
 from .hardware import get_hardware
 from .ingest.gpu_names import unresolved_reason
@@ -37,6 +38,10 @@ from .serving import adp_gate_iters, engine_constants, DEFAULT_CHUNK_TOKENS, NO_
 # vLLM and SGLang serving-benchmark recipes send num_prompts = 10 x concurrency (calibration README,
 # InferenceX benchmarks/*.sh; modeling-notes §5)
 BENCHMARK_PROMPTS_PER_CLIENT = 10.0
+# A measured TPOT is read as contradicting its configuration only below this share of the HBM floor
+# (simfront.bounds): the floor's mean context and checkpoint byte counts are estimates, so 10 % of
+# slack keeps a row that merely sits near the floor (measured rows reach ~0.6-0.8 of it at best).
+FLOOR_SLACK = 0.9
 METRICS = ("ttft_ms", "tpot_ms", "tok_s_per_user", "output_tok_s_total", "output_tok_s_per_gpu", "request_throughput")
 
 
@@ -173,6 +178,9 @@ class PointGroup:
     why: list[str]
     metrics: Any  # callable(profile dict) -> {metric: array}
     mode: str
+    # points predicted but whose measurement contradicts its own setup (point index -> why): they carry
+    # ``measurement_flag`` and stay out of error statistics and fits (calibration README: flag, exclude, count)
+    flags: dict = field(default_factory=dict)
 
 
 def build_groups(points: Iterable[Any]) -> tuple[list[PointGroup], list[dict]]:
@@ -218,6 +226,9 @@ def build_groups(points: Iterable[Any]) -> tuple[list[PointGroup], list[dict]]:
         except SimfrontError as e:
             for i in idx:
                 out[i]["reason"] = str(e)
+            continue
+        for i, why in groups[-1].flags.items():
+            out[i]["measurement_flag"] = why
     return groups, out
 
 
@@ -286,7 +297,35 @@ def _group_agg(pts, idx, r: Resolved) -> PointGroup:
 
     ok = ~bad & mem.fits
     why = ["layout invalid for the model" if bad[j] else "does not fit in memory" for j in range(len(idx))]
-    return PointGroup(idx, r.engine, ok, why, metrics, "agg")
+    below = _below_floor(pts, idx, r, tp, pp, dp, ep, b)
+    flags = {i: below.why[j] for j, i in enumerate(idx) if below.mask[j] and ok[j]}
+    return PointGroup(idx, r.engine, ok, why, metrics, "agg", flags)
+
+
+@dataclass
+class BelowFloor:
+    mask: np.ndarray  # measured TPOT under FLOOR_SLACK x the HBM floor of decoding the running batch
+    why: list  # what the row contradicts, per point (None where it is consistent)
+
+
+def _below_floor(pts, idx, r: Resolved, tp, pp, dp, ep, batch) -> BelowFloor:
+    """Rows whose measured TPOT beats the least time of a decode step of the batch their concurrency, max
+    batch and KV capacity put on a rank (simfront.bounds): fewer requests decoded together than the row
+    says, so the row is not that configuration at that load (a client-side cap on requests in flight
+    gives this pattern: calibration README, "flag and exclude rows you cannot interpret")."""
+    ratio = 1.0 if r.range_ratio is None else r.range_ratio
+    mean_len = (1.0 + ratio) / 2.0  # lengths uniform in [r L, L]
+    ctx = mean_len * (r.isl + r.osl / 2.0)  # mean context of a decoding request
+    q = r.spec.k + 1.0  # tokens verified per request and step; at most all of them accepted
+    floor_ms = decode_step_floor_s(r.model, r.precision, r.hw, tp, pp, dp, ep, batch, ctx, q) / q * 1e3
+    meas = np.array([float(_get(pts[i], "tpot_ms") or np.nan) for i in idx])
+    with np.errstate(invalid="ignore"):
+        mask = meas < FLOOR_SLACK * floor_ms
+    why = [(f"measured TPOT {meas[j]:.3g} ms is below the {floor_ms[j]:.3g} ms a decode step of {batch[j]:.0f} requests "
+            f"per rank needs at the datasheet HBM bandwidth (weights + KV): fewer requests decoded together than the "
+            f"concurrency {_get(pts[i], 'concurrency')} says (a client-side cap on requests in flight?)") if mask[j] else None
+           for j, i in enumerate(idx)]
+    return BelowFloor(mask, why)
 
 
 def _metric_dict(m) -> dict:

@@ -61,6 +61,13 @@ def weight_bytes_per_gpu(model: Model, precision: Precision, tp, pp, dp, ep) -> 
     routed experts are split over all ``tp*dp`` GPUs (``ep`` x ``moe_tp``); embedding and LM head
     are vocab-parallel over ``tp`` and sit on the first and last pipeline stages.
     """
+    other, experts = weight_parts_per_gpu(model, precision, tp, pp, dp, ep)
+    return other + experts
+
+
+def weight_parts_per_gpu(model: Model, precision: Precision, tp, pp, dp, ep) -> tuple[np.ndarray, np.ndarray]:
+    """(weight bytes every token reads, routed-expert weight bytes) on the busiest GPU of a worker: the
+    two parts of :func:`weight_bytes_per_gpu` (a decode step reads the second only for the experts it touches)."""
     tp, pp, dp, ep = (_f(x) for x in (tp, pp, dp, ep))
     arch = model.arch
     b = FORMATS
@@ -75,12 +82,12 @@ def weight_bytes_per_gpu(model: Model, precision: Precision, tp, pp, dp, ep) -> 
         per_layer_group += n * lp.experts_total * b[precision.experts].bytes_per_element
     # the busiest pipeline stage holds ceil(L/pp) of the L layers
     stage_share = np.ceil(arch.n_layers / pp) / arch.n_layers
-    layers = (per_layer_tp / tp + per_layer_group / (tp * dp)) * stage_share
+    experts = per_layer_group / (tp * dp) * stage_share  # routed experts of the busiest stage, split over tp*dp GPUs
     pc = model.params
     emb = pc.embedding * b[precision.embedding].bytes_per_element
     head = pc.lm_head * b[precision.embedding].bytes_per_element
     edge = np.where(pp > 1, np.maximum(emb, head), emb + head) / tp  # vocab-parallel over tp
-    return layers + edge + norms * stage_share
+    return per_layer_tp / tp * stage_share + edge + norms * stage_share, experts
 
 
 @dataclass(frozen=True)

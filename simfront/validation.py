@@ -96,6 +96,8 @@ def _serving_rows(points: list, preds: list[dict]) -> list[dict]:
             any_metric = True
             v = pr.get(f"predicted_{metric}")
             d[key] = None if v is None or not math.isfinite(v) else round(float(v), 4)
+        if "measurement_flag" in pr:
+            d["measurement_flag"] = pr["measurement_flag"]
         if "reason" in pr:
             d["reason"] = pr["reason"]
         elif not any_metric:
@@ -129,7 +131,8 @@ def _summary(rows: list[dict]) -> dict:
     n = len(rows)
     predicted = sum(1 for r in rows if "reason" not in r)
     rows_all = rows
-    rows = [r for r in rows if "duplicate_of" not in r]  # a repeated run counts once in the statistics
+    # a repeated run counts once in the statistics; a run whose measurement contradicts its own setup not at all
+    rows = [r for r in rows if "duplicate_of" not in r and "measurement_flag" not in r]
     for metric, key in METRIC_FIELDS.items():
         pairs = [(r[key], r[metric]) for r in rows if r.get(key) and r.get(metric)]
         if pairs:
@@ -144,6 +147,7 @@ def _summary(rows: list[dict]) -> dict:
         out["by"][dim] = {g: {m: error_stats(*zip(*v)) for m, v in ms.items()} for g, ms in sorted(groups.items())}
     out["rows"] = n
     out["predicted_rows"] = predicted
+    out["flagged_rows"] = sum(1 for r in rows_all if "measurement_flag" in r and "duplicate_of" not in r)
     out["coverage_pct"] = round(100.0 * predicted / n, 2) if n else None
     # rows the reader could use (not skipped as malformed, implausible or of unknown layout): the share of
     # those simfront predicts says what the model covers, apart from the file's own defects

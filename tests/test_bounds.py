@@ -1,0 +1,57 @@
+"""Physical floors a measurement cannot beat (simfront/bounds.py) and the rows validate flags with them."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from simfront import api
+from simfront.bounds import decode_step_floor_s
+from simfront.hardware import get_hardware
+from simfront.memory import weight_bytes_per_gpu
+from simfront.models import get_model
+
+
+@pytest.mark.parametrize("model", ["llama-3.1-70b", "deepseek-r1", "gpt-oss-120b"])
+def test_floor_grows_with_batch_and_context_and_falls_with_bandwidth(model):
+    m, hw = get_model(model), get_hardware("h100_sxm")
+    b = np.array([1.0, 4.0, 16.0, 64.0, 256.0])
+    f = decode_step_floor_s(m, m.precision, hw, 8, 1, 1, 8, b, 2048.0)
+    assert np.all(np.isfinite(f)) and np.all(np.diff(f) > 0)
+    assert np.all(decode_step_floor_s(m, m.precision, hw, 8, 1, 1, 8, b, 8192.0) > f)
+    fast = hw.model_copy(update={"hbm_bandwidth_bytes_per_s": 2 * hw.hbm_bandwidth_bytes_per_s})
+    assert np.allclose(decode_step_floor_s(m, m.precision, fast, 8, 1, 1, 8, b, 2048.0), f / 2)
+
+
+def test_floor_never_exceeds_reading_every_weight_and_the_kv_and_a_dense_model_reads_them_all():
+    hw = get_hardware("b200_sxm")
+    dense, moe = get_model("llama-3.1-70b"), get_model("deepseek-r1")
+    w_dense = weight_bytes_per_gpu(dense, dense.precision, 8, 1, 1, 1)
+    # one request with no context: the weights alone
+    assert float(decode_step_floor_s(dense, dense.precision, hw, 8, 1, 1, 1, 1.0, 0.0)) == pytest.approx(
+        float(w_dense) / hw.hbm_bandwidth_bytes_per_s)
+    w_moe = float(weight_bytes_per_gpu(moe, moe.precision, 8, 1, 1, 8))
+    one, many = (float(decode_step_floor_s(moe, moe.precision, hw, 8, 1, 1, 8, b, 0.0)) for b in (1.0, 4096.0))
+    assert one < 0.5 * many  # one token touches 8 of 256 experts
+    assert many == pytest.approx(w_moe / hw.hbm_bandwidth_bytes_per_s, rel=1e-3)  # a big batch touches them all
+
+
+def _row_csv(tmp_path, tpot_ms: float):
+    header = ("source,model,gpu,num_gpus,tp,pp,ep,dp_attention,disagg,engine,precision_weights,precision_act,precision_kv,"
+              "isl,osl,concurrency,batch_size,metric_tpot_ms,metric_ttft_ms,notes")
+    path = tmp_path / "points.csv"
+    path.write_text(header + f"\ntest,openai/gpt-oss-120b,h100_sxm,8,8,1,1,,,vllm,fp4,,,1024,8192,512,512,{tpot_ms},117788,\n")
+    return str(path)
+
+
+def test_a_row_faster_than_the_floor_is_predicted_flagged_and_left_out_of_the_statistics(tmp_path):
+    """gpt-oss-120b on 8xH100 at 512 clients, 1024/8192: 3.57 ms per token (measured_serving.csv) cannot be 512
+    requests decoding together; the row keeps its prediction, says why, and counts in no error statistic."""
+    res = api.validate([_row_csv(tmp_path, 3.57)])["serving"]
+    (row,) = res["rows"]
+    assert row["predicted_tpot_ms"] > 0 and "reason" not in row
+    assert "datasheet HBM bandwidth" in row["measurement_flag"]
+    assert res["summary"]["flagged_rows"] == 1 and "tpot_ms" not in res["summary"]["metrics"]
+    ok = api.validate([_row_csv(tmp_path, 40.0)])["serving"]
+    assert "measurement_flag" not in ok["rows"][0] and ok["summary"]["flagged_rows"] == 0
+    assert "tpot_ms" in ok["summary"]["metrics"]
