@@ -202,3 +202,41 @@ def p2p_cost(message_bytes, hw, scope: str = "scaleup", p: dict | None = None) -
     t = np.where(S > 0, t, 0.0)
     zero = np.zeros_like(t)
     return Cost(time_s=t, flops=zero, mem_bytes=zero, net_bytes=wire, network_s=t)
+
+
+# Serving engines all-reduce tensor-parallel activations inside one NVLink / xGMI domain with their own
+# single-kernel collectives (vLLM and SGLang custom all-reduce, TensorRT-LLM's ONESHOT / TWOSHOT strategies),
+# captured in CUDA graphs, and fall back to NCCL above a buffer size or across domains. Fixed time of one
+# such all-reduce: SGLang PR #22734 (graph-captured low-latency all-reduce, 8x H200 TP8) measures
+# 5.9-6.0 us at 2-8 KiB, where graph-captured pynccl takes 16.8-17.2 us (the 16 us NCCL floor of this
+# project's H100 data, specs.md A.3). Not fitted to serving data.
+ENGINE_ALLREDUCE_LATENCY_S = 6e-6
+# largest buffer the engines' own all-reduce takes: vLLM CustomAllreduce max_size 8 MiB (SGLang's
+# custom all-reduce keeps the same default); beyond it NCCL runs
+ENGINE_ALLREDUCE_MAX_BYTES = 8.0 * 2**20
+
+
+def engine_allreduce_cost(message_bytes, n_gpus, hw, p: dict | None = None) -> Cost:
+    """A serving engine's tensor-parallel all-reduce: the faster of NCCL and the engine's own kernels.
+
+    Inside one switch or mesh domain and up to ``ENGINE_ALLREDUCE_MAX_BYTES`` the engine runs a one-shot
+    all-reduce (each GPU reads the other ``n-1`` buffers over its links, one barrier) or a two-shot one
+    (reduce-scatter then all-gather, ``2 S (n-1)/n`` bytes, two barriers); PCIe-only boxes and groups that
+    span domains get NCCL (vLLM disables its custom all-reduce without full NVLink)."""
+    nccl = collective_cost("all_reduce", message_bytes, n_gpus, hw, p)
+    S, n = np.broadcast_arrays(np.asarray(message_bytes, dtype=np.float64), np.asarray(n_gpus, dtype=np.float64))
+    S, n = np.maximum(S, 0.0), np.maximum(n, 1.0)
+    usable = (n > 1) & (n <= hw.scaleup.domain_gpus) & (S <= ENGINE_ALLREDUCE_MAX_BYTES) & (hw.scaleup.topology != "pcie")
+    if not np.any(usable):
+        return nccl
+    bw = _link_bandwidth(np.maximum(n, 2.0), hw)  # achievable one-direction bytes/s into the peers
+    one_wire = S * (n - 1.0)  # one-shot: every peer's whole buffer crosses this GPU's links
+    two_wire = 2.0 * S * (n - 1.0) / n  # two-shot: reduce-scatter + all-gather shares
+    one = ENGINE_ALLREDUCE_LATENCY_S + one_wire / bw
+    two = 2.0 * ENGINE_ALLREDUCE_LATENCY_S + two_wire / bw
+    own, own_wire = np.where(one <= two, one, two), np.where(one <= two, one_wire, two_wire)
+    take = usable & (own < nccl.time_s)
+    t = np.where(take, own, nccl.time_s)
+    wire = np.where(take, own_wire, nccl.net_bytes)
+    zero = np.zeros_like(t)
+    return Cost(time_s=t, flops=zero, mem_bytes=zero, net_bytes=wire, network_s=t, exposed_s=np.where(take, 0.0, nccl.exposed_s))

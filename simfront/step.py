@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from .attention import attention_decode_cost, attention_prefill_cost
-from .comm import collective_cost, p2p_cost
+from .comm import collective_cost, engine_allreduce_cost, p2p_cost
 from . import efficiency
 from .cost import _FIELDS as _COST_FIELDS
 from .cost import Cost
@@ -409,7 +409,7 @@ def forward_step(model: Model, precision: Precision, hw: Hardware, tp, pp, dp, e
 
     def allreduce(name, group, count, tokens, width):
         msg = tokens * width * ACT_BYTES  # one BF16 activation row per token
-        op(name, group, count * (tp > 1), collective_cost, "all_reduce", msg, tp, hw)
+        op(name, group, count * (tp > 1), engine_allreduce_cost, msg, tp, hw)
 
     for layer, n in _groups(arch):
         g = f"{layer.mixer}/{layer.ffn}" + (f"/idx-{layer.indexer}" if layer.indexer else "")

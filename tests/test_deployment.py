@@ -186,3 +186,13 @@ def test_attention_dp_frontier_of_an_engine_with_balance_validates_to_itself(tmp
         assert "reason" not in row, (p["layout"], row.get("reason"))
         assert row["predicted_ttft_ms"] == pytest.approx(row["ttft_ms"], rel=0.01), p["layout"]
         assert row["predicted_tpot_ms"] == pytest.approx(row["tpot_ms"], rel=0.01), p["layout"]
+
+
+def test_explain_terms_add_up_when_the_token_budget_caps_the_running_batch():
+    """128 requests of 8k-token prompts on a 2,048-token budget: the engine runs fewer than --batch at once, and
+    the per-request CPU term counts the running batch, so the terms still sum to the step."""
+    e = api.explain("deepseek-r1", "16xH200", tp=2, ep=8, attention_dp=4, batch=128, isl=8192, osl=1024, precision="fp8_block",
+                    kv_dtype="fp8", spec="mtp", spec_k=2, engine="vllm", chunk_tokens=2048, mode="agg")
+    assert sum(t["seconds"] for t in e["terms"]) == pytest.approx(e["step_time_s"], rel=1e-9)
+    cpu = next(t for t in e["terms"] if t["term"].startswith("per-request CPU"))
+    assert not cpu["term"].startswith("per-request CPU overhead (128 ")
