@@ -155,6 +155,99 @@ def duplicates(points: list[MeasuredPoint]) -> tuple[dict[int, tuple[int, str]],
     return dups, twins
 
 
+# Two files' records of one run: TTFT and TPOT agree to this relative tolerance (two independent means of
+# thousands of requests; separate runs of one configuration differ by far more: calibration/e2e repeats
+# of InferenceMAX configurations spread 1-10 %), at the same model, GPU, lengths and concurrency.
+TWIN_REL_TOL = 1e-3
+# The workload and load a record names (its run is one of these).
+_RUN_FIELDS = ("model", "gpu", "precision", "isl", "osl", "concurrency", "mode")
+# Fields one benchmark campaign's records share: one engine build serving one checkpoint on one GPU, its layouts,
+# loads and lengths varied (an InferenceMAX sweep runs every layout with MTP on and off).
+_CAMPAIGN_FIELDS = ("source_file", "model", "gpu", "engine", "engine_version", "precision", "gemm_quant_mode",
+                 "moe_quant_mode", "kv_dtype", "mode")
+
+
+def _records_spec(p: MeasuredPoint) -> bool:
+    """Whether a record says if its run used speculative decoding (a method, or an explicit none)."""
+    return p.spec_decoding is not None or "spec_decoding" in (p.notes or {})
+
+
+def campaign_of(p: MeasuredPoint) -> tuple:
+    """The campaign a record belongs to: its row id's configuration where the id names one (``..._cfg87``), else the
+    fields a campaign's records share."""
+    c = configuration_of(p)
+    if c is not None and not re.search(r"_\d+$", c[1]):  # a trailing row number names the row, not the configuration
+        return c
+    return tuple(getattr(p, n) for n in _CAMPAIGN_FIELDS)
+
+
+def _canonical(field: str, value):
+    """A model or GPU as the catalog names it (two files spell one checkpoint or board differently)."""
+    if value is None or field not in ("model", "gpu"):
+        return value
+    hit = _CANONICAL.get((field, value))
+    if hit is None:
+        try:
+            if field == "model":  # one architecture under two names (a copy of an R1 run filed as V3) is one model
+                from dataclasses import replace
+
+                from ..models import get_model
+                hit = repr(replace(get_model(str(value)).arch, name="", model_type=""))
+            else:
+                from ..hardware import get_hardware
+                hit = get_hardware(str(value)).id
+        except Exception:  # a name the catalog lacks is compared as written
+            hit = str(value)
+        _CANONICAL[(field, value)] = hit
+    return hit
+
+
+_CANONICAL: dict[tuple, str] = {}
+
+
+def cross_source_twins(points: list[MeasuredPoint]) -> tuple[dict[int, tuple[int, str]], dict[int, str]]:
+    """({index: (index kept, message)}, {index: message}): one run recorded in two files, and the rows it puts in doubt.
+
+    Two records in different files with the same architecture, GPU, precision, lengths and concurrency whose TTFT
+    and TPOT agree to ``TWIN_REL_TOL`` are one run: the record that says more (it records whether speculative
+    decoding ran) is kept, the other counts as its duplicate, with any model name or layout it records otherwise. Where the kept twin ran speculative decoding and the other record
+    is silent on it, the silent record's campaign mixes runs that cannot be told apart: its other silent rows go too.
+    """
+    groups: dict[tuple, list[int]] = defaultdict(list)
+    for i, p in enumerate(points):
+        if p.ttft_ms and p.tpot_ms:
+            groups[tuple(_canonical(n, getattr(p, n)) for n in _RUN_FIELDS)].append(i)
+    dups: dict[int, tuple[int, str]] = {}
+    for members in groups.values():
+        for a_pos, a in enumerate(members):
+            for b in members[a_pos + 1:]:
+                pa, pb = points[a], points[b]
+                if a in dups or b in dups or pa.source_file == pb.source_file:
+                    continue
+                if not all(abs(getattr(pa, m) / getattr(pb, m) - 1.0) <= TWIN_REL_TOL for m in ("ttft_ms", "tpot_ms")):
+                    continue
+                keep, drop = (b, a) if _records_spec(pb) and not _records_spec(pa) else (a, b)
+                k, d = points[keep], points[drop]
+                says = f"; that row records speculative decoding = {k.spec_decoding or 'none'}" if _records_spec(k) and not _records_spec(d) else ""
+                differ = [f"{n}={getattr(d, n)} vs {getattr(k, n)}" for n in ("model",) + LAYOUT_FIELDS
+                          if getattr(d, n) is not None and getattr(k, n) is not None and getattr(d, n) != getattr(k, n)]
+                also = f"; this row's {', '.join(differ)} there" if differ else ""
+                dups[drop] = (keep, f"the same run as {k.source_file}:{k.line} (TTFT and TPOT agree to {TWIN_REL_TOL:.1%}){says}{also}; "
+                                    "counted once, as that row")
+    doubt: dict[tuple, int] = {}
+    for drop, (keep, _) in dups.items():
+        if points[keep].spec_decoding is not None and not _records_spec(points[drop]):
+            doubt.setdefault(campaign_of(points[drop]), keep)
+    out: dict[int, str] = {}
+    for i, p in enumerate(points):
+        k = doubt.get(campaign_of(p))
+        if k is not None and i not in dups and not _records_spec(p):
+            t = points[k]
+            out[i] = (f"its campaign (engine build, model, GPU, precision) has a run that {t.source_file}:{t.line} records with speculative decoding ({t.spec_decoding}) "
+                      "while this file does not say which of its runs used it")
+    return dups, out
+
+
 def run_checks(points: list[MeasuredPoint]) -> tuple[list[MeasuredPoint], list[Problem]]:
     """The points that pass, and one problem per dropped point (input order kept)."""
     drop, soft = plausibility(points)
@@ -173,4 +266,9 @@ def run_checks(points: list[MeasuredPoint]) -> tuple[list[MeasuredPoint], list[P
     for i, message in twins.items():
         if i not in copies:
             unique[i].warnings.append(message)
-    return [p for i, p in enumerate(unique) if i not in copies], problems
+    kept2 = [i for i in range(len(unique)) if i not in copies]
+    rest = [unique[i] for i in kept2]
+    same_run, unsure = cross_source_twins(rest)
+    problems += [Problem(rest[i].source_file, rest[i].line, m, (rest[j].source_file, rest[j].line)) for i, (j, m) in same_run.items()]
+    problems += [Problem(rest[i].source_file, rest[i].line, m + "; skipped") for i, m in unsure.items()]
+    return [p for i, p in enumerate(rest) if i not in same_run and i not in unsure], problems
