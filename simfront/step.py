@@ -206,6 +206,9 @@ class StepCost:
         net = np.where(c.net_bytes > 0, c.net_bytes / self.link_bytes_per_s, c.network_s)
         # cross-node round trips cannot be hidden by the engine: they join the roofline leg
         leg = np.minimum(np.maximum(np.maximum(np.maximum(c.compute_s, c.memory_s), net), c.exposed_s), c.time_s)
+        # a collective's latency is a synchronisation among GPUs (barriers, protocol round trips): CUDA graphs
+        # and programmatic dependent launch shorten kernel launches and fills, not that wait
+        leg = np.where(c.network_s > 0, c.time_s, leg)
         return leg, c.time_s - leg
 
     def parts(self, r: OpRow) -> tuple[np.ndarray, np.ndarray]:
