@@ -116,3 +116,24 @@ def test_params_at_bounds_reads_attention_and_mla_ranges():
         ranges = pab.module_params(mod)
         assert any(k.startswith("decode_") for k in ranges) and any(k.startswith("prefill_") for k in ranges)
     assert "decode_cta_bytes_per_s" in pab.module_params(mla)
+
+
+def test_the_fit_scores_tpot_by_its_log_ratio_and_ttft_by_its_relative_error(small_serving):
+    """TPOT is fitted on log(predicted / measured), which a robust fit centres on the median ratio (a fit on relative
+    error settles below it: optimism a search would find everywhere); TTFT keeps the relative error of its MAPE."""
+    import numpy as np
+
+    from simfront import calibration
+    from simfront.ingest import load_measurements
+    from simfront.serving import engine_profile
+
+    points = load_measurements([str(small_serving)]).points
+    f = calibration.Fitter(points)
+    prof = engine_profile(None)
+    pred = f.predict({"default": prof})
+    rows = sorted(i for i in f.rows if pred[i].get("predicted_tpot_ms") and pred[i].get("predicted_ttft_ms"))[:5]
+    # measurements at half of each prediction: predicted / measured = 2 for both metrics
+    f.points = [p.model_copy(update={"tpot_ms": pred[i]["predicted_tpot_ms"] / 2, "ttft_ms": pred[i]["predicted_ttft_ms"] / 2,
+                                     "output_tok_s_total": None}) if i in rows else p for i, p in enumerate(points)]
+    res = f.residuals(prof, set(rows), f.groups)
+    assert sorted(np.round(res, 6)) == sorted([round(float(np.log(2.0)), 6)] * len(rows) + [1.0] * len(rows))
