@@ -75,6 +75,12 @@ def load_sidecar(path: Path) -> tuple[dict[str, Any], str | None, list[Problem]]
         for k in ("tp", "pp", "ep", "attention_dp"):
             if doc.get(f"decode_{k}") is not None:
                 doc.pop(k, None)
+    rules = doc.pop(RULES_KEY, None)
+    if rules is not None:
+        parsed, rule_problems = _sidecar_rules(rules, label)
+        problems += rule_problems
+        if parsed:
+            values[RULES_KEY] = parsed
     for key, value in doc.items():
         if key not in CONFIG_FIELDS:
             problems.append(Problem(label, None, f"{unknown('sidecar field', str(key), CONFIG_FIELDS)}; key ignored"))
@@ -84,6 +90,38 @@ def load_sidecar(path: Path) -> tuple[dict[str, Any], str | None, list[Problem]]
         except RecordError as err:
             problems.append(Problem(label, None, f"{err}; key ignored"))
     return values, label, problems
+
+
+# A sidecar's conditional fields: ``rules: [{where: {field: value or [values]}, set: {field: value}}, ...]``, applied
+# in order to the rows whose fields match every ``where`` entry (a benchmark recipe that ran one setting for some
+# rows and another for others: InferenceX's MTP draft length follows the engine and attention DP).
+RULES_KEY = "rules"
+
+
+def _sidecar_rules(rules, label: str) -> tuple[list[tuple[dict, dict]], list[Problem]]:
+    """(where, set) pairs of a sidecar's ``rules`` list, with a problem for each entry that cannot be read."""
+    if not isinstance(rules, list):
+        return [], [Problem(label, None, "rules must be a list of {where: {...}, set: {...}}; ignored")]
+    out, problems = [], []
+    for n, rule in enumerate(rules, 1):
+        if not isinstance(rule, dict) or set(rule) != {"where", "set"} or not all(isinstance(rule[k], dict) for k in rule):
+            problems.append(Problem(label, None, f"rule {n} must be {{where: {{field: value}}, set: {{field: value}}}}; ignored"))
+            continue
+        bad = [k for k in (*rule["where"], *rule["set"]) if k not in CONFIG_FIELDS]
+        if bad:
+            problems.append(Problem(label, None, f"rule {n}: {unknown('field', str(bad[0]), CONFIG_FIELDS)}; rule ignored"))
+            continue
+        try:
+            where = {k: [_coerce_layer({k: x})[k] for x in (v if isinstance(v, list) else [v])] for k, v in rule["where"].items()}
+            out.append((where, _coerce_layer(rule["set"])))
+        except RecordError as err:
+            problems.append(Problem(label, None, f"rule {n}: {err}; rule ignored"))
+    return out, problems
+
+
+def _rule_matches(fields: dict, where: dict) -> bool:
+    """Whether a row's fields hold one of the listed values for every field a rule's ``where`` names."""
+    return all(fields.get(k) is not None and any(_same_value(k, fields[k], x) for x in values) for k, values in where.items())
 
 
 def _same_value(key: str, old, new) -> bool:
@@ -239,7 +277,10 @@ def finalize(
     fields = {k: v for k, v in rec.fields.items() if v is not None}
     notes, warnings, defs = dict(rec.notes), list(rec.warnings), dict(rec.metric_definitions)
     origins: dict[str, str] = {}
-    _apply(fields, origins, notes, warnings, sidecar, f"sidecar {sidecar_label}")
+    _apply(fields, origins, notes, warnings, {k: v for k, v in sidecar.items() if k != RULES_KEY}, f"sidecar {sidecar_label}")
+    for n, (where, values) in enumerate(sidecar.get(RULES_KEY, ()), 1):
+        if _rule_matches(fields, where):
+            _apply(fields, origins, notes, warnings, values, f"sidecar-rule-{n} {sidecar_label}")
     _apply(fields, origins, notes, warnings, overrides, "overrides")
     if fields.get("gpu"):
         _check_gpu(fields, notes, warnings)
