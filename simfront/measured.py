@@ -317,7 +317,9 @@ def _below_floor(pts, idx, r: Resolved, tp, pp, dp, ep, batch) -> BelowFloor:
     mean_len = (1.0 + ratio) / 2.0  # lengths uniform in [r L, L]
     ctx = mean_len * (r.isl + r.osl / 2.0)  # mean context of a decoding request
     q = r.spec.k + 1.0  # tokens verified per request and step; at most all of them accepted
-    floor_ms = decode_step_floor_s(r.model, r.precision, r.hw, tp, pp, dp, ep, batch, ctx, q) / q * 1e3
+    # a row that does not name its KV-cache format is held to the smaller FP8 cache (the floor must stay a floor)
+    prec = r.precision if _get(pts[idx[0]], "kv_dtype") else apply_precision_kv(r.precision, "fp8")
+    floor_ms = decode_step_floor_s(r.model, prec, r.hw, tp, pp, dp, ep, batch, ctx, q) / q * 1e3
     meas = np.array([float(_get(pts[i], "tpot_ms") or np.nan) for i in idx])
     with np.errstate(invalid="ignore"):
         mask = meas < FLOOR_SLACK * floor_ms
