@@ -187,6 +187,9 @@ def print_validation(res: dict, rows: bool = False) -> None:
                 reasons[r["reason"][:100]] = reasons.get(r["reason"][:100], 0) + 1
         for why, n in sorted(reasons.items(), key=lambda x: -x[1]):
             print(f"not predicted: {n} x {why}")
+        for r in res["serving"]["rows"]:  # predicted, but the measurement contradicts its own setup
+            if r.get("measurement_flag") and "duplicate_of" not in r:
+                print(f"left out of the statistics: {r.get('source_file')}:{r.get('line')}: {r['measurement_flag']}")
         missing: dict[str, int] = {}
         for r in res["serving"]["rows"]:
             for f in r.get("missing") or []:

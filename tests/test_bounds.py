@@ -55,3 +55,13 @@ def test_a_row_faster_than_the_floor_is_predicted_flagged_and_left_out_of_the_st
     ok = api.validate([_row_csv(tmp_path, 40.0)])["serving"]
     assert "measurement_flag" not in ok["rows"][0] and ok["summary"]["flagged_rows"] == 0
     assert "tpot_ms" in ok["summary"]["metrics"]
+
+
+def test_validate_text_output_names_the_row_it_left_out(tmp_path):
+    import subprocess
+    import sys
+
+    path = _row_csv(tmp_path, 3.57)
+    out = subprocess.run([sys.executable, "-m", "simfront", "validate", path], capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr
+    assert "left out of the statistics:" in out.stdout and "points.csv:2" in out.stdout and "HBM bandwidth" in out.stdout
