@@ -203,6 +203,7 @@ class EngineSpelling:
     flags: dict
     values: dict
     attention_dp_style: str | None = None
+    env: dict = field(default_factory=dict)  # environment settings per purpose (``moe_a2a``: {VAR: value})
 
     def flag(self, name: str) -> str:
         try:
@@ -230,7 +231,8 @@ def engine_spelling(engine: str, engine_version: str | None = None) -> EngineSpe
         entry = fits[0]
     return EngineSpelling(eng, str(entry["since"]), entry.get("checked"), tuple(entry["server"]),
                           bool(entry.get("model_positional")), tuple(entry["bench"]) if entry.get("bench") else None,
-                          dict(entry["flags"]), dict(entry.get("values") or {}), entry.get("attention_dp_style"))
+                          dict(entry["flags"]), dict(entry.get("values") or {}), entry.get("attention_dp_style"),
+                          dict(entry.get("env") or {}))
 
 
 def _role_layouts(point_or_deployment) -> dict[str, tuple[int, int, int, int]]:
@@ -419,6 +421,28 @@ def _draft(dep: Deployment, notes: list[str]) -> str:
     return "<eagle3-draft-model>"
 
 
+# GPUs of one NVLink domain beyond which TensorRT-LLM's MoE all-to-all runs over multi-node NVLink (MNNVL, GB200 /
+# GB300 NVL72) by itself; an 8-GPU HGX board is one node's domain
+HGX_DOMAIN_GPUS = 8
+
+
+def _moe_a2a(dep, role: str, lay, sp: EngineSpelling) -> tuple[list, dict]:
+    """(flags, environment) that make an attention-DP + EP worker dispatch and combine its MoE tokens with DeepEP's
+    all-to-all, as simfront prices that traffic (``step``: ``ep.dispatch`` / ``ep.combine``), instead of the engines'
+    default all-gather + reduce-scatter; nothing for other layouts or where the engine picks MNNVL by itself."""
+    if lay.attention_dp <= 1 or lay.ep <= 1:
+        return [], {}
+    if sp.engine == "trtllm" and dep.gpu:
+        from .hardware import get_hardware
+
+        if get_hardware(dep.gpu).scaleup.domain_gpus > HGX_DOMAIN_GPUS:
+            return [], {}
+    kind = "prefill" if role == "prefill" else "decode"
+    if "moe_a2a" in sp.flags:
+        return [sp.flags["moe_a2a"], sp.values["moe_a2a"][kind]], {}
+    return [], dict(sp.env.get("moe_a2a") or {})
+
+
 def _vllm_server(dep, role, lay, ckpt, quant, port, notes, files, sp: EngineSpelling) -> list:
     """``vllm serve`` words for one worker kind (spellings: simfront/engines/vllm.yaml)."""
     f = sp.flag
@@ -427,6 +451,7 @@ def _vllm_server(dep, role, lay, ckpt, quant, port, notes, files, sp: EngineSpel
             f("tp"), lay.tp, f("pp"), lay.pp, f("dp"), lay.attention_dp]
     if lay.ep > 1:
         args.append(f("expert_parallel"))
+    args += _moe_a2a(dep, role, lay, sp)[0]
     args += [f("max_batch"), _per_rank(lay.max_batch, lay.attention_dp, f"{role}.max_batch", notes),
              f("max_num_tokens"), _per_rank(tokens, lay.attention_dp, f"{role}.max_num_tokens", notes),
              f("context_length"), dep.seq_len,
@@ -474,6 +499,7 @@ def _sglang_server(dep, role, lay, ckpt, quant, port, notes, files, sp: EngineSp
             args.append(f("enable_dp_attention"))
     if lay.ep > 1:
         args += [f("ep"), lay.ep]
+    args += _moe_a2a(dep, role, lay, sp)[0]
     args += [f("max_batch"), lay.max_batch,  # whole server (split over DP ranks by SGLang)
              f("chunked_prefill_size"), tokens,  # global budget split across dp (ecosystem.md §8.2)
              f("max_prefill_tokens"), tokens,
@@ -665,6 +691,13 @@ def launch_commands(dep: Deployment, engine: str, engine_version: str | None = N
             if eng == "vllm":
                 env["VLLM_NIXL_SIDE_CHANNEL_PORT"] = str(VLLM_NIXL_SIDE_CHANNEL_BASE_PORT + i)
         args = server(dep, role, lay, ckpt, quant, ROLE_PORTS.get(role, FRONT_PORT), notes, files, sp)
+        a2a_args, a2a_env = _moe_a2a(dep, role, lay, sp)
+        env.update(a2a_env)
+        if a2a_args or a2a_env:
+            notes.append(f"{eng} {role}: attention-DP + EP MoE traffic set to DeepEP's all-to-all "
+                         f"({' '.join(map(str, a2a_args)) or ', '.join(f'{k}={v}' for k, v in a2a_env.items())}), as "
+                         "simfront prices it; the engine image must ship DeepEP (the default all-gather + "
+                         "reduce-scatter moves every rank's tokens to every GPU)")
         commands.append(_render(args, env))
         roles.append(role)
     if hosts is not None:

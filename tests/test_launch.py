@@ -110,7 +110,8 @@ def test_engine_version_errors():
 def test_trtllm_attention_dp_cli_and_yaml():
     plan = launch_commands(dsr1_adp(), "trtllm")
     [cmd] = plan.commands
-    assert tokens(cmd)[:2] == ["trtllm-serve", "deepseek-ai/DeepSeek-R1"]
+    # attention DP + EP on an HGX board: DeepEP's all-to-all asked for, as simfront prices the MoE traffic
+    assert tokens(cmd)[:3] == ["TRTLLM_CAN_USE_DEEP_EP=1", "trtllm-serve", "deepseek-ai/DeepSeek-R1"]
     assert value(cmd, "--backend") == "pytorch"
     assert value(cmd, "--tp_size") == "8" and value(cmd, "--ep_size") == "8" and value(cmd, "--pp_size") == "1"
     assert value(cmd, "--max_batch_size") == "64" and value(cmd, "--max_num_tokens") == "2048"
@@ -233,7 +234,7 @@ def test_native_precision_served_as_is_and_unknown_model_noted():
 
 def test_explicit_checkpoint_wins():
     dep = dsr1_adp(weight_precision="nvfp4", checkpoint="nvidia/DeepSeek-R1-0528-FP4-v2")
-    assert tokens(launch_commands(dep, "trtllm").commands[0])[1] == "nvidia/DeepSeek-R1-0528-FP4-v2"
+    assert tokens(launch_commands(dep, "trtllm").commands[0])[2] == "nvidia/DeepSeek-R1-0528-FP4-v2"  # after the env word
 
 
 # --- disagg 1P1D ----------------------------------------------------------------------------
@@ -756,3 +757,25 @@ def test_trtllm_lines_parse_with_trtllm_serve():
             assert set(cfg["kv_cache_config"]) <= set(KvCacheConfig.model_fields)
             n += 1
     assert n >= 20
+
+
+def test_attention_dp_ep_workers_ask_for_the_all_to_all_simfront_prices():
+    """A DPA + EP worker is priced with DeepEP's all-to-all (step.py ep.dispatch / ep.combine), so its launch line asks
+    for it: vLLM --all2all-backend, SGLang --moe-a2a-backend, TensorRT-LLM TRTLLM_CAN_USE_DEEP_EP=1 (HGX); plain TP
+    or EP lines do not, and on an NVL72 domain TensorRT-LLM picks MNNVL itself."""
+    from simfront.launch import Deployment, launch_commands
+
+    dpa = Deployment("deepseek-r1", tp=1, attention_dp=8, ep=8, weight_precision="fp8_block", kv_dtype="fp8", gpu="b200_sxm")
+    tp_ep = Deployment("deepseek-r1", tp=8, ep=8, weight_precision="fp8_block", kv_dtype="fp8", gpu="b200_sxm")
+    assert "--all2all-backend deepep_low_latency" in launch_commands(dpa, "vllm").commands[0]
+    assert "--moe-a2a-backend deepep" in launch_commands(dpa, "sglang").commands[0]
+    assert launch_commands(dpa, "trtllm").commands[0].startswith("TRTLLM_CAN_USE_DEEP_EP=1 ")
+    for eng in ("vllm", "sglang", "trtllm"):
+        line = launch_commands(tp_ep, eng).commands[0]
+        assert "deepep" not in line.lower() and "DEEP_EP" not in line
+    nvl = Deployment("deepseek-r1", tp=1, attention_dp=8, ep=8, weight_precision="fp8_block", kv_dtype="fp8", gpu="gb200")
+    assert "DEEP_EP" not in launch_commands(nvl, "trtllm").commands[0]
+    disagg = Deployment("deepseek-r1", mode="disagg", weight_precision="fp8_block", kv_dtype="fp8", gpu="b200_sxm",
+                        prefill=WorkerLayout(attention_dp=8, ep=8), decode=WorkerLayout(attention_dp=8, ep=8))
+    lines = launch_commands(disagg, "vllm").commands
+    assert any("deepep_high_throughput" in l for l in lines) and any("deepep_low_latency" in l for l in lines)
