@@ -408,7 +408,8 @@ def forward_step(model: Model, precision: Precision, hw: Hardware, tp, pp, dp, e
         st.ops.append(OpRow(name, group, count, cost, replicated, inv, int(rep.size), rows.nd, level))
 
     def gemm(name, group, count, m, n, k, fmt, replicated=False):
-        op(name, group, count, gemm_cost, m, n, k, fmt, hw, replicated=replicated)
+        # serving engines run per-tensor FP8 with the checkpoint's static activation scale (gemm.gemm_cost)
+        op(name, group, count, gemm_cost, m, n, k, fmt, hw, replicated=replicated, static_act_scale=True)
 
     def allreduce(name, group, count, tokens, width):
         msg = tokens * width * ACT_BYTES  # one BF16 activation row per token

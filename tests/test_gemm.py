@@ -186,3 +186,19 @@ def test_memory_op_never_slower_with_more_bandwidth_and_never_nan(gpu, nbytes, f
     assert np.isfinite(a.time_s) and a.time_s > 0
     assert b.time_s <= a.time_s * (1 + 1e-12)
     assert memory_op_cost(nbytes * 2, hw, flops=flops).time_s >= a.time_s
+
+
+def test_a_serving_fp8_linear_with_a_static_activation_scale_pays_no_more_fixed_time_than_block_fp8():
+    """The benchmark's per-tensor FP8 Linear carries its scale handling; a serving engine's static-scale FP8 GEMM
+    pays at most the block-scaled format's fixed time (one quantisation pass), and nothing else changes."""
+    from simfront.gemm import gemm_cost
+    from simfront.hardware import get_hardware
+
+    for gpu in ("h100_sxm", "b200_sxm"):
+        hw = get_hardware(gpu)
+        bench, serve = gemm_cost(4, 10240, 8192, "fp8", hw), gemm_cost(4, 10240, 8192, "fp8", hw, static_act_scale=True)
+        assert serve.time_s < bench.time_s and serve.memory_s == bench.memory_s and serve.flops == bench.flops
+        big = (8192, 8192, 8192)
+        assert gemm_cost(*big, "fp8", hw, static_act_scale=True).time_s / gemm_cost(*big, "fp8", hw).time_s > 0.97  # a fixed-time change
+        for fmt in ("bf16", "fp8_block"):  # other formats are as benchmarked
+            assert gemm_cost(4, 10240, 8192, fmt, hw, static_act_scale=True).time_s == gemm_cost(4, 10240, 8192, fmt, hw).time_s
