@@ -69,41 +69,55 @@ def breakdowns(points, pred, rows) -> list[str]:
     return out
 
 
-# the band every judged knob bin's median predicted/measured TPOT should sit in (issue 12)
+# the bands every judged knob bin's median predicted/measured TPOT and output tok/s/GPU should sit in (issue 12)
 TPOT_BIN_BAND = (0.9, 1.1)
+GPU_BIN_BAND = (0.85, 1.15)
 
 
 def knob_trends(points, preds: dict[str, list], rows) -> list[str]:
-    """Median predicted/measured TPOT and TTFT per knob bin, one column per fit (in-sample, leave-one-model-out,
-    leave-one-engine-out), and the judged bins whose TPOT median leaves ``TPOT_BIN_BAND``."""
+    """Median predicted/measured TPOT, TTFT and output tok/s/GPU per knob bin, one column per fit (in-sample,
+    leave-one-model-out, leave-one-engine-out), and the judged bins whose TPOT median leaves ``TPOT_BIN_BAND`` or
+    whose tok/s/GPU median (rows that report it: the InferenceMAX file) leaves ``GPU_BIN_BAND``."""
     tables = {}
     for name, pred in preds.items():
         recs = []
         for i in rows:
             r = points[i].model_dump()
             r.update({k: v for k, v in pred[i].items() if k.startswith("predicted_")})
+            r["predicted_tok_s_per_gpu"] = pred[i].get("predicted_output_tok_s_per_gpu")  # the validate row's name
             recs.append(r)
         tables[name] = {(t["knob"], t["bin"]): t for t in residual_trends(recs)}
     keys = sorted(set().union(*tables.values()))
     names = list(preds)
-    head = "| knob | bin | n | " + " | ".join(f"TPOT {n}" for n in names) + " | " + " | ".join(f"TTFT {n}" for n in names) + " |"
-    lines = [head, "|" + "---|" * (3 + 2 * len(names))]
+    head = ("| knob | bin | n | " + " | ".join(f"TPOT {n}" for n in names) + " | " + " | ".join(f"TTFT {n}" for n in names)
+            + " | n tok/s/GPU | " + " | ".join(f"tok/s/GPU {n}" for n in names) + " |")
+    lines = [head, "|" + "---|" * (4 + 3 * len(names))]
     outside = {n: [] for n in names}
+    outside_gpu = {n: [] for n in names}
     for k in keys:
         first = next(t[k] for t in tables.values() if k in t)
         judged = first["count"] >= MIN_BIN_ROWS
+        n_gpu = first.get("output_tok_s_per_gpu_count", 0)
         cells = []
-        for metric in ("tpot_ms", "ttft_ms"):
+        for metric in ("tpot_ms", "ttft_ms", "output_tok_s_per_gpu"):
+            if metric == "output_tok_s_per_gpu":
+                cells.append(str(n_gpu))
             for n in names:
                 v = tables[n].get(k, {}).get(f"{metric}_ratio")
                 cells.append("" if v is None else f"{v:.2f}")
                 if metric == "tpot_ms" and judged and v is not None and not TPOT_BIN_BAND[0] <= v <= TPOT_BIN_BAND[1]:
                     outside[n].append(f"{k[0]} {k[1]} ({v:.2f})")
+                if (metric == "output_tok_s_per_gpu" and n_gpu >= MIN_BIN_ROWS and v is not None
+                        and not GPU_BIN_BAND[0] <= v <= GPU_BIN_BAND[1]):
+                    outside_gpu[n].append(f"{k[0]} {k[1]} ({v:.2f})")
         lines.append(f"| {k[0]} | {k[1]}{'' if judged else ' ~'} | {first['count']} | " + " | ".join(cells) + " |")
     lines.append("")
     for n in names:
         lines.append(f"- {n}: {len(outside[n])} judged bins (>= {MIN_BIN_ROWS} rows) with median TPOT outside "
                      f"[{TPOT_BIN_BAND[0]}, {TPOT_BIN_BAND[1]}]" + (f": {'; '.join(outside[n])}" if outside[n] else ""))
+        lines.append(f"- {n}: {len(outside_gpu[n])} judged bins (>= {MIN_BIN_ROWS} rows with tok/s/GPU) with median tok/s/GPU "
+                     f"outside [{GPU_BIN_BAND[0]}, {GPU_BIN_BAND[1]}]"
+                     + (f": {'; '.join(outside_gpu[n])}" if outside_gpu[n] else ""))
     return lines + [""]
 
 
