@@ -77,6 +77,7 @@ class Resolved:
     token_budget: float  # engine token budget per step per attention rank
     wave_share: float  # share of the benchmark's requests in its synchronised start-up wave
     range_ratio: float | None = None  # the client's lengths uniform in [r L, L] (1: fixed); None: not recorded
+    recv_interval: float = 1.0  # decode steps between the engine's intakes of new requests (scheduler_recv_interval)
 
 
 def _precision_for(model: Model, p, hw=None) -> Any:
@@ -149,7 +150,7 @@ def resolve(p) -> tuple[Resolved | None, str | None]:
     budget = float(_get(p, "token_budget") or DEFAULT_CHUNK_TOKENS)
     ratio = _get(p, "random_range_ratio")
     return Resolved(model, hw, prec, _get(p, "engine"), float(isl), float(osl), spec, budget, wave_share(p),
-                    None if ratio is None else float(ratio)), None
+                    None if ratio is None else float(ratio), float(_get(p, "scheduler_recv_interval") or 1)), None
 
 
 def wave_share(p) -> float:
@@ -210,7 +211,7 @@ def build_groups(points: Iterable[Any]) -> tuple[list[PointGroup], list[dict]]:
             out[i]["reason"] = "disaggregated run without prefill/decode worker counts: the deployment cannot be sized"
             continue
         key = (r.model.id, r.hw.id, r.precision, r.engine, r.isl, r.osl, r.spec, mode, offline, r.token_budget, r.wave_share,
-               r.range_ratio)
+               r.range_ratio, r.recv_interval)
         keyed.setdefault(key, []).append(i)
     groups = []
     for key, idx in keyed.items():
@@ -289,7 +290,8 @@ def _group_agg(pts, idx, r: Resolved) -> PointGroup:
     # the engine's max batch is per attention-DP rank (aiconfigurator convention)
     b = running_batch(conc, workers * lay.ranks, np.where(max_b > 0, max_b, np.inf), kv_b)
     wl = Workload(isl=r.isl, osl=r.osl, chunk_tokens=r.token_budget, startup_wave_share=r.wave_share,
-                  adp_gate_iters=adp_gate_iters(r.engine), length_range_ratio=r.range_ratio)
+                  adp_gate_iters=adp_gate_iters(r.engine), length_range_ratio=r.range_ratio,
+                  recv_interval_steps=r.recv_interval)
     raw = aggregated_raw(r.model, r.precision, r.hw, tp, pp, dp, ep, b, wl, r.spec)
 
     def metrics(prof):

@@ -60,6 +60,9 @@ class Workload:
     # service's do. At r = 1 (every request exactly ISL / OSL) closed-loop clients stay in step, so an engine that
     # prefills before it decodes serves them in waves (see :func:`finish_aggregated`)
     length_range_ratio: float | None = None
+    # the engine takes new requests in only every this many decode steps (SGLang --scheduler-recv-interval, its
+    # SchedulerRecvSkipper: a decode or verify step counts 1, a prefill step receives at once); 1 = every step
+    recv_interval_steps: float = 1.0
 
     @property
     def fixed_lengths(self) -> bool:
@@ -299,6 +302,7 @@ class AggRaw:
     wave_share: float = 0.0  # the workload's share of requests in a synchronised start-up wave
     ranks: np.ndarray | float = 1.0  # attention-DP ranks of the worker
     range_ratio: float | None = None  # the workload's length spread (Workload.length_range_ratio)
+    recv_interval: float = 1.0  # decode steps between the engine's intakes of new requests (Workload.recv_interval_steps)
 
 
 @dataclass
@@ -371,7 +375,7 @@ def _agg_steps(dp, pp, b, wl: Workload, q, al) -> tuple[StepBatch, StepBatch, Ag
     raw = AggRaw(decode_step_s=None, mixed_step_s=None, mixed_tokens=mixed_tokens, mixed_share=mixed_share,
                  batch=b, chunk=chunk, isl_new=isl_new, rho=rho + 0 * b, al=al,
                  osl=wl.osl, slots=b * _f(dp) * _f(pp), wave_share=float(wl.startup_wave_share), ranks=ranks,
-                 range_ratio=wl.length_range_ratio)
+                 range_ratio=wl.length_range_ratio, recv_interval=float(wl.recv_interval_steps))
     return dec, mix, raw
 
 
@@ -517,6 +521,8 @@ def finish_aggregated(raw: AggRaw, prof: dict) -> AggResult:
     ttft = (wait + (steps + prof["ttft_extra_steps"]) * t_dec + tokens * per_token) * prof["ttft_scale"] + prof["ttft_overhead_s"]
     if runs_in_waves(prof, raw.range_ratio):
         ttft, tpot = _wave_latencies(raw, prof, t_dec, per_token)
+    # a request that arrives while the engine decodes waits for its next intake: half the interval on average
+    ttft = ttft + 0.5 * np.maximum(raw.recv_interval - 1.0, 0.0) * t_dec
     ttft = ttft + adp_balance_wait_s(raw.ranks, raw.slots / np.maximum(ttft + (raw.osl - 1) * tpot, 1e-30), step,
                                      prof.get("adp_balance_timeout_iters", 0.0))
     e2e = ttft + (raw.osl - 1) * tpot  # one request's life: first token, then OSL - 1 decode tokens

@@ -156,3 +156,22 @@ def test_attention_dp_balance_aligns_prefill_steps():
     tb = evaluate_agg(bal, engine_profile("trtllm"), 1, 4, 4 * 64).tpot_s[1]
     tf = evaluate_agg(free, engine_profile("trtllm"), 1, 4, 4 * 64).tpot_s[1]
     assert tb < tf
+
+
+def test_an_engine_that_takes_in_requests_every_n_decode_steps_adds_half_of_them_to_ttft():
+    """SGLang --scheduler-recv-interval N: a request arriving during decode waits on average (N - 1) / 2 decode steps
+    for the next intake; TPOT and the step are untouched, and N = 1 changes nothing."""
+    from dataclasses import replace
+
+    from simfront.serving import finish_aggregated, mean_step_s
+
+    m, hw = get_model("deepseek-r1"), get_hardware("b200_sxm")
+    prof = engine_profile("sglang")
+    base = Workload(isl=1024, osl=1024, length_range_ratio=0.8)
+    raws = {n: aggregated_raw(m, m.precision, hw, 8, 1, 1, 8, np.array([16.0, 64.0]), replace(base, recv_interval_steps=n))
+            for n in (1, 10, 30)}
+    res = {n: finish_aggregated(r, prof) for n, r in raws.items()}
+    t_dec = mean_step_s(raws[1], prof)[0]
+    for n in (10, 30):
+        assert np.allclose(res[n].ttft_s - res[1].ttft_s, 0.5 * (n - 1) * t_dec)
+        assert np.allclose(res[n].tpot_s, res[1].tpot_s)

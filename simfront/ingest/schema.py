@@ -103,6 +103,8 @@ class MeasuredPoint(BaseModel):
     startup_wave_share: NonNegative | None = None  # share of requests in a synchronised start-up wave (0: steady state)
     # the client's lengths: uniform in [r L, L] (--random-range-ratio r); 1 = every request exactly ISL / OSL tokens
     random_range_ratio: Annotated[float, Field(ge=0, le=1)] | None = None
+    # engine admission: SGLang --scheduler-recv-interval N (new requests taken in every N decode steps; 1 = every step)
+    scheduler_recv_interval: Count | None = None
 
     # speculative decoding
     spec_decoding: SpecDecoding | None = None
