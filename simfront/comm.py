@@ -158,7 +158,6 @@ def collective_cost(kind: str, message_bytes, n_gpus, hw, p: dict | None = None)
     nodes = np.ceil(n / local)
     if kind == "p2p":
         t, wire = _intra("p2p", S, np.full_like(n, 2.0), hw, q)
-        exposed = np.zeros_like(t)
     elif kind == "all_reduce":
         # reduce-scatter inside, all-reduce of the 1/local shard across domains, all-gather inside
         flat, wire_flat = _intra(kind, S, local, hw, q)
@@ -167,25 +166,20 @@ def collective_cost(kind: str, message_bytes, n_gpus, hw, p: dict | None = None)
         x, w3 = _inter(kind, S / local, nodes, hw, q)
         t = np.where(nodes > 1, rs + x + ag, flat)
         wire = np.where(nodes > 1, w1 + w2 + w3, wire_flat)
-        exposed = x  # the inter-node ring (0 inside one domain)
     elif kind in ("all_gather", "reduce_scatter"):
         a, w1 = _intra(kind, S, local, hw, q)
         x, w2 = _inter(kind, S / local, nodes, hw, q)
         t, wire = a + x, w1 + w2
-        exposed = x
     else:  # alltoall: the off-domain share goes through the NIC while the rest uses the scale-up links
         a, w1 = _intra(kind, S * local / n, local, hw, q)
         remote = S * (n - local) / n
         x = q["net_alltoall_base_s"] + remote / q["net_bw"]
         t = np.where(nodes > 1, np.maximum(a, x), a)
         wire = w1 + np.where(nodes > 1, remote, 0.0)
-        exposed = np.where(nodes > 1, x, 0.0)
     t = np.where(n > 1, t, 0.0)
     wire = np.where(n > 1, wire, 0.0)
     zero = np.zeros_like(t)
-    # the scale-out part is on the step's critical path whatever the engine does (round trips over the NICs)
-    exposed = np.where(n > 1, np.minimum(exposed, t), 0.0)
-    return Cost(time_s=t, flops=zero, mem_bytes=zero, net_bytes=wire, network_s=t, exposed_s=exposed)
+    return Cost(time_s=t, flops=zero, mem_bytes=zero, net_bytes=wire, network_s=t)
 
 
 def p2p_cost(message_bytes, hw, scope: str = "scaleup", p: dict | None = None) -> Cost:
@@ -239,4 +233,4 @@ def engine_allreduce_cost(message_bytes, n_gpus, hw, p: dict | None = None) -> C
     t = np.where(take, own, nccl.time_s)
     wire = np.where(take, own_wire, nccl.net_bytes)
     zero = np.zeros_like(t)
-    return Cost(time_s=t, flops=zero, mem_bytes=zero, net_bytes=wire, network_s=t, exposed_s=np.where(take, 0.0, nccl.exposed_s))
+    return Cost(time_s=t, flops=zero, mem_bytes=zero, net_bytes=wire, network_s=t)

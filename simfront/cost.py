@@ -17,7 +17,7 @@ def _arr(x) -> np.ndarray:
 
 
 # the numeric fields, in declaration order
-_FIELDS = ("time_s", "flops", "mem_bytes", "net_bytes", "compute_s", "memory_s", "network_s", "exposed_s")
+_FIELDS = ("time_s", "flops", "mem_bytes", "net_bytes", "compute_s", "memory_s", "network_s")
 
 
 @dataclass
@@ -29,9 +29,6 @@ class Cost:
     compute_s: np.ndarray = field(default_factory=lambda: np.zeros(()))  # flops / achieved FLOP/s
     memory_s: np.ndarray = field(default_factory=lambda: np.zeros(()))  # bytes / achieved HBM bytes/s
     network_s: np.ndarray = field(default_factory=lambda: np.zeros(()))  # communication time
-    # part of time_s no engine can overlap: round trips over the scale-out network (cross-node collectives),
-    # which CUDA graphs, programmatic dependent launch and kernel fusion do not shorten
-    exposed_s: np.ndarray = field(default_factory=lambda: np.zeros(()))
     kernel: str = ""  # which kernel runs, where the op has more than one (MoE: "cutlass-grouped" / "fused-fp4")
 
     def __post_init__(self) -> None:

@@ -186,7 +186,6 @@ class OpRow:
 @dataclass
 class StepCost:
     ops: list[OpRow] = field(default_factory=list)
-    link_bytes_per_s: float = float("inf")  # scale-up bandwidth, to split collectives into wire time + latency
     layout: LayoutRows | None = None  # the layout groupings the ops were costed on (None: every op over every layout)
 
     def total(self, attr: str = "time_s") -> np.ndarray:
@@ -202,13 +201,10 @@ class StepCost:
     def _legs(self, r: OpRow) -> tuple[np.ndarray, np.ndarray]:
         """(roofline, fixed) seconds of one call of an op, over its distinct layout rows."""
         c = r.cost_rows
-        # collectives: only the wire time at link bandwidth is "roofline"; the rest is latency
-        net = np.where(c.net_bytes > 0, c.net_bytes / self.link_bytes_per_s, c.network_s)
-        # cross-node round trips cannot be hidden by the engine: they join the roofline leg
-        leg = np.minimum(np.maximum(np.maximum(np.maximum(c.compute_s, c.memory_s), net), c.exposed_s), c.time_s)
-        # a collective's latency is a synchronisation among GPUs (barriers, protocol round trips): CUDA graphs
-        # and programmatic dependent launch shorten kernel launches and fills, not that wait
-        leg = np.where(c.network_s > 0, c.time_s, leg)
+        # a collective stays on the critical path whole: its latency is a synchronisation among GPUs (barriers,
+        # protocol round trips, NIC hops) that CUDA graphs and programmatic dependent launch do not shorten;
+        # a kernel's dominant leg is its roofline part, the rest (launch, fill, tail) what the engine may hide
+        leg = np.where(c.network_s > 0, c.time_s, np.minimum(np.maximum(c.compute_s, c.memory_s), c.time_s))
         return leg, c.time_s - leg
 
     def parts(self, r: OpRow) -> tuple[np.ndarray, np.ndarray]:
@@ -373,7 +369,7 @@ def forward_step(model: Model, precision: Precision, hw: Hardware, tp, pp, dp, e
     pre_share = has_pre * np.where(nps < 1.0, nps, 1.0)  # calls per step (a fraction when nps < 1)
     Bd = np.maximum(B, 1.0)  # decode kernels are costed at >= 1 request and counted only when present
     H = arch.hidden
-    st = StepCost(link_bytes_per_s=hw.scaleup.bandwidth_bytes_per_s)
+    st = StepCost()
     kvb = kv_bytes(precision.kv)
 
     # ops are costed once per distinct layout row of their inputs when the step spans many layouts
