@@ -451,7 +451,6 @@ def _vllm_server(dep, role, lay, ckpt, quant, port, notes, files, sp: EngineSpel
             f("tp"), lay.tp, f("pp"), lay.pp, f("dp"), lay.attention_dp]
     if lay.ep > 1:
         args.append(f("expert_parallel"))
-    args += _moe_a2a(dep, role, lay, sp)[0]
     args += [f("max_batch"), _per_rank(lay.max_batch, lay.attention_dp, f"{role}.max_batch", notes),
              f("max_num_tokens"), _per_rank(tokens, lay.attention_dp, f"{role}.max_num_tokens", notes),
              f("context_length"), dep.seq_len,
@@ -499,7 +498,6 @@ def _sglang_server(dep, role, lay, ckpt, quant, port, notes, files, sp: EngineSp
             args.append(f("enable_dp_attention"))
     if lay.ep > 1:
         args += [f("ep"), lay.ep]
-    args += _moe_a2a(dep, role, lay, sp)[0]
     args += [f("max_batch"), lay.max_batch,  # whole server (split over DP ranks by SGLang)
              f("chunked_prefill_size"), tokens,  # global budget split across dp (ecosystem.md §8.2)
              f("max_prefill_tokens"), tokens,
@@ -692,6 +690,7 @@ def launch_commands(dep: Deployment, engine: str, engine_version: str | None = N
                 env["VLLM_NIXL_SIDE_CHANNEL_PORT"] = str(VLLM_NIXL_SIDE_CHANNEL_BASE_PORT + i)
         args = server(dep, role, lay, ckpt, quant, ROLE_PORTS.get(role, FRONT_PORT), notes, files, sp)
         a2a_args, a2a_env = _moe_a2a(dep, role, lay, sp)
+        args += a2a_args  # after every other word: the engines' parsers take flags in any order
         env.update(a2a_env)
         if a2a_args or a2a_env:
             notes.append(f"{eng} {role}: attention-DP + EP MoE traffic set to DeepEP's all-to-all "
