@@ -299,20 +299,13 @@ def _group_agg(pts, idx, r: Resolved) -> PointGroup:
 
     ok = ~bad & mem.fits
     why = ["layout invalid for the model" if bad[j] else "does not fit in memory" for j in range(len(idx))]
-    below = _below_floor(pts, idx, r, tp, pp, dp, ep, b)
-    flags = {i: below.why[j] for j, i in enumerate(idx) if below.mask[j] and ok[j]}
+    flags = _below_floor(pts, idx, r, tp, pp, dp, ep, b, ok)
     return PointGroup(idx, r.engine, ok, why, metrics, "agg", flags)
 
 
-@dataclass
-class BelowFloor:
-    mask: np.ndarray  # measured TPOT under FLOOR_SLACK x the HBM floor of decoding the running batch
-    why: list  # what the row contradicts, per point (None where it is consistent)
-
-
-def _below_floor(pts, idx, r: Resolved, tp, pp, dp, ep, batch) -> BelowFloor:
-    """Rows whose measured TPOT beats the least time of a decode step of the batch their concurrency, max
-    batch and KV capacity put on a rank (simfront.bounds): fewer requests decoded together than the row
+def _below_floor(pts, idx, r: Resolved, tp, pp, dp, ep, batch, ok) -> dict:
+    """{point index: why} for the predicted (``ok``) rows whose measured TPOT beats the least time of a decode
+    step of the batch their concurrency, max batch and KV capacity put on a rank (simfront.bounds): fewer requests decoded together than the row
     says, so the row is not that configuration at that load (a client-side cap on requests in flight
     gives this pattern: calibration README, "flag and exclude rows you cannot interpret")."""
     ratio = 1.0 if r.range_ratio is None else r.range_ratio
@@ -325,11 +318,10 @@ def _below_floor(pts, idx, r: Resolved, tp, pp, dp, ep, batch) -> BelowFloor:
     meas = np.array([float(_get(pts[i], "tpot_ms") or np.nan) for i in idx])
     with np.errstate(invalid="ignore"):
         mask = meas < FLOOR_SLACK * floor_ms
-    why = [(f"measured TPOT {meas[j]:.3g} ms is below the {floor_ms[j]:.3g} ms a decode step of {batch[j]:.0f} requests "
+    return {i: (f"measured TPOT {meas[j]:.3g} ms is below the {floor_ms[j]:.3g} ms a decode step of {batch[j]:.0f} requests "
             f"per rank needs at the datasheet HBM bandwidth (weights + KV): fewer requests decoded together than the "
-            f"concurrency {_get(pts[i], 'concurrency')} says (a client-side cap on requests in flight?)") if mask[j] else None
-           for j, i in enumerate(idx)]
-    return BelowFloor(mask, why)
+            f"concurrency {_get(pts[i], 'concurrency')} says (a client-side cap on requests in flight?)")
+            for j, i in enumerate(idx) if mask[j] and ok[j]}
 
 
 def _metric_dict(m) -> dict:
