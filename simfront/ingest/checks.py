@@ -266,8 +266,7 @@ def run_checks(points: list[MeasuredPoint]) -> tuple[list[MeasuredPoint], list[P
     for i, message in twins.items():
         if i not in copies:
             unique[i].warnings.append(message)
-    kept2 = [i for i in range(len(unique)) if i not in copies]
-    rest = [unique[i] for i in kept2]
+    rest = [p for i, p in enumerate(unique) if i not in copies]
     same_run, unsure = cross_source_twins(rest)
     problems += [Problem(rest[i].source_file, rest[i].line, m, (rest[j].source_file, rest[j].line)) for i, (j, m) in same_run.items()]
     problems += [Problem(rest[i].source_file, rest[i].line, m + "; skipped") for i, m in unsure.items()]
