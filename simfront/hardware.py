@@ -168,7 +168,7 @@ class Hardware(BaseModel):
 
 
 # Share of a datasheet figure taken as achievable when a spec carries no achievable entry: the median
-# achievable/datasheet ratio of the catalog's measured entries (GEMM 0.70-0.86, HBM 0.84, links 0.7-1.0).
+# achievable/datasheet ratio of the catalog's measured entries (GEMM 0.70-0.86, HBM 0.89-0.90, links 0.7-1.0).
 UNLISTED_ACHIEVABLE_FRACTION = 0.8
 # Small-message collective latency taken when a spec carries none: the 8 KiB all-reduce on 8xH100 (specs.md A.3)
 UNLISTED_COLLECTIVE_LATENCY_S = 16e-6

@@ -36,8 +36,8 @@ PARAMS: dict[str, tuple[float, float, float]] = {
     "eta_compute_fp4": (0.45, 0.05, 1.3),
     "eta_compute_wonly": (0.35, 0.02, 1.3),
     "eta_compute_mxfp4": (0.45, 0.05, 1.3),
-    # achieved fraction of the ACHIEVABLE HBM bandwidth streaming expert weights (AIC 0.8 of datasheet
-    # / 0.84 achievable share = 0.95; specs.md A.3)
+    # achieved fraction of the ACHIEVABLE HBM bandwidth streaming expert weights; start values below the 0.89
+    # of dense weight streaming (AIC 0.8 of datasheet / 0.90 achievable share, scripts/achievable_hbm.py)
     "eta_memory_bf16": (0.85, 0.1, 1.3),
     "eta_memory_fp8": (0.85, 0.1, 1.3),
     "eta_memory_fp8_block": (0.85, 0.1, 1.3),
