@@ -105,6 +105,13 @@ def _bounds(spec):
     return np.log(lo if lo > 0 else hi * 1e-4), np.log(hi)
 
 
+def transfer(entry, params: dict, source_hw, target_hw) -> dict:
+    """Values fitted on ``source_hw`` as ``target_hw`` uses them (the entry's ``transfer``, e.g. moe.transfer_params:
+    a class whose kernel is another library on the target takes its sibling's values); unchanged elsewhere."""
+    fn = entry.get("transfer")
+    return params if fn is None else fn(params, source_hw, target_hw)
+
+
 def predict_op(entry, cols, hw, params) -> np.ndarray:
     with np.errstate(all="ignore"):
         return np.asarray(entry["predict"](cols, hw, params), dtype=np.float64) * 1e6  # microseconds
@@ -367,7 +374,9 @@ def main(argv=None) -> int:
             p, _ = fit_kind(kops, samples(kind, others), src_fams[0] if len(src_fams) == 1 else "default")
             for op in kops:
                 if gpu in data[op]:
-                    logo_pred[(op, gpu)] = predict_op(kops[op], data[op][gpu], hws[gpu], p)
+                    # as a GPU borrowing these values uses them (moe.transfer_params: another kernel library there)
+                    p_gpu = transfer(kops[op], p, hws[others[0]], hws[gpu])
+                    logo_pred[(op, gpu)] = predict_op(kops[op], data[op][gpu], hws[gpu], p_gpu)
         print(f"[{kind}] fitted in {time.time() - t0:.1f} s", flush=True)
 
     # ------------------------------------------------------------------ report

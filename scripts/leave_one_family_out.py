@@ -228,12 +228,15 @@ def main(argv=None) -> int:
                     continue
                 with np.errstate(all="ignore"):  # log(measured / predicted) on the fitted family, in sample
                     ins = np.log(data[op][src]["latency_us"] / ck.predict_op(kops[op], data[op][src], hs, params))
-                pred = ck.predict_op(kops[op], data[op][dst], hd, params)
+                # the source family's values as the other platform uses them (moe.transfer_params: classes whose
+                # kernel library differs there take their sibling's values), as a borrowing GPU's predictions do
+                p_dst = ck.transfer(kops[op], params, hs, hd)
+                pred = ck.predict_op(kops[op], data[op][dst], hd, p_dst)
                 meas = data[op][dst]["latency_us"]
                 paths = None
                 if "paths" in kops[op]:  # per-kernel predictions, microseconds (inf where a kernel does not exist)
                     with np.errstate(all="ignore"):
-                        paths = np.asarray(kops[op]["paths"](data[op][dst], hd, params), dtype=np.float64) * 1e6
+                        paths = np.asarray(kops[op]["paths"](data[op][dst], hd, p_dst), dtype=np.float64) * 1e6
                 with np.errstate(all="ignore"):
                     held = np.log(meas / pred)
                 fin = ins[np.isfinite(ins)]

@@ -36,7 +36,7 @@ from typing import Any, Iterator
 from pydantic import BaseModel, Field
 
 from . import yamlio
-from .kernels import fallback_notes
+from .kernels import class_swap_notes, fallback_notes
 
 
 EFFICIENCY_DIR = Path(__file__).resolve().parent.parent / "hardware" / "efficiency"
@@ -103,6 +103,13 @@ def params(kind: str, family: str, profile: Profile | None = None) -> dict[str, 
     base.update(ov.get("default", {}))
     base.update(ov.get(family, {}))
     return base
+
+
+def fitted_gpus(kind: str, family: str) -> list[str]:
+    """Calibration GPUs whose rows fitted the block ``family`` reads for ``kind`` (its own, a fallback family's, or
+    the pooled default's); empty where nothing was fitted."""
+    data = _load(kind)
+    return _fitted_gpus(data, _resolve_family(data, family) or "default")
 
 
 def set_override(profile: Profile | None) -> None:
@@ -197,6 +204,13 @@ def provenance(hw, kinds: tuple[str, ...] = KERNEL_KINDS) -> Provenance:
         else:
             p = ParamProvenance(kind=kind, source_family=block, borrowed=True, fitted_on=fitted_on, overridden=overridden,
                                 note=f"no {hw.family} calibration data: {block} parameters")
+        if fitted_on:
+            from .hardware import get_hardware
+
+            swaps = class_swap_notes(kind, get_hardware(fitted_on[0]), hw)  # another kernel library on this platform
+            if swaps:
+                p.borrowed = True
+                p.note = "; ".join(([p.note] if p.note else []) + swaps)
         if overridden:
             p.note = (p.note + "; " if p.note else "") + "user calibration profile overrides some values"
         out.append(p)

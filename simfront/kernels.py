@@ -44,11 +44,21 @@ class LaunchCost(BaseModel):
     source: str = Field(min_length=1)
 
 
+class EfficiencyClass(BaseModel):
+    """The fitted efficiency class whose values describe an op's kernel on the platform it was fitted on."""
+
+    model_config = ConfigDict(extra="forbid")
+    kind: str  # efficiency kind (hardware/efficiency/<kind>.yaml)
+    cls: str = Field(alias="class")  # dtype class of that kind whose values the kernel's rows fitted
+    sibling: str  # class whose values a platform running ANOTHER kernel for the op takes instead
+
+
 class OpKernels(BaseModel):
     model_config = ConfigDict(extra="forbid")
     what: str
     native: list[NativeKernel] = Field(min_length=1)
     fallback: Fallback
+    efficiency_class: EfficiencyClass | None = None
 
 
 class KernelPath(BaseModel):
@@ -148,6 +158,37 @@ def kernel_paths(hw) -> list[KernelPath]:
 
     hw = get_hardware(hw) if isinstance(hw, str) else hw
     return [kernel_path(op, hw) for op in table()]
+
+
+@lru_cache(maxsize=None)
+def _class_swaps(kind: str, source_platform: str | None, target_platform: str | None) -> tuple[tuple[str, str, str, str, str], ...]:
+    """(class, sibling, op, source kernel, target kernel) per op of ``kind`` whose kernel differs between the platforms."""
+    out = []
+    for op, spec in table().items():
+        ec = spec.efficiency_class
+        if ec is None or ec.kind != kind:
+            continue
+        src, dst = (next((k.kernel for k in spec.native if plat in k.platforms), spec.fallback.kernel)
+                    for plat in (source_platform, target_platform))
+        if src != dst:
+            out.append((ec.cls, ec.sibling, op, src, dst))
+    return tuple(out)
+
+
+def class_swaps(kind: str, source_hw, target_hw) -> dict[str, str]:
+    """{class: sibling class} of ``kind`` whose fitted values do not describe ``target_hw``'s kernel.
+
+    Values fitted on ``source_hw``'s platform describe that platform's kernel for the op; where ``target_hw`` runs
+    another kernel (another library, or none of the calibrated ones), the class takes the values of its sibling
+    (``efficiency_class.sibling`` in hardware/kernels.yaml: the same tensor pipeline without the library's
+    format-specific costs), as a format class with no rows on the fitted family does."""
+    return {c: sib for c, sib, *_ in _class_swaps(kind, platform_of(source_hw), platform_of(target_hw))}
+
+
+def class_swap_notes(kind: str, source_hw, target_hw) -> list[str]:
+    """One line per class :func:`class_swaps` replaces, naming both kernels."""
+    return [f"{kind} class {c} takes the {sib} values: {target_hw.id} runs {dst} for {op}, the fitted {source_hw.id} ran {src}"
+            for c, sib, op, src, dst in _class_swaps(kind, platform_of(source_hw), platform_of(target_hw))]
 
 
 def fallback_notes(hw) -> list[str]:

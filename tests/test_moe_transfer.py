@@ -1,0 +1,59 @@
+"""Fitted MoE classes that describe one platform's kernel library (hardware/kernels.yaml efficiency_class):
+another platform takes the sibling class's values (moe.transfer_params), and provenance says so."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from simfront import efficiency, kernels, moe
+from simfront.hardware import get_hardware
+
+H100, H200, B200, L40S, MI300X = (get_hardware(g) for g in ("h100_sxm", "h200_sxm", "b200_sxm", "l40s", "mi300x"))
+
+
+def test_classes_swap_only_where_the_kernel_library_differs():
+    assert kernels.class_swaps("moe", H100, H200) == {}  # both sm_90: the same CUTLASS / Triton kernels
+    assert kernels.class_swaps("moe", B200, get_hardware("b300_sxm")) == {}  # sm_100 and sm_103 run the same
+    swapped = {"fp8_block": "fp8", "wonly": "bf16"}
+    for src, dst in ((H100, B200), (B200, H100), (H100, L40S), (H100, MI300X)):
+        assert kernels.class_swaps("moe", src, dst) == swapped, (src.id, dst.id)
+    assert kernels.class_swaps("gemm", H100, B200) == {}  # no GEMM op carries an efficiency class
+    notes = kernels.class_swap_notes("moe", H100, B200)
+    assert any("deepgemm-moe" in n and "cutlass-fp8-blockscale-moe" in n for n in notes)
+
+
+def test_transfer_params_copies_the_sibling_values_and_nothing_else():
+    p = {name: float(i + 1) for i, name in enumerate(moe.PARAMS)}
+    same = moe.transfer_params(p, H100, H200)
+    assert same == p
+    out = moe.transfer_params(p, H100, B200)
+    assert out is not p and p == {name: float(i + 1) for i, name in enumerate(moe.PARAMS)}  # input untouched
+    for name in moe.PARAMS:
+        if name.endswith("_fp8_block"):
+            assert out[name] == p[name[: -len("fp8_block")] + "fp8"]
+        elif name.endswith("_wonly"):
+            assert out[name] == p[name[: -len("wonly")] + "bf16"]
+        else:
+            assert out[name] == p[name]
+
+
+def _cost(hw, fmt, p=None):
+    return float(moe.moe_cost(64, 7168, 2048, 8, 256, 1, 8, fmt, hw, p=p).time_s)
+
+
+def test_shipped_values_on_another_platform_are_the_transferred_ones():
+    hopper = efficiency.params("moe", "hopper")
+    # L40S borrows Hopper's block and runs neither calibrated block-FP8 MoE library
+    assert _cost(L40S, "fp8_block") == pytest.approx(_cost(L40S, "fp8_block", moe.transfer_params(hopper, H100, L40S)))
+    assert _cost(L40S, "fp8_block") != pytest.approx(_cost(L40S, "fp8_block", hopper))
+    # H200 runs H100's kernels: its shipped values are Hopper's as fitted
+    assert _cost(H200, "fp8_block") == pytest.approx(_cost(H200, "fp8_block", hopper))
+    assert np.isfinite(_cost(MI300X, "fp8_block")) and _cost(MI300X, "fp8_block") > 0
+
+
+def test_provenance_names_the_swapped_classes():
+    moe_l40s = next(p for p in efficiency.provenance(L40S).params if p.kind == "moe")
+    assert moe_l40s.borrowed and "fp8_block takes the fp8 values" in moe_l40s.note
+    moe_h200 = next(p for p in efficiency.provenance(H200).params if p.kind == "moe")
+    assert "takes the" not in moe_h200.note
