@@ -12,6 +12,8 @@ Targets (issue 16): predict for deepseek-r1 on 16xH200 at ISL 8192 / OSL 1024 (>
 configurations) <= 2x the floor; plan over the six default GPU types <= 6x; a 576xGB200 search
 <= 4x. The imports have no target: `import simfront.cli` is what --help, --version and shell
 completion pay; `import simfront.api` (numpy, pydantic, the cost model) is what every computing command pays.
+The typer case is a bare typer app with as many options as `simfront predict` (scripts/typer_floor.py, no numpy,
+no simfront): the CLI framework's own share of every command.
 """
 
 from __future__ import annotations
@@ -34,6 +36,10 @@ CASES: dict[str, tuple[list[str], float | None, str]] = {
     "import": (["-c", "import simfront.cli"], None, "import simfront.cli"),
     "api": (["-c", "import simfront.api"], None, "import simfront.api (what predict imports)"),
     "help": (["-m", "simfront", "--help"], None, "simfront --help"),
+    # typer alone: an app with as many options as `simfront predict`, parsing two of them (scripts/typer_floor.py);
+    # the option count is filled in at run time (predict_option_count)
+    "typer": (["scripts/typer_floor.py", "{predict_options}", "--opt0", "deepseek-r1", "--opt1", "16xH200"], None,
+              "bare typer app, predict's option count"),
     "predict": (["-m", "simfront", "predict", "--model", "deepseek-r1", "--gpus", "16xH200", "--isl", "8192", "--osl", "1024"],
                 2.0, "predict deepseek-r1 16xH200 8192/1024"),
     "plan": (["-m", "simfront", "plan", "--model", "deepseek-r1", "--rate", "20", "--isl", "8192", "--osl", "1024",
@@ -41,7 +47,17 @@ CASES: dict[str, tuple[list[str], float | None, str]] = {
     "gb200": (["-m", "simfront", "predict", "--model", "deepseek-r1", "--gpus", "576xGB200", "--isl", "8192", "--osl", "1024"],
               4.0, "predict deepseek-r1 576xGB200 8192/1024"),
 }
-DEFAULT_CASES = ("floor", "import", "api", "help", "predict", "plan", "gb200")
+DEFAULT_CASES = ("floor", "typer", "import", "api", "help", "predict", "plan", "gb200")
+
+
+def predict_option_count() -> int:
+    """Options of `simfront predict` as typer builds the command (the typer case's size)."""
+    import typer.main
+
+    sys.path.insert(0, str(ROOT))
+    from simfront import cli
+
+    return len(typer.main.get_command(cli.app).commands["predict"].params)
 
 
 def child_env() -> dict:
@@ -104,6 +120,10 @@ def main(argv=None) -> int:
         names.insert(0, "floor")
     if a.repeat < 1:
         ap.error("--repeat must be at least 1")
+    if "typer" in names:
+        argv_t, target_t, what_t = CASES["typer"]
+        n_opt = str(predict_option_count())
+        CASES["typer"] = ([n_opt if w == "{predict_options}" else w for w in argv_t], target_t, f"{what_t} ({n_opt})")
     for n in names:  # one warm-up each: byte-compiled files and the page cache, as for a user's second run
         time_once(CASES[n][0])
     runs: dict[str, list[float]] = {n: [] for n in names}
