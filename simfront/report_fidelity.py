@@ -24,7 +24,8 @@ def print_fidelity(fid: dict) -> None:
             rows = [{"group": g, **v} for g, v in summ.items()]
             print_table(rows, ["group", ("points", "points"), ("reached", "reached"), ("geomean_ratio", "geomean pred/meas", "{:.2f}"),
                                ("class_agreement", "layout class agrees", "{:.0%}"), ("knee_class_agreement", "knee class agrees", "{:.0%}"),
-                               ("at_load_geomean_ratio", "best at the measured load, pred/meas", "{:.2f}")])
+                               ("at_load_geomean_ratio", "best at the measured load, pred/meas", "{:.2f}"),
+                               ("geomean_ratio_to_sweep_interpolated", "pred / measured sweeps read as lines", "{:.2f}")])
 
 
 def write_fidelity_html(fid: dict, path: str, title: str = "simfront: measured frontiers over predicted ones") -> None:

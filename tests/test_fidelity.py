@@ -6,7 +6,9 @@ import math
 
 from simfront import api
 from simfront.export import measured_csv
-from simfront.fidelity import knob_bins, layout_class, residual_trends
+from types import SimpleNamespace
+
+from simfront.fidelity import knob_bins, layout_class, residual_trends, sweep_interpolated_best
 
 
 def test_layout_classes_and_bins():
@@ -54,3 +56,22 @@ def test_frontier_sweep_of_the_checkpoint_as_shipped_is_named_by_its_format(tmp_
     fid = api.validate([str(path)], frontier=True)["fidelity"]["frontiers"]
     assert fid["points"] and {r["precision"] for r in fid["points"]} == {"fp8_block"}
     assert all("/fp8_block" in k for k in fid["summary"] if k != "all")
+
+
+def _pt(x, y, tp=8, c=1):
+    return SimpleNamespace(tok_s_per_user=x, output_tok_s_per_gpu=y, mode="agg", engine="e", num_gpus=8, tp=tp, concurrency=c)
+
+
+def test_a_deployments_sweep_reads_as_a_line_between_its_measured_loads():
+    # one deployment at two loads: 100 tok/s/user at 50 tok/s/GPU, 50 tok/s/user at 150
+    sweep = [_pt(100.0, 50.0, c=4), _pt(50.0, 150.0, c=16)]
+    assert sweep_interpolated_best(sweep, 75.0) == 100.0  # half way along the line (the step function says 50)
+    assert sweep_interpolated_best(sweep, 100.0) == 50.0
+    assert math.isnan(sweep_interpolated_best(sweep, 120.0))  # no point reaches it
+    # another deployment measured once forms no line: its point counts as a step only
+    other = [_pt(80.0, 90.0, tp=4)]
+    assert sweep_interpolated_best(other, 70.0) == 90.0 and math.isnan(sweep_interpolated_best(other, 81.0))
+    # the best of both: the line at 79 tok/s/user (150 - 29 / 50 * 100 = 92) beats the single point's 90
+    assert math.isclose(sweep_interpolated_best(sweep + other, 79.0), 92.0)
+    # at 80 tok/s/user the line and the single point both give 90
+    assert sweep_interpolated_best(sweep + other, 80.0) == 90.0
