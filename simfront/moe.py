@@ -156,7 +156,13 @@ def _shipped_params(hw) -> dict:
 
     q = resolve_params("moe", hw, None, PARAMS, FAMILY_DEFAULTS)
     fitted_on = efficiency.fitted_gpus("moe", hw.family)
-    return transfer_params(q, get_hardware(fitted_on[0]), hw) if fitted_on else q
+    if not fitted_on:
+        return q
+    out = transfer_params(q, get_hardware(fitted_on[0]), hw)
+    # values a user calibration profile sets for this family (or all) are the user's, never swapped
+    ov = efficiency.active_overrides().get("moe", {})
+    out.update({name: q[name] for name in (*ov.get("default", {}), *ov.get(hw.family, {})) if name in q})
+    return out
 
 
 def has_fused_path(fmt, hw, gated=True, num_experts=None) -> bool:

@@ -57,3 +57,13 @@ def test_provenance_names_the_swapped_classes():
     assert moe_l40s.borrowed and "fp8_block takes the fp8 values" in moe_l40s.note
     moe_h200 = next(p for p in efficiency.provenance(H200).params if p.kind == "moe")
     assert "takes the" not in moe_h200.note
+
+
+def test_a_users_own_values_for_the_family_are_never_swapped():
+    hopper = efficiency.params("moe", "hopper")
+    mine = {"moe": {"ada": {"eta_compute_fp8_block": 0.2, "launch_s_fp8_block": 9e-5}}}
+    with efficiency.using(mine):
+        got = _cost(L40S, "fp8_block")
+    expect = dict(moe.transfer_params(hopper, H100, L40S), eta_compute_fp8_block=0.2, launch_s_fp8_block=9e-5)
+    assert got == pytest.approx(_cost(L40S, "fp8_block", expect))
+    assert got != pytest.approx(_cost(L40S, "fp8_block"))
