@@ -24,7 +24,7 @@ from typing import Any
 
 import numpy as np
 
-from . import efficiency
+from . import efficiency, kernels
 from .cost import Cost
 from .errors import SimfrontError
 from .precision import FORMATS, Format, gemm_rate_dtype, resolve_format
@@ -132,16 +132,44 @@ FAMILY_DEFAULTS: dict[str, dict[str, float]] = {
 
 
 def resolve_params(kind: str, hw, p: dict | None, specs: dict, family_defaults: dict) -> dict[str, Any]:
-    """Code defaults < family defaults < fitted file (when p is None) < explicit ``p``."""
+    """Code defaults < family defaults < fitted file (when p is None) < explicit ``p``.
+
+    Shipped values (``p`` None) are those of the GPU their block was fitted on: :func:`transfer_params` adapts
+    them to ``hw`` (a class whose kernel is another library on ``hw`` takes its sibling's values), except the
+    ones a user calibration profile sets itself. Explicit values are the caller's to adapt."""
     out = {name: spec[0] for name, spec in specs.items()}
     out.update(family_defaults.get(hw.family, {}))
-    if p is None:
-        try:
-            out.update(efficiency.params(kind, hw.family))
-        except SimfrontError:
-            pass  # no fitted file yet: defaults only
-    else:
+    if p is not None:
         out.update(p)
+        return out
+    try:
+        out.update(efficiency.params(kind, hw.family))
+    except SimfrontError:
+        return out  # no fitted file yet: defaults only
+    fitted_on = efficiency.fitted_gpus(kind, hw.family)
+    if fitted_on:
+        from .hardware import get_hardware
+
+        adapted = transfer_params(kind, out, get_hardware(fitted_on[0]), hw)
+        if adapted is not out:
+            ov = efficiency.active_overrides().get(kind, {})
+            mine = {*ov.get("default", {}), *ov.get(hw.family, {})}  # a user profile's own values are never swapped
+            out = {name: (out[name] if name in mine else v) for name, v in adapted.items()}
+    return out
+
+
+def transfer_params(kind: str, p: dict, source_hw, target_hw) -> dict:
+    """``p`` (``kind`` values fitted on ``source_hw``'s platform) as ``target_hw`` uses them: each class whose kernel
+    is another library there (``kernels.class_swaps``, data in hardware/kernels.yaml) takes its sibling class's
+    values, as a format class with no rows on the fitted family does; ``p`` itself where nothing differs."""
+    swaps = kernels.class_swaps(kind, source_hw, target_hw)
+    if not swaps:
+        return p
+    out = dict(p)
+    for cls, sib in swaps.items():
+        for name in p:
+            if name.endswith(f"_{cls}") and f"{name[: -len(cls) - 1]}_{sib}" in p:
+                out[name] = p[f"{name[: -len(cls) - 1]}_{sib}"]
     return out
 
 

@@ -20,6 +20,7 @@ import numpy as np
 from . import kernels
 from .cost import Cost
 from .gemm import ACT_QUANT_READS, ACT_SOURCE_BYTES, DTYPE_CLASSES, OUT_BYTES, class_view, dtype_class, grouped_gemm_times, resolve_params, soft_max
+from .gemm import transfer_params as gemm_transfer_params
 from .precision import gemm_rate_dtype, get_format
 
 # dtype classes with their own efficiencies: the dense-GEMM classes plus W4A8 MXFP4 (``MOE_CLASS``)
@@ -133,36 +134,10 @@ FUSED_TILE_TOKENS = (8.0, 64.0)
 
 
 def transfer_params(p: dict, source_hw, target_hw) -> dict:
-    """``p`` (MoE values fitted on ``source_hw``'s platform) as ``target_hw`` uses them: a class whose kernel is
-    another library there (``kernels.class_swaps``: block-FP8 experts run CUTLASS on sm_90, DeepGEMM on sm_100,
-    neither elsewhere; W4A16 experts Triton on sm_90, trtllm-gen on sm_100) takes its sibling class's values."""
-    swaps = kernels.class_swaps("moe", source_hw, target_hw)
-    if not swaps:
-        return p
-    out = dict(p)
-    for cls, sib in swaps.items():
-        for name in PARAMS:
-            base = name[: -len(cls) - 1] if name.endswith(f"_{cls}") else None
-            if base is not None and f"{base}_{sib}" in p:
-                out[name] = p[f"{base}_{sib}"]
-    return out
-
-
-def _shipped_params(hw) -> dict:
-    """The shipped (or user-profiled) MoE values ``hw`` uses: its family's block, passed through
-    :func:`transfer_params` from the GPU that block was fitted on."""
-    from . import efficiency
-    from .hardware import get_hardware
-
-    q = resolve_params("moe", hw, None, PARAMS, FAMILY_DEFAULTS)
-    fitted_on = efficiency.fitted_gpus("moe", hw.family)
-    if not fitted_on:
-        return q
-    out = transfer_params(q, get_hardware(fitted_on[0]), hw)
-    # values a user calibration profile sets for this family (or all) are the user's, never swapped
-    ov = efficiency.active_overrides().get("moe", {})
-    out.update({name: q[name] for name in (*ov.get("default", {}), *ov.get(hw.family, {})) if name in q})
-    return out
+    """``p`` (MoE values fitted on ``source_hw``'s platform) as ``target_hw`` uses them (``gemm.transfer_params``):
+    block-FP8 experts run CUTLASS on sm_90, DeepGEMM on sm_100, neither elsewhere; W4A16 experts Triton on sm_90,
+    trtllm-gen on sm_100 (hardware/kernels.yaml ``efficiency_class``)."""
+    return gemm_transfer_params("moe", p, source_hw, target_hw)
 
 
 def has_fused_path(fmt, hw, gated=True, num_experts=None) -> bool:
@@ -331,8 +306,7 @@ def moe_path_costs(num_tokens, hidden, inter, topk, num_experts, moe_tp, moe_ep,
     cls = dtype_class(f, hw)
     if cls != "wonly":
         cls = MOE_CLASS.get(f.name, cls)
-    # explicit values (calibration) are the caller's to adapt (transfer_params); shipped ones are adapted here
-    q = class_view(resolve_params("moe", hw, p, PARAMS, FAMILY_DEFAULTS) if p is not None else _shipped_params(hw), cls)
+    q = class_view(resolve_params("moe", hw, p, PARAMS, FAMILY_DEFAULTS), cls)
     # ACHIEVABLE peaks (Hardware.achievable): the efficiencies are fractions of them, as in gemm.gemm_cost;
     # block-scaled FP8 experts run at the block-scaled FP8 maximum where the spec lists one
     rate_dtype = gemm_rate_dtype(f, hw)
