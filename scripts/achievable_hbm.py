@@ -20,7 +20,7 @@ source, and the other GPUs of each family take that family's measured share of i
 from __future__ import annotations
 
 import argparse
-import csv
+import importlib.util
 import sys
 from pathlib import Path
 
@@ -30,6 +30,10 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from simfront.hardware import get_hardware  # noqa: E402
+
+_spec = importlib.util.spec_from_file_location("calibrate_kernels", ROOT / "scripts" / "calibrate_kernels.py")
+ck = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(ck)  # its CSV loader (load_csv), as the other kernel scripts use it
 
 DEFAULT_DATA = ROOT.parent / "shared" / "calibration" / "kernels"
 MAX_ROWS = 64  # token rows: the activation and output bytes stay under 1 % of the weight bytes
@@ -42,20 +46,17 @@ FORMAT_BYTES = {"bfloat16": (2.0, 2.0), "fp8": (1.0, 1.0), "fp8_block": (1.0, 1.
 
 def streaming_bandwidths(path: Path, l2_bytes: float) -> dict[str, np.ndarray]:
     """{dtype: achieved bytes/s of each weight-streaming row} of one ``<gpu>__gemm.csv``."""
-    out: dict[str, list[float]] = {}
-    with path.open() as fh:
-        for row in csv.DictReader(fh):
-            widths = FORMAT_BYTES.get(row["dtype"])
-            if widths is None:
-                continue
-            m, n, k = (float(row[c]) for c in ("m", "n", "k"))
-            b_w, b_act = widths
-            weight_bytes = n * k * b_w
-            if m > MAX_ROWS or weight_bytes < L2_MULTIPLE * l2_bytes:
-                continue
+    cols = ck.load_csv(path)
+    m, n, k, t_s = (cols[c].astype(float) for c in ("m", "n", "k", "latency_us"))
+    t_s = t_s * 1e-6
+    out: dict[str, np.ndarray] = {}
+    for dtype, (b_w, b_act) in FORMAT_BYTES.items():  # a handful of formats, each over all its rows at once
+        weight_bytes = n * k * b_w
+        sel = (cols["dtype"] == dtype) & (m <= MAX_ROWS) & (weight_bytes >= L2_MULTIPLE * l2_bytes)
+        if sel.any():
             moved = weight_bytes + m * k * b_act + m * n * OUT_BYTES  # HBM bytes of the GEMM
-            out.setdefault(row["dtype"], []).append(moved / (float(row["latency_us"]) * 1e-6))
-    return {d: np.asarray(v) for d, v in out.items()}
+            out[dtype] = moved[sel] / t_s[sel]
+    return out
 
 
 def main(argv=None) -> int:

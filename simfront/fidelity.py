@@ -139,24 +139,18 @@ def sweep_interpolated_best(points: list, x: float) -> float:
     drops to the next measured point. A predicted frontier is continuous, so against the step function it gains
     wherever the measured grid has a gap. This is a diagnostic beside the headline ratio, which stays against the
     measured points alone: it separates the model's error from the benchmark's sampling."""
-    best = math.nan
     groups: dict[tuple, list] = defaultdict(list)
     for p in points:
         groups[tuple(getattr(p, f, None) for f in DEPLOYMENT_FIELDS)].append(p)
-        if p.tok_s_per_user >= x and not p.output_tok_s_per_gpu <= best:
-            best = p.output_tok_s_per_gpu
+    # the measured points that reach x (the step function), then each sweep's line where it spans x
+    reach = [p.output_tok_s_per_gpu for p in points if p.tok_s_per_user >= x]
     for pts in groups.values():
-        if len(pts) < 2:
-            continue
         gx = np.array([q.tok_s_per_user for q in pts])
         gy = np.array([q.output_tok_s_per_gpu for q in pts])
-        o = np.argsort(gx)
-        gx, gy = gx[o], gy[o]
-        if gx[0] <= x <= gx[-1]:
-            y = float(np.interp(x, gx, gy))  # the deployment at the load between its two measured neighbours
-            if not y <= best:
-                best = y
-    return best
+        if len(pts) >= 2 and gx.min() <= x <= gx.max():
+            o = np.argsort(gx)
+            reach.append(float(np.interp(x, gx[o], gy[o])))  # the deployment at a load between two measured ones
+    return max(reach) if reach else math.nan
 
 
 def _compare(members: list, f, with_mode: bool, at_load=None) -> tuple[list[dict], dict | None]:

@@ -139,17 +139,12 @@ def predict_nccl(cols: dict, hw, p: dict) -> np.ndarray:
     return _by_values(out, [cols["collective"]], one)
 
 
-def _same_params(p: dict, source_hw, target_hw) -> dict:
-    """Fitted values any GPU uses as they are (kinds without platform-specific kernel classes)."""
-    return p
-
-
 def _entry(kind, module, predict, columns, vary, paths=None) -> dict[str, Any]:
     e = {"kind": kind, "params": module.PARAMS, "family_defaults": module.FAMILY_DEFAULTS,
          "predict": predict, "columns": columns, "vary": vary, "class_fallback": getattr(module, "CLASS_FALLBACK", {}),
-         "param_class_fallback": getattr(module, "PARAM_CLASS_FALLBACK", {}),
-         # (values fitted on one GPU, that GPU, another GPU) -> the values the other GPU uses (moe.transfer_params)
-         "transfer": getattr(module, "transfer_params", _same_params)}
+         "param_class_fallback": getattr(module, "PARAM_CLASS_FALLBACK", {})}
+    if hasattr(module, "transfer_params"):  # (values fitted on one GPU, it, another GPU) -> what the other uses
+        e["transfer"] = module.transfer_params
     if paths is not None:
         e["paths"] = paths
     return e
