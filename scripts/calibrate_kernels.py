@@ -106,7 +106,7 @@ def _bounds(spec):
 
 
 def transfer(entry, params: dict, source_hw, target_hw) -> dict:
-    """Values fitted on ``source_hw`` as ``target_hw`` uses them (the entry's ``transfer``, e.g. moe.transfer_params:
+    """Values fitted on ``source_hw`` as ``target_hw`` uses them (the entry's ``transfer``: gemm.transfer_params for its kind,
     a class whose kernel is another library on the target takes its sibling's values); unchanged elsewhere."""
     fn = entry.get("transfer")
     return params if fn is None else fn(params, source_hw, target_hw)

@@ -16,6 +16,7 @@ import; ``p`` is a complete parameter dict for the op's kind.
 from __future__ import annotations
 
 import importlib
+from functools import partial
 import re
 from typing import Any, Callable
 
@@ -143,8 +144,8 @@ def _entry(kind, module, predict, columns, vary, paths=None) -> dict[str, Any]:
     e = {"kind": kind, "params": module.PARAMS, "family_defaults": module.FAMILY_DEFAULTS,
          "predict": predict, "columns": columns, "vary": vary, "class_fallback": getattr(module, "CLASS_FALLBACK", {}),
          "param_class_fallback": getattr(module, "PARAM_CLASS_FALLBACK", {})}
-    if hasattr(module, "transfer_params"):  # (values fitted on one GPU, it, another GPU) -> what the other uses
-        e["transfer"] = module.transfer_params
+    # (values fitted on one GPU, it, another GPU) -> what the other uses: the kernel-library class swap of this kind
+    e["transfer"] = partial(gemm.transfer_params, kind)
     if paths is not None:
         e["paths"] = paths
     return e

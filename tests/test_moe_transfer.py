@@ -67,3 +67,21 @@ def test_a_users_own_values_for_the_family_are_never_swapped():
     expect = dict(moe.transfer_params(hopper, H100, L40S), eta_compute_fp8_block=0.2, launch_s_fp8_block=9e-5)
     assert got == pytest.approx(_cost(L40S, "fp8_block", expect))
     assert got != pytest.approx(_cost(L40S, "fp8_block"))
+
+
+def test_every_calibration_entry_transfers_its_values_with_the_hook_the_scripts_call():
+    """scripts/calibrate_kernels.py and scripts/leave_one_family_out.py call ``entry["transfer"](params, src, dst)``
+    for every op: each kind's hook takes that signature and swaps only the kind's own classes."""
+    from simfront.kernel_ops import all_ops, op_params
+
+    for name, entry in all_ops().items():
+        fn = entry.get("transfer")
+        if fn is None:
+            continue
+        p = op_params(entry, H100)
+        out = fn(p, H100, B200)
+        assert isinstance(out, dict) and set(out) == set(p), name
+        if entry["kind"] != "moe":  # no other kind carries a kernel-library class today
+            assert out == p, name
+    p = op_params(all_ops()["moe"], H100)
+    assert all_ops()["moe"]["transfer"](p, H100, B200) == moe.transfer_params(p, H100, B200)
