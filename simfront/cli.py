@@ -271,6 +271,10 @@ def predict_cmd(
     unwritten = [f for f, v in (("--html", html), ("--csv", csv_path)) if v and not res["fits"]]
     if unwritten:
         res["notes"].append(f"no configuration fits, so {' and '.join(unwritten)} {'was' if len(unwritten) == 1 else 'were'} not written")
+    if not res["fits"]:  # the model fits on no layout of these GPUs: bad input, one error line and a non-zero exit
+        if as_json:
+            _emit_json(res)  # the document still says why (fits: false, memory), for scripts
+        _fail(_no_fit_message(res, gpus))
     if as_json:
         return _emit_json(res)
     report.print_predict(res, show_all=show_all)
@@ -280,6 +284,18 @@ def predict_cmd(
         print(f"wrote {html}")
     if csv_path and res["fits"]:
         print(f"wrote {csv_path}")
+
+
+def _no_fit_message(res, gpus: str) -> str:
+    """The one error line of a ``predict`` whose model fits on no layout of the GPU set: the memory verdict's
+    reason (which names the GPU sets it does fit on), or the options that excluded every layout."""
+    mem = res.get("memory") or {}
+    if not mem.get("fits", True) and mem.get("reason"):
+        also = mem.get("alternatives") or []
+        more = f" (also on {', '.join(also[:4])}{' and more' if len(also) > 4 else ''})" if also else ""
+        return f"--gpus {gpus}: {mem['reason']}{more}; 'simfront memory' shows the breakdown"
+    return (f"--gpus {gpus}: no configuration of {res['model']} fits in memory with the options given; "
+            f"'simfront memory' shows the breakdown")
 
 
 @app.command("explain")

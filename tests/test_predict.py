@@ -29,7 +29,14 @@ def test_kimi_k3_8xb200_explains_what_would_fit():
     assert res["memory"]["min_gpus"] == 16 and "8xb300_sxm" in res["memory"]["alternatives"]
     p = subprocess.run([sys.executable, "-m", "simfront.cli", "predict", "--model", "kimi-k3", "--gpus", "8xB200"],
                        capture_output=True, text=True, timeout=300)
-    assert p.returncode == 0 and "NO" in p.stdout and "16 x b200_sxm" in p.stdout
+    # a model that fits nowhere on the set is bad input: one error line naming the set, why, and what would fit
+    assert p.returncode == 2 and p.stdout == "" and "Traceback" not in p.stderr
+    err = p.stderr.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("error: --gpus 8xB200: kimi-k3") and "16xb200_sxm" in err[0] and "8xb300_sxm" in err[0]
+    p = subprocess.run([sys.executable, "-m", "simfront.cli", "predict", "--model", "kimi-k3", "--gpus", "8xB200", "--json"],
+                       capture_output=True, text=True, timeout=300)
+    doc = json.loads(p.stdout)  # the JSON document still says why, for scripts
+    assert p.returncode == 2 and doc["fits"] is False and doc["memory"]["min_gpus"] == 16 and p.stderr.startswith("error: ")
 
 
 @pytest.mark.parametrize("gpus", ["8xB300", "72xGB200"])
