@@ -33,6 +33,8 @@ class SchedulerSettings:
     first_token_lag_steps: float  # steps between the last prefill step and the first streamed token
     version_family: str = ""  # the ``since`` release of the family the values came from
     adp_balance_timeout_iters: float = 0.0  # attention-DP balance: most iterations a new prompt waits for every rank to have one
+    cpu_overlap: bool = False  # the CPU prepares the next step while the GPU runs this one (overlap scheduler)
+    cpu_overlap_with_spec: bool = False  # the same with speculative decoding on
 
     def with_overrides(self, **kw) -> "SchedulerSettings":
         """These settings with the given fields replaced (``None`` values are ignored)."""
@@ -98,7 +100,8 @@ def scheduler_settings(engine: str | None = None, version: str | None = None, gp
                 break
     s = SchedulerSettings(key, budget, fam["policy"], float(fam["max_running"]), float(fam["cuda_graph_max_bs"]),
                           fam["admission"], float(fam["first_token_lag_steps"]), str(fam["since"]),
-                          float(fam.get("adp_balance_timeout_iters", 0)))
+                          float(fam.get("adp_balance_timeout_iters", 0)), bool(fam.get("cpu_overlap", False)),
+                          bool(fam.get("cpu_overlap_with_spec", False)))
     _check(s)
     return s
 

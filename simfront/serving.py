@@ -155,7 +155,9 @@ def engine_constants(engine: str | None = None) -> dict:
         key = "default"
     sched = scheduler_settings(key)
     # prefill_first: a step with admissible prompts prefills only, and the running requests decode after it
-    return {"adp_balance_timeout_iters": sched.adp_balance_timeout_iters, "prefill_first": float(sched.policy == "prefill_first")}
+    return {"adp_balance_timeout_iters": sched.adp_balance_timeout_iters, "prefill_first": float(sched.policy == "prefill_first"),
+            # the engine's CPU work per step runs beside the GPU step (overlap scheduler), without and with speculation
+            "cpu_overlap": float(sched.cpu_overlap), "cpu_overlap_spec": float(sched.cpu_overlap_with_spec)}
 
 
 def _f(x) -> np.ndarray:
@@ -256,32 +258,49 @@ class SpecColumns:
         return np.stack(np.broadcast_arrays(roof, extra))
 
 
-def step_terms(split: np.ndarray, prof: dict, requests=0.0) -> dict:
+def cpu_overlapped(prof: dict, speculative=False):
+    """Whether the engine's CPU work of a step runs beside its GPU step (the overlap scheduler: the next step is
+    prepared while this one runs), for steps with or without speculative decoding (``speculative``, broadcasts)."""
+    spec = np.asarray(speculative, dtype=bool)
+    return np.where(spec, prof.get("cpu_overlap_spec", 0.0) > 0, prof.get("cpu_overlap", 0.0) > 0)
+
+
+def _with_cpu(gpu_s, cpu_s, overlapped):
+    """Engine step from its GPU part and its CPU part: the longer of the two where the engine overlaps them
+    (the overlap scheduler), their sum where the CPU works between GPU steps."""
+    return np.where(overlapped, np.maximum(gpu_s, cpu_s), gpu_s + cpu_s)
+
+
+def step_terms(split: np.ndarray, prof: dict, requests=0.0, speculative=False) -> dict:
     """Every term of an engine step from a (roofline, fixed) pair under an engine profile.
 
     ``roofline_s``: the ops' dominant legs (compute, memory or wire time); ``fixed_s``: their fixed
     latencies (launch, pipeline fill, collective latency); ``hidden_s``: the share of the fixed part
     the engine hides (CUDA graphs, PDL, fusion); ``scale_s``: what the engine's step scale adds;
     ``overhead_s``: per-step CPU scheduling; ``request_overhead_s``: CPU work for the ``requests`` of
-    the rank; ``engine_s``: the step the serving model uses.
+    the rank; ``cpu_hidden_s``: the CPU work an overlap scheduler runs beside the GPU step
+    (:func:`cpu_overlapped`; ``speculative``: a speculative-decoding step); ``engine_s``: the step the
+    serving model uses.
     """
     roof, fixed = split[0], split[1]
     hidden = prof["kernel_overlap"] * fixed  # fixed latency the engine overlaps
     kernels = roof + fixed - hidden
     scaled = kernels * prof["step_scale"]
     per_request = prof.get("request_overhead_s", 0.0) * np.asarray(requests, dtype=np.float64)  # CPU per request per step
+    cpu = prof["step_overhead_s"] + per_request  # CPU seconds of the step
+    engine = _with_cpu(scaled, cpu, cpu_overlapped(prof, speculative))
     return {"roofline_s": roof, "fixed_s": fixed, "hidden_s": hidden, "scale_s": scaled - kernels,
             "overhead_s": prof["step_overhead_s"] + 0 * roof, "request_overhead_s": per_request + 0 * roof,
-            "engine_s": scaled + prof["step_overhead_s"] + per_request}
+            "cpu_hidden_s": scaled + cpu - engine, "engine_s": engine}
 
 
-def _apply(split: np.ndarray, prof: dict, requests=0.0) -> np.ndarray:
+def _apply(split: np.ndarray, prof: dict, requests=0.0, speculative=False) -> np.ndarray:
     """Engine step time from a (roofline, fixed) pair under an engine profile (``requests`` on the rank):
     :func:`step_terms`' ``engine_s``, the same operations without the terms it does not need."""
     roof, fixed = split[0], split[1]
     scaled = (roof + fixed - prof["kernel_overlap"] * fixed) * prof["step_scale"]
     per_request = prof.get("request_overhead_s", 0.0) * np.asarray(requests, dtype=np.float64)
-    return scaled + prof["step_overhead_s"] + per_request
+    return _with_cpu(scaled, prof["step_overhead_s"] + per_request, cpu_overlapped(prof, speculative))
 
 
 @dataclass
@@ -500,8 +519,9 @@ def md1_wait_s(service_s, rho) -> np.ndarray:
 
 def mean_step_s(raw: AggRaw, prof: dict) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(decode-only engine step, mixed engine step, mean step) of an aggregated worker."""
-    t_dec = _apply(raw.decode_step_s, prof, raw.batch)
-    t_mix = _apply(raw.mixed_step_s, prof, raw.batch)
+    spec = np.asarray(raw.al) > 1.0  # speculative decoding: more than one token per verify step
+    t_dec = _apply(raw.decode_step_s, prof, raw.batch, spec)
+    t_mix = _apply(raw.mixed_step_s, prof, raw.batch, spec)
     return t_dec, t_mix, (1.0 - raw.mixed_share) * t_dec + raw.mixed_share * t_mix  # decode-only and mixed steps
 
 
@@ -637,7 +657,7 @@ def decode_raw(model: Model, precision: Precision, hw: Hardware, tp, pp, dp, ep,
 
 
 def finish_decode(step_raw, al, slots, batch, osl, prof: dict) -> DecodeResult:
-    step = _apply(step_raw, prof, batch)
+    step = _apply(step_raw, prof, batch, np.asarray(al) > 1.0)
     tpot = step / al
     cap = slots / (tpot * max(osl - 1, 1))  # slots / time a request holds one (Little's law)
     return DecodeResult(tpot, step, cap)

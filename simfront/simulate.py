@@ -200,7 +200,8 @@ def build_step_table(model, precision, hw, lay: Layouts, profile: dict, *, isl_n
     t = np.zeros((D, bg.size, pg.size, CTX_POINTS))
     for rows, sp in groups:
         split = np.broadcast_to(_split(st, model, sp), (2, D, bg.size, pg.size, CTX_POINTS))[:, rows]
-        t[rows] = step_terms(split, profile, B)["engine_s"]  # per-request CPU overhead counts the decode requests, as serving does
+        # per-request CPU overhead counts the decode requests, and overlaps the GPU step or not, as serving does
+        t[rows] = step_terms(split, profile, B, sp.k > 0)["engine_s"]
     return StepTable(bg, pg, lo, hi, t)
 
 
