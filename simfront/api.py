@@ -424,7 +424,7 @@ def explain(model: str, gpus: str | GpuSet, tp: int = 1, pp: int = 1, ep: int = 
     raw_roof, raw_fixed = (float(x) for x in st.split())
     # requests on the rank each decode step: the running batch, which the token budget can hold below --batch
     running = float(np.asarray(raw.batch).ravel()[0]) if serving and mode == "agg" else float(batch)
-    t = {k: float(v) for k, v in step_terms(split, prof, running if phase == "decode" else 0.0, sp.k > 0).items()}
+    t = {k: float(v) for k, v in step_terms(split, prof, running if phase == "decode" else 0.0, sp.accepted_per_step > 1.0).items()}
     terms.append({"term": "ops: roofline legs (compute, memory or wire time)", "seconds": raw_roof})
     terms.append({"term": "ops: fixed latencies (launch, fill, collective latency)", "seconds": raw_fixed})
     if sp.k > 0 and sp.method != "ngram":

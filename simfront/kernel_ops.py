@@ -16,8 +16,8 @@ import; ``p`` is a complete parameter dict for the op's kind.
 from __future__ import annotations
 
 import importlib
-from functools import partial
 import re
+from functools import partial
 from typing import Any, Callable
 
 import numpy as np
