@@ -182,6 +182,18 @@ def _routing_alpha(skew) -> float | None:
     return a
 
 
+def cpu_overlap_note(engine: str | None, speculative: bool) -> str | None:
+    """A note for predictions whose engine runs speculative decoding without its overlap scheduler in simfront's
+    scheduler table (SGLang as its measured releases ran EAGLE / MTP; simfront/engines/scheduler.yaml)."""
+    from .serving import cpu_overlapped, engine_constants
+
+    if not engine or not speculative or bool(cpu_overlapped(engine_constants(engine), True)):
+        return None
+    return (f"{engine}: speculative-decoding points are priced without the overlap scheduler, as the measured "
+            "releases ran them (SGLang to 0.5.12); releases with overlapped speculative decoding (SGLang spec V2, "
+            "default from mid-2026) save up to the per-step CPU work, so these TPOTs are an upper bound")
+
+
 def predict(model: str, gpus: str | GpuSet, isl: int | None = None, osl: int | None = None, concurrency: int | None = None,
             rate: float | None = None, ttft_ms: float | None = None, tpot_ms: float | None = None, min_tok_s_user: float | None = None,
             precision: list[str] | str | None = None, kv_dtype: list[str] | str | None = None, spec: str | None = None,
@@ -301,6 +313,10 @@ def predict(model: str, gpus: str | GpuSet, isl: int | None = None, osl: int | N
     from .uncertainty import add_bands, prediction_bands
 
     q, widen = prediction_bands(g.hardware.id, m.id)
+    spec_on_front = {str(x) for x in np.asarray(pts["spec"])[front]} - {"none", ""}
+    note = cpu_overlap_note(engine, bool(spec_on_front))
+    if note:
+        out["notes"].append(note)
     rows = _rows_of(pts, front)  # the frontier's rows only: no column of a 10^6-point search is joined for them
     out["frontier"] = [add_bands(point_dict(rows, j), q, widen) for j in range(front.size)]
     out["uncertainty"] = {"band": "p10-p90 of measured/predicted from leave-one-model-out validation", "widening": widen,

@@ -67,3 +67,14 @@ def test_explain_shows_what_the_overlap_scheduler_hides_and_adds_up():
     # an SGLang MTP step is not overlapped: no such term, the CPU work adds to the step
     ex_spec = api.explain("deepseek-r1", "8xH200", tp=8, batch=64, isl=1024, osl=1024, engine="sglang", spec="mtp")
     assert not any(t["term"].startswith("CPU work the overlap scheduler") for t in ex_spec["terms"])
+
+
+def test_predict_says_when_speculative_points_run_without_the_overlap_scheduler():
+    """SGLang's MTP points are priced as its measured releases ran them (no overlap): the prediction says so; an
+    engine that overlaps speculative decoding, or a search without speculative points, carries no such note."""
+    def notes(**kw):
+        return [n for n in api.predict("deepseek-r1", "8xB200", **kw)["notes"] if "overlap scheduler" in n]
+
+    assert len(notes(engine="sglang")) == 1 and "upper bound" in notes(engine="sglang")[0]
+    assert notes(engine="trtllm") == [] and notes(engine="sglang", spec="none") == []
+    assert api.cpu_overlap_note(None, True) is None and api.cpu_overlap_note("vllm", True) is None
