@@ -374,7 +374,7 @@ def main(argv=None) -> int:
             p, _ = fit_kind(kops, samples(kind, others), src_fams[0] if len(src_fams) == 1 else "default")
             for op in kops:
                 if gpu in data[op]:
-                    # as a GPU borrowing these values uses them (moe.transfer_params: another kernel library there)
+                    # as a GPU borrowing these values uses them (gemm.transfer_params for its kind: another kernel library there)
                     p_gpu = transfer(kops[op], p, hws[others[0]], hws[gpu])
                     logo_pred[(op, gpu)] = predict_op(kops[op], data[op][gpu], hws[gpu], p_gpu)
         print(f"[{kind}] fitted in {time.time() - t0:.1f} s", flush=True)

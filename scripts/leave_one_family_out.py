@@ -228,7 +228,7 @@ def main(argv=None) -> int:
                     continue
                 with np.errstate(all="ignore"):  # log(measured / predicted) on the fitted family, in sample
                     ins = np.log(data[op][src]["latency_us"] / ck.predict_op(kops[op], data[op][src], hs, params))
-                # the source family's values as the other platform uses them (moe.transfer_params: classes whose
+                # the source family's values as the other platform uses them (gemm.transfer_params for its kind: classes whose
                 # kernel library differs there take their sibling's values), as a borrowing GPU's predictions do
                 p_dst = ck.transfer(kops[op], params, hs, hd)
                 pred = ck.predict_op(kops[op], data[op][dst], hd, p_dst)

@@ -189,9 +189,9 @@ def cpu_overlap_note(engine: str | None, speculative: bool) -> str | None:
 
     if not engine or not speculative or bool(cpu_overlapped(engine_constants(engine), True)):
         return None
-    return (f"{engine}: speculative-decoding points are priced without the overlap scheduler, as the measured "
-            "releases ran them (SGLang to 0.5.12); releases with overlapped speculative decoding (SGLang spec V2, "
-            "default from mid-2026) save up to the per-step CPU work, so these TPOTs are an upper bound")
+    return (f"{engine}: speculative-decoding points are priced without the overlap scheduler, as the engine's "
+            "measured releases ran them (simfront/engines/scheduler.yaml cpu_overlap_with_spec); releases that "
+            "overlap speculative decoding save up to the per-step CPU work, so these TPOTs are an upper bound")
 
 
 def predict(model: str, gpus: str | GpuSet, isl: int | None = None, osl: int | None = None, concurrency: int | None = None,

@@ -20,7 +20,6 @@ import numpy as np
 from . import kernels
 from .cost import Cost
 from .gemm import ACT_QUANT_READS, ACT_SOURCE_BYTES, DTYPE_CLASSES, OUT_BYTES, class_view, dtype_class, grouped_gemm_times, resolve_params, soft_max
-from .gemm import transfer_params as gemm_transfer_params
 from .precision import gemm_rate_dtype, get_format
 
 # dtype classes with their own efficiencies: the dense-GEMM classes plus W4A8 MXFP4 (``MOE_CLASS``)
@@ -131,13 +130,6 @@ KERNEL_LABELS = {"grouped": "cutlass-grouped", "fused": "fused-fp4"}
 # here; kept because without it the fused path is too fast under wide expert parallelism at
 # 128-2048 tokens, where every rank still launches the grid for all T·k selections.
 FUSED_TILE_TOKENS = (8.0, 64.0)
-
-
-def transfer_params(p: dict, source_hw, target_hw) -> dict:
-    """``p`` (MoE values fitted on ``source_hw``'s platform) as ``target_hw`` uses them (``gemm.transfer_params``):
-    block-FP8 experts run CUTLASS on sm_90, DeepGEMM on sm_100, neither elsewhere; W4A16 experts Triton on sm_90,
-    trtllm-gen on sm_100 (hardware/kernels.yaml ``efficiency_class``)."""
-    return gemm_transfer_params("moe", p, source_hw, target_hw)
 
 
 def has_fused_path(fmt, hw, gated=True, num_experts=None) -> bool:

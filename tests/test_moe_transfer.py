@@ -1,12 +1,12 @@
 """Fitted MoE classes that describe one platform's kernel library (hardware/kernels.yaml efficiency_class):
-another platform takes the sibling class's values (moe.transfer_params), and provenance says so."""
+another platform takes the sibling class's values (gemm.transfer_params for kind moe), and provenance says so."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
-from simfront import efficiency, kernels, moe
+from simfront import efficiency, gemm, kernels, moe
 from simfront.hardware import get_hardware
 
 H100, H200, B200, L40S, MI300X = (get_hardware(g) for g in ("h100_sxm", "h200_sxm", "b200_sxm", "l40s", "mi300x"))
@@ -25,9 +25,9 @@ def test_classes_swap_only_where_the_kernel_library_differs():
 
 def test_transfer_params_copies_the_sibling_values_and_nothing_else():
     p = {name: float(i + 1) for i, name in enumerate(moe.PARAMS)}
-    same = moe.transfer_params(p, H100, H200)
+    same = gemm.transfer_params("moe", p, H100, H200)
     assert same == p
-    out = moe.transfer_params(p, H100, B200)
+    out = gemm.transfer_params("moe", p, H100, B200)
     assert out is not p and p == {name: float(i + 1) for i, name in enumerate(moe.PARAMS)}  # input untouched
     for name in moe.PARAMS:
         if name.endswith("_fp8_block"):
@@ -45,7 +45,7 @@ def _cost(hw, fmt, p=None):
 def test_shipped_values_on_another_platform_are_the_transferred_ones():
     hopper = efficiency.params("moe", "hopper")
     # L40S borrows Hopper's block and runs neither calibrated block-FP8 MoE library
-    assert _cost(L40S, "fp8_block") == pytest.approx(_cost(L40S, "fp8_block", moe.transfer_params(hopper, H100, L40S)))
+    assert _cost(L40S, "fp8_block") == pytest.approx(_cost(L40S, "fp8_block", gemm.transfer_params("moe", hopper, H100, L40S)))
     assert _cost(L40S, "fp8_block") != pytest.approx(_cost(L40S, "fp8_block", hopper))
     # H200 runs H100's kernels: its shipped values are Hopper's as fitted
     assert _cost(H200, "fp8_block") == pytest.approx(_cost(H200, "fp8_block", hopper))
@@ -64,7 +64,7 @@ def test_a_users_own_values_for_the_family_are_never_swapped():
     mine = {"moe": {"ada": {"eta_compute_fp8_block": 0.2, "launch_s_fp8_block": 9e-5}}}
     with efficiency.using(mine):
         got = _cost(L40S, "fp8_block")
-    expect = dict(moe.transfer_params(hopper, H100, L40S), eta_compute_fp8_block=0.2, launch_s_fp8_block=9e-5)
+    expect = dict(gemm.transfer_params("moe", hopper, H100, L40S), eta_compute_fp8_block=0.2, launch_s_fp8_block=9e-5)
     assert got == pytest.approx(_cost(L40S, "fp8_block", expect))
     assert got != pytest.approx(_cost(L40S, "fp8_block"))
 
@@ -84,4 +84,4 @@ def test_every_calibration_entry_transfers_its_values_with_the_hook_the_scripts_
         if entry["kind"] != "moe":  # no other kind carries a kernel-library class today
             assert out == p, name
     p = op_params(all_ops()["moe"], H100)
-    assert all_ops()["moe"]["transfer"](p, H100, B200) == moe.transfer_params(p, H100, B200)
+    assert all_ops()["moe"]["transfer"](p, H100, B200) == gemm.transfer_params("moe", p, H100, B200)
