@@ -182,16 +182,35 @@ def _routing_alpha(skew) -> float | None:
     return a
 
 
-def cpu_overlap_note(engine: str | None, speculative: bool) -> str | None:
-    """A note for predictions whose engine runs speculative decoding without its overlap scheduler in simfront's
-    scheduler table (SGLang as its measured releases ran EAGLE / MTP; simfront/engines/scheduler.yaml)."""
-    from .serving import cpu_overlapped, engine_constants
+def cpu_overlap_note(engine: str | None, speculative: bool, version: str | None = None) -> str | None:
+    """A note for predictions with speculative decoding on an engine whose releases differ in whether the overlap
+    scheduler runs it (SGLang before 0.5.13 ran EAGLE / MTP without it; simfront/engines/scheduler.yaml): which
+    release family the points are priced for, and what the other one would change."""
+    from .scheduler import release_families, engine_key, release_family
 
-    if not engine or not speculative or bool(cpu_overlapped(engine_constants(engine), True)):
+    if not engine or not speculative:
         return None
-    return (f"{engine}: speculative-decoding points are priced without the overlap scheduler, as the engine's "
-            "measured releases ran them (simfront/engines/scheduler.yaml cpu_overlap_with_spec); releases that "
-            "overlap speculative decoding save up to the per-step CPU work, so these TPOTs are an upper bound")
+    key = engine_key(engine)
+    fams = release_families(key)
+    if len({bool(f.get("cpu_overlap_with_spec")) for f in fams}) < 2:  # every release family alike
+        return None
+    fam = release_family(key, version)
+    other = next(f for f in reversed(fams) if bool(f.get("cpu_overlap_with_spec")) != bool(fam.get("cpu_overlap_with_spec")))
+    if fam.get("cpu_overlap_with_spec"):
+        return (f"{key} {version or 'newest release'}: speculative-decoding points are priced with the overlap scheduler "
+                f"(releases from {fam['since']}); releases before {fam['since']} ran it without, adding the per-step CPU "
+                f"work to every step (give --engine-version with such a release to price those)")
+    return (f"{key} {version}: speculative-decoding points are priced without the overlap scheduler, as releases before "
+            f"{other['since']} ran them (simfront/engines/scheduler.yaml cpu_overlap_with_spec)")
+
+
+def engine_info(engine: str | None, version: str | None = None) -> dict:
+    """``{name, version, scheduler_family}``: the engine profile a prediction uses ("default" when none is named),
+    the release the user named, and the release family of simfront/engines/scheduler.yaml it is priced with."""
+    from .scheduler import engine_key, release_family
+
+    key = engine_key(engine)
+    return {"name": key, "version": version, "scheduler_family": str(release_family(key, version)["since"])}
 
 
 def predict(model: str, gpus: str | GpuSet, isl: int | None = None, osl: int | None = None, concurrency: int | None = None,
@@ -202,7 +221,7 @@ def predict(model: str, gpus: str | GpuSet, isl: int | None = None, osl: int | N
             quality: str | dict | None = None, tails: bool = False, sla_percentile: float | None = None,
             prompts_per_client: float | None = None, workload: str | None = None, routing: str | None = None,
             replicas: int | None = None, workload_set: dict | None = None, routing_skew: float | str | None = None,
-            random_range_ratio: float | None = None) -> Frontier:
+            random_range_ratio: float | None = None, engine_version: str | None = None) -> Frontier:
     """The predicted frontier of every configuration of ``model`` on ``gpus`` (a :class:`simfront.results.Frontier`:
     attributes, ``["field"]`` access, ``.to_frame()``, ``.points`` for every feasible configuration).
 
@@ -212,9 +231,12 @@ def predict(model: str, gpus: str | GpuSet, isl: int | None = None, osl: int | N
     ``routing_skew``: how the MoE router spreads tokens over experts, a power-law exponent (a measured skew) or
     ``"balanced"`` (uniform); default the production-typical exponent (``step.DEFAULT_ROUTING_ALPHA``).
     ``random_range_ratio``: predict a benchmark whose lengths are uniform in [r L, L] (1: every request exactly
-    ISL / OSL, which a prefill-first engine serves in waves); default lengths that vary, as a service's do."""
+    ISL / OSL, which a prefill-first engine serves in waves); default lengths that vary, as a service's do.
+    ``engine_version``: the ``engine`` release whose scheduler family is priced (simfront/engines/scheduler.yaml;
+    default the newest); ``engine["scheduler_family"]`` of the result names the family used."""
     isl, osl, prefix_hit, preset = _resolve_workload(isl, osl, prefix_hit, workload, routing, replicas, workload_set)
     alpha = _routing_alpha(routing_skew)
+    engine_version = inputs.check_engine_version(engine_version)
     inputs.check_predict(model, gpus, isl=isl, osl=osl, concurrency=concurrency, rate=rate, ttft_ms=ttft_ms, tpot_ms=tpot_ms, min_tok_s_user=min_tok_s_user, spec=spec, spec_k=spec_k, acceptance=acceptance, modes=modes, price=price, prefix_hit=prefix_hit, engine=engine, chunk_tokens=chunk_tokens)
     import time
 
@@ -254,6 +276,7 @@ def predict(model: str, gpus: str | GpuSet, isl: int | None = None, osl: int | N
         "fits": False, "memory": verdict, "n_configs_evaluated": 0, "n_feasible": 0, "frontier": [], "knee": None,
         "best_under_sla": None, "sla": {"ttft_ms": ttft_ms, "tpot_ms": tpot_ms, "min_tok_s_user": min_tok_s_user},
         "notes": [f"config.json: {w}" for w in getattr(m, "warnings", ())],  # keys simfront does not understand
+        "engine": engine_info(engine, engine_version),
     }
     prov = efficiency.provenance(g.hardware)
     out["provenance"] = prov.model_dump()
@@ -263,7 +286,8 @@ def predict(model: str, gpus: str | GpuSet, isl: int | None = None, osl: int | N
     if spec is not None:
         specs = [make_spec(s.strip(), spec_k, acceptance, m) for s in spec.split(",")]
     space = SearchSpace(precisions=precs if precs and precs != ["native"] else None, kv_dtypes=kvs, specs=specs,
-                        modes=tuple(modes) if modes else ("agg", "disagg"), engine=engine)
+                        modes=tuple(modes) if modes else ("agg", "disagg"), engine=engine,
+                        engine_version=engine_version)
     if precs == ["native"]:
         space.precisions = ["native"]
     if prompts_per_client is not None and not (math.isfinite(prompts_per_client) and prompts_per_client >= 1):
@@ -314,7 +338,7 @@ def predict(model: str, gpus: str | GpuSet, isl: int | None = None, osl: int | N
 
     q, widen = prediction_bands(g.hardware.id, m.id)
     spec_on_front = {str(x) for x in np.asarray(pts["spec"])[front]} - {"none", ""}
-    note = cpu_overlap_note(engine, bool(spec_on_front))
+    note = cpu_overlap_note(engine, bool(spec_on_front), engine_version)
     if note:
         out["notes"].append(note)
     rows = _rows_of(pts, front)  # the frontier's rows only: no column of a 10^6-point search is joined for them
@@ -326,7 +350,7 @@ def predict(model: str, gpus: str | GpuSet, isl: int | None = None, osl: int | N
         from .serving import engine_profile
         from .tails import TAIL_FIELDS, scaled_tails, simulate_points
 
-        raw_sim = simulate_points(m, g, wl, pts, front, engine_profile(engine), engine, space)
+        raw_sim = simulate_points(m, g, wl, pts, front, engine_profile(engine, engine_version), engine, space)
         sim = scaled_tails(raw_sim, pts["ttft_ms"][front], pts["tpot_ms"][front])
         for j, p in enumerate(out["frontier"]):
             for f in TAIL_FIELDS:
@@ -366,7 +390,7 @@ def explain(model: str, gpus: str | GpuSet, tp: int = 1, pp: int = 1, ep: int = 
             ctx: int | None = None, phase: str = "decode", precision: str = "native", kv_dtype: str = "native", spec: str | None = None,
             spec_k: int | None = None, acceptance: float | None = None, isl: int | None = None, osl: int | None = None,
             engine: str | None = None, chunk_tokens: int | None = None, mode: str = "agg",
-            random_range_ratio: float | None = None) -> StepBreakdown:
+            random_range_ratio: float | None = None, engine_version: str | None = None) -> StepBreakdown:
     """Per-op table of one forward step on one GPU and every term between it and the step time the
     serving model uses (hidden kernel latency, engine step scale, per-step overhead, mixed prefill
     steps, draft passes, tokens accepted per step).
@@ -408,7 +432,7 @@ def explain(model: str, gpus: str | GpuSet, tp: int = 1, pp: int = 1, ep: int = 
     sp = NO_SPEC
     if spec is not None or spec_k:
         sp = make_spec(spec or "mtp", spec_k, acceptance, m)
-    prof = engine_profile(engine)
+    prof = engine_profile(engine, engine_version)  # the scheduler family of that release (newest when None)
     hw = g.hardware
     q = 1 + sp.k
     terms: list[dict] = []

@@ -202,6 +202,23 @@ def _settings(flag: str, s: Optional[str]) -> Optional[dict]:
     return {k.strip(): v.strip() for k, v in (x.split("=", 1) for x in items)}
 
 
+def _priced_release(engine: str | None, launch: str | None, version: str | None) -> tuple[str | None, str | None]:
+    """(the release ``--engine`` is priced at, a note) for ``--engine-version``: it names the release of ``--engine``,
+    and of ``--launch`` when that is the same engine or no profile engine is given; naming neither is an error."""
+    from .inputs import check_engine
+
+    if version is None:
+        return None, None
+    if engine is None and launch is None:
+        raise SimfrontError(f"--engine-version {version}: name the engine it is a release of (--engine, or --launch)")
+    if engine is None:
+        return None, None  # the release of the --launch engine only: its flag spellings
+    if launch is not None and check_engine(launch) != engine:
+        return None, (f"--engine-version {version} spells --launch {launch}'s flags; the --engine {engine} profile is "
+                      "priced at its newest release family")
+    return version, None
+
+
 @app.command("predict")
 def predict_cmd(
     model: str = ModelOpt,
@@ -231,7 +248,7 @@ def predict_cmd(
     csv_path: Optional[str] = typer.Option(None, "--csv", help="Write every frontier point as CSV."),
     show_all: bool = typer.Option(False, "--all", help="Print every frontier point, not a thinned 8-15."),
     launch: Optional[str] = typer.Option(None, "--launch", help="Print the engine launch and benchmark commands (vllm, sglang, trtllm) for the best point under the SLA, else the knee."),
-    engine_version: Optional[str] = typer.Option(None, "--engine-version", help="With --launch: spell the flags of this engine release (e.g. 0.5.9); default the newest release in simfront\'s flag tables."),
+    engine_version: Optional[str] = typer.Option(None, "--engine-version", help="Engine release (e.g. 0.5.12): the scheduler family --engine is priced with (SGLang >= 0.5.13 overlaps speculative decoding) and the flags --launch spells; default the newest release simfront knows."),
     prompts_per_client: Optional[float] = typer.Option(None, "--prompts-per-client", help="Predict a benchmark run instead of steady state: K prompts per client (e.g. 10 for num_prompts = 10 x concurrency), the first of each sent at once."),
     random_range_ratio: Optional[float] = RangeRatioOpt,
     tails: bool = typer.Option(False, "--tails", help="Add p50/p90/p99 TTFT and TPOT to the frontier points (step-level simulation; a few seconds)."),
@@ -250,13 +267,17 @@ def predict_cmd(
     engine = inputs.check_engine(engine)
     if launch is not None:
         inputs.check_engine(launch)
+    engine_version = inputs.check_engine_version(engine_version)
+    price_version, version_note = _priced_release(engine, launch, engine_version)
     _load_calibration(calibration)
     res = api.predict(model, gpus, isl=isl, osl=osl, concurrency=concurrency, rate=rate, ttft_ms=ttft, tpot_ms=tpot,
                       min_tok_s_user=min_tok_s_user, precision=_values("--precision", precision), kv_dtype=_values("--kv-dtype", kv_dtype),
                       spec=spec, spec_k=spec_k, acceptance=acceptance, modes=modes, price=price, prefix_hit=prefix_hit, engine=engine,
                       quality=quality, tails=tails, sla_percentile=sla_percentile, prompts_per_client=prompts_per_client,
                       workload=workload, routing=routing, replicas=replicas, workload_set=_settings("--workload-set", workload_set),
-                      routing_skew=routing_skew, random_range_ratio=random_range_ratio)
+                      routing_skew=routing_skew, random_range_ratio=random_range_ratio, engine_version=price_version)
+    if version_note:
+        res["notes"].append(version_note)
     isl, osl = res.workload.isl, res.workload.osl
     points = res.points
     if launch and res["fits"]:
@@ -318,18 +339,20 @@ def explain_cmd(
     spec_k: Optional[int] = SpecKOpt,
     acceptance: Optional[float] = AcceptanceOpt,
     engine: Optional[str] = typer.Option(None, "--engine", help="Engine profile: trtllm, sglang, vllm (default: average)."),
+    engine_version: Optional[str] = typer.Option(None, "--engine-version", help="With --engine: the release whose scheduler family is priced (e.g. 0.5.12); default the newest simfront knows."),
     chunk_tokens: Optional[int] = typer.Option(None, "--chunk-tokens", help="Engine token budget per step (a frontier point's chunk_tokens; default 8192)."),
     random_range_ratio: Optional[float] = RangeRatioOpt,
     calibration: Optional[str] = CalOpt,
     as_json: bool = JsonOpt,
 ) -> None:
     """One step, op by op (time, bound, FLOPs, bytes, intensity), and every term from the op sum to the step predict uses."""
-    from . import api, report
+    from . import api, inputs, report
 
     _load_calibration(calibration)
     res = api.explain(model, gpus, tp=tp, pp=pp, ep=ep, attention_dp=attention_dp, batch=batch, ctx=ctx, phase=phase,
                       precision=precision, kv_dtype=kv_dtype, spec=spec, spec_k=spec_k, acceptance=acceptance, isl=isl, osl=osl,
-                      engine=engine, chunk_tokens=chunk_tokens, mode=mode, random_range_ratio=random_range_ratio)
+                      engine=engine, chunk_tokens=chunk_tokens, mode=mode, random_range_ratio=random_range_ratio,
+                      engine_version=_priced_release(engine, None, inputs.check_engine_version(engine_version))[0])
     if as_json:
         return _emit_json(res)
     report.print_explain(res)
@@ -486,7 +509,7 @@ def plan_cmd(
     engine: Optional[str] = typer.Option(None, "--engine", help="Plan for an engine (its overhead profile and the layouts it can launch)."),
     max_gpus: Optional[int] = typer.Option(None, "--max-gpus", help="Largest deployment to consider, in GPUs (default 512)."),
     launch: Optional[str] = typer.Option(None, "--launch", help="Print launch + benchmark commands for the cheapest row (vllm, sglang, trtllm)."),
-    engine_version: Optional[str] = typer.Option(None, "--engine-version", help="With --launch: spell the flags of this engine release (e.g. 0.5.9); default the newest release in simfront\'s flag tables."),
+    engine_version: Optional[str] = typer.Option(None, "--engine-version", help="Engine release (e.g. 0.5.12): the scheduler family --engine is priced with and the flags --launch spells; default the newest release simfront knows."),
     quiet: bool = QuietOpt,
     calibration: Optional[str] = CalOpt,
     as_json: bool = JsonOpt,
@@ -500,12 +523,17 @@ def plan_cmd(
     inputs.count("--max-gpus", max_gpus, lo=1, hi=MAX_GPU_COUNT, why_hi="the largest GPU set simfront searches")
     if launch is not None:
         inputs.check_engine(launch)
+    engine_version = inputs.check_engine_version(engine_version)
+    price_version, version_note = _priced_release(inputs.check_engine(engine), launch, engine_version)
     _load_calibration(calibration)
     types = _csv_list(hardware) or list(DEFAULT_HARDWARE)
     with progress(f"planning {model} on {len(types)} GPU types", total=len(types), quiet=quiet or as_json) as bar:
         res = api.plan(model, rate, isl=isl, osl=osl, ttft_ms=ttft, tpot_ms=tpot, min_tok_s_user=min_tok_s_user,
                        hardware=_csv_list(hardware), prices=_prices(price), engine=engine, precision=_csv_list(precision),
-                       max_gpus=max_gpus, progress=bar.step if bar.active else None, prefix_hit=prefix_hit)
+                       max_gpus=max_gpus, progress=bar.step if bar.active else None, prefix_hit=prefix_hit,
+                       engine_version=price_version)
+    if version_note:
+        res["notes"].append(version_note)
     if launch:
         best = next((r for r in res["rows"] if r.get("feasible", True) and r.get("point")), None)
         res["launch"] = api.launch_for(best["point"], model, best["gpu"], launch, isl, osl, engine_version) if best else None

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 import os
+import re
 from pathlib import Path
 from typing import Any, Iterable, Mapping
 
@@ -110,6 +111,19 @@ def check_engine(engine: Any, *, canonical: bool = False) -> str | None:
     if canonical and eng != engine:
         raise SimfrontError(f"engine {engine!r}: give the engine id {eng!r} (valid: {', '.join(ENGINES)})")
     return eng
+
+
+_RELEASE = re.compile(r"^v?\d+(\.\d+)*([.+-]?[0-9A-Za-z]+)*$")
+
+
+def check_engine_version(version: Any) -> str | None:
+    """A release number such as ``0.5.13``, ``v0.5.12.post1`` or ``1.2.0rc6`` (None passes)."""
+    if version is None:
+        return None
+    v = str(version).strip()
+    if not _RELEASE.match(v):
+        raise SimfrontError(f"--engine-version {version!r}: give a release number such as 0.5.13 or 1.2.0rc6")
+    return v
 
 
 def check_spec(spec: Any, spec_k: Any, acceptance: Any) -> None:

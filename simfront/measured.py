@@ -32,7 +32,7 @@ from .models import Model, apply_precision, get_model
 from .precision import normalize_format as _normalize_kv, resolve_format
 from .deployment import Layouts, evaluate_agg, evaluate_disagg, running_batch
 from .search import BATCH_SIZES, kv_link_bytes_per_s, make_spec
-from .serving import adp_gate_iters, engine_constants, DEFAULT_CHUNK_TOKENS, NO_SPEC, Workload, aggregated_raw, decode_raw, engine_profile, finish_decode, finish_prefill, prefill_raw
+from .serving import engine_constants, DEFAULT_CHUNK_TOKENS, NO_SPEC, Workload, aggregated_raw, decode_raw, engine_profile, finish_decode, finish_prefill, prefill_raw
 
 # prompts per client of a benchmark run that does not record its count: InferenceX / InferenceMAX and the
 # vLLM and SGLang serving-benchmark recipes send num_prompts = 10 x concurrency (calibration README,
@@ -78,6 +78,9 @@ class Resolved:
     wave_share: float  # share of the benchmark's requests in its synchronised start-up wave
     range_ratio: float | None = None  # the client's lengths uniform in [r L, L] (1: fixed); None: not recorded
     recv_interval: float = 1.0  # decode steps between the engine's intakes of new requests (scheduler_recv_interval)
+    # the evaluator's scheduler constants of the engine release the row ran (its version, else the release out on
+    # its measurement date, else the newest: simfront/engines/scheduler.yaml), as sorted (name, value) pairs
+    constants: tuple = ()
 
 
 def _precision_for(model: Model, p, hw=None) -> Any:
@@ -149,8 +152,9 @@ def resolve(p) -> tuple[Resolved | None, str | None]:
             return None, f"speculative decoding: {e}"
     budget = float(_get(p, "token_budget") or DEFAULT_CHUNK_TOKENS)
     ratio = _get(p, "random_range_ratio")
+    consts = tuple(sorted(engine_constants(_get(p, "engine"), _get(p, "engine_version"), _get(p, "measured_on")).items()))
     return Resolved(model, hw, prec, _get(p, "engine"), float(isl), float(osl), spec, budget, wave_share(p),
-                    None if ratio is None else float(ratio), float(_get(p, "scheduler_recv_interval") or 1)), None
+                    None if ratio is None else float(ratio), float(_get(p, "scheduler_recv_interval") or 1), consts), None
 
 
 def wave_share(p) -> float:
@@ -182,6 +186,7 @@ class PointGroup:
     # points predicted but whose measurement contradicts its own setup (point index -> why): they carry
     # ``measurement_flag`` and stay out of error statistics and fits (calibration README: flag, exclude, count)
     flags: dict = field(default_factory=dict)
+    constants: dict = field(default_factory=dict)  # scheduler constants of the engine release the points ran
 
 
 def build_groups(points: Iterable[Any]) -> tuple[list[PointGroup], list[dict]]:
@@ -211,7 +216,7 @@ def build_groups(points: Iterable[Any]) -> tuple[list[PointGroup], list[dict]]:
             out[i]["reason"] = "disaggregated run without prefill/decode worker counts: the deployment cannot be sized"
             continue
         key = (r.model.id, r.hw.id, r.precision, r.engine, r.isl, r.osl, r.spec, mode, offline, r.token_budget, r.wave_share,
-               r.range_ratio, r.recv_interval)
+               r.range_ratio, r.recv_interval, r.constants)
         keyed.setdefault(key, []).append(i)
     groups = []
     for key, idx in keyed.items():
@@ -228,6 +233,7 @@ def build_groups(points: Iterable[Any]) -> tuple[list[PointGroup], list[dict]]:
             for i in idx:
                 out[i]["reason"] = str(e)
             continue
+        groups[-1].constants = dict(r.constants)
         for i, why in groups[-1].flags.items():
             out[i]["measurement_flag"] = why
     return groups, out
@@ -241,8 +247,8 @@ def evaluate(groups: list[PointGroup], out: list[dict], profile_for=None) -> lis
         fitted = profile_for
         profile_for = lambda e: {**engine_constants(e), **fitted(e)}  # noqa: E731
     res = [dict(o) for o in out]
-    for g in groups:
-        m = g.metrics(profile_for(g.engine))
+    for g in groups:  # the engine's profile with the scheduler constants of the release its points ran
+        m = g.metrics({**profile_for(g.engine), **g.constants})
         _finish(res, g.idx, g.ok, g.why, **m)
     return res
 
@@ -290,7 +296,7 @@ def _group_agg(pts, idx, r: Resolved) -> PointGroup:
     # the engine's max batch is per attention-DP rank (aiconfigurator convention)
     b = running_batch(conc, workers * lay.ranks, np.where(max_b > 0, max_b, np.inf), kv_b)
     wl = Workload(isl=r.isl, osl=r.osl, chunk_tokens=r.token_budget, startup_wave_share=r.wave_share,
-                  adp_gate_iters=adp_gate_iters(r.engine), length_range_ratio=r.range_ratio,
+                  adp_gate_iters=dict(r.constants)["adp_balance_timeout_iters"], length_range_ratio=r.range_ratio,
                   recv_interval_steps=r.recv_interval)
     raw = aggregated_raw(r.model, r.precision, r.hw, tp, pp, dp, ep, b, wl, r.spec)
 
@@ -345,7 +351,7 @@ def _group_offline(pts, idx, r: Resolved) -> PointGroup:
     B = BATCH_SIZES[None, :].astype(float)
     lim = np.where(max_b[:, None] > 0, np.minimum(cap, max_b[:, None] / dp[:, None]), cap)
     raw = aggregated_raw(r.model, r.precision, r.hw, lay.tp, lay.pp, lay.dp, lay.ep, B,
-                         Workload(isl=r.isl, osl=r.osl, chunk_tokens=r.token_budget, adp_gate_iters=adp_gate_iters(r.engine)), r.spec)
+                         Workload(isl=r.isl, osl=r.osl, chunk_tokens=r.token_budget, adp_gate_iters=dict(r.constants)["adp_balance_timeout_iters"]), r.spec)
     conc = B * lay.ranks * workers  # every slot busy
 
     def metrics(prof):

@@ -87,14 +87,14 @@ def as_list(v) -> list[str] | None:
 
 def _tables(m: Model, hw: Hardware, wl: Workload, space: SearchSpace, max_gpus: int) -> _Tables:
     key = (m.id, m.name_precision, hw.id, wl, tuple(space.precisions or ()), tuple(space.kv_dtypes or ()), space.modes,
-           space.engine, max_gpus, efficiency.override_key())  # calibration overrides change results
+           space.engine, space.engine_version, max_gpus, efficiency.override_key())  # calibration overrides change results
     if key not in _TABLE_CACHE:
         if len(_TABLE_CACHE) >= _CACHE_MAX:
             _TABLE_CACHE.pop(next(iter(_TABLE_CACHE)))
         precs = precision_options(m, GpuSet(count=1, hardware=hw), space)
         need = fewest_gpus(m, _smallest(m, precs), hw, int(wl.isl + wl.osl))
         top = min(max_gpus, max(hw.scaleup.domain_gpus, WORKER_SEARCH_GPUS, need or 0))
-        _TABLE_CACHE[key] = _Tables(hw, top, precs, spec_options(m, space), need, engine_profile(space.engine))
+        _TABLE_CACHE[key] = _Tables(hw, top, precs, spec_options(m, space), need, engine_profile(space.engine, space.engine_version))
     return _TABLE_CACHE[key]
 
 
@@ -107,7 +107,7 @@ def _evaluate(m: Model, t: _Tables, wl: Workload, space: SearchSpace) -> dict:
     """Aggregated, decode and prefill workers of up to ``t.set_gpus`` GPUs: the search's own worker tables."""
     hw = t.hw
     cols = {part: {c: [] for c in names} for part, names in (("agg", AGG_COLS), ("dec", DEC_COLS), ("pre", PRE_COLS))}
-    prof = engine_profile(space.engine)
+    prof = engine_profile(space.engine, space.engine_version)
     for tab in worker_tables(m, hw, t.set_gpus, wl, space, prof):
         pi, si = t.precisions.index(tab.precision), t.specs.index(tab.spec)
         L, B, ok = tab.L, tab.B, tab.ok
@@ -400,14 +400,15 @@ def plan(model: str, rate: float, isl: int = 1024, osl: int = 1024, ttft_ms: flo
          min_tok_s_user: float | None = None, hardware: Sequence[str] | str | None = None, prices: Mapping[str, float] | None = None,
          engine: str | None = None, precision: Sequence[str] | str | None = None, max_gpus: int | None = None,
          progress: Callable[[str], Any] | None = None, kv_dtype: Sequence[str] | str | None = None, prefix_hit: float = 0.0,
-         modes: Iterable[str] = ("agg", "disagg")) -> dict:
+         modes: Iterable[str] = ("agg", "disagg"), engine_version: str | None = None) -> dict:
     """Fewest GPUs of each type serving ``rate`` requests/s of ISL/OSL within the SLA, cheapest first.
 
     Returns ``{model, workload, sla, max_gpus, engine, rows, search_time_s}``. Feasible rows carry
     the configuration (``point``: api.predict's frontier-point fields for the whole deployment),
     ``num_gpus``, ``usd_per_hour``, ``monthly_usd``, ``headroom`` and ``search_gpus`` (the
     smallest GPU set whose search holds the configuration); infeasible rows ``reason``.
-    ``engine`` selects its serving profile and keeps only layouts that engine can launch.
+    ``engine`` selects its serving profile and keeps only layouts that engine can launch; ``engine_version`` the
+    engine release whose scheduler family is priced (default the newest, simfront/engines/scheduler.yaml).
     """
     import time
 
@@ -433,7 +434,7 @@ def plan(model: str, rate: float, isl: int = 1024, osl: int = 1024, ttft_ms: flo
     # one token budget (the engines' default) keeps the sweep over every GPU type within seconds;
     # `predict` explores the budget as a knob
     space = SearchSpace(precisions=as_list(precision) or None, kv_dtypes=as_list(kv_dtype) or None, modes=modes, engine=eng,
-                        chunk_tokens=(int(DEFAULT_CHUNK_TOKENS),))
+                        engine_version=engine_version if eng else None, chunk_tokens=(int(DEFAULT_CHUNK_TOKENS),))
     for p in space.precisions or ():
         apply_precision(m, p)  # unknown formats fail here with a one-line error
     for k in space.kv_dtypes or ():
@@ -458,7 +459,7 @@ def plan(model: str, rate: float, isl: int = 1024, osl: int = 1024, ttft_ms: flo
             progress(msg)
     ok = sorted((r for r in rows if r["feasible"]), key=lambda r: (r["usd_per_hour"], r["gpu"]))
     return {"model": m.id, "workload": {"isl": isl, "osl": osl, "rate": rate, "prefix_hit": prefix_hit}, "sla": sla,
-            "max_gpus": max_gpus, "engine": eng, "rows": ok + [r for r in rows if not r["feasible"]],
+            "max_gpus": max_gpus, "engine": eng, "engine_version": space.engine_version, "rows": ok + [r for r in rows if not r["feasible"]],
             "search_time_s": time.perf_counter() - t0}
 
 

@@ -284,6 +284,8 @@ def print_plan(res: dict) -> None:
     for r in res["rows"]:
         if not r.get("feasible", True) or "num_gpus" not in r:
             print(f"{r['gpu']}: not feasible: {r.get('reason')}")
+    for n in res.get("notes") or []:
+        print(f"note: {n}")
     print(f"({res.get('search_time_s', 0):.2f} s)")
 
 

@@ -162,6 +162,7 @@ class Frontier(Result):
     uncertainty: dict | None = None  # {band, widening, note}: what the *_low / *_high fields of the points mean
     provenance: dict | None = None  # which fitted parameters this GPU borrowed, which peaks are estimates
     launch: dict | None = None  # engine and benchmark commands of the chosen point (``--launch``)
+    engine: dict | None = None  # {name, version, scheduler_family}: the engine profile and release family priced
     _points: dict | None = PrivateAttr(default=None)
 
     @property
@@ -225,6 +226,8 @@ class Plan(Result):
     engine: str | None
     rows: list[dict]
     search_time_s: float
+    engine_version: str | None = None  # the engine release whose scheduler family was priced (None: the newest)
+    notes: list[str] = []
     launch: dict | None = None
 
     def _frame_rows(self) -> list[dict]:

@@ -83,15 +83,36 @@ def engine_key(engine: str | None) -> str:
     raise SimfrontError(f"unknown engine {engine!r} for scheduler settings; valid: vllm, sglang, trtllm")
 
 
-def scheduler_settings(engine: str | None = None, version: str | None = None, gpu_mem_gib: float | None = None) -> SchedulerSettings:
-    """Default scheduler settings of ``engine`` at release ``version`` (newest family when ``None``)
-    on a GPU with ``gpu_mem_gib`` of memory (engines whose default budget depends on it)."""
-    key = engine_key(engine)
-    fams = sorted(_table()[key], key=lambda f: _version_key(f["since"]))
-    fam = fams[-1]
+@lru_cache(maxsize=None)
+def release_families(key: str) -> tuple:
+    """Release families of engine ``key``, oldest first, each completed with what it inherits from the one before."""
+    out, prev = [], {}
+    for fam in sorted(_table()[key], key=lambda f: _version_key(f["since"])):
+        prev = {k: v for k, v in prev.items() if k != "released"} | fam  # a family states what changed
+        out.append(prev)
+    return tuple(out)
+
+
+def release_family(engine: str | None = None, version: str | None = None, measured_on: str | None = None) -> dict:
+    """The scheduler family (``since`` and its values) of ``engine`` at release ``version``; without a release,
+    the newest family out by the date ``measured_on`` (ISO ``YYYY-MM-DD``); without either, the newest family."""
+    fams = release_families(engine_key(engine))
     if version:
         older = [f for f in fams if _version_key(f["since"]) <= _version_key(version)]
-        fam = older[-1] if older else fams[0]
+        return older[-1] if older else fams[0]
+    if measured_on:
+        out = [f for f in fams if str(f.get("released", "")) <= str(measured_on)[:10]]
+        return out[-1] if out else fams[0]
+    return fams[-1]
+
+
+def scheduler_settings(engine: str | None = None, version: str | None = None, gpu_mem_gib: float | None = None,
+                       measured_on: str | None = None) -> SchedulerSettings:
+    """Default scheduler settings of ``engine`` at release ``version`` (or, without one, the release out on the
+    date ``measured_on``; the newest family when neither is given) on a GPU with ``gpu_mem_gib`` of memory
+    (engines whose default budget depends on it)."""
+    key = engine_key(engine)
+    fam = release_family(key, version, measured_on)
     budget = float(fam["token_budget"])
     if gpu_mem_gib is not None and fam.get("token_budget_by_gpu_mem_gib"):
         for bound, b in fam["token_budget_by_gpu_mem_gib"]:
@@ -106,4 +127,4 @@ def scheduler_settings(engine: str | None = None, version: str | None = None, gp
     return s
 
 
-__all__ = ["SchedulerSettings", "scheduler_settings", "engine_key", "POLICIES", "ADMISSIONS"]
+__all__ = ["SchedulerSettings", "scheduler_settings", "release_family", "release_families", "engine_key", "POLICIES", "ADMISSIONS"]

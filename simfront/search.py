@@ -53,6 +53,7 @@ class SearchSpace:
     batches: np.ndarray = field(default_factory=lambda: BATCH_SIZES)
     max_tp: int | None = None  # default: the scale-up domain
     engine: str | None = None
+    engine_version: str | None = None  # the engine release whose scheduler family is priced (None: the newest)
     # engine token budget per step (chunked-prefill size) for aggregated workers: a real serving knob
     # trading TTFT against TPOT (vLLM max_num_batched_tokens / SGLang chunked_prefill_size)
     chunk_tokens: tuple[int, ...] = CHUNK_TOKEN_OPTIONS
@@ -159,7 +160,7 @@ class WorkerTable:
 
 def worker_tables(model: Model, hw, n_gpus: int, wl: Workload, space: SearchSpace, profile: dict | None = None):
     """Yield a :class:`WorkerTable` per (precision, speculation) for workers of up to ``n_gpus`` GPUs."""
-    prof = profile if profile is not None else engine_profile(space.engine)
+    prof = profile if profile is not None else engine_profile(space.engine, space.engine_version)
     max_tp = space.max_tp or hw.scaleup.domain_gpus
     lay = enumerate_layouts(model.arch, n_gpus, max_tp=max_tp)
     if lay["tp"].size == 0:

@@ -139,21 +139,23 @@ NEUTRAL_PROFILE = {
 }
 
 
-def engine_profile(engine: str | None = None) -> dict:
+def engine_profile(engine: str | None = None, version: str | None = None) -> dict:
     """Per-engine serving profile fitted on measured runs (hardware/efficiency/serving.yaml), plus the
-    engine's scheduler constants that enter the evaluator (:func:`engine_constants`)."""
+    scheduler constants of the engine's release ``version`` (newest when None) that enter the evaluator
+    (:func:`engine_constants`)."""
     p = efficiency.params("serving", engine or "default")
-    return {**engine_constants(engine), **{k: float(p.get(k, v)) for k, v in NEUTRAL_PROFILE.items()}}
+    return {**engine_constants(engine, version), **{k: float(p.get(k, v)) for k, v in NEUTRAL_PROFILE.items()}}
 
 
-def engine_constants(engine: str | None = None) -> dict:
-    """Scheduler settings of ``engine`` (simfront/engines/scheduler.yaml) that the analytical evaluator uses;
-    an engine the table does not know takes the default engine's."""
+def engine_constants(engine: str | None = None, version: str | None = None, measured_on: str | None = None) -> dict:
+    """Scheduler settings of ``engine`` (simfront/engines/scheduler.yaml) that the analytical evaluator uses, for
+    its release ``version`` (or the release out on the date ``measured_on``; the newest family when neither is
+    given); an engine the table does not know takes the default engine's."""
     try:
         key = engine_key(engine)
     except Exception:  # noqa: BLE001 - an unknown engine string: the default engine's settings
         key = "default"
-    sched = scheduler_settings(key)
+    sched = scheduler_settings(key, version, measured_on=measured_on)
     # prefill_first: a step with admissible prompts prefills only, and the running requests decode after it
     return {"adp_balance_timeout_iters": sched.adp_balance_timeout_iters, "prefill_first": float(sched.policy == "prefill_first"),
             # the engine's CPU work per step runs beside the GPU step (overlap scheduler), without and with speculation

@@ -40,7 +40,7 @@ def simulate_points(model: Model, gpus: GpuSet, wl: Workload, points: dict, idx,
     (per-point precision, speculation and token budget; one step table per distinct setting)."""
     idx = np.asarray(idx, dtype=int)
     hw = gpus.hardware
-    sched = scheduler_settings(engine, None, hw.hbm_bytes / 2**30)
+    sched = scheduler_settings(engine, space.engine_version if space else None, hw.hbm_bytes / 2**30)
     precs = {(q.label, q.kv): q for q in precision_options(model, gpus, space or SearchSpace())}
     out = {k: np.full(idx.size, np.nan) for k in TAIL_FIELDS + SHAPE_FIELDS + ("requests_s",)}
     # the workload's length spread when it names one (a benchmark's --random-range-ratio), else fixed lengths

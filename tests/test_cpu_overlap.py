@@ -23,10 +23,43 @@ def _prof(**kw):
 def test_engine_table_says_which_engines_overlap_and_when():
     for e in ("vllm", "sglang", "trtllm"):
         assert scheduler_settings(e).cpu_overlap, e
-    assert not scheduler_settings("sglang").cpu_overlap_with_spec  # server_args: EAGLE / NEXTN disable the overlap scheduler
+    # server_args: EAGLE / NEXTN disable the overlap scheduler up to 0.5.12; spec V2 (overlapped) is the default from 0.5.13
+    assert not scheduler_settings("sglang", "0.5.12.post1").cpu_overlap_with_spec
+    assert scheduler_settings("sglang", "0.5.13").cpu_overlap_with_spec and scheduler_settings("sglang").cpu_overlap_with_spec
     assert scheduler_settings("trtllm").cpu_overlap_with_spec and scheduler_settings("vllm").cpu_overlap_with_spec
-    c = engine_constants("sglang")
-    assert bool(cpu_overlapped(c, False)) and not bool(cpu_overlapped(c, True))
+    old, new = engine_constants("sglang", "0.5.9"), engine_constants("sglang")
+    assert bool(cpu_overlapped(old, False)) and not bool(cpu_overlapped(old, True))
+    assert bool(cpu_overlapped(new, False)) and bool(cpu_overlapped(new, True))
+
+
+def test_release_family_by_version_then_date_then_newest():
+    """A row's release picks its family; a row without one takes the release out on its measurement date (the
+    InferenceMAX / aiconfigurator rows, all measured by 2026-06-11 on SGLang <= 0.5.12); neither: the newest."""
+    assert scheduler_settings("sglang", "v0.5.8-cu130").version_family == "0.4"
+    assert scheduler_settings("sglang", "0.6.0").version_family == "0.5.13"
+    assert scheduler_settings("sglang", measured_on="2026-06-11").version_family == "0.4"
+    assert scheduler_settings("sglang", measured_on="2026-09-01").version_family == "0.5.13"
+    assert scheduler_settings("sglang", "0.5.12", measured_on="2026-09-01").version_family == "0.4"  # the release wins
+    # a family states what changed; the rest is inherited from the family before it
+    a, b = scheduler_settings("sglang", "0.5.12"), scheduler_settings("sglang", "0.5.13")
+    assert (a.policy, a.token_budget, a.max_running, a.first_token_lag_steps) == (b.policy, b.token_budget, b.max_running,
+                                                                                  b.first_token_lag_steps)
+
+
+def test_measured_rows_are_priced_with_their_own_release():
+    """Validation prices a row with the scheduler family of the release it ran: the same SGLang MTP deployment
+    measured on 0.5.12 and on 0.5.13 differs by the CPU work the newer overlap scheduler hides."""
+    from simfront.ingest.schema import MeasuredPoint
+    from simfront.measured import predict_points
+
+    row = dict(source_file="x.csv", line=1, format="offline_csv", model="deepseek-r1", gpu="B200", num_gpus=8, tp=8,
+               engine="sglang", mode="agg", precision="fp8", isl=1024, osl=1024, concurrency=64, spec_decoding="mtp")
+    old, new, dated_old, dated_new = predict_points([
+        MeasuredPoint(**row, engine_version="0.5.12"), MeasuredPoint(**row, engine_version="0.5.13"),
+        MeasuredPoint(**row, measured_on="2026-05-20"), MeasuredPoint(**row, measured_on="2026-08-01")])
+    assert new["predicted_tpot_ms"] < old["predicted_tpot_ms"]
+    assert dated_old["predicted_tpot_ms"] == pytest.approx(old["predicted_tpot_ms"])
+    assert dated_new["predicted_tpot_ms"] == pytest.approx(new["predicted_tpot_ms"])
 
 
 def test_overlapped_step_is_the_longer_part_and_serial_step_the_sum():
@@ -64,17 +97,51 @@ def test_explain_shows_what_the_overlap_scheduler_hides_and_adds_up():
     rows = {t["term"]: t["seconds"] for t in ex["terms"]}
     hidden = [v for k, v in rows.items() if k.startswith("CPU work the overlap scheduler")]
     assert hidden and hidden[0] < 0
-    # an SGLang MTP step is not overlapped: no such term, the CPU work adds to the step
-    ex_spec = api.explain("deepseek-r1", "8xH200", tp=8, batch=64, isl=1024, osl=1024, engine="sglang", spec="mtp")
-    assert not any(t["term"].startswith("CPU work the overlap scheduler") for t in ex_spec["terms"])
+    # an SGLang MTP step of a release before 0.5.13 is not overlapped: no such term, the CPU work adds to the step
+    kw = dict(tp=8, batch=64, isl=1024, osl=1024, engine="sglang", spec="mtp")
+    ex_old = api.explain("deepseek-r1", "8xH200", engine_version="0.5.12", **kw)
+    assert not any(t["term"].startswith("CPU work the overlap scheduler") for t in ex_old["terms"])
+    ex_new = api.explain("deepseek-r1", "8xH200", **kw)  # the newest release overlaps it
+    assert any(t["term"].startswith("CPU work the overlap scheduler") for t in ex_new["terms"])
+    assert ex_new["step_time_s"] < ex_old["step_time_s"]
 
 
-def test_predict_says_when_speculative_points_run_without_the_overlap_scheduler():
-    """SGLang's MTP points are priced as its measured releases ran them (no overlap): the prediction says so; an
-    engine that overlaps speculative decoding, or a search without speculative points, carries no such note."""
-    def notes(**kw):
-        return [n for n in api.predict("deepseek-r1", "8xB200", **kw)["notes"] if "overlap scheduler" in n]
+def test_predict_says_which_release_family_its_speculative_points_are_priced_with():
+    """SGLang's MTP points: priced with the newest release's overlap scheduler by default, as releases before 0.5.13
+    ran them with --engine-version 0.5.12; the note and the ``engine`` field say which. An engine whose releases all
+    overlap speculative decoding, or a search without speculative points, carries no such note."""
+    def run(**kw):
+        res = api.predict("deepseek-r1", "8xB200", modes=["agg"], **kw)
+        return res, [n for n in res["notes"] if "overlap scheduler" in n]
 
-    assert len(notes(engine="sglang")) == 1 and "upper bound" in notes(engine="sglang")[0]
-    assert notes(engine="trtllm") == [] and notes(engine="sglang", spec="none") == []
+    new, new_notes = run(engine="sglang")
+    old, old_notes = run(engine="sglang", engine_version="0.5.12")
+    assert len(new_notes) == 1 and "priced with the overlap scheduler" in new_notes[0]
+    assert len(old_notes) == 1 and "without the overlap scheduler" in old_notes[0]
+    assert new["engine"] == {"name": "sglang", "version": None, "scheduler_family": "0.5.13"}
+    assert old["engine"]["scheduler_family"] == "0.4"
+    assert run(engine="trtllm")[1] == [] and run(engine="sglang", spec="none")[1] == []
     assert api.cpu_overlap_note(None, True) is None and api.cpu_overlap_note("vllm", True) is None
+    # the same MTP deployment is no slower on the release that overlaps it
+    best = lambda r: max(p.tok_s_gpu for p in r.frontier if p.spec != "none")  # noqa: E731
+    assert best(new) >= best(old)
+
+
+def test_cli_engine_version_prices_the_release_or_says_why_not(capsys):
+    """--engine-version names the release of --engine (priced) and of --launch (spelled); naming neither engine is
+    a one-line error, a malformed release too; with --launch of another engine the profile keeps its newest family."""
+    import json
+
+    from cli_runner import run_cli
+
+    base = ["predict", "-m", "deepseek-r1", "-g", "8xB200", "--mode", "agg", "--engine", "sglang", "--json"]
+    code, out, _ = run_cli(base + ["--engine-version", "0.5.12"], capsys)
+    assert code == 0 and json.loads(out)["engine"]["scheduler_family"] == "0.4"
+    code, out, err = run_cli(["predict", "-m", "deepseek-r1", "-g", "8xB200", "--engine-version", "0.5.12"], capsys)
+    assert code == 2 and err.startswith("error: --engine-version 0.5.12") and "Traceback" not in err
+    code, _, err = run_cli(base + ["--engine-version", "latest"], capsys)
+    assert code == 2 and "release number" in err
+    code, out, _ = run_cli(base + ["--engine-version", "0.12.0", "--launch", "vllm"], capsys)
+    doc = json.loads(out)
+    assert code == 0 and doc["engine"]["scheduler_family"] == "0.5.13" and doc["launch"]["engine_version"] == "0.12.0"
+    assert any("spells --launch vllm's flags" in n for n in doc["notes"])

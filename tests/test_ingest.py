@@ -504,3 +504,21 @@ def test_num_gpus_contradicting_the_layout_is_warned_not_trusted(tmp_path):
     (tmp_path / "r.json.simfront.yaml").write_text(yaml.safe_dump({**side, "num_gpus": 12}))
     (p,), _ = load_one(tmp_path / "r.json")
     assert p.num_gpus == 8 and any("num_gpus=12 contradicts the layout" in w for w in p.warnings)
+
+
+def test_measurement_dates_are_read_as_iso_dates(tmp_path):
+    """The run's date (what picks the engine release family of a row without a version): aiconfigurator's
+    measured_on column, an InferenceMAX row's date= note, vLLM bench serve's date field; a malformed one is named."""
+    from simfront.ingest.common import RecordError, iso_date
+
+    root = Path(__file__).resolve().parent.parent / "measurements"
+    serving = load_measurements([root / "measured_serving.csv"]).points
+    assert {p.measured_on for p in serving if p.row_id == "dsr1_b200_sglang_fp8_agg_8192x1024_c4_cfg271"} == {"2026-03-25"}
+    imax = load_measurements([root / "inferencemax_b200_h100.csv"]).points
+    assert all(p.measured_on and len(p.measured_on) == 10 for p in imax) and max(p.measured_on for p in imax) == "2026-06-11"
+    vllm = load_measurements([DATA / "captured" / "vllm_bench_serve_llama8b_tp1.json"]).points
+    assert [p.measured_on for p in vllm] == ["2026-12-02"]
+    assert iso_date("20261202-004022") == "2026-12-02" and iso_date("2026-03-23T10:00:00Z") == "2026-03-23"
+    assert iso_date("") is None
+    with pytest.raises(RecordError, match="not a date"):
+        iso_date("March 2026")

@@ -96,6 +96,23 @@ def to_bool(value: Any, name: str = "value") -> bool | None:
     raise RecordError(f"{name} = {value!r} is not true/false")
 
 
+_DATE = re.compile(r"^(\d{4})-?(\d{2})-?(\d{2})(?:$|[T _-])")
+
+
+def iso_date(value: Any, name: str = "date") -> str | None:
+    """An ISO date ``YYYY-MM-DD`` from "2026-03-23", "20260323", "2026-03-23T10:00:00" or vLLM's
+    "20260323-101500"; None for empty."""
+    if value is None:
+        return None
+    text = str(value).strip()
+    if text.lower() in _NULLS:
+        return None
+    m = _DATE.match(text)
+    if not m or not (1 <= int(m.group(2)) <= 12 and 1 <= int(m.group(3)) <= 31):
+        raise RecordError(f"{name} = {text!r} is not a date (YYYY-MM-DD)")
+    return f"{m.group(1)}-{m.group(2)}-{m.group(3)}"
+
+
 def coerce(name: str, value: Any) -> Any:
     """Coerce a raw value to the type of canonical field ``name`` (ints, floats, else str)."""
     if name in INT_FIELDS:

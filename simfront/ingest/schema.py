@@ -59,6 +59,7 @@ class MeasuredPoint(BaseModel):
     num_gpus: Count | None = None
     engine: str | None = None
     engine_version: str | None = None
+    measured_on: str | None = None  # ISO date the run was measured (YYYY-MM-DD): the engine release out then, when no version is given
 
     # parallel layout
     mode: Mode | None = None

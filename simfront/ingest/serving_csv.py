@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import re
 
-from .common import Record, RecordError, coerce, normalize_engine, positive_int_or_none, to_float, to_int
+from .common import Record, RecordError, coerce, iso_date, normalize_engine, positive_int_or_none, to_float, to_int
 
 LAYOUT = ("batch_size", "tp_size", "pp_size", "attention_dp_size", "moe_tp_size", "moe_ep_size")
 ROLE_LAYOUT = ("batch_size", "num_workers", "tp_size", "pp_size", "attention_dp_size", "moe_tp_size", "moe_ep_size")
@@ -21,7 +21,7 @@ REQUIRED = (
     + LAYOUT
     + tuple(f"{role}_{c}" for role in ("prefill", "decode") for c in ROLE_LAYOUT)
 )
-OPTIONAL = ("id", "backend_version", "precision", "gemm_quant_mode", "moe_quant_mode")
+OPTIONAL = ("id", "backend_version", "measured_on", "precision", "gemm_quant_mode", "moe_quant_mode")
 # source column suffix -> canonical suffix
 _CANON = {"batch_size": "batch", "num_workers": "workers", "tp_size": "tp", "pp_size": "pp",
           "attention_dp_size": "attention_dp", "moe_tp_size": "moe_tp", "moe_ep_size": "ep"}
@@ -85,6 +85,7 @@ def parse_row(row: dict[str, str], line: int) -> Record:
         gpu=coerce("gpu", row["system"]),
         engine=engine or coerce("engine", row["backend"]),
         engine_version=coerce("engine_version", row.get("backend_version")),
+        measured_on=iso_date(row.get("measured_on"), "measured_on"),
         mode=mode,
         precision=coerce("precision", row.get("precision")),
         gemm_quant_mode=coerce("gemm_quant_mode", row.get("gemm_quant_mode")),
