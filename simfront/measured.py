@@ -152,7 +152,10 @@ def resolve(p) -> tuple[Resolved | None, str | None]:
             return None, f"speculative decoding: {e}"
     budget = float(_get(p, "token_budget") or DEFAULT_CHUNK_TOKENS)
     ratio = _get(p, "random_range_ratio")
-    consts = tuple(sorted(engine_constants(_get(p, "engine"), _get(p, "engine_version"), _get(p, "measured_on")).items()))
+    consts = engine_constants(_get(p, "engine"), _get(p, "engine_version"), _get(p, "measured_on"))
+    if _get(p, "spec_overlap") is not None:  # the run said whether its speculative decoding was overlapped
+        consts["cpu_overlap_spec"] = float(bool(_get(p, "spec_overlap")))
+    consts = tuple(sorted(consts.items()))
     return Resolved(model, hw, prec, _get(p, "engine"), float(isl), float(osl), spec, budget, wave_share(p),
                     None if ratio is None else float(ratio), float(_get(p, "scheduler_recv_interval") or 1), consts), None
 

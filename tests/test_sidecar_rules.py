@@ -48,3 +48,34 @@ def test_a_rule_that_cannot_be_read_is_reported_and_the_others_apply(tmp_path):
     assert any("rule 4" in p and "no_such_field" in p for p in res.problems)
     assert any("rule 5" in p for p in res.problems)
     assert [p.spec_k for p in res.points] == [3, 1, 2, None]
+
+
+def test_a_rule_can_say_the_run_overlapped_its_speculative_decoding(tmp_path):
+    """``spec_overlap`` (SGLang's SGLANG_ENABLE_SPEC_V2=1 in a recipe) is read as a boolean and reaches the evaluator:
+    the same SGLang 0.5.8 MTP row is priced faster with it than with the release's own (serial) default."""
+    from simfront.measured import predict_points
+
+    rules = "rules:\n  - where: {engine: sglang, spec_decoding: mtp}\n    set: {spec_overlap: 'yes', engine_version: '0.5.8'}\n"
+    res = _rows(tmp_path, rules)
+    assert res.problems == [] and [p.spec_overlap for p in res.points] == [None, None, True, None]
+    row = res.points[2]
+    serial = row.model_copy(update={"spec_overlap": None})
+    overlapped, plain = predict_points([row, serial])
+    assert overlapped["predicted_tpot_ms"] < plain["predicted_tpot_ms"]
+
+
+def test_the_inferencemax_sidecar_gives_the_disaggregated_sglang_recipes_to_the_rows_they_ran():
+    """NVIDIA/srt-slurm recipe variants: FP8 1k1k max-throughput MTP 1p5d (decode cap 512 over 8 ranks, two drafts,
+    spec V2), its 1p2d variant (one draft), a FP4 8k1k TP4 1p1d low-latency run (cap 512); a row of an earlier
+    recipe version with another layout keeps simfront's defaults."""
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parent.parent / "measurements" / "inferencemax_b200_h100.csv"
+    res = load_measurements([str(path)])
+    assert res.problems == []
+    by_line = {p.line: p for p in res.points}
+    got = lambda n: (by_line[n].decode_batch, by_line[n].spec_k, by_line[n].spec_overlap)  # noqa: E731
+    assert got(13) == (64, 2, True)   # fp8 1k/1k MTP, P1 dep8 / D5 dep8, 4096 users
+    assert got(12) == (64, 1, True)   # fp8 1k/1k MTP 1p2d
+    assert got(21) == (512, None, None)  # fp4 8k/1k STP, TP4 prefill, tp8 decode
+    assert got(5) == (None, None, None)  # fp4 8k/1k MTP, TP4 prefill with 5 decode workers: no such variant

@@ -11,7 +11,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Iterable
 
-from .schema import FLOAT_FIELDS, INT_FIELDS
+from .schema import BOOL_FIELDS, FLOAT_FIELDS, INT_FIELDS
 
 
 @dataclass
@@ -119,6 +119,8 @@ def coerce(name: str, value: Any) -> Any:
         return to_int(value, name)
     if name in FLOAT_FIELDS:
         return to_float(value, name)
+    if name in BOOL_FIELDS:
+        return to_bool(value, name)
     if value is None:
         return None
     text = str(value).strip()

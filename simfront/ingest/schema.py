@@ -111,6 +111,9 @@ class MeasuredPoint(BaseModel):
     spec_decoding: SpecDecoding | None = None
     spec_k: Count | None = None
     acceptance_length: AcceptLength | None = None
+    # speculative decoding ran under the engine's overlap scheduler (SGLang's SGLANG_ENABLE_SPEC_V2=1 before 0.5.13
+    # made it the default); None: what the engine release does by default (simfront/engines/scheduler.yaml)
+    spec_overlap: bool | None = None
 
     # metrics
     ttft_ms: NonNegative | None = None
@@ -159,6 +162,7 @@ CONFIG_FIELDS = tuple(
     f for f in MeasuredPoint.model_fields if f not in PROVENANCE_FIELDS + METRIC_FIELDS + BOOKKEEPING_FIELDS
 )
 INT_FIELDS = frozenset(f for f, info in MeasuredPoint.model_fields.items() if "int" in str(info.annotation))
+BOOL_FIELDS = frozenset(f for f, info in MeasuredPoint.model_fields.items() if "bool" in str(info.annotation))
 FLOAT_FIELDS = frozenset(
     f for f, info in MeasuredPoint.model_fields.items() if "float" in str(info.annotation)
 )
