@@ -348,12 +348,15 @@ def predict(model: str, gpus: str | GpuSet, isl: int | None = None, osl: int | N
                           "GPU and model are inside the calibration data"}
     if tails or sla_percentile is not None:  # tail latencies of the frontier points from the step-level simulation
         from .serving import engine_profile
-        from .tails import TAIL_FIELDS, scaled_tails, simulate_points
+        from .tails import TAIL_FIELDS, goodput_requests_s, scaled_tails, simulate_points
 
         raw_sim = simulate_points(m, g, wl, pts, front, engine_profile(engine, engine_version), engine, space)
         sim = scaled_tails(raw_sim, pts["ttft_ms"][front], pts["tpot_ms"][front])
+        if ttft_ms is not None or tpot_ms is not None:  # requests/s within the SLA, request by request
+            sim["goodput_requests_s"] = goodput_requests_s(raw_sim, pts["ttft_ms"][front], pts["tpot_ms"][front],
+                                                           pts["requests_s"][front], ttft_ms, tpot_ms)
         for j, p in enumerate(out["frontier"]):
-            for f in TAIL_FIELDS:
+            for f in TAIL_FIELDS + (("goodput_requests_s",) if "goodput_requests_s" in sim else ()):
                 v = float(sim[f][j])
                 p[f] = round(v, 4) if np.isfinite(v) else None
         out["notes"].append("p50/p90/p99 TTFT and TPOT of the frontier points: the evaluator's means times the spread of a "

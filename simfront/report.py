@@ -12,6 +12,9 @@ from .results import point_dict
 FRONTIER_COLUMNS = [("layout", "layout"), ("mode", "mode"), ("batch", "batch/rank"), ("concurrency", "conc"), ("precision", "precision"),
                     ("spec", "spec"), ("ttft_ms", "TTFT ms", "{:,.0f}"), ("tpot_ms", "TPOT ms", "{:.1f}"),
                     ("tok_s_user", "tok/s/user", "{:,.1f}"), ("tok_s_gpu", "tok/s/GPU", "{:,.0f}"), ("usd_per_mtok", "$/Mtok", "{:.3f}")]
+# shown when the points carry them (--tails / --sla-percentile; goodput with an SLA)
+TAIL_COLUMNS = [("ttft_p99_ms", "TTFT p99", "{:,.0f}"), ("tpot_p99_ms", "TPOT p99", "{:.1f}"),
+                ("goodput_requests_s", "goodput req/s", "{:,.2f}")]
 
 
 def print_memory(v: dict) -> None:
@@ -74,6 +77,8 @@ def print_predict(res, show_all: bool = False) -> None:
         p["layout"] = ("* " if knee and p == knee else "  ") + p["layout"]
         rows.append(p)
     cols = FRONTIER_COLUMNS + ([("quality", "quality", "{:.3f}")] if any(r.get("quality") is not None for r in rows) else [])
+    extra = [(k, head, fmt) for k, head, fmt in TAIL_COLUMNS if any(r.get(k) is not None for r in rows)]  # --tails
+    cols = cols + extra
     print_table(rows, cols, highlight=lambda r: r["layout"].startswith("*"))
     print("lowest latency first; * = knee of the frontier; tok/s/GPU counts output tokens over all GPUs of the set")
     if knee:

@@ -121,6 +121,8 @@ class FrontierPoint(Result):
     tpot_p50_ms: float | None = None
     tpot_p90_ms: float | None = None
     tpot_p99_ms: float | None = None
+    # with --tails / --sla-percentile and an SLA (--ttft / --tpot): requests/s whose own TTFT and TPOT meet it
+    goodput_requests_s: float | None = None
     layout: str = ""
 
 

@@ -1060,6 +1060,11 @@ class SimMetrics:
         return out
 
 
+def request_latencies(tr: SimTrace) -> tuple[np.ndarray, np.ndarray]:
+    """(TTFT, TPOT) in seconds of every request slot of a trace (deployments x requests; NaN where none ran)."""
+    return _per_request(tr)
+
+
 def _per_request(tr: SimTrace) -> tuple[np.ndarray, np.ndarray]:
     ov = tr.ttft_overhead_s[:, None]
     ttft = tr.t_first - tr.t_send + ov

@@ -22,7 +22,7 @@ from .models import Model
 from .scheduler import scheduler_settings
 from .search import SearchSpace, kv_link_bytes_per_s, precision_options, spec_from_label
 from .serving import Workload
-from .simulate import simulate_agg, simulate_disagg
+from .simulate import request_latencies, simulate_agg, simulate_disagg
 
 TAIL_FIELDS = ("ttft_p50_ms", "ttft_p90_ms", "ttft_p99_ms", "tpot_p50_ms", "tpot_p90_ms", "tpot_p99_ms")
 SHAPE_FIELDS = ("ttft_mean_ms", "tpot_mean_ms")  # the simulated means the percentiles are relative to
@@ -43,6 +43,8 @@ def simulate_points(model: Model, gpus: GpuSet, wl: Workload, points: dict, idx,
     sched = scheduler_settings(engine, space.engine_version if space else None, hw.hbm_bytes / 2**30)
     precs = {(q.label, q.kv): q for q in precision_options(model, gpus, space or SearchSpace())}
     out = {k: np.full(idx.size, np.nan) for k in TAIL_FIELDS + SHAPE_FIELDS + ("requests_s",)}
+    # each point's counted requests: (TTFT, TPOT) over the point's simulated means (for goodput at an SLA)
+    out["requests_rel"] = [None] * idx.size
     # the workload's length spread when it names one (a benchmark's --random-range-ratio), else fixed lengths
     ratio = 1.0 if wl.length_range_ratio is None else wl.length_range_ratio
     client = cl.ClosedLoop(1.0, cl.Lengths(wl.isl, wl.osl, ratio), num_prompts=PROMPTS_PER_CLIENT, first_wave=False, warmup=1)
@@ -79,6 +81,31 @@ def simulate_points(model: Model, gpus: GpuSet, wl: Workload, points: dict, idx,
             out[f"ttft_{q}_ms"][js] = np.asarray(r.ttft_s[q]) * 1e3
             out[f"tpot_{q}_ms"][js] = np.asarray(r.tpot_s[q]) * 1e3
         out["requests_s"][js] = r.requests_s
+        ttft, tpot = request_latencies(r.trace)
+        for d, j in enumerate(js):
+            m = r.trace.counted[d]
+            with np.errstate(divide="ignore", invalid="ignore"):
+                out["requests_rel"][j] = (ttft[d][m] / np.asarray(r.ttft_s["mean"])[d], tpot[d][m] / np.asarray(r.tpot_s["mean"])[d])
+    return out
+
+
+def goodput_requests_s(sim: dict, ttft_mean_ms, tpot_mean_ms, requests_s, ttft_ms: float | None = None,
+                       tpot_ms: float | None = None) -> np.ndarray:
+    """Requests/s of each point that meet the SLA (TTFT at most ``ttft_ms`` and TPOT at most ``tpot_ms``;
+    DistServe's goodput): the point's requests/s times the share of its requests within both bounds, each
+    request's latency being the evaluator's mean times its simulated latency over the simulated mean (the
+    spread of :func:`scaled_tails`). NaN where a point was not simulated."""
+    ttft_mean, tpot_mean, rate = (np.asarray(x, float) for x in (ttft_mean_ms, tpot_mean_ms, requests_s))
+    out = np.full(rate.shape, np.nan)
+    for j, rel in enumerate(sim["requests_rel"]):
+        if rel is None or rel[0].size == 0:
+            continue
+        ok = np.ones(rel[0].shape, bool)
+        if ttft_ms is not None:
+            ok &= ttft_mean[j] * rel[0] <= ttft_ms  # this request's TTFT within the bound
+        if tpot_ms is not None:
+            ok &= tpot_mean[j] * rel[1] <= tpot_ms  # and its TPOT
+        out[j] = rate[j] * ok.mean()  # requests/s that meet the SLA
     return out
 
 

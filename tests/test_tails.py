@@ -61,3 +61,38 @@ def test_tails_run_every_frontier_point_on_the_fast_loop(monkeypatch):
     res = api.predict("llama-3.1-70b", "8xH100", tails=True)
     assert len(calls) <= 2 and sum(calls) == len(res.frontier)
     assert all(p.ttft_p99_ms is not None and p.tpot_p99_ms is not None for p in res.frontier)
+
+
+def test_goodput_counts_the_requests_within_the_sla_and_never_exceeds_the_throughput():
+    """goodput_requests_s: the whole requests/s when every request meets loose bounds, none when the TPOT bound is
+    below every point's TPOT, never more than the point's requests/s, and no less for a looser bound."""
+    from simfront import api
+
+    def points(**sla):
+        res = api.predict("llama-3.1-8b", "1xH100", modes=["agg"], tails=True, **sla)
+        return [(p.requests_s, p.goodput_requests_s, p.ttft_ms, p.tpot_ms) for p in res.frontier]
+
+    loose = points(ttft_ms=1e7, tpot_ms=1e7)
+    assert all(g == pytest.approx(r, rel=1e-3) for r, g, _, _ in loose)
+    none = points(tpot_ms=0.1)
+    assert all(g == 0.0 for _, g, _, _ in none)
+    tight, looser = points(ttft_ms=120, tpot_ms=8), points(ttft_ms=240, tpot_ms=16)
+    assert all(0.0 <= g <= r * (1 + 1e-9) for r, g, _, _ in tight + looser)
+    assert all(b[1] >= a[1] - 1e-9 for a, b in zip(tight, looser))
+    # a point whose mean TPOT is well inside the bound serves (nearly) all of its requests within it
+    inside = [(r, g) for r, g, t, p in looser if p < 0.5 * 16 and t < 0.5 * 240]
+    assert inside and all(g == pytest.approx(r, rel=0.05) for r, g in inside)
+    # without an SLA the field stays null
+    assert all(p.goodput_requests_s is None for p in api.predict("llama-3.1-8b", "1xH100", modes=["agg"], tails=True).frontier)
+
+
+def test_predict_table_shows_tail_and_goodput_columns_only_when_computed(capsys):
+    from cli_runner import run_cli
+
+    base = ["predict", "-m", "llama-3.1-8b", "-g", "1xH100", "--mode", "agg"]
+    code, out, _ = run_cli(base + ["--tails", "--tpot", "12"], capsys)
+    assert code == 0 and "TPOT p99" in out and "goodput req/s" in out
+    code, out, _ = run_cli(base + ["--tails"], capsys)
+    assert code == 0 and "TPOT p99" in out and "goodput" not in out
+    code, out, _ = run_cli(base, capsys)
+    assert code == 0 and "p99" not in out
