@@ -138,7 +138,7 @@ def prefill_utilisation(concurrency, ttft_base_s, wait_service_s, decode_s, capa
 
 
 def evaluate_disagg(prefill: PrefillResult, prefill_workers, decode: DecodeResult, decode_slots, concurrency,
-                    osl: float, gpus, wave_share: float = 0.0) -> Metrics:
+                    osl: float, gpus, wave_share: float = 0.0, slot_at_transfer=False) -> Metrics:
     """Disaggregated deployment: ``prefill_workers`` prefill workers (``prefill`` at the KV link the
     deployment has) and decode workers with ``decode_slots`` requests in flight in all (decode
     running batch x ranks x workers), under ``concurrency`` closed-loop clients.
@@ -146,8 +146,16 @@ def evaluate_disagg(prefill: PrefillResult, prefill_workers, decode: DecodeResul
     Admitted requests (at most the decode slots) queue for the prefill workers (M/D/1 at their
     utilisation), are prefilled, move their KV and decode; the closed loop sets the utilisation.
     ``wave_share``: the workload's share of requests in a synchronised start-up wave (0 in steady state).
+    ``slot_at_transfer``: the engine gives a request its decode slot only when its KV arrives (the prefill runs
+    first: TensorRT-LLM, vLLM); else the decode server holds the slot from before the prefill (SGLang pre-allocates
+    the request's KV on the decode server). Then every client may be in the prefill queue, and clients beyond the
+    decode slots wait after their prefill: the deployment serves the lesser of the prefill side's rate and the
+    decode slots over the decode time.
     """
     decode_s = (osl - 1.0) * decode.tpot_s  # time a request decodes after its first token
+    if np.any(slot_at_transfer):
+        return _disagg_slot_at_transfer(prefill, prefill_workers, decode, decode_slots, concurrency, osl, gpus, wave_share,
+                                        decode_s)
     admitted = np.minimum(_f(concurrency), _f(decode_slots))
     cap = _f(prefill_workers) * prefill.requests_s_worker  # prompts/s the prefill workers finish when always busy
     wait_service = prefill.prefill_s  # the queue's service time: a busy worker's batch
@@ -158,6 +166,22 @@ def evaluate_disagg(prefill: PrefillResult, prefill_workers, decode: DecodeResul
     u = prefill_utilisation(admitted, base, wait_service, decode_s, cap)
     service_ttft = base + md1_wait_s(wait_service, u)  # idle-worker TTFT + start-up wave + M/D/1 wait
     return _closed_loop(concurrency, admitted, service_ttft, decode_s, gpus, decode.tpot_s, osl)
+
+
+def _disagg_slot_at_transfer(prefill: PrefillResult, prefill_workers, decode: DecodeResult, decode_slots, concurrency,
+                             osl: float, gpus, wave_share: float, decode_s) -> Metrics:
+    """:func:`evaluate_disagg` for an engine that gives the decode slot at KV transfer (prefill first)."""
+    c = _f(concurrency)
+    cap = _f(prefill_workers) * prefill.requests_s_worker  # prompts/s the prefill workers finish when always busy
+    wait_service = prefill.prefill_s
+    with np.errstate(divide="ignore", invalid="ignore"):  # empty deployments (masked out by callers) give NaN
+        base = prefill.ttft_base_s + wave_share * c / (2.0 * cap)  # idle-worker TTFT + start-up wave
+        u = prefill_utilisation(c, base, wait_service, decode_s, cap)  # every client may queue for prefill
+        service_ttft = base + md1_wait_s(wait_service, u)
+        x_prefill = c / (service_ttft + decode_s)  # requests/s with no decode slot to wait for
+        x = np.minimum(x_prefill, _f(decode_slots) / decode_s)  # the decode slots cap the rate (Little's law)
+        ttft = c / x - decode_s  # Little's law over all clients: prefill, its queue and the wait for a decode slot
+    return Metrics(ttft, decode.tpot_s + 0 * ttft, x, c + 0 * x, _f(gpus) + 0 * x, osl, np.maximum(ttft - service_ttft, 0.0))
 
 
 __all__ = ["Layouts", "Metrics", "running_batch", "evaluate_agg", "evaluate_disagg", "prefill_utilisation"]

@@ -417,7 +417,7 @@ def _group_disagg(pts, idx, r: Resolved) -> PointGroup:
 
     def metrics(prof):
         m = evaluate_disagg(finish_prefill(*p_raw, prof), pw, finish_decode(*d_raw, r.osl, prof), slots, conc, r.osl, total_gpus,
-                            r.wave_share)
+                            r.wave_share, slot_at_transfer=prof.get("decode_slot_at_transfer", 0.0) > 0)
         return _metric_dict(m)
 
     ok = ~bad & dmem.fits

@@ -232,7 +232,8 @@ def _size_disagg(t: _Tables, D: dict, R: dict, a: int, b: int, link: str, x: int
         gpus = x * pg + y * dg
         if gpus > max_gpus:
             return None
-        r = evaluate_disagg(pre, x, dec, y * slots_per_worker, y * slots_per_worker, osl, gpus, wave_share)
+        r = evaluate_disagg(pre, x, dec, y * slots_per_worker, y * slots_per_worker, osl, gpus, wave_share,
+                            slot_at_transfer=t.profile.get("decode_slot_at_transfer", 0.0) > 0)
         slow = sla.get("ttft_ms") is not None and float(r.ttft_s) * 1e3 > sla["ttft_ms"]
         if float(r.requests_s) >= rate and not slow:
             return x, y, r

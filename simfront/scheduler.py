@@ -18,6 +18,7 @@ from .errors import SimfrontError
 SCHEDULER_FILE = Path(__file__).with_name("engines") / "scheduler.yaml"
 POLICIES = ("mixed", "prefill_first")
 ADMISSIONS = ("on_demand", "reserve")
+DECODE_SLOT_AT = ("prefill", "transfer")
 ENGINE_ALIASES = {"vllm": "vllm", "sglang": "sglang", "trtllm": "trtllm", "tensorrt-llm": "trtllm", "tensorrt_llm": "trtllm",
                   "trt-llm": "trtllm", "dynamo": "default", "default": "default"}
 
@@ -35,6 +36,7 @@ class SchedulerSettings:
     adp_balance_timeout_iters: float = 0.0  # attention-DP balance: most iterations a new prompt waits for every rank to have one
     cpu_overlap: bool = False  # the CPU prepares the next step while the GPU runs this one (overlap scheduler)
     cpu_overlap_with_spec: bool = False  # the same with speculative decoding on
+    decode_slot_at: str = "prefill"  # disaggregated: a request takes its decode slot before its prefill, or at KV transfer
 
     def with_overrides(self, **kw) -> "SchedulerSettings":
         """These settings with the given fields replaced (``None`` values are ignored)."""
@@ -50,6 +52,8 @@ class SchedulerSettings:
 def _check(s: SchedulerSettings) -> None:
     if s.policy not in POLICIES:
         raise SimfrontError(f"scheduler policy {s.policy!r} unknown; valid: {', '.join(POLICIES)}")
+    if s.decode_slot_at not in DECODE_SLOT_AT:
+        raise SimfrontError(f"decode_slot_at {s.decode_slot_at!r} unknown; valid: {', '.join(DECODE_SLOT_AT)}")
     if s.admission not in ADMISSIONS:
         raise SimfrontError(f"scheduler admission {s.admission!r} unknown; valid: {', '.join(ADMISSIONS)}")
     if not s.token_budget >= 1 or not s.max_running >= 1:
@@ -122,7 +126,7 @@ def scheduler_settings(engine: str | None = None, version: str | None = None, gp
     s = SchedulerSettings(key, budget, fam["policy"], float(fam["max_running"]), float(fam["cuda_graph_max_bs"]),
                           fam["admission"], float(fam["first_token_lag_steps"]), str(fam["since"]),
                           float(fam.get("adp_balance_timeout_iters", 0)), bool(fam.get("cpu_overlap", False)),
-                          bool(fam.get("cpu_overlap_with_spec", False)))
+                          bool(fam.get("cpu_overlap_with_spec", False)), str(fam.get("decode_slot_at", "prefill")))
     _check(s)
     return s
 

@@ -489,7 +489,8 @@ def _disagg(cols, t: WorkerTable, hw, gpus, wl, price, sides: dict | None = None
     for x in (x0, x0 + 1):  # the sized prefill side, and one more worker for a shorter queue
         used = y * dg + x * pg
         m = (x0 >= 1) & (y >= 1) & (used <= n)
-        r = evaluate_disagg(pre, x, dec, slots, slots, wl.osl, used, wl.startup_wave_share)
+        r = evaluate_disagg(pre, x, dec, slots, slots, wl.osl, used, wl.startup_wave_share,
+                            slot_at_transfer=t.profile.get("decode_slot_at_transfer", 0.0) > 0)
         tok_gpu = r.tok_s_gpu(n)
         _append(cols, m, mode="disagg", tp=dl["tp"], pp=dl["pp"], ep=dl["ep"],
                 attention_dp=dl["dp"], replicas=y, batch=batch, concurrency=r.concurrency, precision=prec.label,

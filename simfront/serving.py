@@ -159,7 +159,9 @@ def engine_constants(engine: str | None = None, version: str | None = None, meas
     # prefill_first: a step with admissible prompts prefills only, and the running requests decode after it
     return {"adp_balance_timeout_iters": sched.adp_balance_timeout_iters, "prefill_first": float(sched.policy == "prefill_first"),
             # the engine's CPU work per step runs beside the GPU step (overlap scheduler), without and with speculation
-            "cpu_overlap": float(sched.cpu_overlap), "cpu_overlap_spec": float(sched.cpu_overlap_with_spec)}
+            "cpu_overlap": float(sched.cpu_overlap), "cpu_overlap_spec": float(sched.cpu_overlap_with_spec),
+            # disaggregated: the decode slot is taken at KV transfer (1) or before the prefill (0)
+            "decode_slot_at_transfer": float(sched.decode_slot_at == "transfer")}
 
 
 def _f(x) -> np.ndarray:
