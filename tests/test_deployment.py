@@ -153,6 +153,36 @@ def test_clients_beyond_the_slots_wait_in_ttft():
     assert np.allclose(m.requests_s * m.e2e_s, conc)
 
 
+def test_decode_slot_taken_at_transfer_lets_prefill_run_outside_the_slots():
+    """An engine that takes the decode slot when the KV arrives (TensorRT-LLM) serves slots / decode time once the
+    clients exceed the slots, where one that holds the slot through the prefill (SGLang) serves less; at or below
+    the slots both are the same closed loop; Little's law holds either way."""
+    dec = DecodeResult(np.array(0.02), np.array(0.02), np.array(10.0))
+    decode_s = 1023 * 0.02
+    slots = np.array(8.0)
+    conc = np.array([4.0, 8.0, 10.0, 16.0, 64.0])
+    held = evaluate_disagg(_pre(100.0), 4, dec, slots, conc, 1024, 16)
+    late = evaluate_disagg(_pre(100.0), 4, dec, slots, conc, 1024, 16, slot_at_transfer=True)
+    assert np.allclose(late.requests_s[:2], held.requests_s[:2]) and np.allclose(late.ttft_s[:2], held.ttft_s[:2])
+    assert np.all(late.requests_s >= held.requests_s - 1e-12) and np.all(late.ttft_s <= held.ttft_s + 1e-12)
+    assert np.allclose(late.requests_s[2:], slots / decode_s)  # decode-bound beyond the slots
+    assert np.allclose(late.ttft_s[2:], (conc[2:] / slots - 1.0) * decode_s)  # they wait after their prefill
+    for m in (held, late):
+        assert np.allclose(m.requests_s * m.e2e_s, conc) and np.all(np.isfinite(m.ttft_s))
+    # a slow prefill side still binds: the rate is the lesser of the two
+    slow = evaluate_disagg(_pre(0.2), 1, dec, slots, conc, 1024, 16, slot_at_transfer=True)
+    assert np.all(slow.requests_s < 0.2 + 1e-9) and np.allclose(slow.requests_s * slow.e2e_s, conc)
+
+
+def test_engines_say_when_a_disaggregated_request_takes_its_decode_slot():
+    from simfront.scheduler import scheduler_settings
+    from simfront.serving import engine_constants
+
+    assert scheduler_settings("sglang").decode_slot_at == "prefill"
+    assert scheduler_settings("trtllm").decode_slot_at == "transfer" == scheduler_settings("vllm").decode_slot_at
+    assert engine_constants("trtllm")["decode_slot_at_transfer"] == 1.0 and engine_constants("sglang")["decode_slot_at_transfer"] == 0.0
+
+
 def test_running_batch_and_layouts():
     lay = Layouts.of([1, 2], [1, 2], [8, 1], [8, 1])
     assert list(lay.gpus) == [8, 4] and list(lay.ranks) == [8, 2]

@@ -79,3 +79,5 @@ def test_the_inferencemax_sidecar_gives_the_disaggregated_sglang_recipes_to_the_
     assert got(12) == (64, 1, True)   # fp8 1k/1k MTP 1p2d
     assert got(21) == (512, None, None)  # fp4 8k/1k STP, TP4 prefill, tp8 decode
     assert got(5) == (None, None, None)  # fp4 8k/1k MTP, TP4 prefill with 5 decode workers: no such variant
+    # Dynamo + TensorRT-LLM: nvidia-master.yaml's recipe names (ctx1_gen3_tep16_batch1_eplb0_mtp0, ..._batch32_..._mtp2)
+    assert got(117) == (1, None, None) and got(120) == (32, 2, None) and got(22) == (1, 3, None)
