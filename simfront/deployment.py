@@ -138,7 +138,7 @@ def prefill_utilisation(concurrency, ttft_base_s, wait_service_s, decode_s, capa
 
 
 def evaluate_disagg(prefill: PrefillResult, prefill_workers, decode: DecodeResult, decode_slots, concurrency,
-                    osl: float, gpus, wave_share: float = 0.0, slot_at_transfer=False) -> Metrics:
+                    osl: float, gpus, wave_share: float = 0.0, slot_at_transfer: bool = False) -> Metrics:
     """Disaggregated deployment: ``prefill_workers`` prefill workers (``prefill`` at the KV link the
     deployment has) and decode workers with ``decode_slots`` requests in flight in all (decode
     running batch x ranks x workers), under ``concurrency`` closed-loop clients.
@@ -153,7 +153,7 @@ def evaluate_disagg(prefill: PrefillResult, prefill_workers, decode: DecodeResul
     decode slots over the decode time.
     """
     decode_s = (osl - 1.0) * decode.tpot_s  # time a request decodes after its first token
-    if np.any(slot_at_transfer):
+    if slot_at_transfer:  # one engine's rule for the whole call
         return _disagg_slot_at_transfer(prefill, prefill_workers, decode, decode_slots, concurrency, osl, gpus, wave_share,
                                         decode_s)
     admitted = np.minimum(_f(concurrency), _f(decode_slots))
