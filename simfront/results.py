@@ -29,7 +29,8 @@ ROUND_DECIMALS = 4  # decimals of float fields in points (sub-permille of every 
 class Result(BaseModel):
     """Base of every API result: attribute access, ``result["field"]``, JSON and a DataFrame."""
 
-    model_config = ConfigDict(extra="allow", arbitrary_types_allowed=True)
+    # schemas are built on first use: a command builds only the results it returns
+    model_config = ConfigDict(extra="allow", arbitrary_types_allowed=True, defer_build=True)
 
     def __getitem__(self, key: str) -> Any:
         try:
