@@ -96,3 +96,19 @@ def test_predict_table_shows_tail_and_goodput_columns_only_when_computed(capsys)
     assert code == 0 and "TPOT p99" in out and "goodput" not in out
     code, out, _ = run_cli(base, capsys)
     assert code == 0 and "p99" not in out
+
+
+def test_predict_table_says_when_it_thins_the_frontier(capsys):
+    """The table shows a thinned 8-15 rows of a longer frontier and says how many of how many; --all shows every one."""
+    import re
+
+    from cli_runner import run_cli
+
+    base = ["predict", "-m", "kimi-k3", "-g", "16xB200"]
+    code, out, _ = run_cli(base, capsys)
+    total = int(re.search(r"(\d+) on the frontier", out).group(1))
+    shown = re.search(r"(\d+) of the (\d+) frontier points \(--all shows every one\)", out)
+    assert code == 0 and shown and int(shown.group(2)) == total and int(shown.group(1)) < total
+    code, out, _ = run_cli(base + ["--all"], capsys)
+    assert code == 0 and "frontier points (--all" not in out
+    assert sum(1 for line in out.splitlines() if re.match(r"^[ *] (TP|\d+P\[)", line)) == total
