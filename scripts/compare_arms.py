@@ -8,6 +8,12 @@ that arm, and the measured gain is the tok/s/GPU change at equal tok/s/user over
 tok/s/user range (``simfront.pareto.frontier_shift``, the rule `frontier --compare` uses). The predicted
 verdict is `simfront frontier --compare` on ``--gpus`` with every other knob searched. Nothing is fitted.
 
+A second table pairs the runs of one deployment at one load measured with and without MTP (same engine, mode,
+precision, ISL/OSL, layout, worker counts and concurrency): the measured TPOT speedup of MTP against the one the
+evaluator predicts for the same two rows (``simfront.measured.predict_points``, what `validate` scores), with the
+median of predicted over measured speedup per concurrency bin, so a speculative-decoding gain that the model gets
+right on average but wrong across load is visible.
+
     python scripts/compare_arms.py [FILE] [--gpu B200] [--gpus 16xB200] [--json out.json]
 """
 
@@ -27,6 +33,7 @@ sys.path.insert(0, str(ROOT))
 from simfront import api  # noqa: E402
 from simfront.hardware import get_hardware  # noqa: E402
 from simfront.ingest import load_measurements  # noqa: E402
+from simfront.measured import predict_points  # noqa: E402
 from simfront.pareto import frontier_shift, pareto_mask  # noqa: E402
 
 DEFAULT_FILE = ROOT.parent / "shared" / "calibration" / "e2e" / "inferencemax_b200_h100.csv"
@@ -81,6 +88,48 @@ def predicted(arm: dict, gpus: str) -> dict:
     return res["verdicts"][0]
 
 
+# fields that name one deployment at one load, besides its speculative decoding
+DEPLOYMENT_FIELDS = ("engine", "mode", "gpu", "precision", "isl", "osl", "tp", "ep", "attention_dp", "prefill_workers", "prefill_tp",
+                     "prefill_ep", "prefill_attention_dp", "decode_workers", "decode_tp", "decode_ep", "decode_attention_dp",
+                     "concurrency")
+# concurrency bins of the paired table (upper bounds, clients)
+CONCURRENCY_BINS = ((8, "1-8"), (32, "9-32"), (128, "33-128"), (float("inf"), ">128"))
+
+
+def paired_spec(points) -> list[dict]:
+    """Deployments measured at one load with and without MTP: measured and predicted TPOT speedup of MTP."""
+    preds = predict_points(points)
+    groups: dict[tuple, dict[str, list]] = defaultdict(lambda: defaultdict(list))
+    for p, pr in zip(points, preds):
+        if not (p.tpot_ms and pr.get("predicted_tpot_ms")):
+            continue
+        key = tuple(getattr(p, f) for f in DEPLOYMENT_FIELDS)
+        groups[key][_arm_of(p, "spec")].append((p.tpot_ms, pr["predicted_tpot_ms"], p.spec_k))
+    out = []
+    for key, arms in groups.items():
+        if not (arms.get("none") and arms.get("mtp")):
+            continue
+        med = lambda rows, i: float(np.median([r[i] for r in rows]))  # noqa: E731 - repeated runs: their median
+        measured = med(arms["none"], 0) / med(arms["mtp"], 0)  # TPOT without / with MTP
+        pred = med(arms["none"], 1) / med(arms["mtp"], 1)
+        f = dict(zip(DEPLOYMENT_FIELDS, key))
+        out.append({**f, "spec_k": arms["mtp"][0][2], "measured_speedup": round(measured, 3), "predicted_speedup": round(pred, 3),
+                    "predicted_over_measured": round(pred / measured, 3)})
+    return sorted(out, key=lambda r: (r["concurrency"] or 0, str(r["engine"])))
+
+
+def paired_trend(pairs: list[dict]) -> list[dict]:
+    """Median predicted / measured MTP speedup per concurrency bin."""
+    rows, lo = [], 0.0
+    for hi, label in CONCURRENCY_BINS:
+        v = [r["predicted_over_measured"] for r in pairs if lo < (r["concurrency"] or 0) <= hi]
+        if v:
+            rows.append({"concurrency": label, "pairs": len(v), "median predicted/measured speedup": round(float(np.median(v)), 2),
+                         "min": round(min(v), 2), "max": round(max(v), 2)})
+        lo = hi
+    return rows
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("file", nargs="?", default=str(DEFAULT_FILE))
@@ -107,8 +156,16 @@ def main(argv=None) -> int:
         print(" | ".join("" if r[c] is None else str(r[c]) for c in cols))
     judged = [r["agree"] for r in rows if r["agree"] is not None]
     print(f"\nverdicts agree: {sum(judged)} of {len(judged)} judged pairs")
+    pairs = paired_spec(ing.points)
+    trend = paired_trend(pairs)
+    print(f"\nMTP at one deployment and load ({len(pairs)} pairs, every GPU): TPOT speedup, predicted over measured, by concurrency")
+    if trend:
+        tcols = list(trend[0])
+        print(" | ".join(tcols))
+        for r in trend:
+            print(" | ".join(str(r[c]) for c in tcols))
     if a.json_out:
-        Path(a.json_out).write_text(json.dumps(rows, indent=1))
+        Path(a.json_out).write_text(json.dumps({"arms": rows, "mtp_pairs": pairs, "mtp_pair_trend": trend}, indent=1))
     return 0
 
 
