@@ -104,7 +104,7 @@ def paired_spec(points) -> list[dict]:
         if not (p.tpot_ms and pr.get("predicted_tpot_ms")):
             continue
         key = tuple(getattr(p, f) for f in DEPLOYMENT_FIELDS)
-        groups[key][_arm_of(p, "spec")].append((p.tpot_ms, pr["predicted_tpot_ms"], p.spec_k))
+        groups[key][_arm_of(p, "spec")].append((p.tpot_ms, pr["predicted_tpot_ms"], p.spec_k, p.measured_on, p.engine_version))
     out = []
     for key, arms in groups.items():
         if not (arms.get("none") and arms.get("mtp")):
@@ -113,8 +113,11 @@ def paired_spec(points) -> list[dict]:
         measured = med(arms["none"], 0) / med(arms["mtp"], 0)  # TPOT without / with MTP
         pred = med(arms["none"], 1) / med(arms["mtp"], 1)
         f = dict(zip(DEPLOYMENT_FIELDS, key))
+        runs = {arm: sorted({(r[3] or "?", r[4] or "?") for r in rows}) for arm, rows in arms.items() if arm in ("none", "mtp")}
         out.append({**f, "spec_k": arms["mtp"][0][2], "measured_speedup": round(measured, 3), "predicted_speedup": round(pred, 3),
-                    "predicted_over_measured": round(pred / measured, 3)})
+                    "predicted_over_measured": round(pred / measured, 3),
+                    # (date, engine release) of each arm's runs: arms measured apart carry the engine's drift between them
+                    "runs_without": runs["none"], "runs_with": runs["mtp"], "same_campaign": bool(set(runs["none"]) & set(runs["mtp"]))})
     return sorted(out, key=lambda r: (r["concurrency"] or 0, str(r["engine"])))
 
 
@@ -122,10 +125,13 @@ def paired_trend(pairs: list[dict]) -> list[dict]:
     """Median predicted / measured MTP speedup per concurrency bin."""
     rows, lo = [], 0.0
     for hi, label in CONCURRENCY_BINS:
-        v = [r["predicted_over_measured"] for r in pairs if lo < (r["concurrency"] or 0) <= hi]
+        sel = [r for r in pairs if lo < (r["concurrency"] or 0) <= hi]
+        v = [r["predicted_over_measured"] for r in sel]
         if v:
+            same = [r["predicted_over_measured"] for r in sel if r["same_campaign"]]
             rows.append({"concurrency": label, "pairs": len(v), "median predicted/measured speedup": round(float(np.median(v)), 2),
-                         "min": round(min(v), 2), "max": round(max(v), 2)})
+                         "min": round(min(v), 2), "max": round(max(v), 2), "pairs measured the same day": len(same),
+                         "their median": round(float(np.median(same)), 2) if same else None})
         lo = hi
     return rows
 
@@ -163,7 +169,7 @@ def main(argv=None) -> int:
         tcols = list(trend[0])
         print(" | ".join(tcols))
         for r in trend:
-            print(" | ".join(str(r[c]) for c in tcols))
+            print(" | ".join("" if r[c] is None else str(r[c]) for c in tcols))
     if a.json_out:
         Path(a.json_out).write_text(json.dumps({"arms": rows, "mtp_pairs": pairs, "mtp_pair_trend": trend}, indent=1))
     return 0

@@ -48,5 +48,6 @@ def test_compare_arms_pairs_one_deployment_at_one_load_with_and_without_mtp():
     assert len(pairs) == 1 and pairs[0]["concurrency"] == 4 and pairs[0]["spec_k"] == 3
     assert pairs[0]["measured_speedup"] == 2.0 and 1.0 < pairs[0]["predicted_speedup"] < 4.0
     assert np.isclose(pairs[0]["predicted_over_measured"], pairs[0]["predicted_speedup"] / 2.0, atol=1e-3)
+    assert pairs[0]["same_campaign"] and pairs[0]["runs_with"] == [("?", "?")]  # no date or release given: one unknown campaign
     trend = mod.paired_trend(pairs)
     assert [r["concurrency"] for r in trend] == ["1-8"] and trend[0]["pairs"] == 1
