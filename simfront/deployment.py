@@ -153,35 +153,22 @@ def evaluate_disagg(prefill: PrefillResult, prefill_workers, decode: DecodeResul
     decode slots over the decode time.
     """
     decode_s = (osl - 1.0) * decode.tpot_s  # time a request decodes after its first token
-    if slot_at_transfer:  # one engine's rule for the whole call
-        return _disagg_slot_at_transfer(prefill, prefill_workers, decode, decode_slots, concurrency, osl, gpus, wave_share,
-                                        decode_s)
-    admitted = np.minimum(_f(concurrency), _f(decode_slots))
+    c = _f(concurrency)
+    # clients in the prefill queue: the admitted ones when the slot is held through the prefill, every client when
+    # the slot is taken at transfer (prefill first)
+    queued = c if slot_at_transfer else np.minimum(c, _f(decode_slots))
     cap = _f(prefill_workers) * prefill.requests_s_worker  # prompts/s the prefill workers finish when always busy
     wait_service = prefill.prefill_s  # the queue's service time: a busy worker's batch
     # the workload's share of requests in a synchronised start-up wave (all clients at once) waits on average
     # for half of that wave to be prefilled ahead of it, as an aggregated worker's wave does
     with np.errstate(divide="ignore", invalid="ignore"):  # empty deployments (masked out by callers) give NaN
-        base = prefill.ttft_base_s + wave_share * admitted / (2.0 * cap)
-    u = prefill_utilisation(admitted, base, wait_service, decode_s, cap)
-    service_ttft = base + md1_wait_s(wait_service, u)  # idle-worker TTFT + start-up wave + M/D/1 wait
-    return _closed_loop(concurrency, admitted, service_ttft, decode_s, gpus, decode.tpot_s, osl)
-
-
-def _disagg_slot_at_transfer(prefill: PrefillResult, prefill_workers, decode: DecodeResult, decode_slots, concurrency,
-                             osl: float, gpus, wave_share: float, decode_s) -> Metrics:
-    """:func:`evaluate_disagg` for an engine that gives the decode slot at KV transfer (prefill first)."""
-    c = _f(concurrency)
-    cap = _f(prefill_workers) * prefill.requests_s_worker  # prompts/s the prefill workers finish when always busy
-    wait_service = prefill.prefill_s
-    with np.errstate(divide="ignore", invalid="ignore"):  # empty deployments (masked out by callers) give NaN
-        base = prefill.ttft_base_s + wave_share * c / (2.0 * cap)  # idle-worker TTFT + start-up wave
-        u = prefill_utilisation(c, base, wait_service, decode_s, cap)  # every client may queue for prefill
-        service_ttft = base + md1_wait_s(wait_service, u)
-        x_prefill = c / (service_ttft + decode_s)  # requests/s with no decode slot to wait for
-        x = np.minimum(x_prefill, _f(decode_slots) / decode_s)  # the decode slots cap the rate (Little's law)
-        ttft = c / x - decode_s  # Little's law over all clients: prefill, its queue and the wait for a decode slot
-    return Metrics(ttft, decode.tpot_s + 0 * ttft, x, c + 0 * x, _f(gpus) + 0 * x, osl, np.maximum(ttft - service_ttft, 0.0))
+        base = prefill.ttft_base_s + wave_share * queued / (2.0 * cap)
+        u = prefill_utilisation(queued, base, wait_service, decode_s, cap)
+        service_ttft = base + md1_wait_s(wait_service, u)  # idle-worker TTFT + start-up wave + M/D/1 wait
+        # requests in flight: the queued ones, or at transfer as many as keep the decode slots' rate, slots / decode
+        # time (X = min(C / (service TTFT + decode), slots / decode)); the clients beyond wait after their prefill
+        in_flight = np.minimum(c, _f(decode_slots) * (service_ttft + decode_s) / decode_s) if slot_at_transfer else queued
+    return _closed_loop(concurrency, in_flight, service_ttft, decode_s, gpus, decode.tpot_s, osl)
 
 
 __all__ = ["Layouts", "Metrics", "running_batch", "evaluate_agg", "evaluate_disagg", "prefill_utilisation"]

@@ -1030,7 +1030,7 @@ class SimMetrics:
         With ``percentile`` p: the whole throughput where the p-th percentile of TTFT and TPOT meets
         the bounds, else 0 (an SLA stated on p90/p99)."""
         tr = self.trace
-        ttft, tpot = _per_request(tr)
+        ttft, tpot = request_latencies(tr)
         ok = tr.counted.copy()
         if percentile is None:
             if ttft_s is not None:
@@ -1062,10 +1062,6 @@ class SimMetrics:
 
 def request_latencies(tr: SimTrace) -> tuple[np.ndarray, np.ndarray]:
     """(TTFT, TPOT) in seconds of every request slot of a trace (deployments x requests; NaN where none ran)."""
-    return _per_request(tr)
-
-
-def _per_request(tr: SimTrace) -> tuple[np.ndarray, np.ndarray]:
     ov = tr.ttft_overhead_s[:, None]
     ttft = tr.t_first - tr.t_send + ov
     with np.errstate(invalid="ignore", divide="ignore"):
@@ -1076,7 +1072,7 @@ def _per_request(tr: SimTrace) -> tuple[np.ndarray, np.ndarray]:
 def summarise(tr: SimTrace, scale, concurrency, gpus) -> SimMetrics:
     """Statistics of a trace; ``scale`` = deployment requests/s per representative-server request/s."""
     m = tr.counted
-    ttft, tpot = _per_request(tr)
+    ttft, tpot = request_latencies(tr)
     e2e = tr.t_end - tr.t_send + tr.ttft_overhead_s[:, None]
 
     def stats(x):

@@ -113,6 +113,17 @@ def iso_date(value: Any, name: str = "date") -> str | None:
     return f"{m.group(1)}-{m.group(2)}-{m.group(3)}"
 
 
+def set_measured_on(rec: "Record", value: Any, name: str) -> bool:
+    """Record the run's date (``measured_on``) from ``value``; a value that is no date becomes a warning, not a
+    rejected row (the date only picks an engine release). True when a date was set."""
+    try:
+        rec.fields["measured_on"] = iso_date(value, name)
+    except RecordError as e:
+        rec.warnings.append(str(e))
+        return False
+    return rec.fields["measured_on"] is not None
+
+
 def coerce(name: str, value: Any) -> Any:
     """Coerce a raw value to the type of canonical field ``name`` (ints, floats, else str)."""
     if name in INT_FIELDS:

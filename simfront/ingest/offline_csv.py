@@ -13,7 +13,7 @@ naming a canonical metric is read; other columns go to ``extra``.
 
 from __future__ import annotations
 
-from .common import Record, RecordError, coerce, iso_date, normalize_engine, parse_notes, set_spec, to_bool, to_float, to_int
+from .common import Record, RecordError, coerce, normalize_engine, parse_notes, set_measured_on, set_spec, to_bool, to_float, to_int
 from .schema import CONFIG_FIELDS, METRIC_FIELDS
 
 REQUIRED = ("model", "gpu", "num_gpus", "tp", "pp", "disagg", "engine", "isl", "osl")
@@ -114,10 +114,7 @@ def parse_row(row: dict[str, str], line: int) -> Record:
     if free:
         rec.notes["text"] = "; ".join(free)
     if pairs.get("date"):  # the run's date (InferenceMAX notes: date=2026-06-11): the engine release out then
-        try:
-            rec.fields["measured_on"] = iso_date(pairs["date"], "notes date")
-        except RecordError as e:
-            rec.warnings.append(str(e))
+        set_measured_on(rec, pairs["date"], "notes date")
     for key, value in pairs.items():  # notes may carry fields the columns lack (spec_decoding=mtp)
         if key in CONFIG_FIELDS and rec.fields.get(key) is None:
             if key == "spec_decoding":

@@ -8,7 +8,7 @@ Mean statistics are preferred; median is used only when a mean is absent.
 from __future__ import annotations
 
 from .client_keys import take_config_keys
-from .common import Record, RecordError, iso_date, keep_extra, normalize_engine, to_float, to_int
+from .common import Record, RecordError, keep_extra, normalize_engine, set_measured_on, to_float, to_int
 
 LATENCIES = {
     "ttft_ms": ("ttft", "time to first non-empty chunk"),
@@ -63,12 +63,8 @@ def parse_record(obj: dict, line: int) -> Record:
         used.add("num_prompts")
     rec.fields["request_rate"] = to_float(obj.get("request_rate"), "request_rate")
     used |= {"model_id", "max_concurrency", "request_rate"}
-    if obj.get("date"):  # the run's start ("20261202-004022"): the engine release out then, when no version is given
-        try:
-            rec.fields["measured_on"] = iso_date(obj["date"], "date")
-            used.add("date")
-        except RecordError as e:
-            rec.warnings.append(str(e))
+    if obj.get("date") and set_measured_on(rec, obj["date"], "date"):  # the run's start ("20261202-004022"): the
+        used.add("date")  # engine release out then, when no version is given
     take_flat_latencies(rec, obj, used, "vLLM", LATENCIES)
     for canon, (key, meaning) in RATES.items():
         if obj.get(key) is not None:
