@@ -240,11 +240,13 @@ def predict(model: str, gpus: str | GpuSet, isl: int | None = None, osl: int | N
     inputs.check_predict(model, gpus, isl=isl, osl=osl, concurrency=concurrency, rate=rate, ttft_ms=ttft_ms, tpot_ms=tpot_ms, min_tok_s_user=min_tok_s_user, spec=spec, spec_k=spec_k, acceptance=acceptance, modes=modes, price=price, prefix_hit=prefix_hit, engine=engine, chunk_tokens=chunk_tokens)
     import time
 
+    from .clients import mean_length
     from .pareto import knee_index, pareto_mask, sla_mask
     from .search import SearchSpace, make_spec, search
     from .serving import DEFAULT_CHUNK_TOKENS, Workload, adp_gate_iters
 
     check_lengths(isl=isl, osl=osl)
+    inputs.check_range_ratio(random_range_ratio)
     if not 0.0 <= prefix_hit < 1.0:
         raise SimfrontError(f"--prefix-hit {prefix_hit} must be in [0, 1)")
     if concurrency is not None and concurrency < 1:
@@ -271,7 +273,10 @@ def predict(model: str, gpus: str | GpuSet, isl: int | None = None, osl: int | N
     out: dict[str, Any] = {
         "model": m.id, "gpus": g.label, "workload": {"isl": isl, "osl": osl, "concurrency": concurrency, "rate": rate, "prefix_hit": prefix_hit,
                                                       "prompts_per_client": prompts_per_client, "preset": preset,
-                                                      "routing_alpha": alpha, "random_range_ratio": random_range_ratio},
+                                                      "routing_alpha": alpha, "random_range_ratio": random_range_ratio,
+                                                      # the mean lengths the evaluator costs (ISL / OSL are the longest with a range ratio)
+                                                      "mean_isl": mean_length(isl, random_range_ratio),
+                                                      "mean_osl": mean_length(osl, random_range_ratio)},
         "price_usd_per_gpu_hour": g.hardware.price_usd_per_hour if price is None else price,
         "fits": False, "memory": verdict, "n_configs_evaluated": 0, "n_feasible": 0, "frontier": [], "knee": None,
         "best_under_sla": None, "sla": {"ttft_ms": ttft_ms, "tpot_ms": tpot_ms, "min_tok_s_user": min_tok_s_user},
@@ -445,7 +450,7 @@ def explain(model: str, gpus: str | GpuSet, tp: int = 1, pp: int = 1, ep: int = 
         wl = Workload(isl=isl, osl=osl, chunk_tokens=float(chunk_tokens or DEFAULT_CHUNK_TOKENS), adp_gate_iters=adp_gate_iters(engine),
                       length_range_ratio=random_range_ratio)
         # mean cached context of a decoding request on the busiest attention-DP rank (what the evaluator costs)
-        ctx_eff = float(busiest_rank_context(wl.isl + wl.osl / 2.0, attention_dp, batch, wl.isl, wl.osl))
+        ctx_eff = float(busiest_rank_context(wl.mean_isl + wl.mean_osl / 2.0, attention_dp, batch, wl.mean_isl, wl.mean_osl))
         sb = StepBatch(decode_reqs=batch, decode_ctx=ctx_eff, q_tokens=q)
     elif phase == "decode":
         ctx_eff = float(ctx)

@@ -54,7 +54,7 @@ IslOpt = typer.Option(1024, "--isl", help="Mean input (prompt) tokens per reques
 OslOpt = typer.Option(1024, "--osl", help="Mean output (generated) tokens per request.")
 PrefixOpt = typer.Option(0.0, "--prefix-hit", help="Share of input tokens served from the prefix cache (0-1).")
 EngineOpt = typer.Option(None, "--engine", help="Engine overhead profile: trtllm, sglang, vllm (default: average).")
-RangeRatioOpt = typer.Option(None, "--random-range-ratio", help="A benchmark whose lengths are uniform in [r x ISL, ISL] and [r x OSL, OSL] (SGLang bench_serving / InferenceX spelling; 1 = fixed lengths, which a prefill-first engine such as SGLang serves in waves). Default: lengths that vary, as a service's do.")
+RangeRatioOpt = typer.Option(None, "--random-range-ratio", help="A benchmark whose lengths are uniform in [r x ISL, ISL] and [r x OSL, OSL] (SGLang bench_serving / InferenceX spelling; costed at the mean lengths; 1 = fixed lengths, which a prefill-first engine such as SGLang serves in waves). Default: lengths that vary, as a service's do.")
 SpecKOpt = typer.Option(None, "--spec-k", help="Draft tokens per step.")
 AcceptanceOpt = typer.Option(None, "--acceptance", help="Per-token draft acceptance probability (0-1).")
 QuietOpt = typer.Option(False, "--quiet", "-q", help="No progress bar on stderr (there is none when stderr is not a terminal).")

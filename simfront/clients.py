@@ -31,6 +31,15 @@ BENCHMARK_PROMPTS_PER_USER = 10
 ROUTINGS = ("kv-aware", "round-robin")
 
 
+def mean_length(nominal: float, range_ratio: float | None) -> float:
+    """Mean of a client's lengths: uniform integers in [floor(r L), L] (``--random-range-ratio r``; None or 1:
+    every request exactly L). The analytical evaluator costs this mean; the simulation samples the lengths."""
+    if range_ratio is None or range_ratio >= 1.0:
+        return float(nominal)
+    lo = max(np.floor(nominal * range_ratio), 1.0)  # shortest length the client draws
+    return float((lo + max(nominal, lo)) / 2.0)  # mean of a uniform integer draw between the two ends
+
+
 @dataclass(frozen=True)
 class Lengths:
     isl: float  # nominal (maximum) input tokens
@@ -45,13 +54,11 @@ class Lengths:
 
     @property
     def mean_isl(self) -> float:
-        lo = np.floor(self.isl * self.range_ratio)
-        return float((lo + self.isl) / 2.0)
+        return mean_length(self.isl, self.range_ratio)
 
     @property
     def mean_osl(self) -> float:
-        lo = np.floor(self.osl * self.range_ratio)
-        return float((lo + self.osl) / 2.0)
+        return mean_length(self.osl, self.range_ratio)
 
     def sample(self, rng: np.random.Generator, shape) -> tuple[np.ndarray, np.ndarray]:
         """(input, output) token counts of ``shape`` requests."""

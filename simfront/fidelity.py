@@ -257,8 +257,8 @@ def frontier_comparison(points: list, profile: dict | None = None) -> dict:
         if k not in searched:
             model, gpu, prec, kv, isl, osl = key
             space = SearchSpace(precisions=[prec], kv_dtypes=[kv], modes=("agg", "disagg"))
-            # the measured runs' own client: the same start-up wave as the benchmark that produced them
-            wl = Workload(isl=r.isl, osl=r.osl, startup_wave_share=r.wave_share)
+            # the measured runs' own client: the same start-up wave and length spread as the benchmark that produced them
+            wl = Workload(isl=r.isl, osl=r.osl, startup_wave_share=r.wave_share, length_range_ratio=r.range_ratio)
             res = search(r.model, GpuSet(count=n, hardware=r.hw), wl, space, profile=profile)
             searched[k] = {c: np.asarray(res.points[c]) for c in ("tok_s_user", "tok_s_gpu", "tp", "ep", "attention_dp", "spec",
                                                                   "concurrency", "mode")} if res.points else {}

@@ -82,6 +82,12 @@ class Resolved:
     # its measurement date, else the newest: simfront/engines/scheduler.yaml), as sorted (name, value) pairs
     constants: tuple = ()
 
+    def workload(self, **kw) -> Workload:
+        """The row's workload: its lengths as the client drew them (ISL / OSL the longest when it recorded a
+        range ratio; the cost model takes their means), its token budget and the engine's attention-DP gate."""
+        return Workload(isl=self.isl, osl=self.osl, chunk_tokens=self.token_budget, length_range_ratio=self.range_ratio,
+                        adp_gate_iters=dict(self.constants)["adp_balance_timeout_iters"], **kw)
+
 
 def _precision_for(model: Model, p, hw=None) -> Any:
     """Per-component formats from the row's precision fields (gemm / moe quant modes, weights, KV);
@@ -294,13 +300,11 @@ def _group_agg(pts, idx, r: Resolved) -> PointGroup:
     # the engine's max batch per rank (rows with concurrency = workers x batch x DP).
     need = np.where(max_b > 0, np.ceil(conc / np.maximum(max_b * lay.ranks, 1)), 1)
     workers = np.maximum(np.maximum(given // worker, 1), need)
-    mem = plan_memory(r.model, r.precision, r.hw, tp, pp, dp, ep, 1, r.isl + r.osl)
+    wl = r.workload(startup_wave_share=r.wave_share, recv_interval_steps=r.recv_interval)
+    mem = plan_memory(r.model, r.precision, r.hw, tp, pp, dp, ep, 1, wl.mean_isl + wl.mean_osl)
     kv_b = np.maximum(np.floor(mem.max_concurrency / dp / pp), 1)
     # the engine's max batch is per attention-DP rank (aiconfigurator convention)
     b = running_batch(conc, workers * lay.ranks, np.where(max_b > 0, max_b, np.inf), kv_b)
-    wl = Workload(isl=r.isl, osl=r.osl, chunk_tokens=r.token_budget, startup_wave_share=r.wave_share,
-                  adp_gate_iters=dict(r.constants)["adp_balance_timeout_iters"], length_range_ratio=r.range_ratio,
-                  recv_interval_steps=r.recv_interval)
     raw = aggregated_raw(r.model, r.precision, r.hw, tp, pp, dp, ep, b, wl, r.spec)
 
     def metrics(prof):
@@ -317,9 +321,8 @@ def _below_floor(pts, idx, r: Resolved, tp, pp, dp, ep, batch, ok) -> dict:
     step of the batch their concurrency, max batch and KV capacity put on a rank (simfront.bounds): fewer requests decoded together than the row
     says, so the row is not that configuration at that load (a client-side cap on requests in flight
     gives this pattern: calibration README, "flag and exclude rows you cannot interpret")."""
-    ratio = 1.0 if r.range_ratio is None else r.range_ratio
-    mean_len = (1.0 + ratio) / 2.0  # lengths uniform in [r L, L]
-    ctx = mean_len * (r.isl + r.osl / 2.0)  # mean context of a decoding request
+    wl = r.workload()
+    ctx = wl.mean_isl + wl.mean_osl / 2.0  # mean context of a decoding request
     q = r.spec.k + 1.0  # tokens verified per request and step; at most all of them accepted
     # a row that does not name its KV-cache format is held to the smaller FP8 cache (the floor must stay a floor)
     prec = r.precision if _get(pts[idx[0]], "kv_dtype") else apply_precision_kv(r.precision, "fp8")
@@ -349,12 +352,12 @@ def _group_offline(pts, idx, r: Resolved) -> PointGroup:
     n_gpus = np.array([_int(pts[i], "num_gpus", 0) or worker[j, 0] for j, i in enumerate(idx)])
     workers = np.maximum(n_gpus // worker[:, 0], 1)[:, None]
     max_b = np.array([float(_get(pts[i], "batch_size", 0) or 0) for i in idx])
-    mem = plan_memory(r.model, r.precision, r.hw, tp, pp, dp, ep, 1, r.isl + r.osl)
+    wl = r.workload()
+    mem = plan_memory(r.model, r.precision, r.hw, tp, pp, dp, ep, 1, wl.mean_isl + wl.mean_osl)
     cap = np.floor(mem.max_concurrency / dp / pp)[:, None]
     B = BATCH_SIZES[None, :].astype(float)
     lim = np.where(max_b[:, None] > 0, np.minimum(cap, max_b[:, None] / dp[:, None]), cap)
-    raw = aggregated_raw(r.model, r.precision, r.hw, lay.tp, lay.pp, lay.dp, lay.ep, B,
-                         Workload(isl=r.isl, osl=r.osl, chunk_tokens=r.token_budget, adp_gate_iters=dict(r.constants)["adp_balance_timeout_iters"]), r.spec)
+    raw = aggregated_raw(r.model, r.precision, r.hw, lay.tp, lay.pp, lay.dp, lay.ep, B, wl, r.spec)
     conc = B * lay.ranks * workers  # every slot busy
 
     def metrics(prof):
@@ -393,10 +396,11 @@ def disagg_rows(pts, idx, r: Resolved) -> DisaggRows:
     arch = r.model.arch
     play, dlay = Layouts.of(ptp, ppp, pdp, pep), Layouts.of(dtp, dpp, ddp, dep)
     total = pw * play.gpus + dw * dlay.gpus
+    wl = r.workload()
     return DisaggRows(play, dlay, pw, dw,
                       np.array([float(_get(pts[i], "prefill_batch", 1) or 1) for i in idx]),
                       np.array([float(_get(pts[i], "decode_batch", 0) or 0) for i in idx]),
-                      plan_memory(r.model, r.precision, r.hw, dtp, dpp, ddp, dep, 1, r.isl + r.osl), total,
+                      plan_memory(r.model, r.precision, r.hw, dtp, dpp, ddp, dep, 1, wl.mean_isl + wl.mean_osl), total,
                       kv_link_bytes_per_s(r.hw, total, play.gpus),
                       layout_errors(arch, ptp, ppp, pdp, pep) | layout_errors(arch, dtp, dpp, ddp, dep))
 
@@ -410,13 +414,13 @@ def _group_disagg(pts, idx, r: Resolved) -> PointGroup:
     b = running_batch(conc, dw * dlay.ranks, np.where(d.decode_batch > 0, d.decode_batch, np.inf),
                       np.maximum(np.floor(dmem.max_concurrency / dlay.dp / dlay.pp), 1))
     slots = b * dlay.ranks * dw  # decode slots the clients occupy
-    wl = Workload(isl=r.isl, osl=r.osl)
+    wl = Workload(isl=r.isl, osl=r.osl, length_range_ratio=r.range_ratio)
     d_raw = decode_raw(r.model, r.precision, r.hw, dlay.tp, dlay.pp, dlay.dp, dlay.ep, b, wl, r.spec)
     total_gpus, link = d.total_gpus, d.link_bytes_per_s
     p_raw = prefill_raw(r.model, r.precision, r.hw, play.tp, play.pp, play.dp, play.ep, np.maximum(d.prefill_batch / play.dp, 1), wl, link)
 
     def metrics(prof):
-        m = evaluate_disagg(finish_prefill(*p_raw, prof), pw, finish_decode(*d_raw, r.osl, prof), slots, conc, r.osl, total_gpus,
+        m = evaluate_disagg(finish_prefill(*p_raw, prof), pw, finish_decode(*d_raw, wl.mean_osl, prof), slots, conc, wl.mean_osl, total_gpus,
                             r.wave_share, slot_at_transfer=prof.get("decode_slot_at_transfer", 0.0) > 0)
         return _metric_dict(m)
 

@@ -92,7 +92,7 @@ def _tables(m: Model, hw: Hardware, wl: Workload, space: SearchSpace, max_gpus: 
         if len(_TABLE_CACHE) >= _CACHE_MAX:
             _TABLE_CACHE.pop(next(iter(_TABLE_CACHE)))
         precs = precision_options(m, GpuSet(count=1, hardware=hw), space)
-        need = fewest_gpus(m, _smallest(m, precs), hw, int(wl.isl + wl.osl))
+        need = fewest_gpus(m, _smallest(m, precs), hw, int(wl.mean_isl + wl.mean_osl))
         top = min(max_gpus, max(hw.scaleup.domain_gpus, WORKER_SEARCH_GPUS, need or 0))
         _TABLE_CACHE[key] = _Tables(hw, top, precs, spec_options(m, space), need, engine_profile(space.engine, space.engine_version))
     return _TABLE_CACHE[key]
@@ -320,7 +320,7 @@ def _choose(m: Model, t: _Tables, wl: Workload, space: SearchSpace, rate: float,
         t.parts = _evaluate(m, t, wl, space)
     T = t.parts
     a, ra = _best_agg(t, T["agg"], rate, sla, max_gpus, engine)
-    d, rd = _best_disagg(t, T["dec"], T["pre"], rate, sla, max_gpus, engine, wl.osl)
+    d, rd = _best_disagg(t, T["dec"], T["pre"], rate, sla, max_gpus, engine, wl.mean_osl)
     cands = [c for c in (a, d) if c is not None]
     best = min(cands, key=lambda c: (c["num_gpus"], -c["capacity"])) if cands else None
     return best, [ra, rd]

@@ -165,7 +165,7 @@ def worker_tables(model: Model, hw, n_gpus: int, wl: Workload, space: SearchSpac
     lay = enumerate_layouts(model.arch, n_gpus, max_tp=max_tp)
     if lay["tp"].size == 0:
         raise SimfrontError(f"no valid parallel layout of {model.id} on {n_gpus}x{hw.id}")
-    ctx = wl.isl + wl.osl
+    ctx = wl.mean_isl + wl.mean_osl
     chunks = space.chunk_tokens if wl.chunk_tokens == DEFAULT_CHUNK_TOKENS else (wl.chunk_tokens,)
     memo: dict = {}  # op costs shared by the precisions that differ only in the KV-cache format
     memo_for = None
@@ -200,7 +200,7 @@ def worker_tables(model: Model, hw, n_gpus: int, wl: Workload, space: SearchSpac
             agg = {chunk: raws[i] for chunk, raws in aggs.items()}
             dec = None
             if prefill is not None:
-                dec = finish_decode(*d_raw, wl.osl, prof)
+                dec = finish_decode(*d_raw, wl.mean_osl, prof)
             yield WorkerTable(prec, spec, L, B, ok, cap_b, agg, dec, prefill, prof)
 
 
@@ -489,7 +489,7 @@ def _disagg(cols, t: WorkerTable, hw, gpus, wl, price, sides: dict | None = None
     for x in (x0, x0 + 1):  # the sized prefill side, and one more worker for a shorter queue
         used = y * dg + x * pg
         m = (x0 >= 1) & (y >= 1) & (used <= n)
-        r = evaluate_disagg(pre, x, dec, slots, slots, wl.osl, used, wl.startup_wave_share,
+        r = evaluate_disagg(pre, x, dec, slots, slots, wl.mean_osl, used, wl.startup_wave_share,
                             slot_at_transfer=t.profile.get("decode_slot_at_transfer", 0.0) > 0)
         tok_gpu = r.tok_s_gpu(n)
         _append(cols, m, mode="disagg", tp=dl["tp"], pp=dl["pp"], ep=dl["ep"],

@@ -29,6 +29,7 @@ from dataclasses import dataclass, fields, replace
 import numpy as np
 
 from . import efficiency
+from .clients import mean_length
 from .hardware import Hardware
 from .memory import kv_bytes_per_token
 from .models import Model, Precision
@@ -42,8 +43,10 @@ DEFAULT_CHUNK_TOKENS = 8192
 
 @dataclass(frozen=True)
 class Workload:
-    isl: float = 1024  # mean input tokens per request
-    osl: float = 1024  # mean output tokens per request
+    # input / output tokens per request: the mean, or with ``length_range_ratio`` r the longest L of a benchmark
+    # client's lengths uniform in [r L, L]; the cost model uses ``mean_isl`` / ``mean_osl``
+    isl: float = 1024
+    osl: float = 1024
     prefix_hit: float = 0.0  # share of input tokens whose KV is reused from the prefix cache
     chunk_tokens: float = DEFAULT_CHUNK_TOKENS  # engine token budget per step per rank
     # share of requests sent in a synchronised start-up wave: a benchmark of N prompts at concurrency C
@@ -68,6 +71,16 @@ class Workload:
     def fixed_lengths(self) -> bool:
         """Every request has exactly ISL input and OSL output tokens."""
         return fixed_lengths(self.length_range_ratio)
+
+    @property
+    def mean_isl(self) -> float:
+        """Mean input tokens per request (what prefill, KV and decode contexts are costed at)."""
+        return mean_length(self.isl, self.length_range_ratio)
+
+    @property
+    def mean_osl(self) -> float:
+        """Mean output tokens per request (decode steps, request lifetimes, Little's law)."""
+        return mean_length(self.osl, self.length_range_ratio)
 
 
 def fixed_lengths(range_ratio: float | None) -> bool:
@@ -361,9 +374,9 @@ def _aggregated(model, precision, hw, tp, pp, dp, ep, b, wl: Workload, q, al, sp
 
 def _agg_steps(dp, pp, b, wl: Workload, q, al) -> tuple[StepBatch, StepBatch, AggRaw]:
     """The decode-only and the mixed step of an aggregated worker, and its :class:`AggRaw` without step times."""
-    isl_new = wl.isl * (1.0 - wl.prefix_hit)  # prompt tokens that need computing
-    prefix = wl.isl * wl.prefix_hit
-    decode_steps = np.maximum(np.ceil((wl.osl - 1) / al), 1.0)  # verify steps after the first token
+    isl_new = wl.mean_isl * (1.0 - wl.prefix_hit)  # prompt tokens that need computing
+    prefix = wl.mean_isl * wl.prefix_hit
+    decode_steps = np.maximum(np.ceil((wl.mean_osl - 1) / al), 1.0)  # verify steps after the first token
     chunk = float(wl.chunk_tokens)
     pre_steps = np.maximum(np.ceil(isl_new / chunk), 1.0)  # steps one prompt's prefill spans
     n_life = decode_steps + pre_steps  # steps in one request's life
@@ -371,7 +384,7 @@ def _agg_steps(dp, pp, b, wl: Workload, q, al) -> tuple[StepBatch, StepBatch, Ag
     # holds; then the budget sets how many requests turn over (prefill every step) and the rest wait
     b_dec = b
     b = np.minimum(b, np.maximum(chunk * n_life / max(isl_new, 1.0), 1.0))
-    ctx = busiest_rank_context(wl.isl + wl.osl / 2.0, dp, b, wl.isl, wl.osl)  # the busiest rank's mean context, running batch
+    ctx = busiest_rank_context(wl.mean_isl + wl.mean_osl / 2.0, dp, b, wl.mean_isl, wl.mean_osl)  # the busiest rank's mean context, running batch
     p = b * isl_new / n_life  # prompt tokens per step, on average, that keep the batch full (at most the budget)
     group = arrival_group(b, isl_new, chunk)
     mixed_tokens = np.minimum(chunk, np.maximum(np.minimum(group * isl_new, chunk), p)) + 0 * b  # prompt tokens in a mixed step
@@ -390,14 +403,14 @@ def _agg_steps(dp, pp, b, wl: Workload, q, al) -> tuple[StepBatch, StepBatch, Ag
     prefill_ranks = np.where(mixed_share > 0, ranks * rank_share / np.maximum(mixed_share, 1e-300), 1.0)
     # the decode-only step at the batch (shared with the disaggregated decode worker of the same batch: where the
     # budget caps the running batch every step is mixed, so this step then only enters the TTFT terms)
-    dec = StepBatch(decode_reqs=b_dec, decode_ctx=busiest_rank_context(wl.isl + wl.osl / 2.0, dp, b_dec, wl.isl, wl.osl), q_tokens=q)
+    dec = StepBatch(decode_reqs=b_dec, decode_ctx=busiest_rank_context(wl.mean_isl + wl.mean_osl / 2.0, dp, b_dec, wl.mean_isl, wl.mean_osl), q_tokens=q)
     mix = StepBatch(decode_reqs=b, decode_ctx=ctx, q_tokens=q, prefill_tokens=mixed_tokens,
                     prefill_seqs=np.maximum(mixed_tokens / max(isl_new, 1.0), 1.0), prefill_prefix=prefix,
                     prefill_ranks=prefill_ranks)
     rho = np.clip(p / chunk, 0.0, 0.95)
     raw = AggRaw(decode_step_s=None, mixed_step_s=None, mixed_tokens=mixed_tokens, mixed_share=mixed_share,
                  batch=b, chunk=chunk, isl_new=isl_new, rho=rho + 0 * b, al=al,
-                 osl=wl.osl, slots=b * _f(dp) * _f(pp), wave_share=float(wl.startup_wave_share), ranks=ranks,
+                 osl=wl.mean_osl, slots=b * _f(dp) * _f(pp), wave_share=float(wl.startup_wave_share), ranks=ranks,
                  range_ratio=wl.length_range_ratio, recv_interval=float(wl.recv_interval_steps))
     return dec, mix, raw
 
@@ -625,13 +638,13 @@ def prefill_raw(model: Model, precision: Precision, hw: Hardware, tp, pp, dp, ep
 
 def _prefill_step(b: np.ndarray, wl: Workload) -> StepBatch:
     """A prefill worker's step: ``b`` whole prompts per attention-DP rank."""
-    isl_new = wl.isl * (1.0 - wl.prefix_hit)
-    return StepBatch(decode_reqs=0, prefill_tokens=b * isl_new, prefill_seqs=b, prefill_prefix=wl.isl * wl.prefix_hit, sampled=b)
+    isl_new = wl.mean_isl * (1.0 - wl.prefix_hit)
+    return StepBatch(decode_reqs=0, prefill_tokens=b * isl_new, prefill_seqs=b, prefill_prefix=wl.mean_isl * wl.prefix_hit, sampled=b)
 
 
 def _prefill_out(t, model: Model, precision: Precision, dp, pp, b, wl: Workload, link_bytes_per_s) -> tuple:
     """:func:`prefill_raw`'s result from its step split ``t``."""
-    kv = kv_bytes_per_token(model, precision.kv) * wl.isl  # KV of one prompt, all layers
+    kv = kv_bytes_per_token(model, precision.kv) * wl.mean_isl  # KV of one prompt, all layers
     transfer = kv / _f(link_bytes_per_s)  # streamed to the decode worker
     return t, transfer + 0 * t[0], b * _f(dp) * _f(pp)
 
@@ -655,7 +668,7 @@ def decode_raw(model: Model, precision: Precision, hw: Hardware, tp, pp, dp, ep,
                spec: Speculation = NO_SPEC) -> tuple:
     """(raw step seconds, tokens per step, requests in flight per worker, requests per rank)."""
     b = _f(batch)
-    sb = StepBatch(decode_reqs=b, decode_ctx=busiest_rank_context(wl.isl + wl.osl / 2.0, dp, b, wl.isl, wl.osl), q_tokens=spec.k + 1)
+    sb = StepBatch(decode_reqs=b, decode_ctx=busiest_rank_context(wl.mean_isl + wl.mean_osl / 2.0, dp, b, wl.mean_isl, wl.mean_osl), q_tokens=spec.k + 1)
     st = forward_step(model, precision, hw, tp, pp, dp, ep, sb, routing_alpha=wl.routing_alpha)
     return _split(st, model, spec), spec.accepted_per_step, b * _f(dp) * _f(pp), b
 

@@ -246,6 +246,9 @@ def test_measured_points_dp_attention_disagg_layout_and_notes():
     assert (disagg.decode_workers, disagg.decode_tp, disagg.decode_attention_dp, disagg.decode_ep,
             disagg.decode_gpus) == (6, 8, 1, 8, 48)
     assert disagg.output_tok_s_per_gpu == 507.69 and disagg.warnings == []
+    # the benchmark settings of the client note (InferenceMAX rows): lengths in [0.8 L, L], 10 prompts per client
+    assert (disagg.random_range_ratio, disagg.num_prompts) == (0.8, 10 * 1024)
+    assert "range_ratio=0.8" in disagg.notes["random_range_ratio"] and dpa.random_range_ratio is None and dpa.num_prompts is None
     assert (plain.tp, plain.attention_dp, plain.notes["text"]) == (4, 1, "free-text note without pairs")
     assert dataset.dataset == "sharegpt" and dataset.isl is None and dataset.osl is None
     assert dataset.missing == ["isl", "osl"] and any("sharegpt" in w for w in dataset.warnings)

@@ -33,6 +33,19 @@ def test_disaggregated_wave_queues_at_the_prefill_workers():
     assert wave["predicted_ttft_ms"] > steady["predicted_ttft_ms"]
 
 
+@pytest.mark.parametrize("mode", ["agg", "disagg"])
+def test_a_measured_run_with_a_length_range_is_costed_at_its_mean_lengths(mode):
+    """A client drawing lengths uniformly in [0.8 L, L] sends (1638 + 2048) / 2 and (204 + 256) / 2 tokens on
+    average: its row is predicted as the same row at those fixed lengths (the wave form aside, which needs r = 1)."""
+    row = dict(ROW, mode=mode, **({"prefill_tp": 8, "prefill_workers": 1, "decode_tp": 8, "decode_workers": 1}
+                                  if mode == "disagg" else {}))
+    ranged, at_means, at_max = predict_points([{**row, "random_range_ratio": 0.8},
+                                               {**row, "isl": 1843, "osl": 230}, row])
+    for m in ("predicted_ttft_ms", "predicted_tpot_ms", "predicted_output_tok_s_total"):
+        assert ranged[m] == pytest.approx(at_means[m], rel=1e-9)
+    assert ranged["predicted_ttft_ms"] < at_max["predicted_ttft_ms"]  # shorter prompts on average
+
+
 def test_predict_is_steady_state_unless_asked_for_a_benchmark_run():
     """The same configurations, evaluated as a benchmark of 2 prompts per client, wait for their first wave."""
     steady = api.predict("llama-3.1-70b", "8xH100", modes=["agg"]).points
@@ -63,9 +76,12 @@ def test_fixed_length_benchmark_runs_in_waves_on_a_prefill_first_engine():
     loaded = (varied["batch"] >= 32) & (varied["batch"] <= 256)  # loaded, and not capped by the token budget
     assert (pts["ttft_ms"][loaded] > varied["ttft_ms"][loaded]).all()
     assert (pts["tpot_ms"][loaded] < varied["tpot_ms"][loaded]).all()
-    # lengths in [0.8 L, L]: each wave's finish times spread, the spread compounds from round to round, no waves
-    blurred = api.predict("qwen3-32b", "8xH100", random_range_ratio=0.8, **kw).points
-    assert (blurred["ttft_ms"] == varied["ttft_ms"]).all()
+    # lengths in [0.8 L, L]: each wave's finish times spread, the spread compounds from round to round, no waves;
+    # the requests are costed at their mean lengths, (1638 + 2048) / 2 and (204 + 256) / 2
+    blurred = api.predict("qwen3-32b", "8xH100", random_range_ratio=0.8, **kw)
+    assert (blurred.workload.mean_isl, blurred.workload.mean_osl) == (1843.0, 230.0)
+    at_means = api.predict("qwen3-32b", "8xH100", **dict(kw, isl=1843, osl=230)).points
+    assert (blurred.points["ttft_ms"] == at_means["ttft_ms"]).all() and (blurred.points["tpot_ms"] == at_means["tpot_ms"]).all()
     vkw = dict(kw, engine="vllm")
     assert (api.predict("qwen3-32b", "8xH100", random_range_ratio=1.0, **vkw).points["ttft_ms"]
             == api.predict("qwen3-32b", "8xH100", **vkw).points["ttft_ms"]).all()

@@ -29,6 +29,29 @@ ROLE_KEYS = {"workers": "workers", "tp": "tp", "pp": "pp", "ep": "ep", "moe_tp":
              "attention_dp": "attention_dp", "gpus": "gpus", "batch": "batch"}
 
 
+def _client_settings(rec: Record, text: str) -> None:
+    """The benchmark settings a ``client=`` note records (InferenceMAX rows: ``client=benchmark_serving random
+    dataset range_ratio=0.8 ignore_eos num_prompts=10*conc``): the length range ratio and the prompt count
+    (``K*conc``: K prompts per client), where the row's own fields do not give them."""
+    for token in text.split():
+        key, sep, value = token.partition("=")
+        if not sep:
+            continue
+        if key in ("range_ratio", "random_range_ratio") and rec.fields.get("random_range_ratio") is None:
+            rec.fields["random_range_ratio"] = to_float(value, "notes client range_ratio")
+            rec.notes["random_range_ratio"] = f"from the client note ({token})"
+        elif key == "num_prompts" and rec.fields.get("num_prompts") is None:
+            per_client, star, unit = value.partition("*")
+            conc = rec.fields.get("concurrency")
+            if star and unit in ("conc", "concurrency") and conc:
+                rec.fields["num_prompts"] = to_float(per_client, "notes client num_prompts") * float(conc)
+            elif not star:
+                rec.fields["num_prompts"] = to_float(value, "notes client num_prompts")
+            else:
+                continue
+            rec.notes["num_prompts"] = f"from the client note ({token})"
+
+
 def missing_columns(header: list[str]) -> list[str]:
     """Required columns the header lacks (and a metric column, if none)."""
     lacks = [c for c in REQUIRED if c not in header]
@@ -121,6 +144,8 @@ def parse_row(row: dict[str, str], line: int) -> Record:
                 set_spec(rec, value, "notes spec_decoding")
             else:
                 rec.fields[key] = coerce(key, value)
+    if pairs.get("client"):
+        _client_settings(rec, pairs["client"])
 
     for column, value in row.items():
         name = column[len("metric_"):] if column.startswith("metric_") else None
