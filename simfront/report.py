@@ -57,7 +57,12 @@ def print_predict(res, show_all: bool = False) -> None:
 
     skew = wl.get("routing_alpha", DEFAULT_ROUTING_ALPHA)
     routing = "" if skew == DEFAULT_ROUTING_ALPHA else (", MoE routing balanced" if skew is None else f", MoE routing skew {skew:g}")
-    print(f"{res['model']} on {res['gpus']}  {preset}ISL {wl['isl']} / OSL {wl['osl']}" + (f", prefix hit {wl['prefix_hit']:.0%}" if wl["prefix_hit"] else "") + routing
+    rr = wl.get("random_range_ratio")
+    # a benchmark's lengths uniform in [r L, L]: the evaluator costs their means
+    spread = (f" (lengths in [{rr:g} L, L]: mean {wl['mean_isl']:,.0f} / {wl['mean_osl']:,.0f})"
+              if rr is not None and rr < 1 and wl.get("mean_isl") is not None else "")
+    print(f"{res['model']} on {res['gpus']}  {preset}ISL {wl['isl']} / OSL {wl['osl']}" + spread
+          + (f", prefix hit {wl['prefix_hit']:.0%}" if wl["prefix_hit"] else "") + routing
           + f"  (${res['price_usd_per_gpu_hour']:.2f}/GPU-h)")
     if not res["fits"]:
         print_memory(res["memory"])

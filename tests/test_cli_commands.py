@@ -122,3 +122,13 @@ def test_calibrate_human_output(tmp_path):
     assert "MAPE before %" in out and "k-fold" in out and "--calibration" in out
     bad = run("calibrate", str(f), "-o", str(tmp_path / "p.yaml"), "--folds", "1", ok=False)
     assert bad.returncode == 2 and "--folds" in bad.stderr
+
+
+def test_predict_names_the_mean_lengths_of_a_length_range():
+    """--random-range-ratio 0.8: ISL / OSL are the longest lengths; the header and --json give the means costed."""
+    args = ("predict", "--model", "llama-3.1-8b", "--gpus", "1xH100", "--isl", "2048", "--osl", "256", "--random-range-ratio", "0.8")
+    assert "ISL 2048 / OSL 256 (lengths in [0.8 L, L]: mean 1,843 / 230)" in run(*args).stdout.splitlines()[0]
+    wl = json.loads(run(*args, "--json").stdout)["workload"]
+    assert (wl["isl"], wl["osl"], wl["mean_isl"], wl["mean_osl"]) == (2048, 256, 1843.0, 230.0)
+    plain = json.loads(run(*args[:-2], "--json").stdout)["workload"]
+    assert (plain["mean_isl"], plain["mean_osl"], plain["random_range_ratio"]) == (2048, 256, None)
