@@ -36,7 +36,7 @@ from simfront.ingest import load_measurements  # noqa: E402
 from simfront.measured import predict_points  # noqa: E402
 from simfront.pareto import frontier_shift, pareto_mask  # noqa: E402
 
-DEFAULT_FILE = ROOT.parent / "shared" / "calibration" / "e2e" / "inferencemax_b200_h100.csv"
+DEFAULT_FILE = ROOT / "measurements" / "inferencemax_b200_h100.csv"  # the calibration file, with its sidecar of recipe facts
 # measured precision spelling -> the search precision of the same checkpoint format
 PRECISIONS = {"fp8": "fp8_block", "fp4": "nvfp4"}
 

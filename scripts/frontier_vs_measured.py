@@ -7,7 +7,9 @@ the measured one, the layout-class agreement, and the median predicted/measured 
 
     python scripts/frontier_vs_measured.py [FILE] [--json out.json] [--fit-on OTHER.csv]
 
-FILE defaults to ../shared/calibration/e2e/inferencemax_b200_h100.csv (beside the repository).
+FILE defaults to measurements/inferencemax_b200_h100.csv, the repository's copy of
+../shared/calibration/e2e/inferencemax_b200_h100.csv with its sidecar of what the runs' recipes set
+(measurements/inferencemax_b200_h100.simfront.yaml), as calibrate_serving.py reads it.
 With the shipped profile, FILE's rows may be among those the serving profile was fitted on
 (``scripts/calibrate_serving.py`` fits on measurements/measured_serving.csv and
 inferencemax_b200_h100.csv); ``--fit-on OTHER.csv`` first fits the serving profile on OTHER.csv alone
@@ -28,7 +30,7 @@ sys.path.insert(0, str(ROOT))
 from simfront import api  # noqa: E402
 from simfront.report_fidelity import print_fidelity  # noqa: E402
 
-DEFAULT_FILE = ROOT.parent / "shared" / "calibration" / "e2e" / "inferencemax_b200_h100.csv"
+DEFAULT_FILE = ROOT / "measurements" / "inferencemax_b200_h100.csv"  # the calibration file, with its sidecar of recipe facts
 
 
 def main() -> None:

@@ -39,7 +39,7 @@ from simfront.scheduler import scheduler_settings  # noqa: E402
 from simfront.serving import engine_profile  # noqa: E402
 from simfront.simulate import simulate_agg, simulate_disagg  # noqa: E402
 
-INFERENCEMAX = ROOT.parent / "shared" / "calibration" / "e2e" / "inferencemax_b200_h100.csv"
+INFERENCEMAX = ROOT / "measurements" / "inferencemax_b200_h100.csv"  # the calibration file, with its sidecar of recipe facts
 SERVING = ROOT / "measurements" / "measured_serving.csv"
 
 
