@@ -227,3 +227,15 @@ def test_explain_terms_add_up_when_the_token_budget_caps_the_running_batch():
     assert sum(t["seconds"] for t in e["terms"]) == pytest.approx(e["step_time_s"], rel=1e-9)
     cpu = next(t for t in e["terms"] if t["term"].startswith("per-request CPU"))
     assert not cpu["term"].startswith("per-request CPU overhead (128 ")
+
+
+def test_explain_costs_a_length_range_at_its_mean_lengths_as_predict_does():
+    """--random-range-ratio 0.8: explain's decode step of a frontier point is the one predict priced (both at the mean
+    lengths of lengths uniform in [0.8 L, L])."""
+    res = api.predict("qwen3-32b", "8xH100", isl=2048, osl=256, modes=["agg"], engine="vllm", random_range_ratio=0.8)
+    pts = res["frontier"]
+    for p in pts[:: max(1, len(pts) // 3)]:
+        e = api.explain("qwen3-32b", "8xH100", tp=p["tp"], pp=p["pp"], ep=p["ep"], attention_dp=p["attention_dp"], batch=p["batch"],
+                        isl=2048, osl=256, precision=p["precision"].split("+kv")[0], kv_dtype=p["kv_dtype"], engine="vllm",
+                        chunk_tokens=p["chunk_tokens"] or None, random_range_ratio=0.8)
+        assert e["tpot_s"] * 1e3 == pytest.approx(p["tpot_ms"], rel=1e-3), p["layout"]
