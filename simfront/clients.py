@@ -40,6 +40,14 @@ def mean_length(nominal: float, range_ratio: float | None) -> float:
     return float((lo + max(nominal, lo)) / 2.0)  # mean of a uniform integer draw between the two ends
 
 
+def nominal_length(mean: float, range_ratio: float | None) -> float:
+    """The longest length L of a client whose lengths are uniform in [r L, L] and average ``mean`` (the inverse of
+    :func:`mean_length`, to a fraction of a token): what a measured mean is costed back from."""
+    if range_ratio is None or range_ratio >= 1.0:
+        return float(mean)
+    return float(2.0 * mean / (1.0 + range_ratio))  # mean = (r L + L) / 2
+
+
 @dataclass(frozen=True)
 class Lengths:
     isl: float  # nominal (maximum) input tokens

@@ -186,7 +186,7 @@ def _compare(members: list, f, with_mode: bool, at_load=None) -> tuple[list[dict
         at = at_load(int(p.num_gpus), p.concurrency) if at_load and p.concurrency else None
         # diagnostic: the measured best at this tok/s/user with every deployment's sweep read as a line, same GPU count
         interp = sweep_interpolated_best([q for q, _ in members if q.num_gpus == p.num_gpus], p.tok_s_per_user * (1.0 - REACH_TOLERANCE))
-        rows.append({"model": r.model.id, "gpu": r.hw.id, "precision": None, "isl": int(r.isl), "osl": int(r.osl), "mode": mode,
+        rows.append({"model": r.model.id, "gpu": r.hw.id, "precision": None, "isl": round(r.isl), "osl": round(r.osl), "mode": mode,
                      "at_load_tok_s_gpu": at[0] if at else None, "at_load_tok_s_user": at[1] if at else None,
                      "at_load_ratio": at[0] / p.output_tok_s_per_gpu if at else None,
                      "at_load_class": cls(*at[2:]) if at else None,
@@ -248,7 +248,7 @@ def frontier_comparison(points: list, profile: dict | None = None) -> dict:
         r, _ = resolve(p)
         if r is None:
             continue
-        sweeps[(r.model.id, r.hw.id, _precision_name(r.model, r.precision), r.precision.kv, int(r.isl), int(r.osl))].append((p, r))
+        sweeps[(r.model.id, r.hw.id, _precision_name(r.model, r.precision), r.precision.kv, round(r.isl), round(r.osl))].append((p, r))
     searched: dict[tuple, dict] = {}
 
     def frontier(key, r, n, mode):

@@ -18,6 +18,7 @@ its own unit (per DP rank or per server).
 from __future__ import annotations
 
 import json
+import math
 import re
 import shlex
 from dataclasses import dataclass, field
@@ -119,6 +120,9 @@ class Deployment:
     num_gpus: int | None = None  # total GPUs; None: derived from the layout
     isl: int = 1024
     osl: int = 1024
+    # the benchmark's lengths uniform in [r ISL, ISL] and [r OSL, OSL] (SGLang's --random-range-ratio spelling);
+    # None: every request exactly ISL / OSL
+    random_range_ratio: float | None = None
     concurrency: int = 64  # client concurrency over the whole deployment
     gpu_memory_fraction: float | None = None  # None: DEFAULT_MEMORY_FRACTION[engine]
     prefill: WorkerLayout | None = None  # disagg only
@@ -733,10 +737,21 @@ def _record(dep: Deployment, engine: str | None, engine_version: str | None = No
                     "batch_size": max(1, lay.max_batch // (lay.attention_dp * lay.pp))})
     rec.update({"precision": normalize_format(dep.weight_precision), "kv_dtype": _kv(dep), "engine": engine,
                 "engine_version": engine_version, "isl": dep.isl, "osl": dep.osl, "concurrency": dep.concurrency,
-                "spec_decoding": dep.spec_method or "none"})
+                "random_range_ratio": dep.random_range_ratio, "spec_decoding": dep.spec_method or "none"})
     if dep.spec_method:
         rec["spec_k"] = dep.spec_k
     return {k: v for k, v in rec.items() if v is not None}
+
+
+def _range_ratio(dep: Deployment) -> float:
+    """The benchmark's length range ratio r (lengths uniform in [r L, L]); 1.0 for fixed lengths."""
+    return 1.0 if dep.random_range_ratio is None else float(dep.random_range_ratio)
+
+
+def _vllm_random_lengths(length: int, r: float) -> tuple[int, float]:
+    """(--random-input/output-len, --random-range-ratio) of vLLM's random dataset for lengths uniform in [r L, L]:
+    vLLM samples in [L' (1 - rho), L' (1 + rho)], so L' = L (1 + r) / 2 and rho = (1 - r) / (1 + r)."""
+    return round(length * (1.0 + r) / 2.0), (1.0 - r) / (1.0 + r)
 
 
 def sidecar_yaml(dep: Deployment, engine: str | None = None, engine_version: str | None = None) -> str:
@@ -772,11 +787,16 @@ def benchmark_command(dep: Deployment, tool: str = "vllm", result_file: str | No
     url = base_url or f"http://localhost:{FRONT_PORT}"
     out = result_file or default_result_file(dep, tool)
     prompts = PROMPTS_PER_CONCURRENCY * dep.concurrency
+    r = _range_ratio(dep)
     if tool == "vllm":
         meta = _record(dep, eng, engine_version if eng == "vllm" or engine else None)
         bench = engine_spelling("vllm", engine_version if eng == "vllm" else None).bench
-        args = [*bench, "--base-url", url, "--model", model,
-                "--dataset-name", "random", "--random-input-len", dep.isl, "--random-output-len", dep.osl,
+        if r < 1.0:  # vLLM's range is symmetric about its length: centre it on [r L, L]
+            (isl, rho), (osl, _) = _vllm_random_lengths(dep.isl, r), _vllm_random_lengths(dep.osl, r)
+            lengths = ["--random-input-len", isl, "--random-output-len", osl, "--random-range-ratio", f"{rho:.4f}"]
+        else:
+            lengths = ["--random-input-len", dep.isl, "--random-output-len", dep.osl]
+        args = [*bench, "--base-url", url, "--model", model, "--dataset-name", "random", *lengths,
                 "--max-concurrency", dep.concurrency, "--num-prompts", prompts, "--ignore-eos",
                 "--percentile-metrics", "ttft,tpot,itl,e2el", "--metric-percentiles", "50,90,99",
                 "--save-result", "--result-filename", out,
@@ -786,11 +806,14 @@ def benchmark_command(dep: Deployment, tool: str = "vllm", result_file: str | No
         bench = engine_spelling("sglang", engine_version if eng == "sglang" else None).bench
         args = [*bench, "--backend", backend, "--base-url", url, "--model", model,
                 "--dataset-name", "random", "--random-input-len", dep.isl, "--random-output-len", dep.osl,
-                "--random-range-ratio", "1.0",  # fixed lengths: SGLang samples in [ratio*len, len]
+                "--random-range-ratio", f"{r:g}" if r < 1.0 else "1.0",  # SGLang samples in [ratio*len, len]: 1.0 fixes them
                 "--max-concurrency", dep.concurrency, "--num-prompts", prompts, "--output-file", out]
     else:
+        # AIPerf draws lengths from a normal law: the mean and standard deviation of uniform lengths in [r L, L]
+        spread = [] if r >= 1.0 else ["--synthetic-input-tokens-stddev", f"{dep.isl * (1.0 - r) / math.sqrt(12.0):.1f}",
+                                      "--output-tokens-stddev", f"{dep.osl * (1.0 - r) / math.sqrt(12.0):.1f}"]
         args = ["aiperf", "profile", "-m", model, "--url", url, "--endpoint-type", "chat", "--streaming",
-                "--concurrency", dep.concurrency, "--synthetic-input-tokens-mean", dep.isl,
-                "--output-tokens-mean", dep.osl, "--extra-inputs", "ignore_eos:true",
+                "--concurrency", dep.concurrency, "--synthetic-input-tokens-mean", round(dep.isl * (1.0 + r) / 2.0),
+                "--output-tokens-mean", round(dep.osl * (1.0 + r) / 2.0), *spread, "--extra-inputs", "ignore_eos:true",
                 "--request-count", prompts, "--artifact-dir", out]
     return _render(args)

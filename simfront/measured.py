@@ -23,9 +23,11 @@ from typing import Any, Iterable
 import numpy as np
 
 from .bounds import decode_step_floor_s
+from .clients import nominal_length
 from .errors import SimfrontError
 from .hardware import get_hardware
 from .ingest.gpu_names import unresolved_reason
+from .ingest.schema import CONFIGURED_LENGTHS
 from .layout import layout_errors
 from .memory import plan_memory
 from .models import Model, apply_precision, get_model
@@ -71,7 +73,7 @@ class Resolved:
     hw: Any
     precision: Any
     engine: str | None
-    isl: float
+    isl: float  # the client's lengths as a workload names them: the longest of its range when it has one
     osl: float
     spec: Any
     token_budget: float  # engine token budget per step per attention rank
@@ -162,8 +164,13 @@ def resolve(p) -> tuple[Resolved | None, str | None]:
     if _get(p, "spec_overlap") is not None:  # the run said whether its speculative decoding was overlapped
         consts["cpu_overlap_spec"] = float(bool(_get(p, "spec_overlap")))
     consts = tuple(sorted(consts.items()))
-    return Resolved(model, hw, prec, _get(p, "engine"), float(isl), float(osl), spec, budget, wave_share(p),
-                    None if ratio is None else float(ratio), float(_get(p, "scheduler_recv_interval") or 1), consts), None
+    ratio = None if ratio is None else float(ratio)
+    # the workload names the longest of a client's range (Workload.isl): a measured-point CSV row's configured lengths
+    # are that already; a client result's are the mean tokens its requests carried
+    fmt = _get(p, "format")
+    longest = (lambda x: float(x)) if fmt is None or fmt in CONFIGURED_LENGTHS else (lambda x: nominal_length(float(x), ratio))
+    return Resolved(model, hw, prec, _get(p, "engine"), longest(isl), longest(osl), spec, budget, wave_share(p), ratio,
+                    float(_get(p, "scheduler_recv_interval") or 1), consts), None
 
 
 def wave_share(p) -> float:

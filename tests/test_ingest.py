@@ -248,6 +248,7 @@ def test_measured_points_dp_attention_disagg_layout_and_notes():
     assert disagg.output_tok_s_per_gpu == 507.69 and disagg.warnings == []
     # the benchmark settings of the client note (InferenceMAX rows): lengths in [0.8 L, L], 10 prompts per client
     assert (disagg.random_range_ratio, disagg.num_prompts) == (0.8, 10 * 1024)
+    assert (disagg.isl, disagg.osl) == (8192, 1024)  # the configured (longest) lengths, as the sidecar rules name them
     assert "range_ratio=0.8" in disagg.notes["random_range_ratio"] and dpa.random_range_ratio is None and dpa.num_prompts is None
     assert (plain.tp, plain.attention_dp, plain.notes["text"]) == (4, 1, "free-text note without pairs")
     assert dataset.dataset == "sharegpt" and dataset.isl is None and dataset.osl is None

@@ -415,6 +415,50 @@ def test_benchmark_carries_load_point_and_result_file(tool):
         assert value(cmd, "--endpoint-type") == "chat" and "--streaming" in t
 
 
+def test_benchmark_of_a_length_range_sends_the_lengths_predict_priced(tmp_path):
+    """A point predicted for lengths uniform in [0.8 L, L] is measured with them: SGLang's client spells the range as
+    simfront does; vLLM's samples [L' (1 - rho), L' (1 + rho)], so it is centred on L' = 0.9 L; AIPerf's normal law
+    gets the range's mean and standard deviation. The sidecar and vLLM's metadata record the ratio, and the client's
+    served mean lengths read back as that range's longest (not discounted twice)."""
+    import json as _json
+    from pathlib import Path
+
+    from simfront.ingest import load_measurements
+    from simfront.measured import resolve
+
+    dep = llama_tp4()
+    dep = Deployment(**{**dep.__dict__, "isl": 2048, "osl": 256, "random_range_ratio": 0.8})
+    sg = benchmark_command(dep, "sglang")
+    assert (value(sg, "--random-input-len"), value(sg, "--random-output-len"), value(sg, "--random-range-ratio")) == ("2048", "256", "0.8")
+    vl = benchmark_command(dep, "vllm")
+    assert (value(vl, "--random-input-len"), value(vl, "--random-output-len"), value(vl, "--random-range-ratio")) == ("1843", "230", "0.1111")
+    meta = dict(m.split("=", 1) for m in tokens(vl)[tokens(vl).index("--metadata") + 1:])
+    assert (meta["isl"], meta["osl"], meta["random_range_ratio"]) == ("2048", "256", "0.8")
+    ap = benchmark_command(dep, "aiperf")
+    assert (value(ap, "--synthetic-input-tokens-mean"), value(ap, "--synthetic-input-tokens-stddev")) == ("1843", "118.2")
+    assert (value(ap, "--output-tokens-mean"), value(ap, "--output-tokens-stddev")) == ("230", "14.8")
+    assert yaml.safe_load(sidecar_yaml(dep, "vllm"))["random_range_ratio"] == 0.8
+    # without a range: fixed lengths, as before (no ratio recorded)
+    fixed = benchmark_command(llama_tp4(), "vllm")
+    assert "--random-range-ratio" not in tokens(fixed) and "random_range_ratio" not in fixed
+    # the round trip: vLLM's result file (served token totals over 100 requests) with that metadata
+    real = _json.loads((Path(__file__).parent / "data" / "ingest" / "vllm_0.33_openai_dsr1_disagg.json").read_text())
+    result = {k: v for k, v in real.items() if k not in _json.loads(_json.dumps(meta)) and not k.startswith(("prefill_", "decode_"))}
+    e2e_s = 0.1 + 229 * 0.02  # 100 ms to the first token, then 229 at 20 ms: Little's law sets the rates
+    rps = dep.concurrency / e2e_s
+    result = {k: v for k, v in result.items() if not k.endswith("_ms")}
+    result.update(model_id=dep.model_id, max_concurrency=dep.concurrency, num_prompts=100, completed=100, failed=0,
+                  total_input_tokens=184300, total_output_tokens=23000, mean_ttft_ms=100.0, mean_tpot_ms=20.0,
+                  mean_e2el_ms=e2e_s * 1e3, request_throughput=rps, output_throughput=rps * 230,
+                  total_token_throughput=rps * (1843 + 230), duration=100 / rps, **meta)
+    path = tmp_path / "r.json"
+    path.write_text(_json.dumps(result))
+    p = load_measurements([str(path)]).points[0]
+    assert (p.isl, p.osl, p.random_range_ratio) == (1843, 230, 0.8)
+    r, why = resolve(p)
+    assert why is None and abs(r.isl - 2047.8) < 0.1 and abs(r.osl - 255.6) < 0.1
+
+
 def test_benchmark_model_matches_served_checkpoint():
     dep = llama_tp4()
     dep.weight_precision = "fp8"
@@ -562,6 +606,7 @@ VARIED = {
     "r1-dpa16-ep16-2node": _r1(attention_dp=16, ep=16, max_batch=1024),
     "r1-nvfp4-tp4-ep4": _r1(tp=4, attention_dp=1, ep=4, weight_precision="nvfp4", max_batch=128),
     "l70-tp4-fp8kv": llama_tp4(),
+    "l70-tp4-length-range": Deployment(L70, tp=4, max_batch=64, kv_dtype="fp8", random_range_ratio=0.8),
     "l70-tp2-pp2": Deployment(L70, tp=2, pp=2, max_batch=64, kv_dtype="fp8"),
     "l70-tp8-online-fp8": Deployment(L70, tp=8, weight_precision="fp8", max_batch=256),
     "l8-eagle3": Deployment(L8, spec_method="eagle3", spec_k=3, draft_model="yuhuili/EAGLE3-LLaMA3.1-Instruct-8B"),

@@ -9,7 +9,7 @@ import pytest
 from simfront import api
 from simfront.errors import SimfrontError
 from simfront.ingest import load_measurements
-from simfront.measured import BENCHMARK_PROMPTS_PER_CLIENT, predict_points, wave_share
+from simfront.measured import BENCHMARK_PROMPTS_PER_CLIENT, predict_points, resolve, wave_share
 
 ROW = {"model": "llama-3.1-70b", "gpu": "H100", "isl": 2048, "osl": 256, "mode": "agg", "tp": 8, "concurrency": 64,
        "precision": "fp8", "engine": "vllm"}
@@ -35,15 +35,20 @@ def test_disaggregated_wave_queues_at_the_prefill_workers():
 
 @pytest.mark.parametrize("mode", ["agg", "disagg"])
 def test_a_measured_run_with_a_length_range_is_costed_at_its_mean_lengths(mode):
-    """A client drawing lengths uniformly in [0.8 L, L] sends (1638 + 2048) / 2 and (204 + 256) / 2 tokens on
-    average: its row is predicted as the same row at those fixed lengths (the wave form aside, which needs r = 1)."""
+    """Lengths uniform in [0.8 L, L]: a measured-point CSV row names the configured L (2048 / 256) and is costed at the
+    mean, (1638 + 2048) / 2 and (204 + 256) / 2; a client result holds the mean its requests carried (1843 / 230) and is
+    costed at that mean too, not discounted twice."""
     row = dict(ROW, mode=mode, **({"prefill_tp": 8, "prefill_workers": 1, "decode_tp": 8, "decode_workers": 1}
                                   if mode == "disagg" else {}))
-    ranged, at_means, at_max = predict_points([{**row, "random_range_ratio": 0.8},
-                                               {**row, "isl": 1843, "osl": 230}, row])
+    csv_row = {**row, "format": "offline_csv", "random_range_ratio": 0.8}
+    served = {**row, "format": "sglang_bench_serving", "isl": 1843, "osl": 230, "random_range_ratio": 0.8}
+    r, _ = resolve(served)
+    assert (r.isl, r.osl) == (pytest.approx(2047.78, abs=0.01), pytest.approx(255.56, abs=0.01))  # the range's longest
+    from_csv, from_client, at_means, at_longest = predict_points([csv_row, served, {**row, "isl": 1843, "osl": 230}, row])
     for m in ("predicted_ttft_ms", "predicted_tpot_ms", "predicted_output_tok_s_total"):
-        assert ranged[m] == pytest.approx(at_means[m], rel=1e-9)
-    assert ranged["predicted_ttft_ms"] < at_max["predicted_ttft_ms"]  # shorter prompts on average
+        assert from_csv[m] == pytest.approx(at_means[m], rel=1e-9)
+        assert from_client[m] == pytest.approx(at_means[m], rel=2e-3)  # to the fraction of a token the inversion rounds
+    assert from_csv["predicted_ttft_ms"] < at_longest["predicted_ttft_ms"]  # shorter prompts on average
 
 
 def test_predict_is_steady_state_unless_asked_for_a_benchmark_run():

@@ -23,6 +23,9 @@ Format = Literal[
     "offline_csv",
 ]
 FORMATS: tuple[str, ...] = get_args(Format)
+# formats whose isl / osl are the lengths the client was configured with (with a random range ratio r < 1, the longest
+# of lengths uniform in [r L, L]), not the mean tokens its requests carried
+CONFIGURED_LENGTHS = frozenset({"offline_csv", "serving_csv"})
 
 Mode = Literal["agg", "disagg"]
 SpecDecoding = Literal["mtp", "eagle", "eagle3", "ngram"]
@@ -94,8 +97,10 @@ class MeasuredPoint(BaseModel):
     moe_quant_mode: str | None = None
 
     # workload and load point
-    isl: Positive | None = None  # mean input tokens per request
-    osl: Positive | None = None  # mean output tokens per request
+    # input / output tokens per request: the mean a client result's token totals give, or, for the formats in
+    # CONFIGURED_LENGTHS, the lengths the client was configured with (the longest of a random range ratio's range)
+    isl: Positive | None = None
+    osl: Positive | None = None
     dataset: str | None = None
     concurrency: Positive | None = None  # client cap on requests in flight
     request_rate: Positive | None = None  # req/s offered; inf = all requests at once
