@@ -282,8 +282,8 @@ def predict_cmd(
     points = res.points
     if launch and res["fits"]:
         target, why = api.launch_target(res, launch)
-        res["launch"] = (api.launch_for(target, model, gpus, launch, isl, osl, engine_version, random_range_ratio)
-                         if target else None)
+        res["launch"] = (api.launch_for(target, model, gpus, launch, isl, osl, engine_version, random_range_ratio,
+                                        prompts_per_client) if target else None)
         if why:
             res["notes"].append(why)
     if html and res["fits"]:

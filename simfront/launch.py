@@ -124,6 +124,7 @@ class Deployment:
     # None: every request exactly ISL / OSL
     random_range_ratio: float | None = None
     concurrency: int = 64  # client concurrency over the whole deployment
+    prompts_per_client: float | None = None  # requests the benchmark sends per client; None: PROMPTS_PER_CONCURRENCY
     gpu_memory_fraction: float | None = None  # None: DEFAULT_MEMORY_FRACTION[engine]
     prefill: WorkerLayout | None = None  # disagg only
     decode: WorkerLayout | None = None  # disagg only
@@ -786,7 +787,9 @@ def benchmark_command(dep: Deployment, tool: str = "vllm", result_file: str | No
     model, _, _ = resolve_checkpoint(dep, eng)
     url = base_url or f"http://localhost:{FRONT_PORT}"
     out = result_file or default_result_file(dep, tool)
-    prompts = PROMPTS_PER_CONCURRENCY * dep.concurrency
+    # requests in all: as many per client as the prediction's benchmark run had (predict --prompts-per-client)
+    per_client = PROMPTS_PER_CONCURRENCY if dep.prompts_per_client is None else dep.prompts_per_client
+    prompts = max(math.ceil(per_client * dep.concurrency), dep.concurrency)
     r = _range_ratio(dep)
     if tool == "vllm":
         meta = _record(dep, eng, engine_version if eng == "vllm" or engine else None)

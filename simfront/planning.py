@@ -481,9 +481,10 @@ def _weights(label: str) -> str:
 
 
 def deployment_for(point: Mapping[str, Any], model: str, gpu: str, isl: int, osl: int,
-                   random_range_ratio: float | None = None) -> Deployment:
+                   random_range_ratio: float | None = None, prompts_per_client: float | None = None) -> Deployment:
     """The :class:`simfront.launch.Deployment` that runs exactly ``point``'s configuration (measured by a benchmark
-    of lengths uniform in [r ISL, ISL] when ``random_range_ratio`` r is given, else of fixed lengths)."""
+    of lengths uniform in [r ISL, ISL] when ``random_range_ratio`` r is given, else of fixed lengths, sending
+    ``prompts_per_client`` requests per client when given)."""
     need = ("mode", "tp", "pp", "ep", "attention_dp", "batch", "precision", "kv_dtype")
     miss = [k for k in need if point.get(k) is None]
     if miss:
@@ -501,7 +502,7 @@ def deployment_for(point: Mapping[str, Any], model: str, gpu: str, isl: int, osl
     tokens = max(DEFAULT_CHUNK_TOKENS, b * q)
     common = dict(model_id=m.hf_id or m.id, mode=point["mode"], kv_dtype=kv, weight_precision=_weights(point["precision"]),
                   spec_method=method, spec_k=k, gpus_per_node=hw.gpus_per_node, isl=int(isl), osl=int(osl), gpu=hw.id,
-                  random_range_ratio=random_range_ratio,
+                  random_range_ratio=random_range_ratio, prompts_per_client=prompts_per_client,
                   concurrency=max(1, int(point.get("concurrency") or b * dp * pp)))
     if point["mode"] == "disagg":
         pdp, pb = int(point["prefill_attention_dp"]), int(point["prefill_batch"])
@@ -516,11 +517,13 @@ def deployment_for(point: Mapping[str, Any], model: str, gpu: str, isl: int, osl
 
 
 def launch_for(point: Mapping[str, Any], model: str, gpu: str, engine: str = "vllm", isl: int = 1024, osl: int = 1024,
-               engine_version: str | None = None, random_range_ratio: float | None = None) -> dict:
+               engine_version: str | None = None, random_range_ratio: float | None = None,
+               prompts_per_client: float | None = None) -> dict:
     """Launch lines, files, notes, client benchmark and sidecar for a frontier point or plan row point
     (flags as spelled by ``engine_version``; the newest release in the flag tables when None; the benchmark's
-    lengths uniform in [r ISL, ISL] with ``random_range_ratio`` r, as the point was predicted)."""
-    dep = deployment_for(point, model, gpu, isl, osl, random_range_ratio)
+    lengths uniform in [r ISL, ISL] with ``random_range_ratio`` r, and ``prompts_per_client`` requests per client, as
+    the point was predicted)."""
+    dep = deployment_for(point, model, gpu, isl, osl, random_range_ratio, prompts_per_client)
     lp: LaunchPlan = launch_commands(dep, engine, engine_version)
     tool = lp.engine if lp.engine in ("vllm", "sglang") else "vllm"  # TRT-LLM serves an OpenAI API vLLM's client measures
     return {"engine": lp.engine, "engine_version": engine_version, "commands": lp.commands, "roles": lp.roles, "files": lp.files,

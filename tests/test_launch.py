@@ -438,6 +438,11 @@ def test_benchmark_of_a_length_range_sends_the_lengths_predict_priced(tmp_path):
     assert (value(ap, "--synthetic-input-tokens-mean"), value(ap, "--synthetic-input-tokens-stddev")) == ("1843", "118.2")
     assert (value(ap, "--output-tokens-mean"), value(ap, "--output-tokens-stddev")) == ("230", "14.8")
     assert yaml.safe_load(sidecar_yaml(dep, "vllm"))["random_range_ratio"] == 0.8
+    # a benchmark run of K prompts per client (predict --prompts-per-client K) sends K x concurrency, at least one each
+    for tool in BENCH_TOOLS:
+        flag = {"vllm": "--num-prompts", "sglang": "--num-prompts", "aiperf": "--request-count"}[tool]
+        assert value(benchmark_command(Deployment(**{**dep.__dict__, "prompts_per_client": 2.5}), tool), flag) == "80"
+        assert value(benchmark_command(dep, tool), flag) == "320"  # the default: 10 per client, as InferenceX runs
     # without a range: fixed lengths, as before (no ratio recorded)
     fixed = benchmark_command(llama_tp4(), "vllm")
     assert "--random-range-ratio" not in tokens(fixed) and "random_range_ratio" not in fixed
