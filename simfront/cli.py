@@ -283,7 +283,7 @@ def predict_cmd(
     if launch and res["fits"]:
         target, why = api.launch_target(res, launch)
         res["launch"] = (api.launch_for(target, model, gpus, launch, isl, osl, engine_version, random_range_ratio,
-                                        prompts_per_client) if target else None)
+                                        prompts_per_client, res.workload.prefix_hit or 0.0) if target else None)
         if why:
             res["notes"].append(why)
     if html and res["fits"]:
@@ -537,7 +537,8 @@ def plan_cmd(
         res["notes"].append(version_note)
     if launch:
         best = next((r for r in res["rows"] if r.get("feasible", True) and r.get("point")), None)
-        res["launch"] = api.launch_for(best["point"], model, best["gpu"], launch, isl, osl, engine_version) if best else None
+        res["launch"] = (api.launch_for(best["point"], model, best["gpu"], launch, isl, osl, engine_version,
+                                        prefix_hit=prefix_hit or 0.0) if best else None)
     if as_json:
         return _emit_json(res)
     report.print_plan(res)

@@ -518,16 +518,20 @@ def deployment_for(point: Mapping[str, Any], model: str, gpu: str, isl: int, osl
 
 def launch_for(point: Mapping[str, Any], model: str, gpu: str, engine: str = "vllm", isl: int = 1024, osl: int = 1024,
                engine_version: str | None = None, random_range_ratio: float | None = None,
-               prompts_per_client: float | None = None) -> dict:
+               prompts_per_client: float | None = None, prefix_hit: float = 0.0) -> dict:
     """Launch lines, files, notes, client benchmark and sidecar for a frontier point or plan row point
     (flags as spelled by ``engine_version``; the newest release in the flag tables when None; the benchmark's
     lengths uniform in [r ISL, ISL] with ``random_range_ratio`` r, and ``prompts_per_client`` requests per client, as
     the point was predicted)."""
     dep = deployment_for(point, model, gpu, isl, osl, random_range_ratio, prompts_per_client)
     lp: LaunchPlan = launch_commands(dep, engine, engine_version)
+    notes = list(lp.notes)
+    if prefix_hit > 0:  # the client's random prompts share no prefix: the measured run has no prefix-cache hits
+        notes.append(f"the benchmark's random prompts share no prefix, so its run has no prefix-cache hits while this point "
+                     f"was priced with {prefix_hit:.0%} of each prompt cached; validate prices the run as it ran (no hits)")
     tool = lp.engine if lp.engine in ("vllm", "sglang") else "vllm"  # TRT-LLM serves an OpenAI API vLLM's client measures
     return {"engine": lp.engine, "engine_version": engine_version, "commands": lp.commands, "roles": lp.roles, "files": lp.files,
-            "notes": lp.notes, "benchmark": benchmark_command(dep, tool, engine=lp.engine, engine_version=engine_version),
+            "notes": notes, "benchmark": benchmark_command(dep, tool, engine=lp.engine, engine_version=engine_version),
             "sidecar": sidecar_yaml(dep, lp.engine, engine_version), "num_gpus": dep.total_gpus}
 
 

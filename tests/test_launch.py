@@ -777,6 +777,15 @@ def test_predict_launch_never_errors_on_a_point_the_search_offered(engine):
         assert engine in why and "instead" in why
 
 
+def test_launch_says_when_the_benchmark_cannot_reproduce_the_prefix_hits_priced():
+    from simfront import api
+
+    res = api.predict("llama-3.1-8b", "1xH100", modes=["agg"], prefix_hit=0.5)
+    hit = api.launch_for(res.knee, "llama-3.1-8b", "1xH100", "vllm", 1024, 1024, prefix_hit=0.5)
+    assert any("50% of each prompt cached" in n for n in hit["notes"])
+    assert not any("prefix-cache" in n for n in api.launch_for(res.knee, "llama-3.1-8b", "1xH100", "vllm", 1024, 1024)["notes"])
+
+
 def test_engine_version_reaches_the_printed_launch_lines():
     """--engine-version spells the flags of that release; without it, the newest release in the tables."""
     from simfront import api
