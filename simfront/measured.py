@@ -167,9 +167,9 @@ def resolve(p) -> tuple[Resolved | None, str | None]:
     ratio = None if ratio is None else float(ratio)
     # the workload names the longest of a client's range (Workload.isl): a measured-point CSV row's configured lengths
     # are that already; a client result's are the mean tokens its requests carried
-    fmt = _get(p, "format")
-    longest = (lambda x: float(x)) if fmt is None or fmt in CONFIGURED_LENGTHS else (lambda x: nominal_length(float(x), ratio))
-    return Resolved(model, hw, prec, _get(p, "engine"), longest(isl), longest(osl), spec, budget, wave_share(p), ratio,
+    if _get(p, "format") not in CONFIGURED_LENGTHS | {None}:
+        isl, osl = nominal_length(float(isl), ratio), nominal_length(float(osl), ratio)
+    return Resolved(model, hw, prec, _get(p, "engine"), float(isl), float(osl), spec, budget, wave_share(p), ratio,
                     float(_get(p, "scheduler_recv_interval") or 1), consts), None
 
 
