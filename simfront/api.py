@@ -707,16 +707,19 @@ def launch_target(res: Frontier, engine: str) -> tuple[Any, str | None]:
 
 
 def launch_for(point: dict, model: str, gpus: str, engine: str, isl: int, osl: int, engine_version: str | None = None,
-               random_range_ratio: float | None = None, prompts_per_client: float | None = None, prefix_hit: float = 0.0) -> dict:
+               random_range_ratio: float | None = None, prompts_per_client: float | None = None, prefix_hit: float = 0.0,
+               priced_engine: str | None = None) -> dict:
     """Engine launch lines, client benchmark and sidecar for a point (``engine_version``: spell the flags of
     that release; default the newest in simfront's flag tables; ``random_range_ratio``: the benchmark's lengths
     uniform in [r ISL, ISL], and ``prompts_per_client`` requests per client, as ``predict`` priced them; a
-    ``prefix_hit`` the benchmark cannot reproduce is said in the notes)."""
+    ``prefix_hit`` the benchmark cannot reproduce, and a ``priced_engine`` profile other than ``engine``, are said in
+    the notes)."""
     from .planning import launch_for as _launch_for
 
     gpu = gpus.split("x", 1)[1] if "x" in gpus.lower() and gpus.split("x", 1)[0].strip().isdigit() else gpus
     return _launch_for(point, model, gpu, engine=engine, isl=isl, osl=osl, engine_version=engine_version,
-                       random_range_ratio=random_range_ratio, prompts_per_client=prompts_per_client, prefix_hit=prefix_hit)
+                       random_range_ratio=random_range_ratio, prompts_per_client=prompts_per_client, prefix_hit=prefix_hit,
+                       priced_engine=priced_engine)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -283,7 +283,8 @@ def predict_cmd(
     if launch and res["fits"]:
         target, why = api.launch_target(res, launch)
         res["launch"] = (api.launch_for(target, model, gpus, launch, isl, osl, engine_version, random_range_ratio,
-                                        prompts_per_client, res.workload.prefix_hit or 0.0) if target else None)
+                                        prompts_per_client, res.workload.prefix_hit or 0.0, engine or "default")
+                         if target else None)
         if why:
             res["notes"].append(why)
     if html and res["fits"]:

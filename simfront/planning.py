@@ -518,7 +518,7 @@ def deployment_for(point: Mapping[str, Any], model: str, gpu: str, isl: int, osl
 
 def launch_for(point: Mapping[str, Any], model: str, gpu: str, engine: str = "vllm", isl: int = 1024, osl: int = 1024,
                engine_version: str | None = None, random_range_ratio: float | None = None,
-               prompts_per_client: float | None = None, prefix_hit: float = 0.0) -> dict:
+               prompts_per_client: float | None = None, prefix_hit: float = 0.0, priced_engine: str | None = None) -> dict:
     """Launch lines, files, notes, client benchmark and sidecar for a frontier point or plan row point
     (flags as spelled by ``engine_version``; the newest release in the flag tables when None; the benchmark's
     lengths uniform in [r ISL, ISL] with ``random_range_ratio`` r, and ``prompts_per_client`` requests per client, as
@@ -526,6 +526,11 @@ def launch_for(point: Mapping[str, Any], model: str, gpu: str, engine: str = "vl
     dep = deployment_for(point, model, gpu, isl, osl, random_range_ratio, prompts_per_client)
     lp: LaunchPlan = launch_commands(dep, engine, engine_version)
     notes = list(lp.notes)
+    if priced_engine is not None and priced_engine != lp.engine:  # priced with one engine's profile, launched on another
+        priced = "the all-engine average profile (no --engine)" if priced_engine == "default" else \
+            f"the {priced_engine} profile (--engine {priced_engine})"
+        notes.append(f"this point was priced with {priced} and is launched on {lp.engine}: predict with --engine "
+                     f"{lp.engine} for what {lp.engine} is expected to measure")
     if prefix_hit > 0:  # the client's random prompts share no prefix: the measured run has no prefix-cache hits
         notes.append(f"the benchmark's random prompts share no prefix, so its run has no prefix-cache hits while this point "
                      f"was priced with {prefix_hit:.0%} of each prompt cached; validate prices the run as it ran (no hits)")

@@ -786,6 +786,18 @@ def test_launch_says_when_the_benchmark_cannot_reproduce_the_prefix_hits_priced(
     assert not any("prefix-cache" in n for n in api.launch_for(res.knee, "llama-3.1-8b", "1xH100", "vllm", 1024, 1024)["notes"])
 
 
+def test_launch_says_when_the_point_was_priced_with_another_engine_profile():
+    from simfront import api
+
+    res = api.predict("llama-3.1-8b", "1xH100", modes=["agg"], engine="sglang")
+    other = api.launch_for(res.knee, "llama-3.1-8b", "1xH100", "vllm", 1024, 1024, priced_engine="sglang")
+    assert any("priced with the sglang profile" in n and "--engine vllm" in n for n in other["notes"])
+    avg = api.launch_for(res.knee, "llama-3.1-8b", "1xH100", "vllm", 1024, 1024, priced_engine="default")
+    assert any("all-engine average profile" in n for n in avg["notes"])
+    same = api.launch_for(res.knee, "llama-3.1-8b", "1xH100", "sglang", 1024, 1024, priced_engine="sglang")
+    assert not any("priced with" in n for n in same["notes"])
+
+
 def test_engine_version_reaches_the_printed_launch_lines():
     """--engine-version spells the flags of that release; without it, the newest release in the tables."""
     from simfront import api
