@@ -532,7 +532,8 @@ def explain(model: str, gpus: str | GpuSet, tp: int = 1, pp: int = 1, ep: int = 
     weight_flops = model_flops - attn_flops - elem_flops
     return StepBreakdown(**{
         "model": m.id, "gpus": g.label, "layout": lay.label(), "phase": phase, "mode": mode, "batch": batch, "ctx": ctx_eff,
-        "isl": isl, "osl": osl, "precision": prec.label, "kv_dtype": prec.kv, "spec": spec_label(sp), "engine": engine or "default",
+        "isl": isl, "osl": osl, "random_range_ratio": random_range_ratio if serving else None,
+        "precision": prec.label, "kv_dtype": prec.kv, "spec": spec_label(sp), "engine": engine or "default",
         "profile": prof, "tokens": tokens, "ops": rows, "raw_step_time_s": float(st.time_s), "terms": terms,
         "engine_step_s": engine_step, "mixed": mixed, "step_time_s": out_step, "accepted_tokens_per_step": al,
         "tpot_s": out_step / al if phase == "decode" else None,

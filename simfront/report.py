@@ -137,7 +137,9 @@ def write_frontier_html(res, points: dict | None, path: str) -> None:
 def print_explain(res: dict) -> None:
 
     head = f"{res['model']} on {res['gpus']}  {res['layout']}  {res['phase']}  batch {res['batch']}  "
-    head += f"ISL {res['isl']} / OSL {res['osl']} ({res['mode']})" if res.get("isl") is not None else f"ctx {res['ctx']:,.0f}"
+    rr = res.get("random_range_ratio")
+    spread = f", lengths in [{rr:g} L, L]: mean context {res['ctx']:,.0f}" if rr is not None and rr < 1 else ""
+    head += f"ISL {res['isl']} / OSL {res['osl']} ({res['mode']}{spread})" if res.get("isl") is not None else f"ctx {res['ctx']:,.0f}"
     print(head + f"  {res['precision']} (KV {res['kv_dtype']})  spec {res['spec']}  engine profile {res['engine']}")
     rows = sorted(res["ops"], key=lambda r: -r["time_s"])
     tot = res["raw_step_time_s"]

@@ -249,6 +249,7 @@ class StepBreakdown(Result):
     ctx: float
     isl: int | None
     osl: int | None
+    random_range_ratio: float | None = None  # lengths uniform in [r ISL, ISL]: ctx is costed at their mean
     precision: str
     kv_dtype: str
     spec: str

@@ -239,3 +239,4 @@ def test_explain_costs_a_length_range_at_its_mean_lengths_as_predict_does():
                         isl=2048, osl=256, precision=p["precision"].split("+kv")[0], kv_dtype=p["kv_dtype"], engine="vllm",
                         chunk_tokens=p["chunk_tokens"] or None, random_range_ratio=0.8)
         assert e["tpot_s"] * 1e3 == pytest.approx(p["tpot_ms"], rel=1e-3), p["layout"]
+        assert e["random_range_ratio"] == 0.8 and e["ctx"] < 1843 + 230 / 2 + 1  # at most the mean context, busiest rank
