@@ -413,7 +413,7 @@ def explain(model: str, gpus: str | GpuSet, tp: int = 1, pp: int = 1, ep: int = 
                          ctx=ctx if ctx is not None else int((isl or 1) + (osl or 0)), phase=phase, precision=precision, kv_dtype=kv_dtype)
     from .layout import check_layout
     from .search import make_spec, spec_label
-    from .serving import (NO_SPEC, Workload, adp_gate_iters, aggregated_raw, busiest_rank_context, decode_raw, engine_profile, finish_aggregated,
+    from .serving import (NO_SPEC, Workload, adp_gate_iters, aggregated_raw, decode_context, decode_raw, engine_profile, finish_aggregated,
                           mean_step_s, prefill_raw, runs_in_waves, step_terms)
     from .step import StepBatch, forward_step
 
@@ -450,7 +450,7 @@ def explain(model: str, gpus: str | GpuSet, tp: int = 1, pp: int = 1, ep: int = 
         wl = Workload(isl=isl, osl=osl, chunk_tokens=float(chunk_tokens or DEFAULT_CHUNK_TOKENS), adp_gate_iters=adp_gate_iters(engine),
                       length_range_ratio=random_range_ratio)
         # mean cached context of a decoding request on the busiest attention-DP rank (what the evaluator costs)
-        ctx_eff = float(busiest_rank_context(wl.mean_isl + wl.mean_osl / 2.0, attention_dp, batch, wl.mean_isl, wl.mean_osl))
+        ctx_eff = float(decode_context(wl, attention_dp, batch))
         sb = StepBatch(decode_reqs=batch, decode_ctx=ctx_eff, q_tokens=q)
     elif phase == "decode":
         ctx_eff = float(ctx)

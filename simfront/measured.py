@@ -34,7 +34,7 @@ from .models import Model, apply_precision, get_model
 from .precision import normalize_format as _normalize_kv, resolve_format
 from .deployment import Layouts, evaluate_agg, evaluate_disagg, running_batch
 from .search import BATCH_SIZES, kv_link_bytes_per_s, make_spec
-from .serving import engine_constants, DEFAULT_CHUNK_TOKENS, NO_SPEC, Workload, aggregated_raw, decode_raw, engine_profile, finish_decode, finish_prefill, prefill_raw
+from .serving import engine_constants, DEFAULT_CHUNK_TOKENS, NO_SPEC, Workload, aggregated_raw, decode_raw, engine_profile, finish_decode, finish_prefill, prefill_raw, slot_at_transfer
 
 # prompts per client of a benchmark run that does not record its count: InferenceX / InferenceMAX and the
 # vLLM and SGLang serving-benchmark recipes send num_prompts = 10 x concurrency (calibration README,
@@ -428,7 +428,7 @@ def _group_disagg(pts, idx, r: Resolved) -> PointGroup:
 
     def metrics(prof):
         m = evaluate_disagg(finish_prefill(*p_raw, prof), pw, finish_decode(*d_raw, wl.mean_osl, prof), slots, conc, wl.mean_osl, total_gpus,
-                            r.wave_share, slot_at_transfer=prof.get("decode_slot_at_transfer", 0.0) > 0)
+                            r.wave_share, slot_at_transfer=slot_at_transfer(prof))
         return _metric_dict(m)
 
     ok = ~bad & dmem.fits

@@ -28,7 +28,7 @@ from .memory import weight_bytes
 from .models import Model, apply_precision, get_model
 from .deployment import evaluate_agg, evaluate_disagg
 from .search import SearchSpace, parse_spec_label, spec_label, kv_link_bytes_per_s, precision_options, spec_options, worker_tables
-from .serving import DEFAULT_CHUNK_TOKENS, DecodeResult, PrefillResult, Workload, adp_gate_iters, engine_profile, finish_prefill, usd_per_mtok
+from .serving import DEFAULT_CHUNK_TOKENS, DecodeResult, PrefillResult, Workload, adp_gate_iters, engine_profile, finish_prefill, slot_at_transfer, usd_per_mtok
 from .results import layout_label
 from .sizing import min_gpus as fewest_gpus
 
@@ -233,7 +233,7 @@ def _size_disagg(t: _Tables, D: dict, R: dict, a: int, b: int, link: str, x: int
         if gpus > max_gpus:
             return None
         r = evaluate_disagg(pre, x, dec, y * slots_per_worker, y * slots_per_worker, osl, gpus, wave_share,
-                            slot_at_transfer=t.profile.get("decode_slot_at_transfer", 0.0) > 0)
+                            slot_at_transfer=slot_at_transfer(t.profile))
         slow = sla.get("ttft_ms") is not None and float(r.ttft_s) * 1e3 > sla["ttft_ms"]
         if float(r.requests_s) >= rate and not slow:
             return x, y, r

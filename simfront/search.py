@@ -22,7 +22,7 @@ from .models import Model, Precision, apply_precision
 from .deployment import evaluate_agg, evaluate_disagg
 from .speculative import family_for, survival
 from .serving import (DEFAULT_CHUNK_TOKENS, NO_SPEC, DecodeResult, PrefillResult, Speculation, Workload, engine_profile,
-                      worker_raw, finish_decode, finish_prefill, usd_per_mtok)
+                      worker_raw, finish_decode, finish_prefill, slot_at_transfer, usd_per_mtok)
 
 BATCH_SIZES = np.array([1, 2, 4, 8, 12, 16, 24, 32, 48, 64, 96, 128, 192, 256, 384, 512, 768, 1024])
 PREFILL_BATCHES = np.array([1, 2, 4, 8])
@@ -490,7 +490,7 @@ def _disagg(cols, t: WorkerTable, hw, gpus, wl, price, sides: dict | None = None
         used = y * dg + x * pg
         m = (x0 >= 1) & (y >= 1) & (used <= n)
         r = evaluate_disagg(pre, x, dec, slots, slots, wl.mean_osl, used, wl.startup_wave_share,
-                            slot_at_transfer=t.profile.get("decode_slot_at_transfer", 0.0) > 0)
+                            slot_at_transfer=slot_at_transfer(t.profile))
         tok_gpu = r.tok_s_gpu(n)
         _append(cols, m, mode="disagg", tp=dl["tp"], pp=dl["pp"], ep=dl["ep"],
                 attention_dp=dl["dp"], replicas=y, batch=batch, concurrency=r.concurrency, precision=prec.label,

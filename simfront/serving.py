@@ -282,6 +282,12 @@ def cpu_overlapped(prof: dict, speculative=False):
     return np.where(spec, prof.get("cpu_overlap_spec", 0.0) > 0, prof.get("cpu_overlap", 0.0) > 0)
 
 
+def slot_at_transfer(prof: dict) -> bool:
+    """Whether a disaggregated decode server of the engine profile ``prof`` gives a request its slot only when its KV
+    arrives (:func:`simfront.deployment.evaluate_disagg`), rather than before its prefill."""
+    return prof.get("decode_slot_at_transfer", 0.0) > 0
+
+
 def _with_cpu(gpu_s, cpu_s, overlapped):
     """Engine step from its GPU part and its CPU part: the longer of the two where the engine overlaps them
     (the overlap scheduler), their sum where the CPU works between GPU steps."""
@@ -384,7 +390,7 @@ def _agg_steps(dp, pp, b, wl: Workload, q, al) -> tuple[StepBatch, StepBatch, Ag
     # holds; then the budget sets how many requests turn over (prefill every step) and the rest wait
     b_dec = b
     b = np.minimum(b, np.maximum(chunk * n_life / max(isl_new, 1.0), 1.0))
-    ctx = busiest_rank_context(wl.mean_isl + wl.mean_osl / 2.0, dp, b, wl.mean_isl, wl.mean_osl)  # the busiest rank's mean context, running batch
+    ctx = decode_context(wl, dp, b)  # the busiest rank's mean context, running batch
     p = b * isl_new / n_life  # prompt tokens per step, on average, that keep the batch full (at most the budget)
     group = arrival_group(b, isl_new, chunk)
     mixed_tokens = np.minimum(chunk, np.maximum(np.minimum(group * isl_new, chunk), p)) + 0 * b  # prompt tokens in a mixed step
@@ -403,7 +409,7 @@ def _agg_steps(dp, pp, b, wl: Workload, q, al) -> tuple[StepBatch, StepBatch, Ag
     prefill_ranks = np.where(mixed_share > 0, ranks * rank_share / np.maximum(mixed_share, 1e-300), 1.0)
     # the decode-only step at the batch (shared with the disaggregated decode worker of the same batch: where the
     # budget caps the running batch every step is mixed, so this step then only enters the TTFT terms)
-    dec = StepBatch(decode_reqs=b_dec, decode_ctx=busiest_rank_context(wl.mean_isl + wl.mean_osl / 2.0, dp, b_dec, wl.mean_isl, wl.mean_osl), q_tokens=q)
+    dec = StepBatch(decode_reqs=b_dec, decode_ctx=decode_context(wl, dp, b_dec), q_tokens=q)
     mix = StepBatch(decode_reqs=b, decode_ctx=ctx, q_tokens=q, prefill_tokens=mixed_tokens,
                     prefill_seqs=np.maximum(mixed_tokens / max(isl_new, 1.0), 1.0), prefill_prefix=prefix,
                     prefill_ranks=prefill_ranks)
@@ -510,6 +516,12 @@ def busiest_rank_context(ctx, dp, batch, isl: float, osl: float) -> np.ndarray:
     cv = (osl / np.sqrt(12.0)) / max(isl + osl / 2.0, 1.0)  # one request's context spread
     z = np.sqrt(2.0 * np.log(np.maximum(d, 1.0)))  # expected-maximum multiplier over dp ranks
     return _f(ctx) * (1.0 + z * cv / np.sqrt(np.maximum(_f(batch), 1.0)))
+
+
+def decode_context(wl: Workload, dp, batch) -> np.ndarray:
+    """Mean cached context of a decoding request on the busiest of ``dp`` attention-DP ranks holding ``batch`` requests
+    each: halfway through its output, at the workload's mean lengths (:func:`busiest_rank_context`)."""
+    return busiest_rank_context(wl.mean_isl + wl.mean_osl / 2.0, dp, batch, wl.mean_isl, wl.mean_osl)
 
 
 def arrival_group(batch, isl_new: float, budget_tokens) -> np.ndarray:
@@ -668,7 +680,7 @@ def decode_raw(model: Model, precision: Precision, hw: Hardware, tp, pp, dp, ep,
                spec: Speculation = NO_SPEC) -> tuple:
     """(raw step seconds, tokens per step, requests in flight per worker, requests per rank)."""
     b = _f(batch)
-    sb = StepBatch(decode_reqs=b, decode_ctx=busiest_rank_context(wl.mean_isl + wl.mean_osl / 2.0, dp, b, wl.mean_isl, wl.mean_osl), q_tokens=spec.k + 1)
+    sb = StepBatch(decode_reqs=b, decode_ctx=decode_context(wl, dp, b), q_tokens=spec.k + 1)
     st = forward_step(model, precision, hw, tp, pp, dp, ep, sb, routing_alpha=wl.routing_alpha)
     return _split(st, model, spec), spec.accepted_per_step, b * _f(dp) * _f(pp), b
 
