@@ -216,7 +216,8 @@ def print_validation(res: dict, rows: bool = False) -> None:
                                                  ("ttft_ms", "TTFT", "{:.0f}"), ("predicted_ttft_ms", "pred", "{:.0f}"),
                                                  ("tpot_ms", "TPOT", "{:.2f}"), ("predicted_tpot_ms", "pred", "{:.2f}"), "reason"])
     if res.get("problems"):
-        print(f"\n{len(res['problems'])} problems in the input (rows skipped, each named):")
+        n = len(res["problems"])
+        print(f"\n{n} problem{'s' if n != 1 else ''} in the input (rows or files skipped, each named):")
         for p in res["problems"][:20]:
             print(f"  {p}")
         if len(res["problems"]) > 20:

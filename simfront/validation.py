@@ -277,7 +277,7 @@ def validate_files(paths: list[str], overrides: dict | None = None, frontier: bo
     if serving_paths:
         ing = load_measurements(serving_paths, overrides=overrides)
         problems.extend(ing.problems)
-        if not ing.points and not ing.skipped and not kernel_rows:
+        if not ing.points and not kernel_rows:  # every row skipped: nothing was validated
             raise _nothing_read(serving_paths, problems)
         points = _warn_nan(_fill_points(ing.points, fill), serving_paths)
         preds = predict_points(points)

@@ -46,6 +46,9 @@ def files(tmp_path_factory) -> dict[str, Path]:
     (d / "notes.txt").write_text("these are my benchmark notes\n")
     (d / "list.json").write_text("[1, 2, 3]\n")
     (d / "other.json").write_text('{"hello": "world"}\n')
+    # a text file with commas on some lines (a CSV reader sees rows of the wrong width), and JSON that does not parse
+    (d / "ragged.txt").write_text("root:x:0:0:root\nlp,x,4,7,lp\nnews:x:9\n")
+    (d / "broken.json").write_text('{"a":\n{bad\n')
     rows = list(csv.DictReader(SERVING_CSV.open()))
     agg = [r for r in rows if r["mode"] == "agg" and r["model_path"] == "Qwen/Qwen3-32B" and r["system"] == "h100_sxm"][:2]
     assert len(agg) == 2
@@ -103,6 +106,9 @@ CASES = [
     (["validate", "{notes.txt}"], "unknown format"),
     (["validate", "{list.json}"], "unknown format"),
     (["validate", "{other.json}"], "unknown format"),
+    (["validate", "{ragged.txt}"], "unknown format"),  # its ragged lines are not rows of a known format to skip
+    (["validate", "{broken.json}"], "no record could be read (line 1: truncated JSON"),
+    (["calibrate", "{ragged.txt}", "-o", "{folder}/p.yaml"], "nothing to calibrate"),
     (["validate", "{agg.csv}", "--gpu", "FOO"], "unknown GPU 'FOO'"),
     (["validate", "{agg.csv}", "--model", "not-a-model"], "unknown model"),
     # item 9: SLAs, engine, lengths, speculative options, layouts

@@ -83,10 +83,11 @@ def _one_file(path: Path, overrides: dict, sidecar_base: Path | None = None) -> 
         return [], [Problem(label, None, "empty file; nothing to read")]
     fmt = format_of(loaded)
     problems = list(loaded.problems)  # unreadable lines, with their line numbers
-    if fmt is None:
+    if fmt is None:  # no rows to skip in a file whose format is unknown: one file-level problem
         if not problems or loaded.json or loaded.rows:
-            problems.append(Problem(label, None, unknown_format_message()))
-        return [], problems
+            return [], [Problem(label, None, unknown_format_message())]
+        more = f" and {len(problems) - 1} more unreadable line(s)" if len(problems) > 1 else ""
+        return [], [Problem(label, None, f"no record could be read (line {problems[0].line}: {problems[0].message}{more})")]
     sidecar, sidecar_label, sidecar_problems = load_sidecar(path)
     if sidecar_label is None and sidecar_base is not None:
         sidecar, sidecar_label, sidecar_problems = load_sidecar(sidecar_base)
