@@ -21,6 +21,7 @@ from .serving import DEFAULT_CHUNK_TOKENS
 from .hardware import GpuSet, parse_gpus
 from .layout import Layout
 from .models import apply_precision, get_model
+from .priced import Priced, priced_configs, priced_of
 from .results import Frontier, MemoryVerdict, Plan, StepBreakdown, ValidationReport, point_dict
 from .sizing import memory_verdict
 
@@ -213,6 +214,22 @@ def engine_info(engine: str | None, version: str | None = None) -> dict:
     return {"name": key, "version": version, "scheduler_family": str(release_family(key, version)["since"])}
 
 
+
+def _provenance_of(hw, priced: Priced | None = None) -> dict:
+    """``provenance`` of a result on ``hw``: parameters, estimated peaks and notes (narrowed to what ``priced``
+    prices, when given), and the kernel each op runs (``kernels``)."""
+    out = efficiency.provenance(hw, priced=priced).model_dump()
+    out["kernels"] = [k.model_dump() for k in kernels.kernel_paths(hw, priced)]
+    return out
+
+
+def _set_provenance(out: dict, hw, at: int, replace: int, priced: Priced | None = None) -> int:
+    """Set ``out["provenance"]`` for ``hw`` and put its notes at ``out["notes"][at:at + replace]``; returns how many
+    notes it put there."""
+    out["provenance"] = _provenance_of(hw, priced)
+    out["notes"][at:at + replace] = out["provenance"]["notes"]
+    return len(out["provenance"]["notes"])
+
 def predict(model: str, gpus: str | GpuSet, isl: int | None = None, osl: int | None = None, concurrency: int | None = None,
             rate: float | None = None, ttft_ms: float | None = None, tpot_ms: float | None = None, min_tok_s_user: float | None = None,
             precision: list[str] | str | None = None, kv_dtype: list[str] | str | None = None, spec: str | None = None,
@@ -283,10 +300,8 @@ def predict(model: str, gpus: str | GpuSet, isl: int | None = None, osl: int | N
         "notes": [f"config.json: {w}" for w in getattr(m, "warnings", ())],  # keys simfront does not understand
         "engine": engine_info(engine, engine_version),
     }
-    prov = efficiency.provenance(g.hardware)
-    out["provenance"] = prov.model_dump()
-    out["provenance"]["kernels"] = [k.model_dump() for k in kernels.kernel_paths(g.hardware)]  # which kernel each op runs
-    out["notes"] += prov.notes
+    prov_at = len(out["notes"])  # provenance notes follow the config.json warnings; narrowed to the frontier below
+    n_prov = _set_provenance(out, g.hardware, prov_at, 0)
     specs = None
     if spec is not None:
         specs = [make_spec(s.strip(), spec_k, acceptance, m) for s in spec.split(",")]
@@ -348,6 +363,8 @@ def predict(model: str, gpus: str | GpuSet, isl: int | None = None, osl: int | N
         out["notes"].append(note)
     rows = _rows_of(pts, front)  # the frontier's rows only: no column of a 10^6-point search is joined for them
     out["frontier"] = [add_bands(point_dict(rows, j), q, widen) for j in range(front.size)]
+    # provenance of what the frontier prices: its formats, KV dtypes and worker sizes, not every searched one
+    _set_provenance(out, g.hardware, prov_at, n_prov, priced_of(m, out["frontier"], g.hardware))
     out["uncertainty"] = {"band": "p10-p90 of measured/predicted from leave-one-model-out validation", "widening": widen,
                           "note": "wider (x%.1f on log scale) for GPUs or models outside the calibration data" % widen if widen > 1 else
                           "GPU and model are inside the calibration data"}
@@ -539,7 +556,7 @@ def explain(model: str, gpus: str | GpuSet, tp: int = 1, pp: int = 1, ep: int = 
         "tpot_s": out_step / al if phase == "decode" else None,
         "step_flops_per_gpu": flops, "model_flops": model_flops, "attention_flops": attn_flops, "weight_flops": weight_flops,
         "weight_flops_reference": ref, "weight_flops_ratio": weight_flops / ref if ref else None,
-        "provenance": {**efficiency.provenance(hw).model_dump(), "kernels": [k.model_dump() for k in kernels.kernel_paths(hw)]},
+        "provenance": _provenance_of(hw, priced_configs(m, hw, [(prec.label, prec.kv, worker)])),
         "note": "op times and FLOPs are per GPU of one attention-DP rank, all layers (a PP worker spreads them over its stages); "
                 "step_time_s is the step the serving model uses (terms add up to it from the op sum); "
                 "model_flops counts the useful work of the whole worker (replicated ops once); reference = 2 x active params x tokens",

@@ -172,8 +172,11 @@ def _major(cc: str | None) -> str | None:
     return None if cc is None else str(cc).split(".")[0]
 
 
-def provenance(hw, kinds: tuple[str, ...] = KERNEL_KINDS) -> Provenance:
+def provenance(hw, kinds: tuple[str, ...] = KERNEL_KINDS, priced=None) -> Provenance:
     """Provenance of the kernel parameters and achievable peaks a prediction on ``hw`` uses.
+
+    ``priced`` (:class:`simfront.priced.Priced`): what the prediction's configurations price; its ``notes`` then
+    name only the estimated peaks and fallback kernels those rely on (the structured fields stay complete).
 
     ``hw`` is a :class:`~simfront.hardware.Hardware` or a GPU name. A kind is *borrowed* when the
     block used was fitted on another family (``family_fallback`` or the pooled default) or on another
@@ -224,15 +227,16 @@ def provenance(hw, kinds: tuple[str, ...] = KERNEL_KINDS) -> Provenance:
             notes.append(f"{hw.id} ({hw.family}, no calibration data): {', '.join(ks)} parameters borrowed from {src} "
                          f"(fitted on {', '.join(next(p.fitted_on for p in borrowed if p.kind == ks[0])) or 'priors'})")
     est = hw.estimated_peaks()
-    if est:
-        notes.append(f"{hw.id}: achievable peaks estimated, not measured: {', '.join(est)}")
+    shown = [e for e in est if priced is None or priced.prices_peak(e)]
+    if shown:
+        notes.append(f"{hw.id}: achievable peaks estimated, not measured: {', '.join(shown)}")
     widen = 1.0
     if borrowed:
         w = borrowed_family_widening()
         widen = w if w is not None else 1.0
         notes.append(f"uncertainty band widened x{widen:.2f} for borrowed parameters"
                      + (" (leave-one-family-out residuals)" if w is not None else " (no leave-one-family-out data: not widened)"))
-    notes += fallback_notes(hw)  # ops that run a fallback kernel on this platform
+    notes += fallback_notes(hw, priced)  # ops that run a fallback kernel on this platform
     return Provenance(gpu=hw.id, family=hw.family, params=out, estimated_peaks=est, notes=notes, band_widening=widen)
 
 

@@ -13,6 +13,7 @@ import csv
 import io
 from typing import Iterable, Mapping
 
+from .precision import weights_of
 from .search import parse_spec_label
 
 COLUMNS = ("model", "gpu", "num_gpus", "tp", "pp", "ep", "dp_attention", "disagg", "engine", "precision_weights", "precision_kv",
@@ -36,7 +37,7 @@ def point_row(point: Mapping, model: str, gpu: str, isl: int, osl: int, engine: 
     gpus = int(p["gpus_used"])
     row = {c: "" for c in COLUMNS}
     row.update(model=model, gpu=gpu, num_gpus=gpus, engine=engine, isl=int(isl), osl=int(osl), concurrency=p["concurrency"],
-               precision_weights=str(p["precision"]).split("+kv")[0], precision_kv=p["kv_dtype"])
+               precision_weights=weights_of(p["precision"]), precision_kv=p["kv_dtype"])
     if p["mode"] == "disagg":
         pre = (f"prefill_workers={p['prefill_workers']};prefill_tp={p['prefill_tp']};prefill_ep={p['prefill_ep']};"
                f"prefill_attention_dp={p['prefill_attention_dp']};prefill_batch={p['prefill_batch'] * p['prefill_attention_dp']}")

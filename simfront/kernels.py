@@ -53,9 +53,20 @@ class EfficiencyClass(BaseModel):
     sibling: str  # class whose values a platform running ANOTHER kernel for the op takes instead
 
 
+class PricedFor(BaseModel):
+    """The configurations that price an op (every condition given must hold; see simfront/priced.py)."""
+
+    model_config = ConfigDict(extra="forbid")
+    attention: list[str] | None = None  # attention kinds: gqa, mla
+    moe: bool | None = None  # True: MoE models only
+    weights: list[str] | None = None  # weight formats (precision names)
+    kv: list[str] | None = None  # KV-cache dtypes
+
+
 class OpKernels(BaseModel):
     model_config = ConfigDict(extra="forbid")
     what: str
+    priced_for: PricedFor | None = None  # None: every configuration prices the op
     native: list[NativeKernel] = Field(min_length=1)
     fallback: Fallback
     efficiency_class: EfficiencyClass | None = None
@@ -68,6 +79,7 @@ class KernelPath(BaseModel):
     kernel: str  # e.g. "flashmla", "triton-mla-decode"
     native: bool  # False: the op's fallback path (no native kernel for this platform)
     source: str
+    priced: bool | None = None  # whether the prediction it is reported with prices the op (None: not asked)
 
 
 @lru_cache(maxsize=None)
@@ -144,20 +156,39 @@ def fallback(op: str) -> dict[str, Any]:
     return _op(op).fallback.model_dump()
 
 
-def kernel_path(op: str, hw) -> KernelPath:
+def op_priced(op: str, priced) -> bool:
+    """Whether configurations described by ``priced`` (a :class:`simfront.priced.Priced`; None: any) price ``op``
+    (an op with an efficiency class only where a weight format runs that class on the GPU)."""
+    spec = _op(op)
+    cond = spec.priced_for
+    if priced is None:
+        return True
+    if cond is not None and not ((cond.attention is None or bool(priced.attention & set(cond.attention)))
+                                 and (cond.moe is None or cond.moe == priced.moe)
+                                 and (cond.weights is None or bool(priced.weights & set(cond.weights)))
+                                 and (cond.kv is None or bool(priced.kv & set(cond.kv)))):
+        return False
+    ec = spec.efficiency_class
+    return ec is None or (ec.kind, ec.cls) in priced.classes
+
+
+def kernel_path(op: str, hw, priced=None) -> KernelPath:
+    """The kernel ``hw`` takes for ``op``; with ``priced``, also whether those configurations price the op."""
+    flag = None if priced is None else op_priced(op, priced)
     k = native_kernel(op, hw)
     if k is not None:
-        return KernelPath(op=op, kernel=k.kernel, native=True, source=k.source)
+        return KernelPath(op=op, kernel=k.kernel, native=True, source=k.source, priced=flag)
     fb = _op(op).fallback
-    return KernelPath(op=op, kernel=fb.kernel, native=False, source=fb.source)
+    return KernelPath(op=op, kernel=fb.kernel, native=False, source=fb.source, priced=flag)
 
 
-def kernel_paths(hw) -> list[KernelPath]:
-    """Per op of hardware/kernels.yaml, the kernel ``hw`` takes (``hw``: Hardware or GPU name)."""
+def kernel_paths(hw, priced=None) -> list[KernelPath]:
+    """Per op of hardware/kernels.yaml, the kernel ``hw`` takes (``hw``: Hardware or GPU name), each marked
+    ``priced`` when ``priced`` (:class:`simfront.priced.Priced`) describes a prediction's configurations."""
     from .hardware import get_hardware
 
     hw = get_hardware(hw) if isinstance(hw, str) else hw
-    return [kernel_path(op, hw) for op in table()]
+    return [kernel_path(op, hw, priced) for op in table()]
 
 
 @lru_cache(maxsize=None)
@@ -191,10 +222,11 @@ def class_swap_notes(kind: str, source_hw, target_hw) -> list[str]:
             for c, sib, op, src, dst in _class_swaps(kind, platform_of(source_hw), platform_of(target_hw))]
 
 
-def fallback_notes(hw) -> list[str]:
-    """One line per op where ``hw`` has no native kernel and the prediction prices the fallback path."""
+def fallback_notes(hw, priced=None) -> list[str]:
+    """One line per op where ``hw`` has no native kernel and the prediction prices the fallback path (``priced``:
+    only the ops those configurations price; None: every op)."""
     out = []
-    for p in kernel_paths(hw):
-        if not p.native:
+    for p in kernel_paths(hw, priced):
+        if not p.native and p.priced is not False:
             out.append(f"{hw.id}: no native {p.op} kernel for {platform_of(hw) or 'this platform'}: priced as {p.kernel}")
     return out

@@ -132,6 +132,13 @@ KERNEL_LABELS = {"grouped": "cutlass-grouped", "fused": "fused-fp4"}
 FUSED_TILE_TOKENS = (8.0, 64.0)
 
 
+def moe_class(fmt, hw) -> str:
+    """Efficiency class of experts in ``fmt`` on ``hw``: the dense-GEMM class, or the MoE kernel's own
+    (``MOE_CLASS``) on its fast path."""
+    cls = dtype_class(fmt, hw)
+    return cls if cls == "wonly" else MOE_CLASS.get(fmt.name, cls)
+
+
 def has_fused_path(fmt, hw, gated=True, num_experts=None) -> bool:
     """True where the fused FP4 MoE kernel exists: gated NVFP4 experts on ``FUSED_FP4_COMPUTE_CAPABILITIES``,
     and (``num_experts`` given, scalar or array: True if any element qualifies) models within its router's
@@ -295,9 +302,7 @@ def moe_path_costs(num_tokens, hidden, inter, topk, num_experts, moe_tp, moe_ep,
     (``kernel_ops.predict_moe_paths``); ``moe_cost`` is what an engine runs, the faster of them.
     """
     f = get_format(fmt)
-    cls = dtype_class(f, hw)
-    if cls != "wonly":
-        cls = MOE_CLASS.get(f.name, cls)
+    cls = moe_class(f, hw)
     q = class_view(resolve_params("moe", hw, p, PARAMS, FAMILY_DEFAULTS), cls)
     # ACHIEVABLE peaks (Hardware.achievable): the efficiencies are fractions of them, as in gemm.gemm_cost;
     # block-scaled FP8 experts run at the block-scaled FP8 maximum where the spec lists one

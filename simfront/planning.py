@@ -25,6 +25,8 @@ from .errors import SimfrontError
 from .hardware import GpuSet, Hardware, get_hardware, parse_gpus
 from .launch import Deployment, LaunchPlan, WorkerLayout, benchmark_command, launch_commands, sidecar_yaml
 from .memory import weight_bytes
+from .precision import weights_of
+from .priced import priced_of
 from .models import Model, apply_precision, get_model
 from .deployment import evaluate_agg, evaluate_disagg
 from .search import SearchSpace, parse_spec_label, spec_label, kv_link_bytes_per_s, precision_options, spec_options, worker_tables
@@ -326,7 +328,7 @@ def _choose(m: Model, t: _Tables, wl: Workload, space: SearchSpace, rate: float,
     return best, [ra, rd]
 
 
-def _finish_row(hw: Hardware, choice: dict, rate: float, osl: float, price: float) -> dict:
+def _finish_row(m: Model, hw: Hardware, choice: dict, rate: float, osl: float, price: float) -> dict:
     pt = dict(choice["point"])
     n = choice["num_gpus"]
     cap = choice["capacity"]
@@ -346,7 +348,8 @@ def _finish_row(hw: Hardware, choice: dict, rate: float, osl: float, price: floa
         "capacity_requests_s": cap, "headroom": cap / rate, "search_gpus": f"{choice['search_n']}x{hw.id}",
         # requests/s one worker carries (agg worker or decode worker) and one prefill worker (disagg)
         "worker_requests_s": choice["worker_rate"], "prefill_worker_requests_s": choice["prefill_rate"],
-        "provenance": efficiency.provenance(hw).model_dump(),
+        # what this deployment prices (its format, KV dtype, worker size), not every configuration searched
+        "provenance": efficiency.provenance(hw, priced=priced_of(m, [pt], hw)).model_dump(),
         "point": pt,
     }
 
@@ -448,7 +451,7 @@ def plan(model: str, rate: float, isl: int = 1024, osl: int = 1024, ttft_ms: flo
         t = _tables(m, hw, wl, space, max_gpus)
         c, reach = _choose(m, t, wl, space, rate, sla, max_gpus, eng)
         if c is not None:
-            row = _finish_row(hw, c, rate, osl, price)
+            row = _finish_row(m, hw, c, rate, osl, price)
             msg = (f"{hw.id}: {row['num_gpus']} GPUs, {row['layout']} ({row['mode']}, {row['precision']}), "
                    f"${row['usd_per_hour']:,.2f}/h, headroom {row['headroom']:.2f}")
         else:
@@ -476,7 +479,7 @@ def _spec_of(label: str | None) -> tuple[str | None, int]:
 
 def _weights(label: str) -> str:
     """Weight format of a precision label (``fp8_block+kvfp8`` -> ``fp8_block``)."""
-    w = label.split("+kv")[0]
+    w = weights_of(label)
     return "bf16" if w == "fp16" else w  # engines serve FP16 checkpoints as they are (dtype auto)
 
 

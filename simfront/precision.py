@@ -62,6 +62,11 @@ PRECISION_CHOICES = ["native", "bf16", "fp8", "fp8_block", "nvfp4", "mxfp4", "w4
 GENERIC_FP4 = ("fp4",)
 
 
+def weights_of(label: str) -> str:
+    """Weight format of a precision label (``fp8_block+kvfp8`` -> ``fp8_block``)."""
+    return str(label).split("+kv")[0]
+
+
 def get_format(name: str) -> Format:
     key = normalize_format(name)
     if key not in FORMATS:

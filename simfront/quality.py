@@ -17,6 +17,7 @@ import numpy as np
 
 from .errors import SimfrontError
 from .pareto import pareto_mask
+from .precision import weights_of
 from .search import parse_spec_label
 
 LOSSLESS_SPEC = 1.0  # speculative decoding with target-model verification keeps the output distribution
@@ -65,7 +66,7 @@ def point_scores(scores: dict[str, float], precision_labels, kv_dtypes, spec_lab
     spec = np.asarray(spec_labels).astype(str)
     out = np.ones(prec.size)
     for name in np.unique(prec):
-        w = name.split("+kv")[0]
+        w = weights_of(name)
         if w not in scores:
             raise SimfrontError(f"--quality gives no score for weight format {w!r}; add {w}=SCORE (or restrict --precision)")
         out[prec == name] *= scores[w]

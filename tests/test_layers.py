@@ -13,7 +13,7 @@ LAYERS = {
     0: ["errors", "yamlio", "units", "precision", "hardware", "kernels", "architecture", "model_schema", "models", "params", "efficiency",
         "engines", "speculative", "scheduler", "clients"],
     1: ["cost", "gemm", "moe", "attention", "mla", "linear_attention", "elementwise", "comm", "kernel_ops", "layout", "memory"],
-    2: ["step", "sizing", "kernel_validate", "bounds"],
+    2: ["step", "sizing", "kernel_validate", "bounds", "priced"],
     3: ["serving", "agentic"],
     4: ["deployment"],
     5: ["search", "pareto", "uncertainty", "results", "quality", "simulate"],

@@ -1,0 +1,88 @@
+"""Provenance notes name what a prediction prices: fallback kernels and estimated peaks of the formats, KV dtypes
+and worker sizes its configurations use, not every op and peak of the GPU (simfront/priced.py)."""
+
+from __future__ import annotations
+
+import pytest
+
+from simfront import api, efficiency, kernels
+from simfront.hardware import get_hardware
+from simfront.priced import Priced, priced_configs, priced_of, worker_gpus
+from simfront.models import get_model
+
+
+def _priced(**kw) -> Priced:
+    base = dict(attention=frozenset({"gqa"}), moe=False, weights=frozenset({"bf16"}), kv=frozenset({"bf16"}), multinode=False)
+    base.update(kw)
+    return Priced(**base)
+
+
+def test_op_conditions_follow_the_model_format_and_cache():
+    assert not kernels.op_priced("mla_decode", _priced())  # a GQA model never runs MLA decode
+    assert kernels.op_priced("mla_decode", _priced(attention=frozenset({"mla"})))
+    assert not kernels.op_priced("attention_decode_fp8_grouped", _priced())  # 16-bit cache
+    assert kernels.op_priced("attention_decode_fp8_grouped", _priced(kv=frozenset({"fp8"})))
+    assert kernels.op_priced("moe_fused_fp4", _priced(moe=True, weights=frozenset({"nvfp4"})))
+    assert not kernels.op_priced("moe_fused_fp4", _priced(moe=True, weights=frozenset({"fp8_block"})))
+    assert not kernels.op_priced("moe_fused_fp4", _priced(weights=frozenset({"nvfp4"})))  # a dense model
+    assert kernels.op_priced("gemm", _priced()) and kernels.op_priced("gemm", None)
+
+
+def test_ops_of_an_efficiency_class_follow_the_class_the_format_runs_on_the_gpu():
+    """FP4 experts run weight-only where there are no FP4 tensor cores (H100), natively on B200."""
+    m = get_model("deepseek-r1")
+    on_h100 = priced_configs(m, get_hardware("h100_sxm"), [("nvfp4", "bf16", 8)])
+    on_b200 = priced_configs(m, get_hardware("b200_sxm"), [("nvfp4", "bf16", 8)])
+    assert kernels.op_priced("moe_weight_only_grouped", on_h100)
+    assert not kernels.op_priced("moe_weight_only_grouped", on_b200)
+    assert kernels.op_priced("moe_fp8_block_grouped", priced_configs(m, get_hardware("h100_sxm"), [("fp8_block", "bf16", 8)]))
+
+
+def test_peaks_follow_the_formats_and_the_worker_size():
+    p = _priced(weights=frozenset({"fp8_block"}))
+    assert p.prices_peak("matmul_flops_per_s.fp8") and p.prices_peak("matmul_flops_per_s.bf16")
+    assert not p.prices_peak("matmul_flops_per_s.int8")
+    assert _priced(weights=frozenset({"int8"})).prices_peak("matmul_flops_per_s.int8")
+    assert not p.prices_peak("collectives.nic") and _priced(multinode=True).prices_peak("collectives.nic")
+    assert p.prices_peak("hbm_bandwidth_bytes_per_s") and p.prices_peak("collectives.nvswitch")
+
+
+def test_priced_of_frontier_points():
+    m = get_model("deepseek-r1")
+    pts = [{"precision": "fp8_block+kvfp8", "kv_dtype": "fp8", "mode": "agg", "tp": 1, "pp": 4, "attention_dp": 4},
+           {"precision": "nvfp4", "kv_dtype": "bf16", "mode": "disagg", "tp": 8, "pp": 1, "attention_dp": 1,
+            "prefill_tp": 4, "prefill_attention_dp": 1}]
+    assert worker_gpus(pts[0]) == 16 and worker_gpus(pts[1]) == 8
+    p = priced_of(m, pts, get_hardware("h100_sxm"))
+    assert p.attention == {"mla"} and p.moe and p.weights == {"fp8_block", "nvfp4"} and p.kv == {"fp8", "bf16"}
+    assert p.multinode and not priced_of(m, pts[1:], get_hardware("h100_sxm")).multinode
+    assert ("moe", "fp8_block") in p.classes and ("moe", "wonly") in p.classes  # NVFP4 experts on H100: weight-only
+
+
+def test_predict_notes_name_only_what_the_frontier_prices():
+    res = api.predict("deepseek-r1", "16xH200", isl=8192, osl=1024, precision="fp8_block")
+    fr = res.frontier
+    assert fr and {p["precision"].split("+kv")[0] for p in fr} == {"fp8_block"}
+    notes = " ".join(res.notes)
+    every = " ".join(efficiency.provenance("h200_sxm").notes)  # the GPU's notes without a prediction
+    assert "moe_fused_fp4" in every and "moe_fused_fp4" not in notes  # no FP4 experts on this frontier
+    assert "int8" in every and "int8" not in notes
+    by_op = {k["op"]: k for k in res.provenance["kernels"]}
+    assert by_op["moe_fused_fp4"]["priced"] is False and by_op["mla_decode"]["priced"] is True
+    assert by_op["moe_fp8_block_grouped"]["priced"] is True
+    # the structured fields still describe the GPU
+    assert res.provenance["estimated_peaks"] == get_hardware("h200_sxm").estimated_peaks()
+
+
+@pytest.mark.parametrize("gpus", ["8xL40S", "8xMI300X"])
+def test_borrowed_parameters_stay_in_the_notes(gpus):
+    res = api.predict("llama-3.1-70b", gpus, precision="fp8")
+    assert any("borrowed from hopper" in n for n in res.notes)
+    assert any(p["borrowed"] for p in res.provenance["params"])
+
+
+def test_explain_marks_the_ops_its_step_prices():
+    b = api.explain("llama-3.1-8b", "1xH100", batch=8, ctx=2048, kv_dtype="fp8")
+    by_op = {k["op"]: k for k in b.provenance["kernels"]}
+    assert by_op["attention_decode_fp8_grouped"]["priced"] is True and by_op["mla_decode"]["priced"] is False
+    assert not any("moe_" in n for n in b.provenance["notes"])
