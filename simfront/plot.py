@@ -17,6 +17,7 @@ from plotly.colors import qualitative
 from plotly.subplots import make_subplots
 
 from simfront.errors import SimfrontError
+from simfront.format import sla_text
 
 # Presentation defaults (choices of this module, not physics).
 MAX_POINTS = 5000  # most dominated points drawn; keeps pages small (~5 MB incl. plotly.js) and fast
@@ -205,12 +206,6 @@ def _marker_trace(row: Mapping, name: str, symbol: str, size: int, color: str, r
                       marker=marker, customdata=_customdata([row]), hovertemplate=HOVER_TEMPLATE)
 
 
-def _sla_text(sla: Mapping | None) -> str:
-    """``TTFT <= 2000 ms, TPOT <= 30 ms`` from the SLA the search used (None values left out)."""
-    parts = {"ttft_ms": "TTFT <= {:g} ms", "tpot_ms": "TPOT <= {:g} ms", "min_tok_s_user": ">= {:g} tok/s/user"}
-    return ", ".join(parts[k].format(v) for k, v in (sla or {}).items() if k in parts and v is not None)
-
-
 def _frontier_layout(fig: go.Figure, title: str) -> go.Figure:
     """Shared log-scale axes, template, legend and the output-tokens footnote."""
     fig.update_layout(
@@ -243,7 +238,7 @@ def frontier_figure(points: Sequence[Mapping], frontier: Sequence[Mapping], titl
     if frontier:
         fig.add_trace(_frontier_trace(frontier, "Pareto frontier", FRONTIER_COLOR))
     if best:
-        fig.add_trace(_marker_trace(best, f"best under SLA ({_sla_text(sla) or 'no SLA given'})", SLA_SYMBOL, SLA_SIZE, SLA_COLOR, ring=True))
+        fig.add_trace(_marker_trace(best, f"best under SLA ({sla_text(sla) or 'no SLA given'})", SLA_SYMBOL, SLA_SIZE, SLA_COLOR, ring=True))
     if knee:
         fig.add_trace(_marker_trace(knee, "knee of the frontier", KNEE_SYMBOL, KNEE_SIZE, KNEE_COLOR))
     if measured:

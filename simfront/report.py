@@ -6,7 +6,7 @@ prediction. The CLI (:mod:`simfront.cli`) calls these; notebooks use the results
 
 from __future__ import annotations
 
-from .format import gib, print_table
+from .format import gib, print_table, sla_text
 from .results import point_dict
 
 FRONTIER_COLUMNS = [("layout", "layout"), ("mode", "mode"), ("batch", "batch/rank"), ("concurrency", "conc"), ("precision", "precision"),
@@ -90,15 +90,18 @@ def print_predict(res, show_all: bool = False) -> None:
     if knee:
         print(f"knee: {knee['layout']} {knee['precision']} batch {knee['batch']}: {knee['tok_s_user']:.1f} tok/s/user, {knee['tok_s_gpu']:,.0f} tok/s/GPU, ${knee['usd_per_mtok']:.3f}/Mtok")
     b = res.get("best_under_sla")
-    sla = {k: v for k, v in res["sla"].items() if v is not None}
+    sla = sla_text(res["sla"])
+    # the search's own line when nothing meets the SLA (plain or at a percentile), printed once with the SLA
+    miss = [n for n in res["notes"] if n.startswith(("no configuration meets the SLA", "no frontier point meets the SLA"))] if sla else []
     if sla:
         if b:
-            print(f"best under SLA {sla}: {b['layout']} {b['mode']} {b['precision']} batch {b['batch']}: TTFT {b['ttft_ms']:.0f} ms, TPOT {b['tpot_ms']:.1f} ms, "
+            print(f"best under SLA ({sla}): {b['layout']} {b['mode']} {b['precision']} batch {b['batch']}: TTFT {b['ttft_ms']:.0f} ms, TPOT {b['tpot_ms']:.1f} ms, "
                   f"{b['tok_s_gpu']:,.0f} tok/s/GPU, ${b['usd_per_mtok']:.3f}/Mtok")
         else:
-            print(f"no configuration meets the SLA {sla}")
+            print(f"{miss[0] if miss else 'no configuration meets the SLA'} ({sla})")
     for n in res["notes"]:
-        print(f"note: {n}")
+        if n not in miss:
+            print(f"note: {n}")
 
 
 def write_csv(rows: list[dict], path: str) -> None:

@@ -229,6 +229,13 @@ def test_explain_terms_add_up_when_the_token_budget_caps_the_running_batch():
     assert not cpu["term"].startswith("per-request CPU overhead (128 ")
 
 
+def test_explain_prefill_charges_and_names_no_decode_requests():
+    e = api.explain("llama-3.1-8b", "1xH100", batch=2, ctx=4096, phase="prefill")
+    cpu = next(t for t in e["terms"] if t["term"].startswith("per-request CPU"))
+    assert cpu["term"].startswith("per-request CPU overhead (0 decode requests") and cpu["seconds"] == 0.0
+    assert sum(t["seconds"] for t in e["terms"]) == pytest.approx(e["step_time_s"], rel=1e-9)
+
+
 def test_explain_costs_a_length_range_at_its_mean_lengths_as_predict_does():
     """--random-range-ratio 0.8: explain's decode step of a frontier point is the one predict priced (both at the mean
     lengths of lengths uniform in [0.8 L, L])."""

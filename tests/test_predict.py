@@ -83,6 +83,16 @@ def test_sla_best_point_meets_sla():
     assert strict["best_under_sla"] is None and any("SLA" in n for n in strict["notes"])
 
 
+def test_sla_lines_name_the_sla_once(capsys):
+    """The table's SLA line spells the SLA (not a dict), and a miss is said once (not again as a note)."""
+    report.print_predict(api.predict("llama-3.1-70b", "8xH100", ttft_ms=1000, tpot_ms=40))
+    out = capsys.readouterr().out
+    assert "best under SLA (TTFT <= 1000 ms, TPOT <= 40 ms):" in out and "{" not in out
+    report.print_predict(api.predict("llama-3.1-70b", "8xH100", tpot_ms=0.01))
+    out = capsys.readouterr().out
+    assert out.count("meets the SLA") == 1 and "no configuration meets the SLA (TPOT <= 0.01 ms)" in out
+
+
 def test_json_schema_and_cli_outputs(tmp_path):
     csv_path = tmp_path / "f.csv"
     p = subprocess.run([sys.executable, "-m", "simfront.cli", "predict", "--model", "gpt-oss-120b", "--gpus", "2xH100",
