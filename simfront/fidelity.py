@@ -38,6 +38,10 @@ REACH_TOLERANCE = 1e-3
 # a predicted point is "at the measured load" when its client concurrency is within this relative distance
 # (the search's concurrency grid is batch x ranks x workers, so the measured value itself may be absent)
 LOAD_TOLERANCE = 0.1
+# a measured layout class counts as "near" simfront's choice when its own best predicted tok/s/GPU at the measured
+# tok/s/user is within this share of the frontier's: inside the serving model's p10-p90 TPOT band (about +-20 %,
+# hardware/efficiency/serving.yaml), so the search cannot tell the two classes apart there
+CLASS_NEAR_SHARE = 0.10
 
 
 def layout_class(tp: int, ep: int, attention_dp: int) -> str:
@@ -45,6 +49,11 @@ def layout_class(tp: int, ep: int, attention_dp: int) -> str:
     if attention_dp > 1:
         return "DPA+EP"
     return "TP+EP" if ep > 1 else "TP"
+
+
+def layout_classes(ep: np.ndarray, attention_dp: np.ndarray) -> np.ndarray:
+    """:func:`layout_class` of arrays of configurations."""
+    return np.where(np.asarray(attention_dp) > 1, "DPA+EP", np.where(np.asarray(ep) > 1, "TP+EP", "TP"))
 
 
 def _num(v, default=1):
@@ -153,10 +162,11 @@ def sweep_interpolated_best(points: list, x: float) -> float:
     return max(reach) if reach else math.nan
 
 
-def _compare(members: list, f, with_mode: bool, at_load=None) -> tuple[list[dict], dict | None]:
+def _compare(members: list, f, with_mode: bool, at_load=None, class_best=None) -> tuple[list[dict], dict | None]:
     """Rows (one per measured Pareto point of ``members``) against the predicted frontier ``f`` of one GPU
     count per point (``f(n)``), and the knee row. ``with_mode``: layout classes carry agg/disagg.
-    ``at_load(n, concurrency)``: simfront's best (tok/s/GPU, tok/s/user, mode, tp, ep, attention_dp) at that load."""
+    ``at_load(n, concurrency)``: simfront's best (tok/s/GPU, tok/s/user, mode, tp, ep, attention_dp) at that load.
+    ``class_best(n, tok_s_user, mode, layout class)``: simfront's best tok/s/GPU of that class at that tok/s/user."""
 
     def cls(mode, tp, ep, dp) -> str:
         c = layout_class(int(tp), int(ep), int(dp))
@@ -181,6 +191,9 @@ def _compare(members: list, f, with_mode: bool, at_load=None) -> tuple[list[dict
             ok = fr["tok_s_user"] >= x_q
             j = int(np.nonzero(ok)[0][np.argmax(fr["tok_s_gpu"][ok])])
             pred_cls = cls(fr["mode"][j], fr["tp"][j], fr["ep"][j], fr["attention_dp"][j])
+        # the measured class's own best predicted point there, over the frontier's: how close the search came to
+        # choosing it (1 when it did; near 1 when the classes tie within the model's error)
+        own = class_best(int(p.num_gpus), x_q, mode if with_mode else None, meas_cls.split(" ")[-1]) if class_best and math.isfinite(pred) else None
         # (b) simfront's best configuration at the measured load: the most tok/s/GPU among its points within
         # LOAD_TOLERANCE of the measured concurrency (any tok/s/user), on the same GPU count
         at = at_load(int(p.num_gpus), p.concurrency) if at_load and p.concurrency else None
@@ -196,6 +209,7 @@ def _compare(members: list, f, with_mode: bool, at_load=None) -> tuple[list[dict
                      "measured_sweep_interpolated_tok_s_gpu": interp,
                      "ratio_to_sweep_interpolated": pred / interp if math.isfinite(pred) and interp > 0 else None,
                      "measured_class": meas_cls, "predicted_class": pred_cls,
+                     "measured_class_share": own / pred if own is not None and pred > 0 else None,
                      "measured_spec": str(p.spec_decoding or "none"), "source": f"{p.source_file}:{p.line}"})
     knee = None
     k = knee_index(x[front], y[front])
@@ -219,12 +233,17 @@ def _summarise(rows: list[dict], knees: list[dict], key) -> dict:
     for g, rs in sorted(groups.items()) + [("all", rows)]:
         ratios = np.array([r["ratio"] for r in rs if r["ratio"]])
         agree = [r["measured_class"] == r["predicted_class"] for r in rs if r["predicted_class"]]
+        share = np.array([r["measured_class_share"] if r.get("measured_class_share") is not None else 0.0
+                          for r in rs if r["predicted_class"]])
         at = np.array([r["at_load_ratio"] for r in rs if r.get("at_load_ratio")])
         interp = np.array([r["ratio_to_sweep_interpolated"] for r in rs if r.get("ratio_to_sweep_interpolated")])
         out[g] = {"points": len(rs), "reached": int(ratios.size),
                   "geomean_ratio": round(float(np.exp(np.mean(np.log(ratios)))), 4) if ratios.size else None,
                   "geomean_ratio_to_sweep_interpolated": round(float(np.exp(np.mean(np.log(interp)))), 4) if interp.size else None,
                   "class_agreement": round(float(np.mean(agree)), 4) if agree else None,
+                  # the measured class agrees, or its own best predicted point is within CLASS_NEAR_SHARE of the frontier
+                  "class_near": round(float(np.mean(share >= 1.0 - CLASS_NEAR_SHARE)), 4) if share.size else None,
+                  "median_measured_class_share": round(float(np.median(share)), 4) if share.size else None,
                   "at_load_points": int(at.size),
                   "at_load_geomean_ratio": round(float(np.exp(np.mean(np.log(at)))), 4) if at.size else None}
     out["all"]["knee_class_agreement"] = round(float(np.mean([k["knee_class_agrees"] for k in knees])), 4) if knees else None
@@ -262,6 +281,8 @@ def frontier_comparison(points: list, profile: dict | None = None) -> dict:
             res = search(r.model, GpuSet(count=n, hardware=r.hw), wl, space, profile=profile)
             searched[k] = {c: np.asarray(res.points[c]) for c in ("tok_s_user", "tok_s_gpu", "tp", "ep", "attention_dp", "spec",
                                                                   "concurrency", "mode")} if res.points else {}
+            if searched[k]:
+                searched[k]["class"] = layout_classes(searched[k]["ep"], searched[k]["attention_dp"])
         pts = searched[k]
         if not pts:
             return {}
@@ -286,12 +307,26 @@ def frontier_comparison(points: list, profile: dict | None = None) -> dict:
         j = int(near[np.argmax(pts["tok_s_gpu"][near])])
         return (float(pts["tok_s_gpu"][j]), float(pts["tok_s_user"][j]), pts["mode"][j], pts["tp"][j], pts["ep"][j], pts["attention_dp"][j])
 
+    def class_best(key, r, n, x_q, mode, cls, within=None):
+        """simfront's most tok/s/GPU at tok/s/user >= ``x_q`` among its points of layout class ``cls`` (and of ``mode``,
+        given; ``within``: the frontier's own mode when it is restricted to one)."""
+        frontier(key, r, n, None)  # runs the search once per GPU count
+        pts = searched[key + (n,)]
+        if not pts:
+            return None
+        ok = (pts["class"] == cls) & (pts["tok_s_user"] >= x_q)
+        for m in (mode, within):
+            if m is not None:
+                ok &= pts["mode"] == m
+        return float(pts["tok_s_gpu"][ok].max()) if ok.any() else 0.0
+
     pooled, by_mode, knees, knees_mode = [], [], [], []
     for key, members in sorted(sweeps.items()):
         # reported by format name: the checkpoint as shipped is searched as "native" and named by its format
         prec = key[2] if key[2] != "native" else members[0][1].model.native.experts
         rows, knee = _compare(members, lambda n, key=key, r=members[0][1]: frontier(key, r, n, None), with_mode=True,
-                              at_load=lambda n, c, key=key, r=members[0][1]: at_load(key, r, n, c))
+                              at_load=lambda n, c, key=key, r=members[0][1]: at_load(key, r, n, c),
+                              class_best=lambda n, x, md, cl, key=key, r=members[0][1]: class_best(key, r, n, x, md, cl))
         for x in rows:
             x["precision"] = prec
         pooled += rows
@@ -302,7 +337,8 @@ def frontier_comparison(points: list, profile: dict | None = None) -> dict:
             if not sub:
                 continue
             rows, knee = _compare(sub, lambda n, key=key, r=sub[0][1], mode=mode: frontier(key, r, n, mode), with_mode=False,
-                                  at_load=lambda n, c, key=key, r=sub[0][1], mode=mode: at_load(key, r, n, c, mode))
+                                  at_load=lambda n, c, key=key, r=sub[0][1], mode=mode: at_load(key, r, n, c, mode),
+                                  class_best=lambda n, x, md, cl, key=key, r=sub[0][1], mode=mode: class_best(key, r, n, x, md, cl, mode))
             for x in rows:
                 x["precision"] = prec
             by_mode += rows

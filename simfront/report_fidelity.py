@@ -23,7 +23,10 @@ def print_fidelity(fid: dict) -> None:
             print(f"\nfrontiers, {title}: simfront's best tok/s/GPU at each measured Pareto point's tok/s/user, same GPU count, over measured")
             rows = [{"group": g, **v} for g, v in summ.items()]
             print_table(rows, ["group", ("points", "points"), ("reached", "reached"), ("geomean_ratio", "geomean pred/meas", "{:.2f}"),
-                               ("class_agreement", "layout class agrees", "{:.0%}"), ("knee_class_agreement", "knee class agrees", "{:.0%}"),
+                               ("class_agreement", "layout class agrees", "{:.0%}"),
+                               ("class_near", "class agrees or within 10 %", "{:.0%}"),
+                               ("median_measured_class_share", "measured class's best / frontier", "{:.2f}"),
+                               ("knee_class_agreement", "knee class agrees", "{:.0%}"),
                                ("at_load_geomean_ratio", "best at the measured load, pred/meas", "{:.2f}"),
                                ("geomean_ratio_to_sweep_interpolated", "pred / measured sweeps read as lines", "{:.2f}")])
 

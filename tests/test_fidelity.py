@@ -8,7 +8,7 @@ from simfront import api
 from simfront.export import measured_csv
 from types import SimpleNamespace
 
-from simfront.fidelity import knob_bins, layout_class, residual_trends, sweep_interpolated_best
+from simfront.fidelity import knob_bins, layout_class, layout_classes, residual_trends, sweep_interpolated_best
 
 
 def test_layout_classes_and_bins():
@@ -17,6 +17,28 @@ def test_layout_classes_and_bins():
     assert b["requests per rank"] == "33-128" and b["layout class"] == "DPA+EP" and b["attention-DP size"] == "8"
     d = knob_bins({"mode": "disagg", "decode_tp": 8, "decode_ep": 8, "decode_attention_dp": 1, "decode_workers": 2, "concurrency": 8})
     assert d["requests per rank"] == "2-8" and d["layout class"] == "TP+EP" and d["mode"] == "disagg"
+
+
+def test_layout_classes_of_arrays_match_the_scalar_rule():
+    import numpy as np
+
+    tp, ep, dp = np.array([8, 8, 1, 4]), np.array([1, 8, 8, 4]), np.array([1, 1, 8, 2])
+    assert list(layout_classes(ep, dp)) == [layout_class(*x) for x in zip(tp, ep, dp)]
+
+
+def test_measured_class_share_says_how_far_the_measured_class_is_from_the_frontier(tmp_path):
+    """A frontier point of one class, measured at 0.7x its predicted throughput: the measured Pareto point's class
+    share is its class's best over the frontier's best at that tok/s/user, in (0, 1], and 1 where they agree."""
+    front = api.predict("deepseek-r1", "8xB200", modes=["agg"], precision=["nvfp4"], kv_dtype=["fp8"]).frontier
+    path = tmp_path / "m.csv"
+    path.write_text(measured_csv([dict(p, tok_s_gpu=p["tok_s_gpu"] * 0.7) for p in front], "deepseek-r1", "B200", 1024, 1024, "default"))
+    rows = api.validate([str(path)], frontier=True)["fidelity"]["frontiers"]["points_by_mode"]
+    assert rows
+    for r in rows:
+        share = r["measured_class_share"]
+        assert share is not None and 0.0 <= share <= 1.0 + 1e-9
+        if r["measured_class"] == r["predicted_class"]:
+            assert share >= 0.999
 
 
 def test_trends_are_medians_of_log_ratios():
@@ -37,6 +59,8 @@ def test_predicted_frontier_validates_as_its_own_frontier(tmp_path):
     assert s["reached"] == s["points"] > 0
     assert 0.98 <= s["geomean_ratio"] <= 1.02
     assert s["class_agreement"] == 1.0
+    # the measured class is the frontier's own there: its best predicted point is the frontier's (share 1)
+    assert s["class_near"] == 1.0 and s["median_measured_class_share"] >= 0.99
     # (b) simfront's best at each point's own concurrency is at least that point (it is among the candidates)
     assert s["at_load_points"] == s["points"] and s["at_load_geomean_ratio"] >= 0.99
     # against both modes simfront can only do as well or better (disagg searched too), never worse
