@@ -287,7 +287,12 @@ def get_model(name: str) -> Model:
     p = Path(name)
     if (p.suffix == ".json" or p.is_dir()) and (p.exists() or p.suffix == ".json"):
         return model_from_config(p)
-    mid, prec = resolve_name(name)
+    try:
+        mid, prec = resolve_name(name)
+    except SimfrontError:
+        if p.is_file():  # not a catalog name but a file: read it as the config.json it was given as
+            return model_from_config(p)
+        raise
     model = _load_catalog_model(mid)
     if prec:
         e = _catalog_entries()[mid]

@@ -136,6 +136,19 @@ def test_bad_configs(tmp_path):
         model_from_config(bad)
     with pytest.raises(SimfrontError, match="did you mean"):
         get_model("kimi-k33")
+    # a file that is not a catalog name is read as the config.json it was given as, whatever its suffix
+    other = tmp_path / "notes.txt"
+    other.write_text("these are my notes\n")
+    with pytest.raises(SimfrontError, match="notes.txt: malformed config.json"):
+        get_model(str(other))
+
+
+def test_config_file_without_json_suffix(tmp_path):
+    cfg = {"hidden_size": 1024, "num_hidden_layers": 4, "num_attention_heads": 8, "num_key_value_heads": 2,
+           "intermediate_size": 4096, "vocab_size": 32000, "torch_dtype": "bfloat16"}
+    p = tmp_path / "my-model-config"
+    p.write_text(json.dumps(cfg))
+    assert get_model(str(p)).arch.n_layers == 4
 
 
 def test_every_catalog_model_parses_and_describes():
