@@ -78,11 +78,7 @@ def soft_max(a, b, k: float) -> np.ndarray:
 
 def _params(p, hw) -> dict:
     """Fitted parameters of ``hw``'s family (priors from the PARAMS tables for any key not fitted)."""
-    if p is not None:
-        return dict(p)
-    out = {k: v[0] for k, v in {**DECODE_PARAMS, **PREFILL_PARAMS}.items()}
-    out.update(efficiency.params(KIND, hw.family))
-    return out
+    return efficiency.params_with_priors(KIND, hw.family, p, DECODE_PARAMS, PREFILL_PARAMS)
 
 
 def _peak(hw, dtype: str) -> float:

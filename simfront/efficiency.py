@@ -105,6 +105,16 @@ def params(kind: str, family: str, profile: Profile | None = None) -> dict[str, 
     return base
 
 
+def params_with_priors(kind: str, family: str, p: dict | None, *priors: dict) -> dict[str, Any]:
+    """A copy of ``p`` when given; else the priors (tables of name -> (default, lo, hi)) under the fitted values of
+    ``kind`` for ``family`` (:func:`params`)."""
+    if p is not None:
+        return dict(p)
+    out = {name: spec[0] for table in priors for name, spec in table.items()}
+    out.update(params(kind, family))
+    return out
+
+
 def fitted_gpus(kind: str, family: str) -> list[str]:
     """Calibration GPUs whose rows fitted the block ``family`` reads for ``kind`` (its own, a fallback family's, or
     the pooled default's); empty where nothing was fitted."""

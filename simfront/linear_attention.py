@@ -27,7 +27,7 @@ CHUNK_STATE_FLOPS_PER_ELEM = 6.0
 
 
 def _params(p, hw) -> dict:
-    return dict(efficiency.params(KIND, hw.family)) if p is None else dict(p)
+    return efficiency.params_with_priors(KIND, hw.family, p)
 
 
 def linear_attention_decode_cost(batch, n_heads, head_k_dim, head_v_dim, hw, p=None, state_bytes=4, conv_dim=0, conv_kernel=4, q_tokens=1) -> Cost:

@@ -42,11 +42,7 @@ INDEXER_LOGIT_BYTES = 4.0
 
 def _params(p, hw) -> dict:
     """Fitted parameters of ``hw``'s family (priors from the PARAMS tables for any key not fitted)."""
-    if p is not None:
-        return dict(p)
-    out = {k: v[0] for k, v in {**DECODE_PARAMS, **PREFILL_PARAMS}.items()}
-    out.update(efficiency.params(KIND, hw.family))
-    return out
+    return efficiency.params_with_priors(KIND, hw.family, p, DECODE_PARAMS, PREFILL_PARAMS)
 
 
 def _decode_seconds(batch, kv_len, n_heads, kv_bytes, hw, p, kv_lora_rank=512, qk_rope_dim=64, qk_nope_dim=128,
