@@ -363,8 +363,6 @@ def predict(model: str, gpus: str | GpuSet, isl: int | None = None, osl: int | N
         out["notes"].append(note)
     rows = _rows_of(pts, front)  # the frontier's rows only: no column of a 10^6-point search is joined for them
     out["frontier"] = [add_bands(point_dict(rows, j), q, widen) for j in range(front.size)]
-    # provenance of what the frontier prices: its formats, KV dtypes and worker sizes, not every searched one
-    _set_provenance(out, g.hardware, prov_at, n_prov, priced_of(m, out["frontier"], g.hardware))
     out["uncertainty"] = {"band": "p10-p90 of measured/predicted from leave-one-model-out validation", "widening": widen,
                           "note": "wider (x%.1f on log scale) for GPUs or models outside the calibration data" % widen if widen > 1 else
                           "GPU and model are inside the calibration data"}
@@ -404,6 +402,10 @@ def predict(model: str, gpus: str | GpuSet, isl: int | None = None, osl: int | N
                 out["best_under_sla"] = add_bands(point_dict(_rows_of(pts, [j]), 0), q, widen)
             else:
                 out["notes"].append("no configuration meets the SLA")
+    # provenance of what the shown points price (the frontier and the best point under the SLA, which need not be on
+    # it): their formats, KV dtypes and worker sizes, not every configuration searched
+    shown = out["frontier"] + ([out["best_under_sla"]] if out["best_under_sla"] else [])
+    _set_provenance(out, g.hardware, prov_at, n_prov, priced_of(m, shown, g.hardware))
     return _frontier(out, t0, pts)
 
 
