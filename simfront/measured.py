@@ -339,8 +339,19 @@ def _below_floor(pts, idx, r: Resolved, tp, pp, dp, ep, batch, ok) -> dict:
         mask = meas < FLOOR_SLACK * floor_ms
     return {i: (f"measured TPOT {meas[j]:.3g} ms is below the {floor_ms[j]:.3g} ms a decode step of {batch[j]:.0f} requests "
             f"per rank needs at the datasheet HBM bandwidth (weights + KV): fewer requests decoded together than the "
-            f"concurrency {_get(pts[i], 'concurrency')} says (a client-side cap on requests in flight?)")
+            f"concurrency {_get(pts[i], 'concurrency')} says (a client-side cap on requests in flight?"
+            + _in_decode_note(pts[i], wl.mean_osl) + ")")
             for j, i in enumerate(idx) if mask[j] and ok[j]}
+
+
+def _in_decode_note(p, mean_osl: float) -> str:
+    """"; its own TTFT and TPOT put N requests in decode at once" (Little's law on the measurement alone: a closed-loop
+    client of C users, each cycle TTFT + decode time D, has C x D / (TTFT + D) requests decoding), or "" without both."""
+    c, ttft, tpot = (float(_get(p, k) or np.nan) for k in ("concurrency", "ttft_ms", "tpot_ms"))
+    decode_ms = max(mean_osl - 1.0, 0.0) * tpot  # one request's decode time after its first token
+    if not (np.isfinite(c) and np.isfinite(ttft) and np.isfinite(decode_ms)) or ttft + decode_ms <= 0:
+        return ""
+    return f"; its own TTFT and TPOT put {c * decode_ms / (ttft + decode_ms):.0f} requests in decode at once (Little's law)"
 
 
 def _metric_dict(m) -> dict:
