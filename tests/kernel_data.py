@@ -49,3 +49,11 @@ def check_registry_contract(ops: dict, kind: str) -> None:
             names.add(name)
         for fam in ("hopper", "blackwell"):
             assert set(entry["params"]) <= set(efficiency.params(kind, fam)), (op, fam)
+
+
+def more_hbm(hw, factor):
+    """``hw`` with ``factor`` x the HBM bandwidth, datasheet and achievable (the kernel models use the latter)."""
+    a = hw.achievable
+    hbm = a.hbm_bandwidth_bytes_per_s.model_copy(update={"value": a.hbm_bandwidth_bytes_per_s.value * factor})
+    return hw.model_copy(update={"hbm_bandwidth_bytes_per_s": hw.hbm_bandwidth_bytes_per_s * factor,
+                                 "achievable": a.model_copy(update={"hbm_bandwidth_bytes_per_s": hbm})})

@@ -18,15 +18,9 @@ from simfront.attention import (
     soft_max,
 )
 from simfront.hardware import get_hardware
-from kernel_data import KERNEL_DIR, check_registry_contract, sample_ape
+from kernel_data import KERNEL_DIR, check_registry_contract, sample_ape, more_hbm
 
 
-def _more_hbm(hw, factor):
-    """``hw`` with ``factor`` x the HBM bandwidth, datasheet and achievable (the kernel models use the latter)."""
-    a = hw.achievable
-    ach = a.model_copy(update={"hbm_bandwidth_bytes_per_s": a.hbm_bandwidth_bytes_per_s.model_copy(
-        update={"value": a.hbm_bandwidth_bytes_per_s.value * factor})})
-    return hw.model_copy(update={"hbm_bandwidth_bytes_per_s": hw.hbm_bandwidth_bytes_per_s * factor, "achievable": ach})
 
 H100 = get_hardware("h100_sxm")
 B200 = get_hardware("b200_sxm")
@@ -259,7 +253,7 @@ def test_decode_window_fp8_and_bandwidth(b, kv, h, d, w, hw, q):
     full8 = attention_decode_cost(b, kv, h[0], h[1], d, 0, 1, hw, q_tokens=q)
     assert float(win16.time_s) <= float(full16.time_s) * (1 + 1e-12)  # a window never costs more
     assert float(full8.time_s) <= float(full16.time_s) * (1 + 1e-12)  # FP8 KV never slower
-    faster = _more_hbm(hw, 2.0)
+    faster = more_hbm(hw, 2.0)
     assert float(attention_decode_cost(b, kv, h[0], h[1], d, w, 2, faster, q_tokens=q).time_s) <= float(win16.time_s) * (1 + 1e-12)
 
 

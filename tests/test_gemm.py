@@ -15,7 +15,7 @@ from simfront.gemm import PARAMS, dtype_class, gemm_cost
 from simfront.hardware import catalog, get_hardware
 from simfront.kernel_ops import OPS, op_params
 from simfront.precision import FORMATS
-from kernel_data import KERNEL_DIR
+from kernel_data import KERNEL_DIR, more_hbm
 
 KERNELS = KERNEL_DIR
 GPUS = sorted(catalog())
@@ -54,17 +54,11 @@ def test_time_never_decreases_when_a_dimension_grows(gpu, fmt, seed, axis, step)
 @given(gpu=st.sampled_from(GPUS), fmt=st.sampled_from(FMTS), seed=st.integers(0, 2**16), factor=st.floats(1.0, 4.0))
 def test_more_hbm_bandwidth_never_slows_a_gemm(gpu, fmt, seed, factor):
     hw = get_hardware(gpu)
-    faster = _more_hbm(hw, factor)
+    faster = more_hbm(hw, factor)
     m, n, k = _shapes(seed)
     assert np.all(gemm_cost(m, n, k, fmt, faster).time_s <= gemm_cost(m, n, k, fmt, hw).time_s * (1 + 1e-12))
 
 
-def _more_hbm(hw, factor):
-    """``hw`` with its datasheet AND achievable HBM bandwidth scaled by ``factor`` (GEMMs use the achievable one)."""
-    a = hw.achievable
-    hbm = a.hbm_bandwidth_bytes_per_s.model_copy(update={"value": a.hbm_bandwidth_bytes_per_s.value * factor})
-    return hw.model_copy(update={"hbm_bandwidth_bytes_per_s": hw.hbm_bandwidth_bytes_per_s * factor,
-                                 "achievable": a.model_copy(update={"hbm_bandwidth_bytes_per_s": hbm})})
 
 
 def test_gemms_use_the_achievable_peaks_not_the_datasheet():
@@ -76,7 +70,7 @@ def test_gemms_use_the_achievable_peaks_not_the_datasheet():
     assert big.flops / big.time_s > 0.6 * hw.achievable_matmul_flops_per_s("bf16")
     # a decode GEMM streams its weights at the achievable bandwidth: doubling it halves the weight time
     d1 = gemm_cost(1, 8192, 8192, "bf16", hw).time_s
-    d2 = gemm_cost(1, 8192, 8192, "bf16", _more_hbm(hw, 2.0)).time_s
+    d2 = gemm_cost(1, 8192, 8192, "bf16", more_hbm(hw, 2.0)).time_s
     assert d2 < 0.75 * d1
 
 
@@ -181,7 +175,7 @@ def test_memory_op_time_is_fixed_cost_plus_bytes_over_achieved_bandwidth():
 @given(gpu=st.sampled_from(GPUS), nbytes=st.floats(0, 1e12), flops=st.floats(0, 1e13), factor=st.floats(1.0, 8.0))
 def test_memory_op_never_slower_with_more_bandwidth_and_never_nan(gpu, nbytes, flops, factor):
     hw = get_hardware(gpu)
-    faster = _more_hbm(hw, factor)
+    faster = more_hbm(hw, factor)
     a, b = memory_op_cost(nbytes, hw, flops=flops), memory_op_cost(nbytes, faster, flops=flops)
     assert np.isfinite(a.time_s) and a.time_s > 0
     assert b.time_s <= a.time_s * (1 + 1e-12)

@@ -10,14 +10,9 @@ from hypothesis import strategies as st
 from simfront.attention import attention_decode_cost
 from simfront.hardware import get_hardware
 from simfront.linear_attention import linear_attention_decode_cost, linear_attention_prefill_cost
+from kernel_data import more_hbm
 
 
-def _more_hbm(hw, factor):
-    """``hw`` with ``factor`` x the HBM bandwidth, datasheet and achievable (the kernel models use the latter)."""
-    a = hw.achievable
-    ach = a.model_copy(update={"hbm_bandwidth_bytes_per_s": a.hbm_bandwidth_bytes_per_s.model_copy(
-        update={"value": a.hbm_bandwidth_bytes_per_s.value * factor})})
-    return hw.model_copy(update={"hbm_bandwidth_bytes_per_s": hw.hbm_bandwidth_bytes_per_s * factor, "achievable": ach})
 
 H100 = get_hardware("h100_sxm")
 B200 = get_hardware("b200_sxm")
@@ -73,7 +68,7 @@ def test_decode_invariants(b, h, d, q, conv, hw, f):
     t = float(c.time_s)
     assert np.isfinite(t) and t > 0 and float(c.mem_bytes) > 0
     assert float(linear_attention_decode_cost(int(b * f) + 1, h, d, d, hw, conv_dim=conv, q_tokens=q).time_s) >= t * (1 - 1e-12)
-    faster = _more_hbm(hw, 2.0)
+    faster = more_hbm(hw, 2.0)
     assert float(linear_attention_decode_cost(b, h, d, d, faster, conv_dim=conv, q_tokens=q).time_s) <= t * (1 + 1e-12)
 
 

@@ -8,15 +8,9 @@ from hypothesis import strategies as st
 
 from simfront.hardware import get_hardware
 from simfront.mla import CALIBRATION_OPS, MLA_HEAD_TILE, dsa_indexer_cost, mla_decode_cost, mla_prefill_cost
-from kernel_data import KERNEL_DIR, check_registry_contract, sample_ape
+from kernel_data import KERNEL_DIR, check_registry_contract, sample_ape, more_hbm
 
 
-def _more_hbm(hw, factor):
-    """``hw`` with ``factor`` x the HBM bandwidth, datasheet and achievable (the kernel models use the latter)."""
-    a = hw.achievable
-    ach = a.model_copy(update={"hbm_bandwidth_bytes_per_s": a.hbm_bandwidth_bytes_per_s.model_copy(
-        update={"value": a.hbm_bandwidth_bytes_per_s.value * factor})})
-    return hw.model_copy(update={"hbm_bandwidth_bytes_per_s": hw.hbm_bandwidth_bytes_per_s * factor, "achievable": ach})
 
 H100 = get_hardware("h100_sxm")
 B200 = get_hardware("b200_sxm")
@@ -103,7 +97,7 @@ def test_decode_invariants(b, kv, h, q, topk, hw, f):
     assert float(mla_decode_cost(int(b * f) + 1, kv, h, 2, hw, q_tokens=q, topk=topk).time_s) >= t * (1 - 1e-12)
     assert float(mla_decode_cost(b, kv, h, 1, hw, q_tokens=q, topk=topk).time_s) <= t * (1 + 1e-12)  # FP8 never slower
     assert float(mla_decode_cost(b, kv, h, 2, hw, q_tokens=q, topk=2048).time_s) <= float(mla_decode_cost(b, kv, h, 2, hw, q_tokens=q).time_s) * (1 + 1e-12)
-    faster = _more_hbm(hw, 2.0)
+    faster = more_hbm(hw, 2.0)
     assert float(mla_decode_cost(b, kv, h, 2, faster, q_tokens=q, topk=topk).time_s) <= t * (1 + 1e-12)
 
 
@@ -156,7 +150,7 @@ def test_decode_streaming_needs_more_ctas_on_a_gpu_with_more_bandwidth():
 
     assert float(_stream_occupancy(10, 1e11, 1e12)) == pytest.approx(0.5)
     assert float(_stream_occupancy(20, 1e11, 2e12)) == pytest.approx(0.5)
-    fast = _more_hbm(H100, 2.0)
+    fast = more_hbm(H100, 2.0)
     few = dict(batch=1, kv_len=65536, n_heads=16, kv_bytes=2)
     many = dict(batch=512, kv_len=65536, n_heads=16, kv_bytes=2)
     # the streaming leg (the one occupancy acts on)

@@ -12,15 +12,9 @@ from hypothesis import strategies as st
 from simfront.hardware import catalog, get_hardware
 from simfront.kernel_ops import csv_format, moe_gated, routing_alpha
 from simfront.moe import moe_cost, power_law_rank_load
-from kernel_data import KERNEL_DIR
+from kernel_data import KERNEL_DIR, more_hbm
 
 
-def _more_hbm(hw, factor):
-    """``hw`` with ``factor`` x the HBM bandwidth, datasheet and achievable (the kernel models use the latter)."""
-    a = hw.achievable
-    ach = a.model_copy(update={"hbm_bandwidth_bytes_per_s": a.hbm_bandwidth_bytes_per_s.model_copy(
-        update={"value": a.hbm_bandwidth_bytes_per_s.value * factor})})
-    return hw.model_copy(update={"hbm_bandwidth_bytes_per_s": hw.hbm_bandwidth_bytes_per_s * factor, "achievable": ach})
 
 KERNELS = KERNEL_DIR
 GPUS = sorted(catalog())
@@ -56,7 +50,7 @@ def test_time_never_decreases_when_tokens_grow(gpu, fmt, shape, tp, ep, alpha):
        alpha=st.sampled_from([None, 1.2]))
 def test_more_hbm_bandwidth_never_slows_the_moe(gpu, fmt, shape, factor, alpha):
     hw = get_hardware(gpu)
-    faster = _more_hbm(hw, factor)
+    faster = more_hbm(hw, factor)
     T = np.array([1.0, 8.0, 64.0, 512.0, 4096.0])
     a = moe_cost(T, *shape, 1, 8 if shape[3] % 8 == 0 else 1, fmt, hw, alpha=alpha).time_s
     b = moe_cost(T, *shape, 1, 8 if shape[3] % 8 == 0 else 1, fmt, faster, alpha=alpha).time_s
