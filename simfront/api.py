@@ -214,7 +214,6 @@ def engine_info(engine: str | None, version: str | None = None) -> dict:
     return {"name": key, "version": version, "scheduler_family": str(release_family(key, version)["since"])}
 
 
-
 def _provenance_of(hw, priced: Priced | None = None) -> dict:
     """``provenance`` of a result on ``hw``: parameters, estimated peaks and notes (narrowed to what ``priced``
     prices, when given), and the kernel each op runs (``kernels``)."""
@@ -229,6 +228,7 @@ def _set_provenance(out: dict, hw, at: int, replace: int, priced: Priced | None 
     out["provenance"] = _provenance_of(hw, priced)
     out["notes"][at:at + replace] = out["provenance"]["notes"]
     return len(out["provenance"]["notes"])
+
 
 def predict(model: str, gpus: str | GpuSet, isl: int | None = None, osl: int | None = None, concurrency: int | None = None,
             rate: float | None = None, ttft_ms: float | None = None, tpot_ms: float | None = None, min_tok_s_user: float | None = None,

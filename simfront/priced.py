@@ -22,6 +22,15 @@ from .precision import get_format, weights_of
 ALWAYS_RATE_DTYPES = frozenset({"bf16"})
 
 
+def _formats(weights: Iterable[str]):
+    """The formats simfront knows among weight-format names (a label it does not know prices nothing more)."""
+    for w in weights:
+        try:
+            yield get_format(w)
+        except SimfrontError:
+            continue
+
+
 @dataclass(frozen=True)
 class Priced:
     attention: frozenset[str]  # attention kinds of the model: "gqa", "mla"
@@ -34,11 +43,7 @@ class Priced:
     def rate_dtypes(self) -> frozenset[str]:
         """Tensor-core rates (keys of ``achievable.matmul_flops_per_s``) the configurations' GEMMs run at."""
         out = set(ALWAYS_RATE_DTYPES)
-        for w in self.weights:
-            try:
-                f = get_format(w)
-            except SimfrontError:  # a label simfront does not know as a format prices nothing more
-                continue
+        for f in _formats(self.weights):
             out |= {f.name, f.compute_dtype, f.fallback_dtype}
         if "fp8" in self.kv:
             out.add("fp8")  # attention math over an FP8 cache
@@ -64,13 +69,7 @@ def priced_configs(model, hw, configs: Iterable[tuple[str, str, int]]) -> Priced
     """What configurations ``(precision label or weight format, KV dtype, GPUs per worker)`` of ``model`` price on ``hw``."""
     cfg = list(configs)
     weights = frozenset(weights_of(w) for w, _, _ in cfg)
-    classes = set()
-    for w in weights:
-        try:
-            f = get_format(w)
-        except SimfrontError:
-            continue
-        classes |= {("gemm", dtype_class(f, hw)), ("moe", moe_class(f, hw))}
+    classes = {c for f in _formats(weights) for c in (("gemm", dtype_class(f, hw)), ("moe", moe_class(f, hw)))}
     return Priced(attention=frozenset({model.arch.attention.kind}), moe=model.arch.is_moe, weights=weights,
                   kv=frozenset(str(kv) for _, kv, _ in cfg), multinode=any(n > hw.scaleup.domain_gpus for _, _, n in cfg),
                   classes=frozenset(classes))
