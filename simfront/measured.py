@@ -217,6 +217,9 @@ def build_groups(points: Iterable[Any]) -> tuple[list[PointGroup], list[dict]]:
             out[i]["reason"] = why
             continue
         resolved[i] = r
+        n = measured_in_decode(p, r.workload().mean_osl)
+        if n is not None:  # did the client's load reach the engine? (Little's law on the row's own latencies)
+            out[i]["measured_in_decode"] = round(n, 1)
         mode = _get(p, "mode", "agg")
         # offline max-throughput runs (all requests queued at once): the measured-point CSV without a
         # client concurrency; rate-driven client runs (GuideLLM) are not offline
@@ -344,14 +347,20 @@ def _below_floor(pts, idx, r: Resolved, tp, pp, dp, ep, batch, ok) -> dict:
             for j, i in enumerate(idx) if mask[j] and ok[j]}
 
 
-def _in_decode_note(p, mean_osl: float) -> str:
-    """"; its own TTFT and TPOT put N requests in decode at once" (Little's law on the measurement alone: a closed-loop
-    client of C users, each cycle TTFT + decode time D, has C x D / (TTFT + D) requests decoding), or "" without both."""
+def measured_in_decode(p, mean_osl: float) -> float | None:
+    """Requests decoding at once by Little's law on the measurement alone: a closed loop of C clients, each cycle its
+    TTFT plus decode time D = (mean OSL - 1) x TPOT, has C x D / (TTFT + D) of them decoding. None without all three."""
     c, ttft, tpot = (float(_get(p, k) or np.nan) for k in ("concurrency", "ttft_ms", "tpot_ms"))
     decode_ms = max(mean_osl - 1.0, 0.0) * tpot  # one request's decode time after its first token
     if not (np.isfinite(c) and np.isfinite(ttft) and np.isfinite(decode_ms)) or ttft + decode_ms <= 0:
-        return ""
-    return f"; its own TTFT and TPOT put {c * decode_ms / (ttft + decode_ms):.0f} requests in decode at once (Little's law)"
+        return None
+    return c * decode_ms / (ttft + decode_ms)
+
+
+def _in_decode_note(p, mean_osl: float) -> str:
+    """"; its own TTFT and TPOT put N requests in decode at once (Little's law)", or "" (:func:`measured_in_decode`)."""
+    n = measured_in_decode(p, mean_osl)
+    return "" if n is None else f"; its own TTFT and TPOT put {n:.0f} requests in decode at once (Little's law)"
 
 
 def _metric_dict(m) -> dict:

@@ -98,6 +98,8 @@ def _serving_rows(points: list, preds: list[dict]) -> list[dict]:
             d[key] = None if v is None or not math.isfinite(v) else round(float(v), 4)
         if "measurement_flag" in pr:
             d["measurement_flag"] = pr["measurement_flag"]
+        if "measured_in_decode" in pr:
+            d["measured_in_decode"] = pr["measured_in_decode"]
         if "reason" in pr:
             d["reason"] = pr["reason"]
         elif not any_metric:

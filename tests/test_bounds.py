@@ -53,6 +53,7 @@ def test_a_row_faster_than_the_floor_is_predicted_flagged_and_left_out_of_the_st
     assert "datasheet HBM bandwidth" in row["measurement_flag"]
     # Little's law on the row alone: 512 x (8191 x 3.57 ms) / (117.8 s + 29.2 s) = 102 requests decoding at once
     assert "put 102 requests in decode at once" in row["measurement_flag"]
+    assert row["measured_in_decode"] == pytest.approx(512 * 8191 * 3.57 / (117788 + 8191 * 3.57), abs=0.1)
     assert res["summary"]["flagged_rows"] == 1 and "tpot_ms" not in res["summary"]["metrics"]
     ok = api.validate([_row_csv(tmp_path, 40.0)])["serving"]
     assert "measurement_flag" not in ok["rows"][0] and ok["summary"]["flagged_rows"] == 0
