@@ -68,3 +68,6 @@ def test_validate_text_output_names_the_row_it_left_out(tmp_path):
     out = subprocess.run([sys.executable, "-m", "simfront", "validate", path], capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, out.stderr
     assert "left out of the statistics:" in out.stdout and "points.csv:2" in out.stdout and "HBM bandwidth" in out.stdout
+    # and its latencies say most of its 512 clients were not decoding: the load did not reach the engine
+    assert "1 row(s) whose own TTFT and TPOT put fewer than 50% of their clients in decode" in out.stdout
+    assert "points.csv:2: 102 of 512" in out.stdout
