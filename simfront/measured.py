@@ -352,8 +352,8 @@ def measured_in_decode(p, mean_osl: float) -> float | None:
     TTFT plus decode time D = (mean OSL - 1) x TPOT, has C x D / (TTFT + D) of them decoding. None without all three."""
     c, ttft, tpot = (float(_get(p, k) or np.nan) for k in ("concurrency", "ttft_ms", "tpot_ms"))
     decode_ms = max(mean_osl - 1.0, 0.0) * tpot  # one request's decode time after its first token
-    if not (np.isfinite(c) and np.isfinite(ttft) and np.isfinite(decode_ms)) or ttft + decode_ms <= 0:
-        return None
+    if not (np.isfinite(c) and np.isfinite(ttft) and np.isfinite(decode_ms)) or decode_ms <= 0 or ttft < 0:
+        return None  # no decode to count (one output token) or no usable latencies
     return c * decode_ms / (ttft + decode_ms)
 
 

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from .format import gib, print_table, sla_text
 
-# share of a row's clients that its own latencies must put in decode for the load to count as reaching the engine
-# (below it, `validate` names the rows: most of the clients' time was spent waiting, not decoding)
+# share of a row's clients that its own latencies must put in decode (Little's law) for `validate` not to name the row:
+# below it, most of each request's time passed before its first token
 LOAD_REACHED_SHARE = 0.5
 from .results import point_dict
 
@@ -212,12 +212,13 @@ def print_validation(res: dict, rows: bool = False) -> None:
                 print(f"left out of the statistics: {r.get('source_file')}:{r.get('line')}: {r['measurement_flag']}")
         starved = [r for r in res["serving"]["rows"] if r.get("measured_in_decode") is not None and r.get("concurrency")
                    and "duplicate_of" not in r and r["measured_in_decode"] < LOAD_REACHED_SHARE * r["concurrency"]]
-        if starved:  # the rows' own latencies say most clients were not decoding: the load did not reach the engine
+        if starved:  # the rows' own latencies say most clients were not decoding
             r = starved[0]
             print(f"{len(starved)} row(s) whose own TTFT and TPOT put fewer than {LOAD_REACHED_SHARE:.0%} of their clients in "
                   f"decode (Little's law; e.g. {r.get('source_file')}:{r.get('line')}: {r['measured_in_decode']:.0f} of "
-                  f"{r['concurrency']:g}): requests waited outside the engine's batch (a client holding fewer connections, "
-                  f"or an engine, batch or KV cap); measured_in_decode in --json")
+                  f"{r['concurrency']:g}): their clients spent most of each request before its first token, queued outside "
+                  f"the engine's batch (a client holding fewer connections, a batch or KV cap) or waiting on prefill; "
+                  f"measured_in_decode in --json")
         missing: dict[str, int] = {}
         for r in res["serving"]["rows"]:
             for f in r.get("missing") or []:

@@ -68,6 +68,15 @@ def test_validate_text_output_names_the_row_it_left_out(tmp_path):
     out = subprocess.run([sys.executable, "-m", "simfront", "validate", path], capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, out.stderr
     assert "left out of the statistics:" in out.stdout and "points.csv:2" in out.stdout and "HBM bandwidth" in out.stdout
-    # and its latencies say most of its 512 clients were not decoding: the load did not reach the engine
+    # and its latencies say most of its 512 clients were not decoding
     assert "1 row(s) whose own TTFT and TPOT put fewer than 50% of their clients in decode" in out.stdout
     assert "points.csv:2: 102 of 512" in out.stdout
+
+
+def test_measured_in_decode_is_littles_law_and_absent_without_decode():
+    from simfront.measured import measured_in_decode
+
+    row = {"concurrency": 8, "ttft_ms": 100.0, "tpot_ms": 10.0}
+    assert measured_in_decode(row, 101.0) == pytest.approx(8 * 1000.0 / 1100.0)  # 100 decode steps of 10 ms per cycle
+    assert measured_in_decode(row, 1.0) is None  # one output token: nothing decodes
+    assert measured_in_decode({"concurrency": 8, "tpot_ms": 10.0}, 101.0) is None  # no TTFT
