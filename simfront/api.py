@@ -222,14 +222,6 @@ def _provenance_of(hw, priced: Priced | None = None) -> dict:
     return out
 
 
-def _set_provenance(out: dict, hw, at: int, replace: int, priced: Priced | None = None) -> int:
-    """Set ``out["provenance"]`` for ``hw`` and put its notes at ``out["notes"][at:at + replace]``; returns how many
-    notes it put there."""
-    out["provenance"] = _provenance_of(hw, priced)
-    out["notes"][at:at + replace] = out["provenance"]["notes"]
-    return len(out["provenance"]["notes"])
-
-
 def predict(model: str, gpus: str | GpuSet, isl: int | None = None, osl: int | None = None, concurrency: int | None = None,
             rate: float | None = None, ttft_ms: float | None = None, tpot_ms: float | None = None, min_tok_s_user: float | None = None,
             precision: list[str] | str | None = None, kv_dtype: list[str] | str | None = None, spec: str | None = None,
@@ -300,8 +292,16 @@ def predict(model: str, gpus: str | GpuSet, isl: int | None = None, osl: int | N
         "notes": [f"config.json: {w}" for w in getattr(m, "warnings", ())],  # keys simfront does not understand
         "engine": engine_info(engine, engine_version),
     }
-    prov_at = len(out["notes"])  # provenance notes follow the config.json warnings; narrowed to the frontier below
-    n_prov = _set_provenance(out, g.hardware, prov_at, 0)
+    prov_at = len(out["notes"])  # provenance notes go after the config.json warnings
+
+    def finish(points=None) -> Frontier:
+        """The result, with the provenance of what the shown points price (the frontier and the best point under the
+        SLA, which need not be on it; with none shown, the GPU's whole provenance)."""
+        shown = out["frontier"] + ([out["best_under_sla"]] if out["best_under_sla"] else [])
+        out["provenance"] = _provenance_of(g.hardware, priced_of(m, shown, g.hardware) if shown else None)
+        out["notes"][prov_at:prov_at] = out["provenance"]["notes"]
+        return _frontier(out, t0, points)
+
     specs = None
     if spec is not None:
         specs = [make_spec(s.strip(), spec_k, acceptance, m) for s in spec.split(",")]
@@ -323,7 +323,7 @@ def predict(model: str, gpus: str | GpuSet, isl: int | None = None, osl: int | N
     out["n_feasible"] = res.n_feasible
     if res.n_feasible == 0:
         out["notes"].append("no configuration fits in memory; see 'memory' for the verdict and alternatives")
-        return _frontier(out, t0)
+        return finish()
     out["fits"] = True
     pts = res.points
     keep = np.ones(pts["tok_s_gpu"].size, dtype=bool)
@@ -336,7 +336,7 @@ def predict(model: str, gpus: str | GpuSet, isl: int | None = None, osl: int | N
         out["notes"].append(f"--rate {rate}: configurations whose capacity is at least {rate} req/s; latency is reported at the configuration's full batch (an upper bound at lower load)")
     if not keep.any():
         out["notes"].append("no configuration meets the load constraint")
-        return _frontier(out, t0)
+        return finish()
     # the rows the load constraints keep (None: every row, and the columns are read without a copy)
     sel = None if keep.all() else np.nonzero(keep)[0]
 
@@ -402,11 +402,7 @@ def predict(model: str, gpus: str | GpuSet, isl: int | None = None, osl: int | N
                 out["best_under_sla"] = add_bands(point_dict(_rows_of(pts, [j]), 0), q, widen)
             else:
                 out["notes"].append("no configuration meets the SLA")
-    # provenance of what the shown points price (the frontier and the best point under the SLA, which need not be on
-    # it): their formats, KV dtypes and worker sizes, not every configuration searched
-    shown = out["frontier"] + ([out["best_under_sla"]] if out["best_under_sla"] else [])
-    _set_provenance(out, g.hardware, prov_at, n_prov, priced_of(m, shown, g.hardware))
-    return _frontier(out, t0, pts)
+    return finish(pts)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -749,9 +749,9 @@ def _range_ratio(dep: Deployment) -> float:
     return 1.0 if dep.random_range_ratio is None else float(dep.random_range_ratio)
 
 
-def _vllm_random_lengths(length: int, r: float) -> tuple[int, float]:
-    """(--random-input/output-len, --random-range-ratio) of vLLM's random dataset for lengths uniform in [r L, L]:
-    vLLM samples in [L' (1 - rho), L' (1 + rho)], so L' = L (1 + r) / 2 and rho = (1 - r) / (1 + r)."""
+def _centred_lengths(length: int, r: float) -> tuple[int, float]:
+    """(centre L', half-width rho as a share of L') of lengths uniform in [r L, L]: L' = L (1 + r) / 2 and
+    rho = (1 - r) / (1 + r); vLLM's random dataset samples in [L' (1 - rho), L' (1 + rho)], AIPerf takes L' as its mean."""
     return round(length * (1.0 + r) / 2.0), (1.0 - r) / (1.0 + r)
 
 
@@ -795,7 +795,7 @@ def benchmark_command(dep: Deployment, tool: str = "vllm", result_file: str | No
         meta = _record(dep, eng, engine_version if eng == "vllm" or engine else None)
         bench = engine_spelling("vllm", engine_version if eng == "vllm" else None).bench
         if r < 1.0:  # vLLM's range is symmetric about its length: centre it on [r L, L]
-            (isl, rho), (osl, _) = _vllm_random_lengths(dep.isl, r), _vllm_random_lengths(dep.osl, r)
+            (isl, rho), (osl, _) = _centred_lengths(dep.isl, r), _centred_lengths(dep.osl, r)
             lengths = ["--random-input-len", isl, "--random-output-len", osl, "--random-range-ratio", f"{rho:.4f}"]
         else:
             lengths = ["--random-input-len", dep.isl, "--random-output-len", dep.osl]
@@ -816,7 +816,7 @@ def benchmark_command(dep: Deployment, tool: str = "vllm", result_file: str | No
         spread = [] if r >= 1.0 else ["--synthetic-input-tokens-stddev", f"{dep.isl * (1.0 - r) / math.sqrt(12.0):.1f}",
                                       "--output-tokens-stddev", f"{dep.osl * (1.0 - r) / math.sqrt(12.0):.1f}"]
         args = ["aiperf", "profile", "-m", model, "--url", url, "--endpoint-type", "chat", "--streaming",
-                "--concurrency", dep.concurrency, "--synthetic-input-tokens-mean", round(dep.isl * (1.0 + r) / 2.0),
-                "--output-tokens-mean", round(dep.osl * (1.0 + r) / 2.0), *spread, "--extra-inputs", "ignore_eos:true",
+                "--concurrency", dep.concurrency, "--synthetic-input-tokens-mean", _centred_lengths(dep.isl, r)[0],
+                "--output-tokens-mean", _centred_lengths(dep.osl, r)[0], *spread, "--extra-inputs", "ignore_eos:true",
                 "--request-count", prompts, "--artifact-dir", out]
     return _render(args)

@@ -7,11 +7,11 @@ prediction. The CLI (:mod:`simfront.cli`) calls these; notebooks use the results
 from __future__ import annotations
 
 from .format import gib, print_table, sla_text
+from .results import point_dict
 
 # share of a row's clients that its own latencies must put in decode (Little's law) for `validate` not to name the row:
 # below it, most of each request's time passed before its first token
 LOAD_REACHED_SHARE = 0.5
-from .results import point_dict
 
 FRONTIER_COLUMNS = [("layout", "layout"), ("mode", "mode"), ("batch", "batch/rank"), ("concurrency", "conc"), ("precision", "precision"),
                     ("spec", "spec"), ("ttft_ms", "TTFT ms", "{:,.0f}"), ("tpot_ms", "TPOT ms", "{:.1f}"),
