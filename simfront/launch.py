@@ -718,7 +718,8 @@ def _record(dep: Deployment, engine: str | None, engine_version: str | None = No
     """Flat description of ``dep`` in simfront's measured-point field names (simfront/ingest/schema.py),
     shared by the client's ``--metadata`` and the sidecar, so ``simfront validate`` reads both back as is.
 
-    Agg: tp/pp/ep/attention_dp and ``batch_size`` (max running requests per attention-DP rank).
+    Agg: tp/pp/ep/attention_dp, ``batch_size`` (max running requests per attention-DP rank) and ``token_budget``
+    (tokens per step per attention-DP rank, so that validate prices the chunked prefill the engine ran).
     Disagg: ``prefill_*``/``decode_*`` (workers, tp, pp, ep, attention_dp, gpus = all GPUs of the role,
     batch = per rank) and no top-level layout.
     """
@@ -735,7 +736,9 @@ def _record(dep: Deployment, engine: str | None, engine_version: str | None = No
     else:
         lay = dep.roles()["server"]
         rec.update({"tp": lay.tp, "pp": lay.pp, "ep": lay.ep, "attention_dp": lay.attention_dp,
-                    "batch_size": max(1, lay.max_batch // (lay.attention_dp * lay.pp))})
+                    "batch_size": max(1, lay.max_batch // (lay.attention_dp * lay.pp)),
+                    # the token budget per step of one attention-DP rank that the launch lines give the engine
+                    "token_budget": max(1, _tokens(dep, lay) // lay.attention_dp)})
     rec.update({"precision": normalize_format(dep.weight_precision), "kv_dtype": _kv(dep), "engine": engine,
                 "engine_version": engine_version, "isl": dep.isl, "osl": dep.osl, "concurrency": dep.concurrency,
                 "random_range_ratio": dep.random_range_ratio, "spec_decoding": dep.spec_method or "none"})

@@ -501,8 +501,8 @@ def deployment_for(point: Mapping[str, Any], model: str, gpu: str, isl: int, osl
     q = 1 + k  # tokens per request per decode step
     tp, pp, ep, dp, b = (int(point[x]) for x in ("tp", "pp", "ep", "attention_dp", "batch"))
     kv = "bf16" if point["kv_dtype"] in ("bf16", "fp16") else point["kv_dtype"]
-    # per-rank token budget: the search's prefill chunk, at least a full decode batch
-    tokens = max(DEFAULT_CHUNK_TOKENS, b * q)
+    # per-rank token budget: the point's prefill chunk (the search's chunk_tokens knob), at least a full decode batch
+    tokens = max(int(point.get("chunk_tokens") or 0) or int(DEFAULT_CHUNK_TOKENS), b * q)
     common = dict(model_id=m.hf_id or m.id, mode=point["mode"], kv_dtype=kv, weight_precision=_weights(point["precision"]),
                   spec_method=method, spec_k=k, gpus_per_node=hw.gpus_per_node, isl=int(isl), osl=int(osl), gpu=hw.id,
                   random_range_ratio=random_range_ratio, prompts_per_client=prompts_per_client,

@@ -526,3 +526,14 @@ def test_measurement_dates_are_read_as_iso_dates(tmp_path):
     assert iso_date("") is None
     with pytest.raises(RecordError, match="not a date"):
         iso_date("March 2026")
+
+
+@pytest.mark.parametrize("key", ["max_num_batched_tokens", "max_num_tokens", "token_budget"])
+def test_token_budget_keys_of_vllm_sweeps_and_trtllm_are_read_per_rank(tmp_path, key):
+    """`vllm bench sweep` records the server overrides it swept (max_num_batched_tokens, per engine core);
+    TensorRT-LLM's max_num_tokens is per attention-DP rank too; simfront's own metadata says token_budget."""
+    raw = json.loads(VLLM_JSON.read_text())
+    raw[key] = "2048"
+    (tmp_path / "r.json").write_text(json.dumps(raw))
+    (p,), problems = load_one(tmp_path / "r.json")
+    assert problems == [] and p.token_budget == 2048 and key not in p.extra

@@ -116,3 +116,21 @@ def test_guidellm_prompt_length_is_read_from_the_file_without_a_sidecar(tmp_path
         [bench] = json.loads((CAPTURED / name).read_text())["benchmarks"]
         prompt = bench["metrics"]["prompt_token_count"]["successful"]
         assert prompt["count"] == 40 and 60 <= prompt["min"] <= prompt["max"] <= 68, prompt
+
+
+def test_the_token_budget_a_point_priced_is_launched_recorded_and_validated(tmp_path):
+    """A frontier point's chunk_tokens (the search's token-budget knob) reaches the engine flag and the sidecar,
+    and validate prices the recorded run with that budget (per attention-DP rank)."""
+    from simfront.planning import launch_for
+
+    name = "sglang_bench_serving_qwen3_32b_tp2.jsonl"
+    rec = yaml.safe_load((CAPTURED / f"{name}.simfront.yaml").read_text())
+    point = {"mode": "agg", "tp": 2, "pp": 1, "ep": 1, "attention_dp": 1, "batch": rec["batch_size"], "spec": "none",
+             "precision": rec["precision"], "kv_dtype": rec["kv_dtype"], "concurrency": rec["concurrency"], "chunk_tokens": 2048}
+    out = launch_for(point, "qwen3-32b", rec["gpu"], "sglang", isl=rec["isl"], osl=rec["osl"])
+    assert "--chunked-prefill-size 2048" in out["commands"][0]
+    assert yaml.safe_load(out["sidecar"])["token_budget"] == 2048
+    shutil.copy(CAPTURED / name, tmp_path / name)
+    (tmp_path / f"{name}.simfront.yaml").write_text(out["sidecar"])
+    [row] = validate(tmp_path / name)["rows"]
+    assert row["token_budget"] == 2048 and row["predicted_ttft_ms"] is not None, row.get("reason")

@@ -25,6 +25,10 @@ ALIASES = {
     "max_num_seqs": "batch_size",
     "max_batch_size": "batch_size",
     "max_running_requests": "batch_size",
+    # per-step token budget of one engine core / attention-DP rank (SGLang's chunked_prefill_size is not here: it is
+    # the server's whole budget, which SGLang divides over its attention-DP ranks)
+    "max_num_batched_tokens": "token_budget",
+    "max_num_tokens": "token_budget",
     "kv_cache_dtype": "kv_dtype",
     "speculative_algorithm": "spec_decoding",
     "num_speculative_tokens": "spec_k",
