@@ -19,7 +19,6 @@ from . import models as modmod
 from .errors import SimfrontError, check_lengths
 from .serving import DEFAULT_CHUNK_TOKENS
 from .hardware import GpuSet, parse_gpus
-from .layout import Layout
 from .models import apply_precision, get_model
 from .priced import Priced, priced_configs, priced_of
 from .results import Frontier, MemoryVerdict, Plan, StepBreakdown, ValidationReport, point_dict
@@ -86,10 +85,7 @@ def memory(model: str, gpus: str | GpuSet, precision: str = "native", kv_dtype: 
     prec = apply_precision(m, precision if precision != "native" else (m.name_precision or "native"), kv_dtype)
     layout = None
     if tp is not None:
-        worker = tp * pp * attention_dp
-        if worker < 1 or g.count % worker:
-            raise SimfrontError(f"impossible parallelism: tp x pp x attention-dp = {worker} does not divide {g.count} GPUs")
-        layout = Layout(tp=tp, pp=pp, dp=attention_dp, ep=ep, replicas=g.count // worker)
+        layout = inputs.worker_layout(tp, pp, attention_dp, ep, g.count)
     v = memory_verdict(m, prec, g, isl, osl, layout=layout)
     return MemoryVerdict(**v.to_json())
 
@@ -446,10 +442,7 @@ def explain(model: str, gpus: str | GpuSet, tp: int = 1, pp: int = 1, ep: int = 
         check_lengths(isl=isl or 0, osl=osl or 0)
     m = get_model(model)
     g = parse_gpus(gpus) if isinstance(gpus, str) else gpus
-    worker = tp * pp * attention_dp
-    if worker < 1 or g.count % worker:
-        raise SimfrontError(f"impossible parallelism: tp x pp x attention-dp = {worker} does not divide {g.count} GPUs")
-    lay = Layout(tp, pp, attention_dp, ep, g.count // worker)
+    lay = inputs.worker_layout(tp, pp, attention_dp, ep, g.count)
     check_layout(m.arch, lay, g.count)
     prec = apply_precision(m, precision if precision != "native" else (m.name_precision or "native"), kv_dtype)
     sp = NO_SPEC
@@ -555,7 +548,7 @@ def explain(model: str, gpus: str | GpuSet, tp: int = 1, pp: int = 1, ep: int = 
         "tpot_s": out_step / al if phase == "decode" else None,
         "step_flops_per_gpu": flops, "model_flops": model_flops, "attention_flops": attn_flops, "weight_flops": weight_flops,
         "weight_flops_reference": ref, "weight_flops_ratio": weight_flops / ref if ref else None,
-        "provenance": _provenance_of(hw, priced_configs(m, hw, [(prec.label, prec.kv, worker)])),
+        "provenance": _provenance_of(hw, priced_configs(m, hw, [(prec.label, prec.kv, lay.tp * lay.pp * lay.dp)])),
         "note": "op times and FLOPs are per GPU of one attention-DP rank, all layers (a PP worker spreads them over its stages); "
                 "step_time_s is the step the serving model uses (terms add up to it from the op sum); "
                 "model_flops counts the useful work of the whole worker (replicated ops once); reference = 2 x active params x tokens",

@@ -246,12 +246,25 @@ def check_memory(model: Any, gpus: Any, isl: Any = 1024, osl: Any = 1024, tp: An
     check_lengths(isl, osl, get_model(model) if isinstance(model, str) else model)
 
 
+def worker_layout(tp: int, pp: int, attention_dp: int, ep: int, n_gpus: int):
+    """The :class:`simfront.layout.Layout` of workers of tp x pp x attention-dp GPUs replicated over ``n_gpus``, or a
+    one-line error naming the worker size and the sizes that divide the GPU count."""
+    from .layout import Layout
+
+    worker = tp * pp * attention_dp
+    if worker < 1 or n_gpus % worker:
+        valid = ", ".join(str(d) for d in range(1, n_gpus + 1) if n_gpus % d == 0)
+        raise SimfrontError(f"impossible parallelism: tp x pp x attention-dp = {worker} does not divide {n_gpus} GPUs "
+                            f"(worker sizes that do: {valid})")
+    return Layout(tp, pp, attention_dp, ep, n_gpus // worker)
+
+
 def check_explain(model: Any, gpus: Any, tp: Any = 1, pp: Any = 1, ep: Any = 1, attention_dp: Any = 1, batch: Any = 1,
                   ctx: Any = 1024, phase: Any = "decode", precision: Any = "native", kv_dtype: Any = "native", **_: Any) -> None:
     """The step :func:`simfront.api.explain` would cost can run: a valid layout that holds the weights
     and the KV cache of ``batch`` requests of ``ctx`` tokens on every attention rank."""
     from .hardware import parse_gpus
-    from .layout import Layout, check_layout
+    from .layout import check_layout
     from .models import apply_precision, get_model
     from .sizing import memory_verdict
 
@@ -267,10 +280,7 @@ def check_explain(model: Any, gpus: Any, tp: Any = 1, pp: Any = 1, ep: Any = 1, 
         raise SimfrontError(f"--ctx {ctx:,} exceeds {m.id}'s context window of {window:,} tokens (max_position_embeddings)")
     if ctx > MAX_REQUEST_TOKENS:
         raise SimfrontError(f"--ctx {ctx:,} is above {MAX_REQUEST_TOKENS:,} tokens, longer than any model's context window")
-    worker = tp * pp * attention_dp
-    if g.count % worker:
-        raise SimfrontError(f"impossible parallelism: tp x pp x attention-dp = {worker} does not divide {g.count} GPUs")
-    lay = Layout(tp, pp, attention_dp, ep, g.count // worker)
+    lay = worker_layout(tp, pp, attention_dp, ep, g.count)
     check_layout(m.arch, lay, g.count)
     prec = apply_precision(m, precision if precision != "native" else (m.name_precision or "native"), kv_dtype)
     v = memory_verdict(m, prec, g, ctx, 0, layout=lay, alternatives=False)

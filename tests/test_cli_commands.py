@@ -55,6 +55,10 @@ def test_explain_human_and_errors():
     assert bad.returncode == 2 and "impossible parallelism" in bad.stderr
     bad = run("explain", "--model", "deepseek-r1", "--gpus", "8xH200", "--tp", "8", "--batch", "1", "--ctx", "1", "--phase", "train", ok=False)
     assert bad.returncode == 2 and "--phase" in bad.stderr
+    # a worker size that does not divide the GPU count: the error lists the sizes that do
+    bad = run("explain", "--model", "llama-3.1-70b", "--gpus", "8xH100", "--tp", "3", "--batch", "8", "--ctx", "1000", ok=False)
+    assert bad.returncode == 2 and "= 3 does not divide 8 GPUs (worker sizes that do: 1, 2, 4, 8)" in bad.stderr
+    assert len(bad.stderr.strip().splitlines()) == 1
 
 
 def test_plan_json_and_human():
