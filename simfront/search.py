@@ -293,8 +293,8 @@ def _append(cols: dict, mask: np.ndarray, **values) -> None:
         a = np.asarray(v, dtype=float)
         if a.ndim:
             cols[key].append(_Block(a.reshape((1,) * (nd - a.ndim) + a.shape), mask, idx, k))
-        else:
-            cols[key].append(np.full(k, float(a)))
+        else:  # one value repeated: kept as the value, its k copies made only when the column is read
+            cols[key].append(_Const(float(a), k))
 
 
 class _Block:
@@ -317,6 +317,22 @@ class _Block:
         return self.a[tuple(ix[rows] if n > 1 else 0 for ix, n in zip(self.idx, self.a.shape))]
 
 
+class _Const:
+    """One value appended ``size`` times to a column (a scalar column of a block), repeated when it is read."""
+
+    __slots__ = ("value", "size")
+
+    def __init__(self, value: float, size: int):
+        self.value, self.size = value, size
+
+    def values(self) -> np.ndarray:
+        return np.full(self.size, self.value)
+
+    def at(self, rows) -> np.ndarray:
+        """The value at these rows of the block."""
+        return np.full(np.shape(rows), self.value)
+
+
 def _column(parts: list) -> np.ndarray:
     """The appended blocks of one column as one array (a text column: an object array of str)."""
     if parts and isinstance(parts[0], tuple):  # (label, count) blocks of a text column
@@ -324,7 +340,7 @@ def _column(parts: list) -> np.ndarray:
         code = {lab: i for i, lab in enumerate(labels)}
         codes = np.repeat(np.array([code[lab] for lab, _ in parts], dtype=np.intp), [n for _, n in parts])
         return np.array(labels, dtype=object)[codes]
-    return np.concatenate([p.values() if isinstance(p, _Block) else p for p in parts]) if parts else np.asarray(parts)
+    return np.concatenate([p.values() if isinstance(p, (_Block, _Const)) else p for p in parts]) if parts else np.asarray(parts)
 
 
 def _columns(cols: dict) -> dict:
@@ -384,7 +400,7 @@ class Points(MutableMapping):
             if parts and isinstance(parts[0], tuple):
                 out[key] = np.array([parts[b][0] for b in block], dtype=object)
             else:
-                out[key] = np.array([parts[b].at(r) if isinstance(parts[b], _Block) else parts[b][r] for b, r in zip(block, row)],
+                out[key] = np.array([parts[b].at(r) if isinstance(parts[b], (_Block, _Const)) else parts[b][r] for b, r in zip(block, row)],
                                     dtype=float)
         return out
 
@@ -483,8 +499,10 @@ def _disagg(cols, t: WorkerTable, hw, gpus, wl, price, sides: dict | None = None
     pre = PrefillResult(pr.ttft_base_s[psel], pr.prefill_s[psel], pr.transfer_s[psel], pr.requests_s_worker[psel], pr.ttft_scale)
     batch = B[0, dsel[1]]
     slots = batch * ranks[dsel[0]] * y  # decode slots of the deployment
-    dl = {k: L[k][dsel[0], 0] for k in ("tp", "pp", "ep", "dp")}
-    pl = {k: Pl[k][psel[0], 0] for k in ("tp", "ep", "dp")}
+    # the layout columns as the float columns they are appended to, converted once for both candidates
+    dl = {k: L[k][dsel[0], 0].astype(float) for k in ("tp", "pp", "ep", "dp")}
+    pl = {k: Pl[k][psel[0], 0].astype(float) for k in ("tp", "ep", "dp")}
+    p_batch = PREFILL_BATCHES[psel[1]].astype(float)
     headroom = t.kv_batch[dsel[0], 0] / batch
     for x in (x0, x0 + 1):  # the sized prefill side, and one more worker for a shorter queue
         used = y * dg + x * pg
@@ -498,7 +516,7 @@ def _disagg(cols, t: WorkerTable, hw, gpus, wl, price, sides: dict | None = None
                 tok_s_user=r.tok_s_user, tok_s_gpu=tok_gpu, usd_per_mtok=usd_per_mtok(price, tok_gpu),
                 requests_s=r.requests_s, gpus_used=used, chunk_tokens=0, prefill_tp=pl["tp"],
                 prefill_ep=pl["ep"], prefill_attention_dp=pl["dp"], prefill_workers=x,
-                prefill_batch=PREFILL_BATCHES[psel[1]], decode_workers=y,
+                prefill_batch=p_batch, decode_workers=y,
                 kv_headroom=headroom, queue_ms=r.queue_s * 1e3)
     return n_sides + 2 * n_pairs
 
