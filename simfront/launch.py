@@ -39,13 +39,6 @@ WEIGHT_PRECISIONS = ("bf16", "fp8", "fp8_block", "nvfp4", "mxfp4", "w4a16")
 KV_DTYPES = ("bf16", "fp8")
 SPEC_METHODS = ("mtp", "eagle3", "ngram")
 
-# Memory fraction each engine gets when the deployment does not set one. The three mean different
-# things (ecosystem.md §9.3) and are never converted into each other.
-DEFAULT_MEMORY_FRACTION = {
-    "vllm": 0.90,  # --gpu-memory-utilization default (ecosystem.md §8.1)
-    "sglang": 0.82,  # InferenceX dsr1_fp8_h200.sh recipe (ecosystem.md §5); SGLang's own default varies with GPU/TP (§8.2)
-    "trtllm": 0.90,  # kv_cache_config.free_gpu_memory_fraction default (ecosystem.md §8.3)
-}
 
 # Ports. FRONT_PORT is the vLLM / trtllm-serve default (ecosystem.md §2.1, §8.3); every engine's
 # front end (agg server or disagg router) is put there so one benchmark URL fits all. The role
@@ -125,7 +118,7 @@ class Deployment:
     random_range_ratio: float | None = None
     concurrency: int = 64  # client concurrency over the whole deployment
     prompts_per_client: float | None = None  # requests the benchmark sends per client; None: PROMPTS_PER_CONCURRENCY
-    gpu_memory_fraction: float | None = None  # None: DEFAULT_MEMORY_FRACTION[engine]
+    gpu_memory_fraction: float | None = None  # None: the engine's fraction that gives the priced KV pool (_memory_fraction)
     prefill: WorkerLayout | None = None  # disagg only
     decode: WorkerLayout | None = None  # disagg only
     gpu: str | None = None  # hardware name for the sidecar, e.g. "h200_sxm"
@@ -407,8 +400,52 @@ def _tokens(dep: Deployment, lay: WorkerLayout) -> int:
     return dep.max_num_tokens if lay.max_num_tokens is None else lay.max_num_tokens
 
 
-def _memory_fraction(dep: Deployment, engine: str) -> float:
-    return dep.gpu_memory_fraction if dep.gpu_memory_fraction is not None else DEFAULT_MEMORY_FRACTION[engine]
+# Memory fraction each engine gets when simfront cannot size the priced KV pool (a model or GPU it does not know):
+# the engines' own defaults. The three mean different things (ecosystem.md §9.3).
+FALLBACK_MEMORY_FRACTION = {
+    "vllm": 0.90,  # --gpu-memory-utilization default (ecosystem.md §8.1)
+    "sglang": 0.82,  # InferenceX dsr1_fp8_h200.sh recipe (ecosystem.md §5); SGLang's own default varies with GPU/TP (§8.2)
+    "trtllm": 0.90,  # kv_cache_config.free_gpu_memory_fraction default (ecosystem.md §8.3)
+}
+MEMORY_FRACTION_DIGITS = 3  # engines take the fraction as a decimal; rounded down, never a larger pool than priced
+
+
+@lru_cache(maxsize=256)
+def _priced_memory_fraction(model_id: str, weights: str, kv: str, gpu: str, tp: int, pp: int, dp: int, ep: int,
+                            engine: str) -> float | None:
+    """``engine``'s own memory fraction that gives one GPU of a ``tp x pp x dp`` (EP ``ep``) worker the KV pool
+    simfront prices (simfront.memory.plan_memory: KV_CACHE_FRACTION of the memory free after weights and runtime),
+    read by the engine's rule (simfront/engines/scheduler.yaml ``kv_memory_rule``); None for a model or GPU simfront
+    does not know."""
+    from .hardware import get_hardware
+    from .memory import kv_budget_bytes, memory_fraction_for_pool, runtime_reserve_bytes, weight_bytes_per_gpu
+    from .models import apply_precision, get_model
+    from .scheduler import scheduler_settings
+
+    try:
+        m, hw = get_model(model_id), get_hardware(gpu)
+        prec = apply_precision(m, weights, kv)
+    except SimfrontError:
+        return None
+    w = float(weight_bytes_per_gpu(m, prec, tp, pp, dp, ep))
+    r = float(runtime_reserve_bytes(m, tp, pp, dp, ep))
+    kv_pool = float(kv_budget_bytes(hw.hbm_bytes, w, r))
+    f = float(memory_fraction_for_pool(hw.hbm_bytes, w, r, kv_pool, scheduler_settings(engine).kv_memory_rule))
+    scale = 10 ** MEMORY_FRACTION_DIGITS
+    return math.floor(f * scale + 1e-9) / scale if 0.0 < f <= 1.0 else None  # 1e-9: 0.9 stays 0.9 (float error)
+
+
+def _memory_fraction(dep: Deployment, engine: str, lay: "WorkerLayout | None" = None) -> float:
+    """The deployment's memory fraction for ``engine``; else the fraction that gives a GPU of the role ``lay`` (the
+    server, or the decode workers) the KV pool simfront priced, in the engine's own terms; else the engine's default."""
+    if dep.gpu_memory_fraction is not None:
+        return dep.gpu_memory_fraction
+    lay = lay or dep.roles().get("server") or dep.roles().get("decode")
+    priced = None
+    if lay is not None and dep.gpu:
+        priced = _priced_memory_fraction(dep.model_id, normalize_format(dep.weight_precision), _kv(dep), dep.gpu,
+                                         lay.tp, lay.pp, lay.attention_dp, lay.ep, engine)
+    return FALLBACK_MEMORY_FRACTION[engine] if priced is None else priced
 
 
 def _kv(dep: Deployment) -> str:
@@ -460,7 +497,7 @@ def _vllm_server(dep, role, lay, ckpt, quant, port, notes, files, sp: EngineSpel
              f("max_num_tokens"), _per_rank(tokens, lay.attention_dp, f"{role}.max_num_tokens", notes),
              f("context_length"), dep.seq_len,
              f("kv_cache_dtype"), sp.values["kv_cache_dtype"][_kv(dep)],
-             f("memory_fraction"), _memory_fraction(dep, "vllm")]
+             f("memory_fraction"), _memory_fraction(dep, "vllm", lay)]
     if quant:
         args += [f("quantization"), quant]
     if dep.spec_method:
@@ -508,7 +545,7 @@ def _sglang_server(dep, role, lay, ckpt, quant, port, notes, files, sp: EngineSp
              f("max_prefill_tokens"), tokens,
              f("context_length"), dep.seq_len,
              f("kv_cache_dtype"), sp.values["kv_cache_dtype"][_kv(dep)],
-             f("memory_fraction"), _memory_fraction(dep, "sglang")]
+             f("memory_fraction"), _memory_fraction(dep, "sglang", lay)]
     if role != "prefill":
         args += [f("cuda_graph_max_bs"), _per_rank(lay.max_batch, lay.attention_dp, f"{role}.max_batch", notes)]
     if quant:
@@ -538,7 +575,7 @@ def _trtllm_yaml(dep, role, lay, per_rank_batch, per_rank_tokens, notes, sp: Eng
     """The extra_llm_api_options mapping (LlmArgs keys, ecosystem.md §8.3; unknown keys are errors)."""
     cfg: dict = {"enable_attention_dp": lay.attention_dp > 1}
     cfg["kv_cache_config"] = {"dtype": sp.values["kv_cache_dtype"][_kv(dep)],
-                              "free_gpu_memory_fraction": _memory_fraction(dep, "trtllm")}
+                              "free_gpu_memory_fraction": _memory_fraction(dep, "trtllm", lay)}
     if role != "prefill":
         cfg["cuda_graph_config"] = {"enable_padding": True, "max_batch_size": per_rank_batch}
     if dep.isl > per_rank_tokens and role != "decode":
@@ -572,7 +609,7 @@ def _trtllm_server(dep, role, lay, ckpt, quant, port, notes, files, sp: EngineSp
             f("tp"), lay.tp * lay.attention_dp,  # the whole stage; the YAML turns on attention DP
             f("pp"), lay.pp, f("ep"), lay.ep,
             f("max_batch"), batch, f("max_num_tokens"), per_rank_tokens, f("context_length"), dep.seq_len,
-            f("memory_fraction"), _memory_fraction(dep, "trtllm"),
+            f("memory_fraction"), _memory_fraction(dep, "trtllm", lay),
             f("extra_options"), fname]
     nodes = _nodes(lay, dep.gpus_per_node)
     if nodes > 1:
@@ -655,8 +692,9 @@ def _engine_notes(dep: Deployment, eng: str) -> list[str]:
         if role != "prefill" and _tokens(dep, lay) < step_tokens:
             notes.append(f"{role}: max_num_tokens={_tokens(dep, lay)} is below max_batch*(1+spec_k)={step_tokens}: a full "
                          "decode batch cannot run in one step (vLLM rejects max-num-batched-tokens < max-num-seqs)")
-    notes.append(f"memory fraction {_memory_fraction(dep, eng)} is {eng}'s own quantity (ecosystem.md §9.3), "
-                 "not comparable across engines")
+    fractions = ", ".join(f"{role} {_memory_fraction(dep, eng, lay)}" for role, lay in dep.roles().items())
+    notes.append(f"memory fraction ({fractions}) is {eng}'s own quantity (ecosystem.md §9.3), not comparable across "
+                 "engines; unless set, it is the one that gives each GPU the KV pool simfront priced")
     return notes
 
 
@@ -739,6 +777,8 @@ def _record(dep: Deployment, engine: str | None, engine_version: str | None = No
                     "batch_size": max(1, lay.max_batch // (lay.attention_dp * lay.pp)),
                     # the token budget per step of one attention-DP rank that the launch lines give the engine
                     "token_budget": max(1, _tokens(dep, lay) // lay.attention_dp)})
+    if engine:  # the memory fraction the launch lines give the engine: validate sizes the KV pool with it
+        rec["gpu_memory_fraction"] = _memory_fraction(dep, engine)
     rec.update({"precision": normalize_format(dep.weight_precision), "kv_dtype": _kv(dep), "engine": engine,
                 "engine_version": engine_version, "isl": dep.isl, "osl": dep.osl, "concurrency": dep.concurrency,
                 "random_range_ratio": dep.random_range_ratio, "spec_decoding": dep.spec_method or "none"})

@@ -29,12 +29,12 @@ from .hardware import get_hardware
 from .ingest.gpu_names import unresolved_reason
 from .ingest.schema import CONFIGURED_LENGTHS
 from .layout import layout_errors
-from .memory import plan_memory
+from .memory import KV_CACHE_FRACTION, plan_memory
 from .models import Model, apply_precision, get_model
 from .precision import normalize_format as _normalize_kv, resolve_format
 from .deployment import Layouts, evaluate_agg, evaluate_disagg, running_batch
 from .search import BATCH_SIZES, kv_link_bytes_per_s, make_spec
-from .serving import engine_constants, DEFAULT_CHUNK_TOKENS, NO_SPEC, Workload, aggregated_raw, decode_raw, engine_profile, finish_decode, finish_prefill, prefill_raw, slot_at_transfer
+from .serving import engine_constants, engine_kv_memory_rule, DEFAULT_CHUNK_TOKENS, NO_SPEC, Workload, aggregated_raw, decode_raw, engine_profile, finish_decode, finish_prefill, prefill_raw, slot_at_transfer
 
 # prompts per client of a benchmark run that does not record its count: InferenceX / InferenceMAX and the
 # vLLM and SGLang serving-benchmark recipes send num_prompts = 10 x concurrency (calibration README,
@@ -83,6 +83,13 @@ class Resolved:
     # the evaluator's scheduler constants of the engine release the row ran (its version, else the release out on
     # its measurement date, else the newest: simfront/engines/scheduler.yaml), as sorted (name, value) pairs
     constants: tuple = ()
+    # (GPU memory fraction, KV memory rule) the KV pool is sized with: the fraction the run recorded, read by its
+    # engine's rule (simfront.serving.engine_kv_memory_rule); else the pool simfront prices every engine with
+    memory: tuple = (KV_CACHE_FRACTION, "free")
+
+    def plan_memory(self, tp, pp, dp, ep, context_tokens):
+        """:func:`simfront.memory.plan_memory` of the row's model, formats and GPU with its engine's KV pool."""
+        return plan_memory(self.model, self.precision, self.hw, tp, pp, dp, ep, 1, context_tokens, *self.memory)
 
     def workload(self, **kw) -> Workload:
         """The row's workload: its lengths as the client drew them (ISL / OSL the longest when it recorded a
@@ -164,13 +171,17 @@ def resolve(p) -> tuple[Resolved | None, str | None]:
     if _get(p, "spec_overlap") is not None:  # the run said whether its speculative decoding was overlapped
         consts["cpu_overlap_spec"] = float(bool(_get(p, "spec_overlap")))
     consts = tuple(sorted(consts.items()))
+    memory = (KV_CACHE_FRACTION, "free")
+    if _get(p, "gpu_memory_fraction"):  # the run's own fraction, read as its engine reads it
+        memory = (float(_get(p, "gpu_memory_fraction")),
+                  engine_kv_memory_rule(_get(p, "engine"), _get(p, "engine_version"), _get(p, "measured_on")))
     ratio = None if ratio is None else float(ratio)
     # the workload names the longest of a client's range (Workload.isl): a measured-point CSV row's configured lengths
     # are that already; a client result's are the mean tokens its requests carried
     if _get(p, "format") not in CONFIGURED_LENGTHS | {None}:
         isl, osl = nominal_length(float(isl), ratio), nominal_length(float(osl), ratio)
     return Resolved(model, hw, prec, _get(p, "engine"), float(isl), float(osl), spec, budget, wave_share(p), ratio,
-                    float(_get(p, "scheduler_recv_interval") or 1), consts), None
+                    float(_get(p, "scheduler_recv_interval") or 1), consts, memory), None
 
 
 def wave_share(p) -> float:
@@ -235,7 +246,7 @@ def build_groups(points: Iterable[Any]) -> tuple[list[PointGroup], list[dict]]:
             out[i]["reason"] = "disaggregated run without prefill/decode worker counts: the deployment cannot be sized"
             continue
         key = (r.model.id, r.hw.id, r.precision, r.engine, r.isl, r.osl, r.spec, mode, offline, r.token_budget, r.wave_share,
-               r.range_ratio, r.recv_interval, r.constants)
+               r.range_ratio, r.recv_interval, r.constants, r.memory)
         keyed.setdefault(key, []).append(i)
     groups = []
     for key, idx in keyed.items():
@@ -311,7 +322,7 @@ def _group_agg(pts, idx, r: Resolved) -> PointGroup:
     need = np.where(max_b > 0, np.ceil(conc / np.maximum(max_b * lay.ranks, 1)), 1)
     workers = np.maximum(np.maximum(given // worker, 1), need)
     wl = r.workload(startup_wave_share=r.wave_share, recv_interval_steps=r.recv_interval)
-    mem = plan_memory(r.model, r.precision, r.hw, tp, pp, dp, ep, 1, wl.mean_isl + wl.mean_osl)
+    mem = r.plan_memory(tp, pp, dp, ep, wl.mean_isl + wl.mean_osl)
     kv_b = np.maximum(np.floor(mem.max_concurrency / dp / pp), 1)
     # the engine's max batch is per attention-DP rank (aiconfigurator convention)
     b = running_batch(conc, workers * lay.ranks, np.where(max_b > 0, max_b, np.inf), kv_b)
@@ -380,7 +391,7 @@ def _group_offline(pts, idx, r: Resolved) -> PointGroup:
     workers = np.maximum(n_gpus // worker[:, 0], 1)[:, None]
     max_b = np.array([float(_get(pts[i], "batch_size", 0) or 0) for i in idx])
     wl = r.workload()
-    mem = plan_memory(r.model, r.precision, r.hw, tp, pp, dp, ep, 1, wl.mean_isl + wl.mean_osl)
+    mem = r.plan_memory(tp, pp, dp, ep, wl.mean_isl + wl.mean_osl)
     cap = np.floor(mem.max_concurrency / dp / pp)[:, None]
     B = BATCH_SIZES[None, :].astype(float)
     lim = np.where(max_b[:, None] > 0, np.minimum(cap, max_b[:, None] / dp[:, None]), cap)
@@ -427,7 +438,7 @@ def disagg_rows(pts, idx, r: Resolved) -> DisaggRows:
     return DisaggRows(play, dlay, pw, dw,
                       np.array([float(_get(pts[i], "prefill_batch", 1) or 1) for i in idx]),
                       np.array([float(_get(pts[i], "decode_batch", 0) or 0) for i in idx]),
-                      plan_memory(r.model, r.precision, r.hw, dtp, dpp, ddp, dep, 1, wl.mean_isl + wl.mean_osl), total,
+                      r.plan_memory(dtp, dpp, ddp, dep, wl.mean_isl + wl.mean_osl), total,
                       kv_link_bytes_per_s(r.hw, total, play.gpus),
                       layout_errors(arch, ptp, ppp, pdp, pep) | layout_errors(arch, dtp, dpp, ddp, dep))
 

@@ -11,10 +11,12 @@ from dataclasses import dataclass
 import numpy as np
 
 from .architecture import DSA_SCALE_BYTES
+from .errors import SimfrontError
 from .hardware import Hardware
 from .models import Model, Precision
 from .params import layer_params
 from .precision import FORMATS, kv_bytes
+from .scheduler import KV_MEMORY_RULES
 from .units import GiB
 
 # --- Runtime reserve (named, documented) ------------------------------------------------------
@@ -195,13 +197,41 @@ class MemoryPlan:
     fits: np.ndarray  # weights + reserve fit and at least one sequence fits
 
 
-def plan_memory(model: Model, precision: Precision, hw: Hardware, tp, pp, dp, ep, replicas, context_tokens) -> MemoryPlan:
-    """Memory verdict for layouts (arrays broadcast) serving sequences of ``context_tokens``."""
+def kv_budget_bytes(hbm_bytes: float, weights_bytes, reserve_bytes, fraction: float = KV_CACHE_FRACTION,
+                    rule: str = "free") -> np.ndarray:
+    """KV-cache pool per GPU an engine allocates under its memory ``fraction`` read by its ``rule``
+    (see ``KV_MEMORY_RULES``)."""
+    free = hbm_bytes - weights_bytes - reserve_bytes  # memory left after weights and runtime reserve
+    if rule == "free":
+        return np.maximum(free, 0.0) * fraction  # a share of the free memory
+    if rule == "total":
+        return np.maximum(fraction * hbm_bytes - weights_bytes - reserve_bytes, 0.0)  # the share minus all but KV
+    if rule == "total_static":
+        return np.maximum(np.minimum(fraction * hbm_bytes - weights_bytes, free), 0.0)  # the share minus weights
+    raise SimfrontError(f"unknown KV memory rule {rule!r}; valid: {', '.join(KV_MEMORY_RULES)}")
+
+
+def memory_fraction_for_pool(hbm_bytes: float, weights_bytes, reserve_bytes, kv_bytes, rule: str) -> np.ndarray:
+    """The memory fraction that gives a KV pool of ``kv_bytes`` per GPU under an engine's ``rule``: the inverse of
+    :func:`kv_budget_bytes` (what a launch line writes so that the engine holds the pool simfront priced)."""
+    if rule == "free":
+        return kv_bytes / np.maximum(hbm_bytes - weights_bytes - reserve_bytes, 1.0)  # share of the free memory
+    if rule == "total":
+        return (weights_bytes + reserve_bytes + kv_bytes) / hbm_bytes  # weights, runtime and pool over the GPU
+    if rule == "total_static":
+        return (weights_bytes + kv_bytes) / hbm_bytes  # weights and pool over the GPU
+    raise SimfrontError(f"unknown KV memory rule {rule!r}; valid: {', '.join(KV_MEMORY_RULES)}")
+
+
+def plan_memory(model: Model, precision: Precision, hw: Hardware, tp, pp, dp, ep, replicas, context_tokens,
+                memory_fraction: float = KV_CACHE_FRACTION, kv_memory_rule: str = "free") -> MemoryPlan:
+    """Memory verdict for layouts (arrays broadcast) serving sequences of ``context_tokens``, the KV pool sized
+    by an engine's ``memory_fraction`` under its ``kv_memory_rule`` (default: TensorRT-LLM's)."""
     tp, pp, dp, ep, replicas = (_f(x) for x in (tp, pp, dp, ep, replicas))
     w_gpu = weight_bytes_per_gpu(model, precision, tp, pp, dp, ep)
     reserve = runtime_reserve_bytes(model, tp, pp, dp, ep)
     free = hw.hbm_bytes - w_gpu - reserve  # memory left after weights and runtime reserve
-    budget = np.maximum(free, 0.0) * KV_CACHE_FRACTION  # handed to the KV cache
+    budget = kv_budget_bytes(hw.hbm_bytes, w_gpu, reserve, memory_fraction, kv_memory_rule)  # handed to the KV cache
     geo = kv_geometry(model, precision.kv, tp, pp)
     seq = geo.seq_bytes(context_tokens)
     per_tok = geo.per_token + geo.windowed_per_token

@@ -19,6 +19,13 @@ SCHEDULER_FILE = Path(__file__).with_name("engines") / "scheduler.yaml"
 POLICIES = ("mixed", "prefill_first")
 ADMISSIONS = ("on_demand", "reserve")
 DECODE_SLOT_AT = ("prefill", "transfer")
+# How an engine's memory fraction turns into its KV-cache pool (ecosystem.md §9.3; simfront.memory.kv_budget_bytes):
+#   free          TensorRT-LLM kv_cache_config.free_gpu_memory_fraction: a share of what is free after the weights
+#                 and the runtime's own memory are in place
+#   total         vLLM --gpu-memory-utilization: a share of the whole GPU for weights, runtime memory and KV cache
+#   total_static  SGLang --mem-fraction-static: a share of the whole GPU for weights and the KV pool (the static
+#                 allocations); activations and CUDA graphs live in the rest
+KV_MEMORY_RULES = ("free", "total", "total_static")
 ENGINE_ALIASES = {"vllm": "vllm", "sglang": "sglang", "trtllm": "trtllm", "tensorrt-llm": "trtllm", "tensorrt_llm": "trtllm",
                   "trt-llm": "trtllm", "dynamo": "default", "default": "default"}
 
@@ -37,6 +44,7 @@ class SchedulerSettings:
     cpu_overlap: bool = False  # the CPU prepares the next step while the GPU runs this one (overlap scheduler)
     cpu_overlap_with_spec: bool = False  # the same with speculative decoding on
     decode_slot_at: str = "prefill"  # disaggregated: a request takes its decode slot before its prefill, or at KV transfer
+    kv_memory_rule: str = "free"  # how the engine's own GPU memory fraction sizes its KV pool (KV_MEMORY_RULES)
 
     def with_overrides(self, **kw) -> "SchedulerSettings":
         """These settings with the given fields replaced (``None`` values are ignored)."""
@@ -56,6 +64,8 @@ def _check(s: SchedulerSettings) -> None:
         raise SimfrontError(f"decode_slot_at {s.decode_slot_at!r} unknown; valid: {', '.join(DECODE_SLOT_AT)}")
     if s.admission not in ADMISSIONS:
         raise SimfrontError(f"scheduler admission {s.admission!r} unknown; valid: {', '.join(ADMISSIONS)}")
+    if s.kv_memory_rule not in KV_MEMORY_RULES:
+        raise SimfrontError(f"kv_memory_rule {s.kv_memory_rule!r} unknown; valid: {', '.join(KV_MEMORY_RULES)}")
     if not s.token_budget >= 1 or not s.max_running >= 1:
         raise SimfrontError(f"token budget ({s.token_budget}) and max running requests ({s.max_running}) must be at least 1")
 
@@ -126,7 +136,8 @@ def scheduler_settings(engine: str | None = None, version: str | None = None, gp
     s = SchedulerSettings(key, budget, fam["policy"], float(fam["max_running"]), float(fam["cuda_graph_max_bs"]),
                           fam["admission"], float(fam["first_token_lag_steps"]), str(fam["since"]),
                           float(fam.get("adp_balance_timeout_iters", 0)), bool(fam.get("cpu_overlap", False)),
-                          bool(fam.get("cpu_overlap_with_spec", False)), str(fam.get("decode_slot_at", "prefill")))
+                          bool(fam.get("cpu_overlap_with_spec", False)), str(fam.get("decode_slot_at", "prefill")),
+                          str(fam["kv_memory_rule"]))
     _check(s)
     return s
 

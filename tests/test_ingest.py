@@ -537,3 +537,28 @@ def test_token_budget_keys_of_vllm_sweeps_and_trtllm_are_read_per_rank(tmp_path,
     (tmp_path / "r.json").write_text(json.dumps(raw))
     (p,), problems = load_one(tmp_path / "r.json")
     assert problems == [] and p.token_budget == 2048 and key not in p.extra
+
+
+def test_a_recorded_memory_fraction_sizes_the_kv_pool_by_the_engines_rule(tmp_path):
+    """InferenceMAX SGLang DeepSeek-R1 FP8, TP8 on B200, 8k/1k at 512 users: the KV pool binds. Recorded as SGLang's
+    --mem-fraction-static 0.82 (the recipe's value), the pool is 0.82 x HBM - weights, smaller than simfront's default
+    pool, so fewer users run at once and the rest queue longer for their first token."""
+    src = Path(__file__).resolve().parent.parent / "measurements" / "inferencemax_b200_h100.csv"
+    lines = src.read_text().splitlines()
+    row = lines[335]  # line 336: SGLang, B200, fp8, TP8, 8192/1024, concurrency 512
+    assert ",512," in row and "SGLang" in row and "B200" in row
+    (tmp_path / "run.csv").write_text(lines[0] + "\n" + row + "\n")
+    base = validate_files([str(tmp_path / "run.csv")])["serving"]["rows"][0]
+    (tmp_path / "run.csv.simfront.yaml").write_text("gpu_memory_fraction: 0.82\n")
+    small = validate_files([str(tmp_path / "run.csv")])["serving"]["rows"][0]
+    assert small["gpu_memory_fraction"] == 0.82 and base.get("gpu_memory_fraction") is None
+    assert small["predicted_ttft_ms"] > 1.2 * base["predicted_ttft_ms"]
+
+
+@pytest.mark.parametrize("key", ["gpu_memory_utilization", "mem_fraction_static", "free_gpu_memory_fraction", "gpu_memory_fraction"])
+def test_each_engines_memory_fraction_key_is_read(tmp_path, key):
+    raw = json.loads(VLLM_JSON.read_text())
+    raw[key] = "0.85"
+    (tmp_path / "r.json").write_text(json.dumps(raw))
+    (p,), problems = load_one(tmp_path / "r.json")
+    assert problems == [] and p.gpu_memory_fraction == 0.85 and key not in p.extra

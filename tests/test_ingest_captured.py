@@ -134,3 +134,13 @@ def test_the_token_budget_a_point_priced_is_launched_recorded_and_validated(tmp_
     (tmp_path / f"{name}.simfront.yaml").write_text(out["sidecar"])
     [row] = validate(tmp_path / name)["rows"]
     assert row["token_budget"] == 2048 and row["predicted_ttft_ms"] is not None, row.get("reason")
+
+
+def test_sglang_server_info_gives_the_token_budget_and_memory_fraction(tmp_path):
+    """server_info holds chunked_prefill_size after SGLang divided it over the attention-DP ranks (per rank, as
+    simfront's token_budget) and mem_fraction_static (read by SGLang's rule when the KV pool is sized)."""
+    name = "sglang_bench_serving_dsr1_attn_dp8.jsonl"
+    info = json.loads((CAPTURED / name).read_text().splitlines()[0])["server_info"]
+    shutil.copy(CAPTURED / name, tmp_path / name)  # without its sidecar: what the file alone says
+    [row] = validate(tmp_path / name)["rows"]
+    assert row["token_budget"] == info["chunked_prefill_size"] and row["gpu_memory_fraction"] == info["mem_fraction_static"]

@@ -73,7 +73,9 @@ def test_vllm_attention_dp_maps_to_data_parallel_with_expert_parallel():
     assert value(cmd, "--max-num-batched-tokens") == "2048"
     assert value(cmd, "--max-model-len") == "2048"
     assert value(cmd, "--kv-cache-dtype") == "fp8"
-    assert value(cmd, "--gpu-memory-utilization") == "0.9"
+    # vLLM's own fraction (weights + runtime + KV pool over the GPU) that gives the KV pool simfront priced
+    assert float(value(cmd, "--gpu-memory-utilization")) == yaml.safe_load(sidecar_yaml(dsr1_adp(), "vllm"))["gpu_memory_fraction"]
+    assert 0.9 < float(value(cmd, "--gpu-memory-utilization")) < 1.0
     assert not flags(cmd) & {"--tp-size", "--tp_size", "--quantization", "--ep-size"}
     assert any("no separate attention-DP flag" in n for n in plan.notes)
 
@@ -86,7 +88,9 @@ def test_sglang_attention_dp_flags():
     assert value(cmd, "--max-running-requests") == "512"  # SGLang splits it over DP ranks itself
     assert value(cmd, "--chunked-prefill-size") == "16384"
     assert value(cmd, "--kv-cache-dtype") == "fp8_e4m3"
-    assert value(cmd, "--mem-fraction-static") == "0.82"
+    # SGLang's own fraction (weights + KV pool over the GPU) that gives the KV pool simfront priced
+    assert float(value(cmd, "--mem-fraction-static")) == yaml.safe_load(sidecar_yaml(dsr1_adp(), "sglang"))["gpu_memory_fraction"]
+    assert 0.82 < float(value(cmd, "--mem-fraction-static")) < 1.0
     assert value(cmd, "--cuda-graph-max-bs-decode") == "64"  # per DP rank
     assert not flags(cmd) & {"--tensor-parallel-size", "--tp", "--dp"}
 
@@ -850,3 +854,29 @@ def test_attention_dp_ep_workers_ask_for_the_all_to_all_simfront_prices():
                         prefill=WorkerLayout(attention_dp=8, ep=8), decode=WorkerLayout(attention_dp=8, ep=8))
     lines = launch_commands(disagg, "vllm").commands
     assert any("deepep_high_throughput" in l for l in lines) and any("deepep_low_latency" in l for l in lines)
+
+
+@pytest.mark.parametrize("engine", ["vllm", "sglang", "trtllm"])
+@pytest.mark.parametrize("tp", [4, 8])
+def test_launched_memory_fraction_gives_the_priced_kv_pool(engine, tp):
+    """Each engine gets its own fraction, the one that gives each GPU the KV pool simfront priced; the sidecar records
+    it, and read back by the engine's rule it is that pool (DeepSeek-R1 FP8 at TP4 on B200: weights alone are more
+    than SGLang's 0.82 recipe value of the GPU, so a fixed fraction would not even load)."""
+    from simfront.hardware import get_hardware
+    from simfront.memory import kv_budget_bytes, runtime_reserve_bytes, weight_bytes_per_gpu
+    from simfront.models import apply_precision, get_model
+    from simfront.scheduler import scheduler_settings
+
+    dep = Deployment("deepseek-ai/DeepSeek-R1", tp=tp, ep=tp, max_batch=32, kv_dtype="fp8", weight_precision="fp8_block",
+                     gpu="b200_sxm", isl=8192, osl=1024, concurrency=32)
+    rec = yaml.safe_load(sidecar_yaml(dep, engine))
+    m, hw = get_model("deepseek-r1"), get_hardware("b200_sxm")
+    prec = apply_precision(m, "fp8_block", "fp8")
+    w, r = float(weight_bytes_per_gpu(m, prec, tp, 1, 1, tp)), float(runtime_reserve_bytes(m, tp, 1, 1, tp))
+    priced = float(kv_budget_bytes(hw.hbm_bytes, w, r))
+    got = float(kv_budget_bytes(hw.hbm_bytes, w, r, rec["gpu_memory_fraction"], scheduler_settings(engine).kv_memory_rule))
+    assert got == pytest.approx(priced, rel=0.01) and got <= priced  # rounded down to the engine's three decimals
+    if engine == "sglang" and tp == 4:
+        assert rec["gpu_memory_fraction"] > 0.82
+    words = " ".join(launch_commands(dep, engine).commands) + json.dumps(launch_commands(dep, engine).files)
+    assert str(rec["gpu_memory_fraction"]) in words

@@ -100,3 +100,39 @@ def test_capacity_grows_with_memory_and_shrinks_with_context():
     assert b.max_concurrency > a.max_concurrency > 0
     assert c.max_concurrency < b.max_concurrency
     assert np.all(np.isfinite(b.kv_budget_bytes_per_gpu))
+
+
+# ---------------------------------------------------------------- engines' memory fractions
+
+from simfront.memory import KV_CACHE_FRACTION, kv_budget_bytes, memory_fraction_for_pool  # noqa: E402
+from simfront.scheduler import KV_MEMORY_RULES, scheduler_settings  # noqa: E402
+
+GIB = 2**30
+
+
+@pytest.mark.parametrize("rule", KV_MEMORY_RULES)
+def test_each_engine_rule_turns_a_fraction_into_a_pool_and_back(rule):
+    hbm, w, r = 180 * GIB, np.array([8.0, 78.4, 150.0]) * GIB, 4.8 * GIB
+    pool = kv_budget_bytes(hbm, w, r)  # what simfront prices: KV_CACHE_FRACTION of the free memory
+    assert np.allclose(pool, KV_CACHE_FRACTION * (hbm - w - r))
+    f = memory_fraction_for_pool(hbm, w, r, pool, rule)
+    assert np.all((f > 0) & (f <= 1))
+    assert np.allclose(kv_budget_bytes(hbm, w, r, f, rule), pool)
+    # a larger fraction never gives a smaller pool, under every rule
+    assert np.all(np.diff(kv_budget_bytes(hbm, w[1], r, np.linspace(0.5, 1.0, 11), rule)) >= 0)
+
+
+def test_the_rules_mean_what_the_engines_say():
+    hbm, w, r = 180 * GIB, 78.4 * GIB, 4.8 * GIB
+    # TensorRT-LLM free_gpu_memory_fraction: a share of what is free after weights and runtime
+    assert kv_budget_bytes(hbm, w, r, 0.9, "free") == pytest.approx(0.9 * (hbm - w - r))
+    # vLLM gpu_memory_utilization: weights, runtime and pool together in the share
+    assert kv_budget_bytes(hbm, w, r, 0.9, "total") == pytest.approx(0.9 * hbm - w - r)
+    # SGLang mem_fraction_static: weights and pool in the share (activations and graphs outside it)
+    assert kv_budget_bytes(hbm, w, r, 0.82, "total_static") == pytest.approx(0.82 * hbm - w)
+    # weights beyond the share: no pool at all (SGLang would not start)
+    assert kv_budget_bytes(hbm, 150 * GIB, r, 0.82, "total_static") == 0.0
+    with pytest.raises(Exception, match="unknown KV memory rule"):
+        kv_budget_bytes(hbm, w, r, 0.9, "half")
+    assert {e: scheduler_settings(e).kv_memory_rule for e in ("trtllm", "vllm", "sglang")} == \
+        {"trtllm": "free", "vllm": "total", "sglang": "total_static"}

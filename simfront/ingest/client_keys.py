@@ -29,6 +29,10 @@ ALIASES = {
     # the server's whole budget, which SGLang divides over its attention-DP ranks)
     "max_num_batched_tokens": "token_budget",
     "max_num_tokens": "token_budget",
+    # each engine's own memory fraction, read by that engine's KV memory rule (simfront/engines/scheduler.yaml)
+    "gpu_memory_utilization": "gpu_memory_fraction",
+    "mem_fraction_static": "gpu_memory_fraction",
+    "free_gpu_memory_fraction": "gpu_memory_fraction",
     "kv_cache_dtype": "kv_dtype",
     "speculative_algorithm": "spec_decoding",
     "num_speculative_tokens": "spec_k",

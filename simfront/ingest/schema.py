@@ -105,6 +105,9 @@ class MeasuredPoint(BaseModel):
     concurrency: Positive | None = None  # client cap on requests in flight
     request_rate: Positive | None = None  # req/s offered; inf = all requests at once
     token_budget: Count | None = None  # engine token budget per step per attention rank (chunked-prefill size)
+    # the engine's GPU memory fraction as the engine reads it (vLLM --gpu-memory-utilization, SGLang --mem-fraction-static,
+    # TensorRT-LLM free_gpu_memory_fraction; simfront/engines/scheduler.yaml kv_memory_rule): sizes its KV pool
+    gpu_memory_fraction: Annotated[float, Field(gt=0, le=1)] | None = None
     num_prompts: Count | None = None  # requests the benchmark client sent in all (its first `concurrency` at once)
     startup_wave_share: NonNegative | None = None  # share of requests in a synchronised start-up wave (0: steady state)
     # the client's lengths: uniform in [r L, L] (--random-range-ratio r); 1 = every request exactly ISL / OSL tokens

@@ -69,6 +69,12 @@ def _take_server_info(rec: Record, info: dict) -> None:
         rec.fields["batch_size"] = max(1, running // ranks)
         if ranks > 1:
             rec.notes["batch_size"] = f"max_running_requests={running} over {ranks} attention-DP x PP ranks"
+    frac = to_float(info.get("mem_fraction_static"), "mem_fraction_static")
+    if frac:  # weights + KV pool share of the GPU: sizes the KV pool (simfront/engines/scheduler.yaml kv_memory_rule)
+        rec.fields["gpu_memory_fraction"] = frac
+    chunk = to_int(info.get("chunked_prefill_size"), "chunked_prefill_size")
+    if chunk and chunk > 0:  # per attention-DP rank: the server arguments hold it after SGLang divided the
+        rec.fields["token_budget"] = chunk  # launch value by the attention-DP size (server_args _handle_data_parallelism)
     set_spec(rec, info.get("speculative_algorithm"), "server_info.speculative_algorithm")
     if rec.fields.get("spec_decoding"):
         rec.fields["spec_k"] = to_int(info.get("speculative_num_steps"), "speculative_num_steps")
