@@ -39,7 +39,6 @@ WEIGHT_PRECISIONS = ("bf16", "fp8", "fp8_block", "nvfp4", "mxfp4", "w4a16")
 KV_DTYPES = ("bf16", "fp8")
 SPEC_METHODS = ("mtp", "eagle3", "ngram")
 
-
 # Ports. FRONT_PORT is the vLLM / trtllm-serve default (ecosystem.md §2.1, §8.3); every engine's
 # front end (agg server or disagg router) is put there so one benchmark URL fits all. The role
 # ports are free ports simfront picks, not engine defaults.
