@@ -417,7 +417,7 @@ def _priced_memory_fraction(model_id: str, weights: str, kv: str, gpu: str, tp: 
     read by the engine's rule (simfront/engines/scheduler.yaml ``kv_memory_rule``); None for a model or GPU simfront
     does not know."""
     from .hardware import get_hardware
-    from .memory import kv_budget_bytes, memory_fraction_for_pool, runtime_reserve_bytes, weight_bytes_per_gpu
+    from .memory import memory_fraction_for_pool, plan_memory
     from .models import apply_precision, get_model
     from .scheduler import scheduler_settings
 
@@ -426,10 +426,9 @@ def _priced_memory_fraction(model_id: str, weights: str, kv: str, gpu: str, tp: 
         prec = apply_precision(m, weights, kv)
     except SimfrontError:
         return None
-    w = float(weight_bytes_per_gpu(m, prec, tp, pp, dp, ep))
-    r = float(runtime_reserve_bytes(m, tp, pp, dp, ep))
-    kv_pool = float(kv_budget_bytes(hw.hbm_bytes, w, r))
-    f = float(memory_fraction_for_pool(hw.hbm_bytes, w, r, kv_pool, scheduler_settings(engine).kv_memory_rule))
+    mem = plan_memory(m, prec, hw, tp, pp, dp, ep, 1, 1)  # the search's verdict: weights, reserve and KV pool per GPU
+    f = float(memory_fraction_for_pool(hw.hbm_bytes, mem.weights_bytes_per_gpu, mem.reserve_bytes_per_gpu,
+                                       mem.kv_budget_bytes_per_gpu, scheduler_settings(engine).kv_memory_rule))
     scale = 10 ** MEMORY_FRACTION_DIGITS
     return math.floor(f * scale + 1e-9) / scale if 0.0 < f <= 1.0 else None  # 1e-9: 0.9 stays 0.9 (float error)
 
@@ -439,7 +438,8 @@ def _memory_fraction(dep: Deployment, engine: str, lay: "WorkerLayout | None" = 
     server, or the decode workers) the KV pool simfront priced, in the engine's own terms; else the engine's default."""
     if dep.gpu_memory_fraction is not None:
         return dep.gpu_memory_fraction
-    lay = lay or dep.roles().get("server") or dep.roles().get("decode")
+    roles = dep.roles()
+    lay = lay or roles.get("server") or roles.get("decode")
     priced = None
     if lay is not None and dep.gpu:
         priced = _priced_memory_fraction(dep.model_id, normalize_format(dep.weight_precision), _kv(dep), dep.gpu,

@@ -85,7 +85,7 @@ class Resolved:
     constants: tuple = ()
     # (GPU memory fraction, KV memory rule) the KV pool is sized with: the fraction the run recorded, read by its
     # engine's rule (simfront.serving.engine_kv_memory_rule); else the pool simfront prices every engine with
-    memory: tuple = (KV_CACHE_FRACTION, "free")
+    memory: tuple = (KV_CACHE_FRACTION, "free")  # TensorRT-LLM's reading: the pool simfront prices every engine with
 
     def plan_memory(self, tp, pp, dp, ep, context_tokens):
         """:func:`simfront.memory.plan_memory` of the row's model, formats and GPU with its engine's KV pool."""
@@ -171,7 +171,7 @@ def resolve(p) -> tuple[Resolved | None, str | None]:
     if _get(p, "spec_overlap") is not None:  # the run said whether its speculative decoding was overlapped
         consts["cpu_overlap_spec"] = float(bool(_get(p, "spec_overlap")))
     consts = tuple(sorted(consts.items()))
-    memory = (KV_CACHE_FRACTION, "free")
+    memory = Resolved.memory
     if _get(p, "gpu_memory_fraction"):  # the run's own fraction, read as its engine reads it
         memory = (float(_get(p, "gpu_memory_fraction")),
                   engine_kv_memory_rule(_get(p, "engine"), _get(p, "engine_version"), _get(p, "measured_on")))
