@@ -16,14 +16,18 @@ the last one finished) give ``requests/s X = C / (TTFT + (OSL - 1) x TPOT)`` (Li
 runs at most its batch slots at once; clients beyond them wait, and the wait is part of their TTFT.
 A disaggregated deployment's prefill workers are a queue (M/D/1, :func:`simfront.serving.md1_wait_s`)
 whose wait grows as X approaches their capacity, so prefill capacity caps the deployment.
+A workload that is a finite benchmark run (K prompts per client, ``Workload.startup_wave_share`` = 1 / K) gets
+the throughput that run measures: requests over its wall time, which ends with its last client
+(:mod:`simfront.benchmark_run`), so X falls below C / (TTFT + (OSL - 1) x TPOT) by its tail.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
+from .benchmark_run import length_cv, run_throughput_share
 from .serving import AggRaw, DecodeResult, PrefillResult, finish_aggregated, md1_wait_s, usd_per_mtok
 
 
@@ -111,13 +115,27 @@ def _closed_loop(concurrency, in_flight, service_ttft_s, decode_s, gpus, tpot_s,
     return Metrics(ttft, tpot_s + 0 * ttft, x, c + 0 * x, _f(gpus) + 0 * x, osl, ttft - service_ttft_s)
 
 
+def benchmark_run(m: Metrics, wave_share: float, range_ratio: float | None, wave_half_s, decode_s) -> Metrics:
+    """``m`` as a benchmark run of 1 / ``wave_share`` prompts per client measures it (its requests/s over the run's
+    wall time, :func:`simfront.benchmark_run.run_throughput_share`); ``m`` itself in steady state (share 0).
+    ``wave_half_s``: a start-up wave request's mean wait for the half of its wave ahead; ``decode_s``: a request's
+    decode time, which the benchmark's random output lengths (``range_ratio``) spread."""
+    if not wave_share > 0:
+        return m
+    share = run_throughput_share(m.concurrency, 1.0 / wave_share, m.e2e_s, _f(decode_s) * length_cv(range_ratio),
+                                 wave_half_s)
+    return replace(m, requests_s=m.requests_s * share)
+
+
 def evaluate_agg(raw: AggRaw, profile: dict, workers, worker_gpus, concurrency) -> Metrics:
     """Aggregated deployment: ``workers`` copies of a ``worker_gpus``-GPU worker whose raw step times
-    ``raw`` holds (computed at the running batch per rank), under ``concurrency`` closed-loop clients."""
+    ``raw`` holds (computed at the running batch per rank), under ``concurrency`` closed-loop clients; a benchmark
+    run's throughput when the workload is one (``raw.wave_share`` > 0: :func:`benchmark_run`)."""
     w = finish_aggregated(raw, profile)
     admitted = np.minimum(_f(concurrency), raw.slots * _f(workers))  # requests the engines run at once
-    return _closed_loop(concurrency, admitted, w.ttft_s, (raw.osl - 1.0) * w.tpot_s, _f(workers) * _f(worker_gpus),
-                        w.tpot_s, raw.osl)
+    decode_s = (raw.osl - 1.0) * w.tpot_s
+    m = _closed_loop(concurrency, admitted, w.ttft_s, decode_s, _f(workers) * _f(worker_gpus), w.tpot_s, raw.osl)
+    return benchmark_run(m, raw.wave_share, raw.range_ratio, w.wave_half_s, decode_s)
 
 
 def prefill_utilisation(concurrency, ttft_base_s, wait_service_s, decode_s, capacity_requests_s) -> np.ndarray:
@@ -138,14 +156,16 @@ def prefill_utilisation(concurrency, ttft_base_s, wait_service_s, decode_s, capa
 
 
 def evaluate_disagg(prefill: PrefillResult, prefill_workers, decode: DecodeResult, decode_slots, concurrency,
-                    osl: float, gpus, wave_share: float = 0.0, slot_at_transfer: bool = False) -> Metrics:
+                    osl: float, gpus, wave_share: float = 0.0, slot_at_transfer: bool = False,
+                    range_ratio: float | None = None) -> Metrics:
     """Disaggregated deployment: ``prefill_workers`` prefill workers (``prefill`` at the KV link the
     deployment has) and decode workers with ``decode_slots`` requests in flight in all (decode
     running batch x ranks x workers), under ``concurrency`` closed-loop clients.
 
     Admitted requests (at most the decode slots) queue for the prefill workers (M/D/1 at their
     utilisation), are prefilled, move their KV and decode; the closed loop sets the utilisation.
-    ``wave_share``: the workload's share of requests in a synchronised start-up wave (0 in steady state).
+    ``wave_share``: the workload's share of requests in a synchronised start-up wave (0 in steady state); with one,
+    the throughput is the benchmark run's (:func:`benchmark_run`, output lengths spread by ``range_ratio``).
     ``slot_at_transfer``: the engine gives a request its decode slot only when its KV arrives (the prefill runs
     first: TensorRT-LLM, vLLM); else the decode server holds the slot from before the prefill (SGLang pre-allocates
     the request's KV on the decode server). Then every client may be in the prefill queue, and clients beyond the
@@ -168,7 +188,8 @@ def evaluate_disagg(prefill: PrefillResult, prefill_workers, decode: DecodeResul
         # requests in flight: the queued ones, or at transfer as many as keep the decode slots' rate, slots / decode
         # time (X = min(C / (service TTFT + decode), slots / decode)); the clients beyond wait after their prefill
         in_flight = np.minimum(c, _f(decode_slots) * (service_ttft + decode_s) / decode_s) if slot_at_transfer else queued
-    return _closed_loop(concurrency, in_flight, service_ttft, decode_s, gpus, decode.tpot_s, osl)
+    m = _closed_loop(concurrency, in_flight, service_ttft, decode_s, gpus, decode.tpot_s, osl)
+    return benchmark_run(m, wave_share, range_ratio, queued / (2.0 * cap), decode_s)
 
 
-__all__ = ["Layouts", "Metrics", "running_batch", "evaluate_agg", "evaluate_disagg", "prefill_utilisation"]
+__all__ = ["Layouts", "Metrics", "running_batch", "benchmark_run", "evaluate_agg", "evaluate_disagg", "prefill_utilisation"]

@@ -459,7 +459,7 @@ def _group_disagg(pts, idx, r: Resolved) -> PointGroup:
 
     def metrics(prof):
         m = evaluate_disagg(finish_prefill(*p_raw, prof), pw, finish_decode(*d_raw, wl.mean_osl, prof), slots, conc, wl.mean_osl, total_gpus,
-                            r.wave_share, slot_at_transfer=slot_at_transfer(prof))
+                            r.wave_share, slot_at_transfer=slot_at_transfer(prof), range_ratio=wl.length_range_ratio)
         return _metric_dict(m)
 
     ok = ~bad & dmem.fits

@@ -508,7 +508,7 @@ def _disagg(cols, t: WorkerTable, hw, gpus, wl, price, sides: dict | None = None
         used = y * dg + x * pg
         m = (x0 >= 1) & (y >= 1) & (used <= n)
         r = evaluate_disagg(pre, x, dec, slots, slots, wl.mean_osl, used, wl.startup_wave_share,
-                            slot_at_transfer=slot_at_transfer(t.profile))
+                            slot_at_transfer=slot_at_transfer(t.profile), range_ratio=wl.length_range_ratio)
         tok_gpu = r.tok_s_gpu(n)
         _append(cols, m, mode="disagg", tp=dl["tp"], pp=dl["pp"], ep=dl["ep"],
                 attention_dp=dl["dp"], replicas=y, batch=batch, concurrency=r.concurrency, precision=prec.label,

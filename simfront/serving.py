@@ -369,6 +369,7 @@ class AggResult:
     tpot_s: np.ndarray
     step_s: np.ndarray  # mean engine step (decode-only and mixed steps)
     e2e_s: np.ndarray  # TTFT + (OSL - 1) x TPOT
+    wave_half_s: np.ndarray | float = 0.0  # start-up wave: half the time to prefill a rank's whole first wave
 
 
 def aggregated_raw(model: Model, precision: Precision, hw: Hardware, tp, pp, dp, ep, batch, wl: Workload,
@@ -581,14 +582,17 @@ def finish_aggregated(raw: AggRaw, prof: dict) -> AggResult:
     steps = np.maximum(1.0, tokens / budget)  # steps those tokens span at the token budget
     per_token = np.maximum(t_mix - t_dec, 0.0) / np.maximum(raw.mixed_tokens, 1.0)  # extra step time per prompt token
     ttft = (wait + (steps + prof["ttft_extra_steps"]) * t_dec + tokens * per_token) * prof["ttft_scale"] + prof["ttft_overhead_s"]
+    # a start-up wave request's mean wait for the half of its wave ahead of it (the tokens term above, per request)
+    wave_half = 0.5 * np.maximum(raw.batch - group, 0.0) * raw.isl_new * (per_token + t_dec / budget) * prof["ttft_scale"]
     if runs_in_waves(prof, raw.range_ratio):
         ttft, tpot = _wave_latencies(raw, prof, t_dec, per_token)
+        wave_half = 0.0 * wave_half  # every round is a wave: the start-up one is no later than the rest
     # a request that arrives while the engine decodes waits for its next intake: half the interval on average
     ttft = ttft + 0.5 * np.maximum(raw.recv_interval - 1.0, 0.0) * t_dec
     ttft = ttft + adp_balance_wait_s(raw.ranks, raw.slots / np.maximum(ttft + (raw.osl - 1) * tpot, 1e-30), step,
                                      prof.get("adp_balance_timeout_iters", 0.0))
     e2e = ttft + (raw.osl - 1) * tpot  # one request's life: first token, then OSL - 1 decode tokens
-    return AggResult(ttft, tpot, step, e2e)
+    return AggResult(ttft, tpot, step, e2e, wave_half)
 
 
 def runs_in_waves(prof: dict, range_ratio: float | None) -> bool:
