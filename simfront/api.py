@@ -426,7 +426,7 @@ def explain(model: str, gpus: str | GpuSet, tp: int = 1, pp: int = 1, ep: int = 
     from .search import make_spec, spec_label
     from .serving import (NO_SPEC, Workload, adp_gate_iters, aggregated_raw, decode_context, decode_raw, engine_profile, finish_aggregated,
                           mean_step_s, prefill_raw, runs_in_waves, step_terms)
-    from .step import StepBatch, forward_step
+    from .step import ELEMENTWISE_OPS, StepBatch, forward_step
 
     if phase not in ("decode", "prefill"):
         raise SimfrontError(f"--phase {phase!r}: valid values are decode, prefill")
@@ -529,9 +529,8 @@ def explain(model: str, gpus: str | GpuSet, tp: int = 1, pp: int = 1, ep: int = 
     model_flops = float(st.model_flops(tp, attention_dp))
     attn_flops = float(sum(float(np.asarray(r.count)) * float(r.cost.flops) * (1 if r.replicated else tp) for r in st.ops
                            if r.name in attn_names)) * attention_dp
-    elementwise = ("norms+residual", "rope+kv_write", "mlp.act", "embedding", "final_norm", "sampling")
     elem_flops = float(sum(float(np.asarray(r.count)) * float(r.cost.flops) * (1 if r.replicated else tp) for r in st.ops
-                           if r.name in elementwise)) * attention_dp
+                           if r.name in ELEMENTWISE_OPS)) * attention_dp
     pc = m.params
     sampled = tokens if phase == "decode" else batch
     n_tok = tokens * attention_dp

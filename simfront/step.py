@@ -36,6 +36,10 @@ ACT_BYTES = 2.0  # BF16 activations between ops
 DISPATCH_BYTES = 1.0  # EP dispatch sends FP8 activations (DeepEP low-latency; modeling-notes §3)
 COMBINE_BYTES = 2.0  # EP combine returns BF16
 LOGIT_BYTES = 4.0  # FP32 logits
+# memory-bound ops that carry no weights (norms, activations, RoPE, embedding lookup, sampling): their FLOPs are
+# neither weight nor attention FLOPs in a step's accounting (explain's breakdown, the FLOP-invariance tests)
+ELEMENTWISE_OPS = ("norms+residual", "mla.latent_norms", "rope+kv_write", "mlp.act", "moe.shared_act", "embedding",
+                   "final_norm", "sampling")
 # Routing skew of real traffic: power-law exponent of tokens over experts, the "typical production"
 # alpha aiconfigurator collects MoE kernels under (docs/POWER_LAW_DISTRIBUTION.md, modeling-notes §1.8).
 DEFAULT_ROUTING_ALPHA = 1.01
@@ -413,7 +417,9 @@ def forward_step(model: Model, precision: Precision, hw: Hardware, tp, pp, dp, e
 
     for layer, n in _groups(arch):
         g = f"{layer.mixer}/{layer.ffn}" + (f"/idx-{layer.indexer}" if layer.indexer else "")
-        op("norms+residual", g, n, memory_op_cost, 2 * 2 * T * H * ACT_BYTES, hw, flops=2 * 5 * T * H, replicated=True)
+        # two fused residual-add + RMSNorm kernels per layer (before the mixer, before the FFN): each reads the
+        # residual and the update and writes both back
+        op("norms+residual", g, 2 * n, memory_op_cost, 2 * T * H * ACT_BYTES, hw, flops=5 * T * H, replicated=True)
         # ---------------- token mixer ----------------
         if layer.mixer == "linear":
             la = arch.linear
@@ -443,6 +449,10 @@ def forward_step(model: Model, precision: Precision, hw: Hardware, tp, pp, dp, e
             else:
                 gemm("mla.q_proj", g, n, T, heads * qk, H, precision.attention)
             gemm("mla.kv_a_proj", g, n, T, a.kv_lora_rank + a.qk_rope_dim, H, precision.attention, replicated=True)
+            # RMSNorms of the compressed query and KV latents (q_a_layernorm, kv_a_layernorm): one kernel each
+            lat = (a.q_lora_rank or 0) + a.kv_lora_rank
+            op("mla.latent_norms", g, n * (1 + bool(a.q_lora_rank)), memory_op_cost,
+               2 * T * lat / (1 + bool(a.q_lora_rank)) * ACT_BYTES, hw, flops=5 * T * lat / (1 + bool(a.q_lora_rank)), replicated=True)
             topk = a.index_topk if layer.indexer else None
             if layer.indexer:
                 q_in = a.q_lora_rank or H
@@ -490,6 +500,7 @@ def forward_step(model: Model, precision: Precision, hw: Hardware, tp, pp, dp, e
             if m.n_shared:
                 sh = m.n_shared * m.shared_inter / tp
                 gemm("moe.shared_gate_up", g, n, T, 2 * sh, H, precision.dense)
+                op("moe.shared_act", g, n, memory_op_cost, 3 * T * sh * ACT_BYTES, hw, flops=4 * T * sh)
                 gemm("moe.shared_down", g, n, T, H, sh, precision.dense)
             width = m.latent_dim or H
             if m.latent_dim:

@@ -6,7 +6,7 @@ from hypothesis import given, settings, strategies as st
 
 from simfront.hardware import get_hardware
 from simfront.models import get_model
-from simfront.step import StepBatch, forward_step
+from simfront.step import ELEMENTWISE_OPS, StepBatch, forward_step
 
 MODELS = ["deepseek-r1", "llama-3.1-70b", "kimi-k3", "qwen3.5-397b-a17b", "gpt-oss-120b", "glm-5.3", "llama-4-scout", "mixtral-8x7b"]
 
@@ -23,7 +23,7 @@ def _weights_ratio(model_id, tp, dp, ep, phase, tokens_per_req=1024, batch=8):
         tokens, sampled = batch * tokens_per_req, batch
     s = forward_step(m, m.native, hw, tp, 1, dp, ep, sb, routing_alpha=None)
     attn = ("attn.decode", "attn.prefill", "mla.attn_decode", "mla.attn_prefill", "dsa.indexer_decode", "dsa.indexer_prefill",
-            "linear_attn.decode", "linear_attn.prefill", "norms+residual", "rope+kv_write", "mlp.act", "embedding", "final_norm", "sampling")
+            "linear_attn.decode", "linear_attn.prefill") + ELEMENTWISE_OPS
     w = sum(float(np.asarray(r.count)) * float(r.cost.flops) * (1 if r.replicated else tp) for r in s.ops if r.name not in attn) * dp
     pc = m.params
     ref = (2.0 * (pc.active - pc.lm_head_active) * tokens + 2.0 * pc.lm_head_active * sampled) * dp
@@ -99,3 +99,26 @@ def test_vectorised_equals_scalar():
         for j in range(3):
             one = forward_step(m, m.native, hw, int(tp[i, 0]), 1, int(dp[i, 0]), 8, StepBatch(decode_reqs=int(b[0, j]), decode_ctx=3000)).time_s
             assert vec[i, j] == pytest.approx(float(one), rel=1e-9)
+
+
+def test_every_layer_prices_its_norm_and_activation_kernels():
+    """Each layer runs two fused residual-add + RMSNorm kernels; an MLA layer also normalises its query and KV latents
+    (q_a_layernorm, kv_a_layernorm: one kernel each) and a shared expert runs its SiLU-and-multiply like a dense MLP;
+    a GQA model with a plain MLP has neither extra op."""
+    hw = get_hardware("b200")
+    sb = StepBatch(decode_reqs=16, decode_ctx=2048)
+
+    def counts(mid):
+        m = get_model(mid)
+        s = forward_step(m, m.native, hw, 8, 1, 1, 8 if m.arch.is_moe else 1, sb, routing_alpha=None)
+        out = {}
+        for r in s.ops:
+            out[r.name] = out.get(r.name, 0.0) + float(np.asarray(r.count))
+        return m.arch.n_layers, out
+
+    n, ds = counts("deepseek-r1")
+    assert ds["norms+residual"] == 2 * n
+    assert ds["mla.latent_norms"] == 2 * n  # DeepSeek-V3/R1 compress the query too (q_lora_rank 1536)
+    assert ds["moe.shared_act"] == sum(layer.ffn == "moe" for layer in get_model("deepseek-r1").arch.layers) == 58
+    n, ll = counts("llama-3.1-70b")
+    assert ll["norms+residual"] == 2 * n and "mla.latent_norms" not in ll and "moe.shared_act" not in ll
