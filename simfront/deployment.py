@@ -115,7 +115,7 @@ def _closed_loop(concurrency, in_flight, service_ttft_s, decode_s, gpus, tpot_s,
     return Metrics(ttft, tpot_s + 0 * ttft, x, c + 0 * x, _f(gpus) + 0 * x, osl, ttft - service_ttft_s)
 
 
-def benchmark_run(m: Metrics, wave_share: float, range_ratio: float | None, wave_half_s, decode_s) -> Metrics:
+def as_benchmark_run(m: Metrics, wave_share: float, range_ratio: float | None, wave_half_s, decode_s) -> Metrics:
     """``m`` as a benchmark run of 1 / ``wave_share`` prompts per client measures it (its requests/s over the run's
     wall time, :func:`simfront.benchmark_run.run_throughput_share`); ``m`` itself in steady state (share 0).
     ``wave_half_s``: a start-up wave request's mean wait for the half of its wave ahead; ``decode_s``: a request's
@@ -130,12 +130,12 @@ def benchmark_run(m: Metrics, wave_share: float, range_ratio: float | None, wave
 def evaluate_agg(raw: AggRaw, profile: dict, workers, worker_gpus, concurrency) -> Metrics:
     """Aggregated deployment: ``workers`` copies of a ``worker_gpus``-GPU worker whose raw step times
     ``raw`` holds (computed at the running batch per rank), under ``concurrency`` closed-loop clients; a benchmark
-    run's throughput when the workload is one (``raw.wave_share`` > 0: :func:`benchmark_run`)."""
+    run's throughput when the workload is one (``raw.wave_share`` > 0: :func:`as_benchmark_run`)."""
     w = finish_aggregated(raw, profile)
     admitted = np.minimum(_f(concurrency), raw.slots * _f(workers))  # requests the engines run at once
     decode_s = (raw.osl - 1.0) * w.tpot_s
     m = _closed_loop(concurrency, admitted, w.ttft_s, decode_s, _f(workers) * _f(worker_gpus), w.tpot_s, raw.osl)
-    return benchmark_run(m, raw.wave_share, raw.range_ratio, w.wave_half_s, decode_s)
+    return as_benchmark_run(m, raw.wave_share, raw.range_ratio, w.wave_half_s, decode_s)
 
 
 def prefill_utilisation(concurrency, ttft_base_s, wait_service_s, decode_s, capacity_requests_s) -> np.ndarray:
@@ -165,7 +165,7 @@ def evaluate_disagg(prefill: PrefillResult, prefill_workers, decode: DecodeResul
     Admitted requests (at most the decode slots) queue for the prefill workers (M/D/1 at their
     utilisation), are prefilled, move their KV and decode; the closed loop sets the utilisation.
     ``wave_share``: the workload's share of requests in a synchronised start-up wave (0 in steady state); with one,
-    the throughput is the benchmark run's (:func:`benchmark_run`, output lengths spread by ``range_ratio``).
+    the throughput is the benchmark run's (:func:`as_benchmark_run`, output lengths spread by ``range_ratio``).
     ``slot_at_transfer``: the engine gives a request its decode slot only when its KV arrives (the prefill runs
     first: TensorRT-LLM, vLLM); else the decode server holds the slot from before the prefill (SGLang pre-allocates
     the request's KV on the decode server). Then every client may be in the prefill queue, and clients beyond the
@@ -189,7 +189,7 @@ def evaluate_disagg(prefill: PrefillResult, prefill_workers, decode: DecodeResul
         # time (X = min(C / (service TTFT + decode), slots / decode)); the clients beyond wait after their prefill
         in_flight = np.minimum(c, _f(decode_slots) * (service_ttft + decode_s) / decode_s) if slot_at_transfer else queued
     m = _closed_loop(concurrency, in_flight, service_ttft, decode_s, gpus, decode.tpot_s, osl)
-    return benchmark_run(m, wave_share, range_ratio, queued / (2.0 * cap), decode_s)
+    return as_benchmark_run(m, wave_share, range_ratio, queued / (2.0 * cap), decode_s)
 
 
-__all__ = ["Layouts", "Metrics", "running_batch", "benchmark_run", "evaluate_agg", "evaluate_disagg", "prefill_utilisation"]
+__all__ = ["Layouts", "Metrics", "running_batch", "as_benchmark_run", "evaluate_agg", "evaluate_disagg", "prefill_utilisation"]

@@ -586,7 +586,7 @@ def finish_aggregated(raw: AggRaw, prof: dict) -> AggResult:
     wave_half = 0.5 * np.maximum(raw.batch - group, 0.0) * raw.isl_new * (per_token + t_dec / budget) * prof["ttft_scale"]
     if runs_in_waves(prof, raw.range_ratio):
         ttft, tpot = _wave_latencies(raw, prof, t_dec, per_token)
-        wave_half = 0.0 * wave_half  # every round is a wave: the start-up one is no later than the rest
+        wave_half = np.zeros_like(wave_half)  # every round is a wave: the start-up one is no later than the rest
     # a request that arrives while the engine decodes waits for its next intake: half the interval on average
     ttft = ttft + 0.5 * np.maximum(raw.recv_interval - 1.0, 0.0) * t_dec
     ttft = ttft + adp_balance_wait_s(raw.ranks, raw.slots / np.maximum(ttft + (raw.osl - 1) * tpot, 1e-30), step,

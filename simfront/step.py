@@ -450,9 +450,9 @@ def forward_step(model: Model, precision: Precision, hw: Hardware, tp, pp, dp, e
                 gemm("mla.q_proj", g, n, T, heads * qk, H, precision.attention)
             gemm("mla.kv_a_proj", g, n, T, a.kv_lora_rank + a.qk_rope_dim, H, precision.attention, replicated=True)
             # RMSNorms of the compressed query and KV latents (q_a_layernorm, kv_a_layernorm): one kernel each
-            lat = (a.q_lora_rank or 0) + a.kv_lora_rank
-            op("mla.latent_norms", g, n * (1 + bool(a.q_lora_rank)), memory_op_cost,
-               2 * T * lat / (1 + bool(a.q_lora_rank)) * ACT_BYTES, hw, flops=5 * T * lat / (1 + bool(a.q_lora_rank)), replicated=True)
+            kernels = 2 if a.q_lora_rank else 1
+            lat = ((a.q_lora_rank or 0) + a.kv_lora_rank) / kernels  # latent width one kernel normalises, on average
+            op("mla.latent_norms", g, n * kernels, memory_op_cost, 2 * T * lat * ACT_BYTES, hw, flops=5 * T * lat, replicated=True)
             topk = a.index_topk if layer.indexer else None
             if layer.indexer:
                 q_in = a.q_lora_rank or H
