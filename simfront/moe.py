@@ -15,6 +15,8 @@ have a fused FP4 kernel (``moe_path_costs``), and the op takes the faster of the
 
 from __future__ import annotations
 
+from functools import lru_cache
+
 import numpy as np
 
 from . import kernels
@@ -229,6 +231,63 @@ def _pl_sampler_load(T, k, E, ep, a):
     return pairs, touched, heaviest
 
 
+# The calibration benchmark's min-latency rows (TensorRT-LLM's fused trtllm-gen FP4 MoE, the fused path here) route
+# every model through DeepSeek-V3's grouped router: 8 expert groups, the 4 best kept per token, the top-k taken inside
+# them (aiconfigurator collector/trtllm/collect_moe.py, min_latency_mode: "all use deepseek setting for now"). Its
+# balanced logits give token i the experts (i + j*ceil(E/k)) mod E (collector/helper.py ``balanced_logits``); with
+# k = 8 that is one expert in each group, so every group scores the same and every token keeps the same four groups.
+# Ties are taken to go to the lower index (the order the router's top-k reductions compare in). Benchmark geometry,
+# not fitted; only the fused path of balanced kernel rows uses it (a trained router does not tie).
+COLLECTOR_N_GROUP = 8
+COLLECTOR_TOPK_GROUP = 4
+
+
+@lru_cache(maxsize=4096)
+def _collector_grouped_expert_load(T: int, k: int, E: int) -> tuple[float, ...]:
+    """Tokens per expert (all E) of the benchmark's balanced logits through its grouped router (see above)."""
+    stride = -(-E // k)  # ceil(E / k)
+    if T >= stride:  # token i repeats token i mod stride: one pattern per residue, weighted by its count
+        base = np.arange(stride, dtype=np.float64)
+        weight = np.floor((T - 1 - base) / stride) + 1.0
+    else:  # the collector spreads T < stride tokens over the stride (float index, truncated)
+        base = np.arange(T, dtype=np.float64) * stride / T
+        weight = np.ones(T)
+    picks = np.floor(base[:, None] + stride * np.arange(k)[None, :]).astype(np.int64) % E  # (patterns, k)
+    score = np.zeros((base.size, E))
+    np.add.at(score, (np.repeat(np.arange(base.size), k), picks.ravel()), 1.0)  # the one-hot sum the logits rank by
+    g = COLLECTOR_N_GROUP
+    if E % g or E // g < 2:  # the grouped router needs equal groups of at least two experts
+        chosen = picks
+    else:
+        size = E // g
+        top2 = np.sort(score.reshape(-1, g, size), axis=2)[:, :, -2:].sum(axis=2)  # group score: its best two experts
+        order = np.lexsort((np.broadcast_to(np.arange(g), top2.shape), -top2), axis=1)  # best groups, lower index first
+        keep = np.zeros((base.size, g), dtype=bool)
+        np.put_along_axis(keep, order[:, :COLLECTOR_TOPK_GROUP], True, axis=1)
+        masked = np.where(np.repeat(keep, size, axis=1), score, -1.0)  # experts outside the kept groups never chosen
+        chosen = np.lexsort((np.broadcast_to(np.arange(E), masked.shape), -masked), axis=1)[:, :k]
+    load = np.zeros(E)
+    np.add.at(load, chosen.ravel(), np.repeat(weight, k))
+    return tuple(load)
+
+
+def collector_grouped_rank_load(num_tokens, topk, num_experts, moe_ep):
+    """(pairs, touched experts, heavy experts, pairs per heavy expert) on the measured rank (rank 0: experts
+    [0, E/EP)) of a balanced min-latency benchmark row (see ``COLLECTOR_N_GROUP``). Heavy experts are those
+    carrying at least half the busiest one's tokens (the tie-broken picks every token shares)."""
+    T, k, E, ep = np.broadcast_arrays(*(np.asarray(x, dtype=np.float64) for x in (num_tokens, topk, num_experts, moe_ep)))
+    out = np.zeros((4,) + T.shape)
+    keys = np.stack([T.ravel(), k.ravel(), E.ravel(), ep.ravel()], axis=1)
+    uniq, inv = np.unique(keys, axis=0, return_inverse=True)
+    vals = np.zeros((len(uniq), 4))
+    for j, (t, kk, e, p) in enumerate(uniq):  # distinct benchmark shapes (cached), not configurations
+        load = np.asarray(_collector_grouped_expert_load(int(max(t, 1)), int(kk), int(e)))[: max(int(e // p), 1)]
+        heavy = load >= 0.5 * load.max() if load.max() > 0 else np.zeros(load.shape, dtype=bool)
+        vals[j] = (load.sum(), np.count_nonzero(load), np.count_nonzero(heavy), load[heavy].mean() if heavy.any() else 0.0)
+    out = vals[inv.ravel()].T.reshape((4,) + T.shape)
+    return out[0], out[1], out[2], out[3]
+
+
 def power_law_rank_load(num_tokens, topk, num_experts, moe_ep, alpha):
     """(token-expert pairs, experts with tokens) on the busiest EP rank under a skewed router.
 
@@ -290,7 +349,7 @@ def moe_cost(num_tokens, hidden, inter, topk, num_experts, moe_tp, moe_ep, fmt, 
 
 
 def moe_path_costs(num_tokens, hidden, inter, topk, num_experts, moe_tp, moe_ep, fmt, hw, alpha=None, gated=True, p=None, *,
-                   spread_balanced=False) -> dict[str, Cost]:
+                   spread_balanced=False, collector_router=False) -> dict[str, Cost]:
     """Each MoE kernel's cost for the same work: ``{"grouped": ..., "fused": ...}`` (arguments as ``moe_cost``).
 
     ``grouped``: routing, permute, CUTLASS grouped expert GEMMs and finalize as separate kernels (every
@@ -327,27 +386,30 @@ def moe_path_costs(num_tokens, hidden, inter, topk, num_experts, moe_tp, moe_ep,
         touched = skew_touched * (T > 0)  # the sampler's own hit count: a small batch spreads widely
     # at least one expert's weights are read, and at least pairs / T experts (one pair per token each)
     touched = np.maximum(touched, np.minimum(local, np.maximum(1.0, pairs / np.maximum(T, 1.0))))
-    rows = pairs / touched  # mean tokens per touched expert
     up_width = (2.0 if gated else 1.0) * inter_local  # gate and up projections side by side
     pair_frac = q["pair_traffic_fraction"]
 
-    def expert_gemms(qx):
-        """(c1, m1, b1, c2, m2, b2): compute and memory legs and bytes of the two expert GEMMs at efficiencies ``qx``."""
+    def expert_gemms(qx, pairs=pairs, touched=touched, heavy=None):
+        """(c1, m1, b1, c2, m2, b2): compute and memory legs and bytes of the two expert GEMMs at efficiencies ``qx``,
+        for ``pairs`` over ``touched`` experts; ``heavy`` = (experts, pairs each) that form a group of their own."""
         kw = dict(rate_flops_per_s=rate, hbm_bytes_per_s=bw, sm_count=hw.sm_count, b_act=f.act_bytes, b_w=f.bytes_per_element, q=qx)
         # gate/up GEMM (SwiGLU fused in its epilogue, quantized output), then down GEMM whose per-pair
         # BF16 output reaches HBM only in the unfused share
+        rows = pairs / touched  # mean tokens per touched expert
         c1, m1, _, b1 = grouped_gemm_times(rows, up_width, H, touched, b_out=f.act_bytes, **kw)
         c2, m2, _, b2 = grouped_gemm_times(rows, H, inter_local, touched, b_out=OUT_BYTES * pair_frac, **kw)
-        if alpha is not None:
-            # skewed rank: its heaviest expert is a group of its own and the others share the remaining
-            # pairs; they run in one grouped kernel, so their tiles add (the bytes are the same either way)
-            n_rest = np.maximum(touched - 1.0, 0.0)
-            top = np.where(n_rest > 0, np.clip(skew_top, 0.0, pairs), pairs)
-            rest_rows = np.where(n_rest > 0, (pairs - top) / np.maximum(n_rest, 1e-9), 0.0)
-            one = np.minimum(touched, 1.0)
-            c1 = (grouped_gemm_times(top, up_width, H, one, b_out=f.act_bytes, **kw)[0]
+        if heavy is None and alpha is not None:  # skewed rank: its heaviest expert is a group of its own
+            heavy = (np.minimum(touched, 1.0), skew_top)
+        if heavy is not None:
+            # the heavy experts and the others share the rank's pairs; they run in one grouped kernel, so their
+            # tiles add (the bytes are the same either way)
+            n_top = np.minimum(heavy[0], touched)
+            n_rest = np.maximum(touched - n_top, 0.0)
+            top = np.where(n_rest > 0, np.clip(heavy[1], 0.0, pairs / np.maximum(n_top, 1e-9)), pairs / np.maximum(n_top, 1e-9))
+            rest_rows = np.where(n_rest > 0, np.maximum(pairs - n_top * top, 0.0) / np.maximum(n_rest, 1e-9), 0.0)
+            c1 = (grouped_gemm_times(top, up_width, H, n_top, b_out=f.act_bytes, **kw)[0]
                   + grouped_gemm_times(rest_rows, up_width, H, n_rest, b_out=f.act_bytes, **kw)[0])
-            c2 = (grouped_gemm_times(top, H, inter_local, one, b_out=OUT_BYTES * pair_frac, **kw)[0]
+            c2 = (grouped_gemm_times(top, H, inter_local, n_top, b_out=OUT_BYTES * pair_frac, **kw)[0]
                   + grouped_gemm_times(rest_rows, H, inter_local, n_rest, b_out=OUT_BYTES * pair_frac, **kw)[0])
         return c1, m1, b1, c2, m2, b2
 
@@ -381,10 +443,17 @@ def moe_path_costs(num_tokens, hidden, inter, topk, num_experts, moe_tp, moe_ep,
     if has_fused_path(f, hw, gated, E):
         # same tiles, FLOPs and weight bytes; the tensor rate of the fused kernel's GEMMs
         eta_fused = np.minimum(q["eta_compute"] * q["fused_compute_gain"], 1.0)
-        fc1, fm1, _, fc2, fm2, _ = expert_gemms(dict(q, eta_compute=eta_fused))
+        f_pairs = pairs
+        if collector_router and alpha is None:
+            # the benchmark's balanced rows reach this kernel through its grouped router (COLLECTOR_N_GROUP)
+            f_pairs, f_touched, n_heavy, heavy_pairs = collector_grouped_rank_load(T, k, E, ep)
+            f_touched = np.maximum(f_touched, np.minimum(local, 1.0))
+            fc1, fm1, _, fc2, fm2, _ = expert_gemms(dict(q, eta_compute=eta_fused), f_pairs, f_touched, (n_heavy, heavy_pairs))
+        else:
+            fc1, fm1, _, fc2, fm2, _ = expert_gemms(dict(q, eta_compute=eta_fused))
         # token-level passes as above; per pair only the down-GEMM output the finalize reads (unfused
         # share): the gate/up GEMM gathers routed rows itself, so no permuted copy and no selection walk
-        f_aux_bytes = token_bytes + pair_frac * pairs * H * OUT_BYTES
+        f_aux_bytes = token_bytes + pair_frac * f_pairs * H * OUT_BYTES
         f_aux_s = f_aux_bytes / (q["eta_aux"] * bw)
         f_gemm_s = soft_max(fc1, fm1, q["roofline_sharpness"]) + soft_max(fc2, fm2, q["roofline_sharpness"])
         # launch grid of both GEMMs, sized for every selection (FUSED_TILE_TOKENS); its empty CTAs cost

@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 from simfront.hardware import catalog, get_hardware
 from simfront.kernel_ops import csv_format, moe_gated, routing_alpha
-from simfront.moe import moe_cost, power_law_rank_load
+from simfront.moe import moe_cost, moe_path_costs, power_law_rank_load
 from kernel_data import KERNEL_DIR, more_hbm
 
 
@@ -177,3 +177,31 @@ def test_unmeasured_block_scaled_class_borrows_block_scale_costs_from_the_block_
     # a value fitted on the family's own rows stays
     out = ck.borrow_classes(kind_ops, dict(params, expert_overhead_s_fp4=9e-7), free + ["expert_overhead_s_fp4"])
     assert out["expert_overhead_s_fp4"] == 9e-7
+
+
+def test_benchmark_balanced_rows_through_the_grouped_router():
+    """The calibration benchmark's min-latency rows route every model through DeepSeek-V3's grouped router (8 groups,
+    4 kept). Its balanced logits give each token one expert per group (k = 8), the groups tie and every token keeps the
+    same four: a DeepSeek-shaped row at 160 tokens touches 128 of 256 experts (the balanced spread would touch all),
+    and under EP 8 the measured rank 0 (group 0) carries each token's group-0 expert plus the four tie-broken ones:
+    5 x 160 pairs, not 160."""
+    from simfront.moe import collector_grouped_rank_load
+
+    pairs, touched, heavy, heavy_pairs = collector_grouped_rank_load([160, 160], 8, 256, [1, 8])
+    assert list(pairs) == [1280.0, 800.0] and list(touched) == [128.0, 32.0]
+    assert list(heavy) == [4.0, 4.0] and list(heavy_pairs) == [160.0, 160.0]
+    # k = 4 keeps every intended expert (four groups hold them), so the router changes nothing
+    p4, t4, _, _ = collector_grouped_rank_load(256, 4, 128, 1)
+    assert float(p4) == 1024.0 and float(t4) == 128.0
+
+
+def test_only_benchmark_rows_take_the_collector_router():
+    """Serving prices a trained router (no ties): moe_cost is the faster of the paths without the benchmark's router,
+    while the fused path of a balanced benchmark row streams half the experts' weights."""
+    hw = get_hardware("b200")
+    args = (160, 7168, 2048, 8, 256, 2, 1, "nvfp4", hw)
+    bench = moe_path_costs(*args, spread_balanced=True, collector_router=True)["fused"].time_s
+    plain = moe_path_costs(*args, spread_balanced=True)["fused"].time_s
+    assert float(bench) < float(plain)  # half the experts' weights streamed
+    serving = moe_cost(*args, spread_balanced=True).time_s
+    assert float(serving) == pytest.approx(min(float(plain), float(moe_path_costs(*args, spread_balanced=True)["grouped"].time_s)))
