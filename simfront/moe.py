@@ -276,7 +276,6 @@ def collector_grouped_rank_load(num_tokens, topk, num_experts, moe_ep):
     [0, E/EP)) of a balanced min-latency benchmark row (see ``COLLECTOR_N_GROUP``). Heavy experts are those
     carrying at least half the busiest one's tokens (the tie-broken picks every token shares)."""
     T, k, E, ep = np.broadcast_arrays(*(np.asarray(x, dtype=np.float64) for x in (num_tokens, topk, num_experts, moe_ep)))
-    out = np.zeros((4,) + T.shape)
     keys = np.stack([T.ravel(), k.ravel(), E.ravel(), ep.ravel()], axis=1)
     uniq, inv = np.unique(keys, axis=0, return_inverse=True)
     vals = np.zeros((len(uniq), 4))
