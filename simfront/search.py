@@ -340,7 +340,7 @@ def _column(parts: list) -> np.ndarray:
         code = {lab: i for i, lab in enumerate(labels)}
         codes = np.repeat(np.array([code[lab] for lab, _ in parts], dtype=np.intp), [n for _, n in parts])
         return np.array(labels, dtype=object)[codes]
-    return np.concatenate([p.values() if isinstance(p, (_Block, _Const)) else p for p in parts]) if parts else np.asarray(parts)
+    return np.concatenate([p.values() for p in parts]) if parts else np.asarray(parts)
 
 
 def _columns(cols: dict) -> dict:
@@ -400,8 +400,7 @@ class Points(MutableMapping):
             if parts and isinstance(parts[0], tuple):
                 out[key] = np.array([parts[b][0] for b in block], dtype=object)
             else:
-                out[key] = np.array([parts[b].at(r) if isinstance(parts[b], (_Block, _Const)) else parts[b][r] for b, r in zip(block, row)],
-                                    dtype=float)
+                out[key] = np.array([parts[b].at(r) for b, r in zip(block, row)], dtype=float)
         return out
 
 

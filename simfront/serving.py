@@ -578,12 +578,13 @@ def finish_aggregated(raw: AggRaw, prof: dict) -> AggResult:
     # engine prefills together; they share the steps and all stream their first token at the end), plus, for the workload's share of
     # requests that belong to a synchronised start-up wave, on average half of the rest of that wave
     group = 1.0 + prof["group_share"] * (arrival_group(raw.batch, raw.isl_new, budget) - 1.0)  # prompts sharing the steps
-    tokens = group * raw.isl_new + raw.wave_share * np.maximum(raw.batch - group, 0.0) * raw.isl_new / 2.0
+    wave_tokens = np.maximum(raw.batch - group, 0.0) * raw.isl_new / 2.0  # half the rest of a start-up wave
+    tokens = group * raw.isl_new + raw.wave_share * wave_tokens
     steps = np.maximum(1.0, tokens / budget)  # steps those tokens span at the token budget
     per_token = np.maximum(t_mix - t_dec, 0.0) / np.maximum(raw.mixed_tokens, 1.0)  # extra step time per prompt token
     ttft = (wait + (steps + prof["ttft_extra_steps"]) * t_dec + tokens * per_token) * prof["ttft_scale"] + prof["ttft_overhead_s"]
     # a start-up wave request's mean wait for the half of its wave ahead of it (the tokens term above, per request)
-    wave_half = 0.5 * np.maximum(raw.batch - group, 0.0) * raw.isl_new * (per_token + t_dec / budget) * prof["ttft_scale"]
+    wave_half = wave_tokens * (per_token + t_dec / budget) * prof["ttft_scale"]
     if runs_in_waves(prof, raw.range_ratio):
         ttft, tpot = _wave_latencies(raw, prof, t_dec, per_token)
         wave_half = np.zeros_like(wave_half)  # every round is a wave: the start-up one is no later than the rest
