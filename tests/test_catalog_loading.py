@@ -14,7 +14,7 @@ ROOT = Path(__file__).resolve().parent.parent
 
 
 def test_c_loader_reads_the_same_objects_as_the_python_loader():
-    assert yamlio.SafeLoader is getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+    assert yamlio.loader() is getattr(yaml, "CSafeLoader", yaml.SafeLoader)
     files = sorted((ROOT / "hardware").rglob("*.yaml")) + sorted((ROOT / "models").glob("*.yaml"))
     assert len(files) > 20
     for f in files:
@@ -54,3 +54,67 @@ def test_catalog_mapping_still_holds_every_gpu():
     assert set(cat) == set(hardware._headers()) and len(cat) == len(list(cat.values()))
     assert "h200_sxm" in cat and "banana" not in cat
     assert all(cat[g].id == g for g in cat)
+
+
+def _data_files() -> list[Path]:
+    return (sorted((ROOT / "hardware").rglob("*.yaml")) + sorted((ROOT / "models").glob("*.yaml"))
+            + sorted((ROOT / "simfront" / "engines").glob("*.yaml")))
+
+
+def test_parse_cache_gives_the_parsed_document_on_a_miss_and_on_a_hit(tmp_path, monkeypatch):
+    monkeypatch.setenv("SIMFRONT_CACHE_DIR", str(tmp_path))
+    files = _data_files()
+    first = [yamlio.load(f) for f in files]  # misses: parsed and written
+    entries = list((tmp_path / yamlio.CACHE_SUBDIR).iterdir())
+    assert len(entries) == len({f.read_text() for f in files})  # one entry per distinct text, no temporary files left
+    calls = []
+    monkeypatch.setattr(yamlio, "_parse", lambda text: calls.append(text))
+    second = [yamlio.load(f) for f in files]  # hits: read back without parsing
+    assert calls == []
+    for f, a, b in zip(files, first, second):
+        assert a == b == yaml.safe_load(f.read_text()), f
+
+
+def test_parse_cache_never_serves_an_edited_file_its_old_document(tmp_path, monkeypatch):
+    monkeypatch.setenv("SIMFRONT_CACHE_DIR", str(tmp_path / "cache"))
+    f = tmp_path / "spec.yaml"
+    f.write_text("a: 1\n")
+    assert yamlio.load(f) == {"a": 1}
+    f.write_text("a: 2\n")  # same size, maybe the same mtime: the key is the text
+    assert yamlio.load(f) == {"a": 2}
+
+
+def test_parse_cache_damaged_or_unwritable_or_off_still_parses(tmp_path, monkeypatch):
+    text = "x: [1, 2.5, null, true, 'y']\n"
+    want = {"x": [1, 2.5, None, True, "y"]}
+    monkeypatch.setenv("SIMFRONT_CACHE_DIR", str(tmp_path / "c"))
+    assert yamlio.loads(text) == want
+    (entry,) = (tmp_path / "c" / yamlio.CACHE_SUBDIR).iterdir()
+    entry.write_bytes(entry.read_bytes()[:3])  # a truncated entry
+    assert yamlio.loads(text) == want
+    assert yamlio.loads(text) == want  # rewritten by the reparse
+    blocker = tmp_path / "file"
+    blocker.write_text("")
+    monkeypatch.setenv("SIMFRONT_CACHE_DIR", str(blocker / "under-a-file"))  # cannot be created
+    assert yamlio.loads(text) == want
+    monkeypatch.setenv("SIMFRONT_NO_CACHE", "1")
+    assert yamlio.cache_dir() is None
+    assert yamlio.loads("z: 3\n") == {"z": 3}
+
+
+def test_parse_cache_skips_documents_marshal_cannot_hold(tmp_path, monkeypatch):
+    import datetime as dt
+
+    monkeypatch.setenv("SIMFRONT_CACHE_DIR", str(tmp_path))
+    assert yamlio.loads("when: 2026-12-03\n") == {"when": dt.date(2026, 12, 3)}  # a YAML date: not cached
+    assert not (tmp_path / yamlio.CACHE_SUBDIR).exists() or not any((tmp_path / yamlio.CACHE_SUBDIR).iterdir())
+
+
+def test_predict_imports_no_yaml_parser_once_its_documents_are_cached(tmp_path):
+    """A warm cache spares the PyYAML import: the command reads only cached documents."""
+    code = ("import sys, simfront.api as a; a.predict('deepseek-r1', '8xH200', isl=1024, osl=1024);"
+            "print('yaml' in sys.modules)")
+    env = {"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin", "SIMFRONT_CACHE_DIR": str(tmp_path)}
+    runs = [subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=ROOT, env=env)
+            for _ in range(2)]
+    assert [r.stdout.split()[-1] for r in runs] == ["True", "False"]

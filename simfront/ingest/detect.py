@@ -117,9 +117,10 @@ def _load_yaml(label: str, text: str) -> Loaded | None:
     """A YAML document holding a mapping (GuideLLM ``--output-path x.yaml``), as one JSON record; else None."""
     import yaml
 
-    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # the C loader where built
-    try:
-        doc = yaml.load(text, Loader=loader)  # noqa: S506 (a safe loader)
+    from .. import yamlio
+
+    try:  # a user's result file: parsed, not kept in simfront's cache of its own data files
+        doc = yaml.load(text, Loader=yamlio.loader())  # noqa: S506 (a safe loader)
     except yaml.YAMLError:
         return None
     if not isinstance(doc, dict):
