@@ -44,13 +44,16 @@ def _parse(text: str) -> Any:
 
 
 def cache_dir() -> Path | None:
-    """Folder of the parse cache, or None when ``SIMFRONT_NO_CACHE`` turns it off."""
+    """Folder of the parse cache, or None when ``SIMFRONT_NO_CACHE`` turns it off or there is no folder to use."""
     if os.environ.get("SIMFRONT_NO_CACHE", "").strip().lower() not in ("", "0", "false", "no"):
         return None
     root = os.environ.get("SIMFRONT_CACHE_DIR")
     if not root:
         xdg = os.environ.get("XDG_CACHE_HOME")
-        root = os.path.join(xdg, "simfront") if xdg else os.path.join(os.path.expanduser("~"), ".cache", "simfront")
+        home = os.path.expanduser("~")
+        if not xdg and home == "~":  # no home to put it in (expanduser gives "~" back): no cache, not one in the cwd
+            return None
+        root = os.path.join(xdg, "simfront") if xdg else os.path.join(home, ".cache", "simfront")
     return Path(root) / CACHE_SUBDIR
 
 

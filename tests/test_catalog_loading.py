@@ -97,6 +97,11 @@ def test_parse_cache_damaged_or_unwritable_or_off_still_parses(tmp_path, monkeyp
     blocker.write_text("")
     monkeypatch.setenv("SIMFRONT_CACHE_DIR", str(blocker / "under-a-file"))  # cannot be created
     assert yamlio.loads(text) == want
+    monkeypatch.delenv("SIMFRONT_CACHE_DIR")
+    monkeypatch.delenv("XDG_CACHE_HOME", raising=False)
+    monkeypatch.setattr(yamlio.os.path, "expanduser", lambda p: p)  # no home directory to be found
+    assert yamlio.cache_dir() is None and yamlio.loads(text) == want
+    monkeypatch.setenv("SIMFRONT_CACHE_DIR", str(tmp_path / "c"))
     monkeypatch.setenv("SIMFRONT_NO_CACHE", "1")
     assert yamlio.cache_dir() is None
     assert yamlio.loads("z: 3\n") == {"z": 3}
