@@ -9,19 +9,13 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from simfront.ingest import load_measurements
+from simfront.ingest import load_measurements, serving_csv
 from simfront.ingest.checks import REPEAT_SPREAD_LIMIT, unrecorded_difference
 from simfront.ingest.schema import MeasuredPoint
 
 ROOT = Path(__file__).resolve().parent.parent
 SERVING = ROOT / "measurements" / "measured_serving.csv"
 INFERENCEMAX = ROOT / "measurements" / "inferencemax_b200_h100.csv"
-# the header of aiconfigurator's serving CSV (measurements/measured_serving.csv)
-SERVING_HEADER = ("id,backend,backend_version,model_path,system,precision,mode,isl,osl,gemm_quant_mode,moe_quant_mode,batch_size,"
-                  "tp_size,pp_size,attention_dp_size,moe_tp_size,moe_ep_size,prefill_batch_size,prefill_num_workers,prefill_tp_size,"
-                  "prefill_pp_size,prefill_attention_dp_size,prefill_moe_tp_size,prefill_moe_ep_size,decode_batch_size,"
-                  "decode_num_workers,decode_tp_size,decode_pp_size,decode_attention_dp_size,decode_moe_tp_size,decode_moe_ep_size,"
-                  "silicon_ttft_ms,silicon_tpot_ms,concurrency,engine_image,measured_on")
 BASE = dict(model="deepseek-ai/DeepSeek-R1", gpu="B200", num_gpus=8, engine="sglang", engine_version="0.5.9", mode="agg", tp=8,
             ep=1, attention_dp=1, precision="fp8", isl=1024, osl=1024, concurrency=4, source_file="t.csv", format="serving_csv")
 
@@ -48,12 +42,12 @@ def test_runs_of_an_unnamed_build_are_not_compared():
 
 def test_the_check_reports_each_skipped_row_through_ingest(tmp_path):
     path = tmp_path / "runs.csv"
-    cols = SERVING_HEADER.split(",")
+    cols = list(serving_csv.OPTIONAL + serving_csv.REQUIRED)  # the serving CSV reader's own columns
     row = dict(backend="sglang", backend_version="0.5.9", model_path="deepseek-ai/DeepSeek-R1", system="b200_sxm", precision="fp8",
                mode="agg", isl="1024", osl="1024", batch_size="4", tp_size="8", pp_size="1", attention_dp_size="1",
                moe_tp_size="8", moe_ep_size="1", silicon_ttft_ms="150", concurrency="4")
     rows = [",".join({**row, "id": f"r{i}", "silicon_tpot_ms": str(t)}.get(c, "") for c in cols) for i, t in enumerate((6.7, 9.61))]
-    path.write_text("\n".join([SERVING_HEADER, *rows]) + "\n")
+    path.write_text("\n".join([",".join(cols), *rows]) + "\n")
     res = load_measurements([str(path)])
     assert res.points == []
     assert sum("something the file does not record" in str(p) and str(p).endswith("skipped") for p in res.problems) == 2
