@@ -15,7 +15,7 @@ import numpy as np
 
 from ..units import MS
 from .common import Problem
-from .schema import BOOKKEEPING_FIELDS, METRIC_FIELDS, PROVENANCE_FIELDS, MeasuredPoint
+from .schema import BOOKKEEPING_FIELDS, CONFIG_FIELDS, METRIC_FIELDS, PROVENANCE_FIELDS, MeasuredPoint
 
 # Upper bound on a mean per-output-token time: above 10 s a value cannot be a serving
 # measurement in ms (ingest task spec); the slowest mean TPOT in the calibration set is
@@ -135,8 +135,7 @@ def _key(p: MeasuredPoint, names) -> tuple:
 # configuration (docs/model_changes.md, round 16).
 REPEAT_SPREAD_LIMIT = 1.3
 # The fields that name a configuration (the date a run was made does not)
-_REPEAT_KEY = tuple(n for n in MeasuredPoint.model_fields
-                    if n not in _IGNORED_IN_KEY and n not in METRIC_FIELDS and n != "measured_on")
+_REPEAT_KEY = tuple(n for n in CONFIG_FIELDS if n != "measured_on")
 
 
 def unrecorded_difference(points: list[MeasuredPoint]) -> dict[int, str]:
