@@ -138,6 +138,12 @@ def evaluate_agg(raw: AggRaw, profile: dict, workers, worker_gpus, concurrency) 
     return as_benchmark_run(m, raw.wave_share, raw.range_ratio, w.wave_half_s, decode_s)
 
 
+# passes of the fixed point between the prefill utilisation and the prompt's own prefill latency, which grows with it
+# (evaluate_disagg): the latency moves by at most the shared-step extra times the change of u, and the utilisation
+# responds to it with a factor below 1, so two passes leave it within a few per mille of the fixed point (a test)
+SHARED_STEP_PASSES = 2
+
+
 def prefill_utilisation(concurrency, ttft_base_s, wait_service_s, decode_s, capacity_requests_s) -> np.ndarray:
     """Utilisation ``u`` of the prefill workers of a closed loop with an M/D/1 prefill queue.
 
@@ -182,9 +188,14 @@ def evaluate_disagg(prefill: PrefillResult, prefill_workers, decode: DecodeResul
     # the workload's share of requests in a synchronised start-up wave (all clients at once) waits on average
     # for half of that wave to be prefilled ahead of it, as an aggregated worker's wave does
     with np.errstate(divide="ignore", invalid="ignore"):  # empty deployments (masked out by callers) give NaN
-        base = prefill.ttft_base_s + wave_share * queued / (2.0 * cap)
-        u = prefill_utilisation(queued, base, wait_service, decode_s, cap)
-        service_ttft = base + md1_wait_s(wait_service, u)  # idle-worker TTFT + start-up wave + M/D/1 wait
+        idle = prefill.ttft_base_s + wave_share * queued / (2.0 * cap)
+        base, u = idle, prefill_utilisation(queued, idle, wait_service, decode_s, cap)
+        for _ in range(SHARED_STEP_PASSES):
+            # a prompt that finds the worker busy (a share u of them) is prefilled in a batch step, which takes longer
+            # than its step alone on an attention-DP worker: the latency before any queueing at this utilisation
+            base = idle + u * prefill.shared_extra_s
+            u = prefill_utilisation(queued, base, wait_service, decode_s, cap)
+        service_ttft = base + md1_wait_s(wait_service, u)  # prompt's own prefill + start-up wave + M/D/1 wait
         # requests in flight: the queued ones, or at transfer as many as keep the decode slots' rate, slots / decode
         # time (X = min(C / (service TTFT + decode), slots / decode)); the clients beyond wait after their prefill
         in_flight = np.minimum(c, _f(decode_slots) * (service_ttft + decode_s) / decode_s) if slot_at_transfer else queued

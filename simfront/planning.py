@@ -51,7 +51,8 @@ _ROUND = 4  # decimals of float fields in point dicts (as api._point)
 
 AGG_COLS = ("tp", "pp", "ep", "dp", "batch", "prec", "spec", "ttft_s", "tpot_s", "rate", "chunk")
 DEC_COLS = ("tp", "pp", "ep", "dp", "batch", "prec", "spec", "tpot_s", "step_s", "rate")
-PRE_COLS = ("tp", "ep", "dp", "batch", "prec", "ttft_up_s", "ttft_out_s", "prefill_s", "transfer_up_s", "transfer_out_s", "rate")
+PRE_COLS = ("tp", "ep", "dp", "batch", "prec", "ttft_up_s", "ttft_out_s", "prefill_s", "transfer_up_s", "transfer_out_s", "rate",
+            "shared_s")
 # Sizing a disaggregated deployment: prefill utilisation above which the planner adds a prefill
 # worker rather than a decode worker (the M/D/1 wait is already 2x the service time at 0.8)
 PREFILL_UTILISATION_TARGET = 0.8
@@ -123,14 +124,14 @@ def _evaluate(m: Model, t: _Tables, wl: Workload, space: SearchSpace) -> dict:
             _add(cols["dec"], ok & np.isfinite(d.tpot_s) & (d.tpot_s > 0), tp=L["tp"], pp=L["pp"], ep=L["ep"], dp=L["dp"],
                  batch=B, prec=pi, spec=si, tpot_s=d.tpot_s, step_s=d.step_s, rate=d.capacity_requests_s)
         if tab.prefill is not None and si == 0:  # prefill does not depend on speculation: once per precision
-            P, pb, step, kv_bytes, slots = tab.prefill
+            P, pb, step, kv_bytes, slots, lone = tab.prefill
             gp = P["tp"] * P["dp"]
             # the search's KV-link rule for a deployment inside / beyond one scale-up domain
-            up = finish_prefill(step, kv_bytes / kv_link_bytes_per_s(hw, 1, gp), slots, prof)
-            out = finish_prefill(step, kv_bytes / kv_link_bytes_per_s(hw, hw.scaleup.domain_gpus + 1, gp), slots, prof)
+            up = finish_prefill(step, kv_bytes / kv_link_bytes_per_s(hw, 1, gp), slots, lone, prof)
+            out = finish_prefill(step, kv_bytes / kv_link_bytes_per_s(hw, hw.scaleup.domain_gpus + 1, gp), slots, lone, prof)
             _add(cols["pre"], np.isfinite(up.ttft_base_s) & np.isfinite(out.ttft_base_s), tp=P["tp"], ep=P["ep"], dp=P["dp"],
                  batch=pb, prec=pi, ttft_up_s=up.ttft_base_s, ttft_out_s=out.ttft_base_s, prefill_s=up.prefill_s,
-                 transfer_up_s=up.transfer_s, transfer_out_s=out.transfer_s, rate=up.requests_s_worker)
+                 transfer_up_s=up.transfer_s, transfer_out_s=out.transfer_s, rate=up.requests_s_worker, shared_s=up.shared_extra_s)
     return {part: {c: (np.concatenate(v) if v else np.zeros(0)) for c, v in cc.items()} for part, cc in cols.items()}
 
 
@@ -226,7 +227,8 @@ def _size_disagg(t: _Tables, D: dict, R: dict, a: int, b: int, link: str, x: int
                  max_gpus: int, osl: float, wave_share: float = 0.0):
     """Grow the (x prefill, y decode) workers of one pair until the deployment evaluator says it serves
     ``rate`` with its decode slots full and meets the TTFT bound; (x, y, metrics) or None."""
-    pre = PrefillResult(R[f"ttft_{link}_s"][b], R["prefill_s"][b], R[f"transfer_{link}_s"][b], R["rate"][b], t.profile["ttft_scale"])
+    pre = PrefillResult(R[f"ttft_{link}_s"][b], R["prefill_s"][b], R[f"transfer_{link}_s"][b], R["rate"][b], t.profile["ttft_scale"],
+                        R["shared_s"][b])
     dec = DecodeResult(D["tpot_s"][a], D["step_s"][a], D["rate"][a])
     dg, pg = D["tp"][a] * D["dp"][a] * D["pp"][a], R["tp"][b] * R["dp"][b]
     slots_per_worker = D["batch"][a] * D["dp"][a] * D["pp"][a]

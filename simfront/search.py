@@ -495,7 +495,8 @@ def _disagg(cols, t: WorkerTable, hw, gpus, wl, price, sides: dict | None = None
     dsel = (di[0][ii], di[1][ii])
     psel = (p_idx[0][jj], p_idx[1][jj])
     dec = DecodeResult(d.tpot_s[dsel], d.step_s[dsel], d.capacity_requests_s[dsel])
-    pre = PrefillResult(pr.ttft_base_s[psel], pr.prefill_s[psel], pr.transfer_s[psel], pr.requests_s_worker[psel], pr.ttft_scale)
+    pre = PrefillResult(pr.ttft_base_s[psel], pr.prefill_s[psel], pr.transfer_s[psel], pr.requests_s_worker[psel], pr.ttft_scale,
+                        pr.shared_extra_s[psel])
     batch = B[0, dsel[1]]
     slots = batch * ranks[dsel[0]] * y  # decode slots of the deployment
     # the layout columns as the float columns they are appended to, converted once for both candidates
@@ -526,10 +527,10 @@ def _prefill_side(t: WorkerTable, hw, n: int, sides: dict | None) -> dict:
     key = (id(t.prefill), id(t.profile))
     if sides is not None and key in sides:
         return sides[key]
-    Pl, pb, p_step, p_kv, p_slots = t.prefill
+    Pl, pb, p_step, p_kv, p_slots, p_lone = t.prefill
     gp = (Pl["tp"] * Pl["dp"])[:, 0]
     link = kv_link_bytes_per_s(hw, n, gp)[:, None]
-    pr = finish_prefill(p_step, p_kv / link, p_slots, t.profile)
+    pr = finish_prefill(p_step, p_kv / link, p_slots, p_lone, t.profile)
     p_idx = np.nonzero(np.isfinite(pr.ttft_base_s))
     side = {"pr": pr, "p_idx": p_idx, "p_gpus": gp[p_idx[0]], "p_cap": pr.requests_s_worker[p_idx], "p_ttft": pr.ttft_base_s[p_idx],
             "refs": (t.prefill, t.profile)}  # kept alive so that their ids are not reused

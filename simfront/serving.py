@@ -454,11 +454,13 @@ def worker_raw(model: Model, precision: Precision, hw: Hardware, tp, pp, dp, ep,
     widths = [b.shape[-1]] * len(blocks)
     drafts = [(cols.k, cols.draft_layers, cols.drafts)] * len(blocks)
     pb = None
-    if prefill_batch is not None:  # the prefill block: whole prompts, no decode requests, no drafts
+    if prefill_batch is not None:  # the prefill blocks: whole prompts, no decode requests, no drafts
         pb = _f(prefill_batch)
-        blocks.append(_prefill_step(pb, wl))
-        widths.append(pb.shape[-1])
-        drafts.append((0.0 * pb, 0.0 * pb, np.zeros(pb.shape, dtype=bool)))
+        lone = np.ones(pb.shape[:-1] + (1,))  # and one prompt alone on the worker (the idle worker's latency)
+        for block, x in ((_prefill_step(pb, wl), pb), (_prefill_step(lone, wl, ranks=1.0), lone)):
+            blocks.append(block)
+            widths.append(x.shape[-1])
+            drafts.append((0.0 * x, 0.0 * x, np.zeros(x.shape, dtype=bool)))
 
     def col(x, like):  # one block's input over that block's columns
         return _f(x) + 0 * like
@@ -472,7 +474,7 @@ def worker_raw(model: Model, precision: Precision, hw: Hardware, tp, pp, dp, ep,
                      prefill_tokens=_cat([col(x.prefill_tokens, k) for x, k in zip(blocks, likes)]),
                      prefill_seqs=_cat([col(x.prefill_seqs, k) for x, k in zip(blocks, likes)]),
                      prefill_prefix=_cat([col(x.prefill_prefix, k) for x, k in zip(blocks, likes)]),
-                     prefill_ranks=_cat([col(dp, k) if x.prefill_ranks is None else x.prefill_ranks for x, k in zip(blocks, likes)]),
+                     prefill_ranks=_cat([col(dp if x.prefill_ranks is None else x.prefill_ranks, k) for x, k in zip(blocks, likes)]),
                      sampled=_cat([col(_default_sampled(x) if x.sampled is None else x.sampled, k) for x, k in zip(blocks, likes)]))
     blocked = SpecColumns(cols.specs, cols.nb, _cat(likes), step.q_tokens, None, _cat([d[0] for d in drafts]),
                           _cat([d[1] for d in drafts]), _cat([d[2] for d in drafts]) != 0)
@@ -491,8 +493,8 @@ def worker_raw(model: Model, precision: Precision, hw: Hardware, tp, pp, dp, ep,
     pre = None
     if pb is not None:
         rows = slice(None) if prefill_rows is None else prefill_rows
-        t = parts[-1][:, rows]
-        pre = _prefill_out(t, model, precision, _rows(dp, rows), _rows(pp, rows), pb, wl, 1.0)
+        t, lone = parts[-2][:, rows], parts[-1][:, rows]
+        pre = _prefill_out(t, model, precision, _rows(dp, rows), _rows(pp, rows), pb, wl, 1.0, lone)
     return d_raws, aggs, pre
 
 
@@ -650,41 +652,59 @@ class PrefillResult:
     """A disaggregated prefill worker under an engine profile (no queueing yet: that depends on the
     deployment's load, see :func:`simfront.deployment.evaluate_disagg`)."""
 
-    ttft_base_s: np.ndarray  # TTFT of a prompt that finds the worker idle: prefill + KV transfer, profile applied
+    ttft_base_s: np.ndarray  # TTFT of a prompt that finds the worker idle: its prefill alone + KV transfer, profile applied
     prefill_s: np.ndarray  # one prefill step of a busy worker (its batch of prompts; prefill_scale applied)
     transfer_s: np.ndarray  # KV of one prompt over the link to its decode worker
     requests_s_worker: np.ndarray  # prompts per second one worker completes when always busy
     ttft_scale: float  # the profile's TTFT scale (the idle-worker latency; the queue waits on prefill_s)
+    # what a prompt's own prefill takes beyond ``ttft_base_s`` when it shares a busy worker's step with the rest of the
+    # worker's batch (the batch step minus the lone prompt's step, TTFT scale applied): 0 for a worker of one
+    # prompt per step; on an attention-DP worker the other ranks' prompts add expert tokens and all-to-all traffic
+    shared_extra_s: np.ndarray
 
 
 def prefill_raw(model: Model, precision: Precision, hw: Hardware, tp, pp, dp, ep, batch, wl: Workload, link_bytes_per_s,
                 memo: dict | None = None) -> tuple:
-    """(step seconds for ``batch`` prompts per DP rank, KV transfer seconds, prompts per step per worker)."""
+    """(step seconds for ``batch`` prompts per DP rank, KV transfer seconds, prompts per step per worker, step seconds
+    of one prompt alone on the worker: :func:`finish_prefill`'s arguments before the profile)."""
     b = _f(batch)
     t = _split(forward_step(model, precision, hw, tp, pp, dp, ep, _prefill_step(b, wl), routing_alpha=wl.routing_alpha, memo=memo),
                model, NO_SPEC)
-    return _prefill_out(t, model, precision, dp, pp, b, wl, link_bytes_per_s)
+    lone = _split(forward_step(model, precision, hw, tp, pp, dp, ep, _lone_prefill_step(wl), routing_alpha=wl.routing_alpha,
+                               memo=memo), model, NO_SPEC)
+    return _prefill_out(t, model, precision, dp, pp, b, wl, link_bytes_per_s, lone)
 
 
-def _prefill_step(b: np.ndarray, wl: Workload) -> StepBatch:
-    """A prefill worker's step: ``b`` whole prompts per attention-DP rank."""
+def _prefill_step(b: np.ndarray, wl: Workload, ranks=None) -> StepBatch:
+    """A prefill worker's step: ``b`` whole prompts per attention-DP rank (on ``ranks`` of them; default all)."""
     isl_new = wl.mean_isl * (1.0 - wl.prefix_hit)
-    return StepBatch(decode_reqs=0, prefill_tokens=b * isl_new, prefill_seqs=b, prefill_prefix=wl.mean_isl * wl.prefix_hit, sampled=b)
+    return StepBatch(decode_reqs=0, prefill_tokens=b * isl_new, prefill_seqs=b, prefill_prefix=wl.mean_isl * wl.prefix_hit, sampled=b,
+                     prefill_ranks=ranks)
 
 
-def _prefill_out(t, model: Model, precision: Precision, dp, pp, b, wl: Workload, link_bytes_per_s) -> tuple:
-    """:func:`prefill_raw`'s result from its step split ``t``."""
+def _lone_prefill_step(wl: Workload) -> StepBatch:
+    """The step of a prompt that finds its prefill worker idle: that prompt alone, on one attention-DP rank (the
+    other ranks have nothing to prefill, and the experts see only its tokens)."""
+    return _prefill_step(_f(1.0), wl, ranks=1.0)
+
+
+def _prefill_out(t, model: Model, precision: Precision, dp, pp, b, wl: Workload, link_bytes_per_s, lone) -> tuple:
+    """:func:`prefill_raw`'s result from its step split ``t`` and the lone prompt's step split ``lone``."""
     kv = kv_bytes_per_token(model, precision.kv) * wl.mean_isl  # KV of one prompt, all layers
     transfer = kv / _f(link_bytes_per_s)  # streamed to the decode worker
-    return t, transfer + 0 * t[0], b * _f(dp) * _f(pp)
+    return t, transfer + 0 * t[0], b * _f(dp) * _f(pp), lone
 
 
-def finish_prefill(t_raw, transfer, slots, prof: dict) -> PrefillResult:
+def finish_prefill(t_raw, transfer, slots, lone_raw, prof: dict) -> PrefillResult:
+    """A prefill worker under the profile ``prof`` from :func:`prefill_raw`'s result: ``t_raw`` the step of its batch,
+    ``lone_raw`` the step of one prompt alone on it."""
     t = _apply(t_raw, prof)
-    # an idle worker starts the prompt at once, after the disaggregated hand-off
-    ttft = (t + transfer) * prof["ttft_scale"] + prof["ttft_overhead_s"] + prof.get("disagg_overhead_s", 0.0)
+    lone = _apply(lone_raw, prof)
+    # an idle worker starts the prompt at once, alone, after the disaggregated hand-off
+    ttft = (lone + transfer) * prof["ttft_scale"] + prof["ttft_overhead_s"] + prof.get("disagg_overhead_s", 0.0)
     busy = t * prof.get("prefill_scale", 1.0)  # a busy worker's time per batch of prompts
-    return PrefillResult(ttft, busy, transfer, slots / busy, prof["ttft_scale"])
+    shared = np.maximum(t - lone, 0.0) * prof["ttft_scale"]  # the prompt's own step, when the batch shares it
+    return PrefillResult(ttft, busy, transfer, slots / busy, prof["ttft_scale"], shared + 0 * ttft)
 
 
 @dataclass

@@ -127,8 +127,8 @@ def test_prefill_utilisation_solves_the_closed_loop():
     assert np.allclose(md1_wait_s(w, u), w * u / (2 * (1 - u)))
 
 
-def _pre(x_cap=1.0):
-    return PrefillResult(np.array(0.2), np.array(0.15), np.array(0.01), np.array(x_cap), 1.0)
+def _pre(x_cap=1.0, shared_s=0.0):
+    return PrefillResult(np.array(0.2), np.array(0.15), np.array(0.01), np.array(x_cap), 1.0, np.array(shared_s))
 
 
 def test_prefill_capacity_caps_a_disaggregated_deployment():
@@ -141,6 +141,52 @@ def test_prefill_capacity_caps_a_disaggregated_deployment():
     assert np.all(more.ttft_s <= m.ttft_s) and np.all(more.requests_s >= m.requests_s)
     for r in (m, more):
         assert np.allclose(r.requests_s * r.e2e_s, conc)
+
+
+def test_shared_step_latency_moves_with_the_prefill_utilisation():
+    """A prompt that finds its prefill worker idle is prefilled alone; one that finds it busy shares a batch step,
+    which on an attention-DP worker is longer: the deployment's TTFT starts at the lone prompt's and the extra enters
+    as the worker fills. Little's law holds, and the two fixed-point passes sit at the fixed point."""
+    dec = DecodeResult(np.array(0.02), np.array(0.02), np.array(10.0))
+    conc = np.array([1, 4, 16, 64, 256], float)
+    lone = evaluate_disagg(_pre(2.0), 1, dec, conc, conc, 1024, 16)
+    shared = evaluate_disagg(_pre(2.0, shared_s=0.3), 1, dec, conc, conc, 1024, 16)
+    assert np.all(shared.ttft_s >= lone.ttft_s) and np.all(shared.requests_s <= lone.requests_s)
+    assert np.allclose(shared.requests_s * shared.e2e_s, conc)
+    u = shared.requests_s / 2.0  # the prefill worker's utilisation
+    extra = shared.ttft_s - lone.ttft_s
+    assert extra[0] < 0.3 * u[0] + 0.02  # one client: the worker is mostly idle, the extra mostly absent
+    assert np.all(np.diff(u) > 0)
+    # the fixed point between the latency and the utilisation: base + u * extra with u from the final rate
+    import simfront.deployment as dep
+    many = dep.SHARED_STEP_PASSES
+    try:
+        dep.SHARED_STEP_PASSES = 50
+        exact = evaluate_disagg(_pre(2.0, shared_s=0.3), 1, dec, conc, conc, 1024, 16)
+    finally:
+        dep.SHARED_STEP_PASSES = many
+    assert np.allclose(shared.ttft_s, exact.ttft_s, rtol=5e-3)
+
+
+def test_idle_prefill_worker_prefills_one_prompt_alone():
+    """The idle-worker TTFT of an attention-DP prefill worker is one prompt's prefill on one rank (its experts see that
+    prompt's tokens only), shorter than the step of the worker's whole batch of one prompt per rank; a plain TP
+    worker of one prompt per step has no difference between the two."""
+    from simfront.hardware import get_hardware
+    from simfront.models import get_model
+    from simfront.serving import Workload, engine_profile, finish_prefill, prefill_raw
+
+    m, hw = get_model("deepseek-r1"), get_hardware("b200_sxm")
+    wl = Workload(isl=8192.0, osl=1024.0)
+    prof = engine_profile("trtllm")
+    dpa = finish_prefill(*prefill_raw(m, m.precision, hw, 1, 1, 8, 8, 1.0, wl, 100e9), prof)
+    tp = finish_prefill(*prefill_raw(m, m.precision, hw, 8, 1, 1, 8, 1.0, wl, 100e9), prof)
+    assert float(tp.shared_extra_s) == pytest.approx(0.0, abs=1e-12)
+    assert float(dpa.shared_extra_s) > 0
+    busy_ttft = float(dpa.ttft_base_s + dpa.shared_extra_s)  # what the idle TTFT was before: the batch step
+    assert float(dpa.ttft_base_s) < 0.8 * busy_ttft
+    # the prompt's own attention runs on one rank either way, so the lone DPA step is not cheaper than the TP one
+    assert float(dpa.ttft_base_s) > float(tp.ttft_base_s)
 
 
 def test_clients_beyond_the_slots_wait_in_ttft():
