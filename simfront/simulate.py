@@ -110,7 +110,7 @@ class _Cells:
     the multilinear form (``1, wb, wp, wb wp`` and the same times the context fraction), so one
     evaluation is one gather (same values as :meth:`StepTable.__call__`; needs ``CTX_POINTS`` = 2)."""
 
-    def __init__(self, tab: StepTable, p_scale=1.0):
+    def __init__(self, tab: StepTable):
         t = tab.t
         D, nb, npp, nc = t.shape
         if nc != 2:
@@ -123,13 +123,12 @@ class _Cells:
         self.ncell_p, self.row = npp - 1, np.arange(D) * (nb - 1) * (npp - 1)
         self.ctx_lo, self.ctx_hi = tab.ctx_lo, tab.ctx_hi
         self.inv_span = 1.0 / np.maximum(tab.ctx_hi - tab.ctx_lo, 1.0)
-        self.p_inv_scale = 1.0 / np.asarray(p_scale, float)
         self.b_inv, self.p_inv = 1.0 / np.diff(tab.b_grid), 1.0 / np.diff(tab.p_grid)
 
     def parts(self, b, p, ctx) -> tuple[np.ndarray, np.ndarray]:
         """(step seconds before the clip at 0, their slope per context token) at (b, p, ctx)."""
         ib, wb = self._loc(self.b_grid, self.b_inv, b)
-        ip, wp = self._loc(self.p_grid, self.p_inv, p * self.p_inv_scale)
+        ip, wp = self._loc(self.p_grid, self.p_inv, p)
         c0, c1, c2, c3, c4, c5, c6, c7 = self.coef[self.row + ib * self.ncell_p + ip].T
         bw = wb * wp
         slope = (c4 + c5 * wb + c6 * wp + c7 * bw) * self.inv_span
@@ -137,7 +136,7 @@ class _Cells:
 
     def prefill_only(self, p) -> np.ndarray:
         """Seconds of a step with ``p`` prompt tokens and no decode requests (b = 0, shortest context)."""
-        ip, wp = self._loc(self.p_grid, self.p_inv, p * self.p_inv_scale)
+        ip, wp = self._loc(self.p_grid, self.p_inv, p)
         c = self.coef[self.row + ip]
         return np.maximum(c[:, 0] + c[:, 2] * wp, 0.0)
 
@@ -171,14 +170,17 @@ def _grid(grid: np.ndarray, top: float) -> np.ndarray:
 
 
 def build_step_table(model, precision, hw, lay: Layouts, profile: dict, *, isl_new: float, prefix: float, ctx_lo, ctx_hi,
-                     b_max: float, p_max: float, spec=NO_SPEC, routing_alpha=DEFAULT_ROUTING_ALPHA) -> StepTable:
+                     b_max: float, p_max: float, spec=NO_SPEC, routing_alpha=DEFAULT_ROUTING_ALPHA,
+                     worker_prompts: bool = False) -> StepTable:
     """Engine step times of the deployments' workers (``lay`` holds (D,) layout arrays) on the
     (decode requests, prompt tokens, context) grid, with the serving profile applied exactly as
     :mod:`simfront.serving` does (:func:`simfront.serving.step_terms`). ``isl_new`` sets how many
     sequences a step's prompt tokens belong to and ``prefix`` their cached prefix, as in
     :func:`simfront.serving.aggregated_raw`. ``spec``: one speculation setting or one per deployment
     (one forward pass with each row's draft tokens per request). ``routing_alpha``: the workload's MoE routing
-    skew (:class:`simfront.serving.Workload`), as the evaluator takes it."""
+    skew (:class:`simfront.serving.Workload`), as the evaluator takes it. ``worker_prompts``: the prompt-token axis
+    is the whole worker's (a disaggregated prefill worker), dealt to its attention-DP ranks a whole prompt at a time
+    (:func:`worker_prompt_ranks`), rather than every rank's."""
     bg = _grid(B_GRID, b_max)
     pg = _grid(P_GRID, p_max)
     D = np.asarray(lay.tp).reshape(-1).size
@@ -189,13 +191,16 @@ def build_step_table(model, precision, hw, lay: Layouts, profile: dict, *, isl_n
     ctx = lo[:, None, None, None] + (hi - lo)[:, None, None, None] * np.linspace(0.0, 1.0, CTX_POINTS)[None, None, None, :]
     B = bg[None, :, None, None]
     P = pg[None, None, :, None]
+    ranks = None
+    if worker_prompts:
+        P, ranks = worker_prompt_ranks(P, isl_new, dp)
     seqs = np.where(P > 0, np.maximum(P / max(isl_new, 1.0), 1.0), 0.0)
     groups = _per_row(spec, D)  # one forward pass; the drafts' cost per speculation setting
     q = np.ones(D)
     for rows, sp in groups:
         q[rows] = sp.k + 1
     sb = StepBatch(decode_reqs=B, decode_ctx=ctx, q_tokens=q[:, None, None, None] if len(groups) > 1 else q[0],
-                   prefill_tokens=P, prefill_seqs=seqs, prefill_prefix=prefix)
+                   prefill_tokens=P, prefill_seqs=seqs, prefill_prefix=prefix, prefill_ranks=ranks)
     st = forward_step(model, precision, hw, tp, pp, dp, ep, sb, routing_alpha=routing_alpha)
     t = np.zeros((D, bg.size, pg.size, CTX_POINTS))
     for rows, sp in groups:
@@ -203,6 +208,17 @@ def build_step_table(model, precision, hw, lay: Layouts, profile: dict, *, isl_n
         # per-request CPU overhead counts the decode requests, and overlaps the GPU step or not, as serving does
         t[rows] = step_terms(split, profile, B, sp.accepted_per_step > 1.0)["engine_s"]
     return StepTable(bg, pg, lo, hi, t)
+
+
+def worker_prompt_ranks(worker_tokens, isl_new: float, dp):
+    """(prompt tokens on the busiest attention-DP rank, ranks that carry prompt tokens) of a step whose ``worker_tokens``
+    prompt tokens are dealt to the worker's ``dp`` ranks a whole prompt of ``isl_new`` tokens at a time: up to one prompt
+    it runs on one rank, up to ``dp`` prompts on as many ranks, beyond that on all of them evenly (mean field, so a
+    fraction of a prompt or of a rank is allowed); the experts see all ``worker_tokens``."""
+    w, dp = np.asarray(worker_tokens, float), np.asarray(dp, float)
+    per_rank = np.maximum(w / dp, np.minimum(w, max(isl_new, 1.0)))  # the busiest rank's share
+    ranks = np.where(per_rank > 0, w / np.maximum(per_rank, 1e-300), 1.0)
+    return per_rank, ranks
 
 
 # --------------------------------------------------------------------------------------------------
@@ -798,7 +814,7 @@ def run_fast(table, plan: RequestPlan, eng: EngineArrays, decode_table=None, dis
     if disagg is None:
         it = _loop_agg(st, _Cells(table), eng, max_iterations)
     else:
-        pre = _Cells(table.t, table.dp) if isinstance(table, _PerRank) else _Cells(table)
+        pre = _Cells(table)
         st.think0 = False  # two clocks: a finished user's next request reaches the prefill queue by its send time
         it = _loop_disagg(st, pre, _Cells(decode_table), eng, disagg, max_iterations)
     return st.trace(eng, plan, it)
@@ -1225,7 +1241,7 @@ def simulate_disagg(model, precision, hw, prefill: Layouts, prefill_workers, dec
     pkv = _kv_per_rank(model, precision, hw, P, isl + osl, D)
     pbudget = _col(sched.token_budget if prefill_budget is None else prefill_budget, D) * P.dp  # every prefill rank's budget
     ptable = _tables(model, precision, hw, P, profile, NO_SPEC, D, isl_new=max(isl - prefix, 1.0), prefix=prefix, ctx_lo=isl,
-                     ctx_hi=isl + 1, b_max=1, p_max=float(np.max(pbudget)), routing_alpha=routing_alpha)
+                     ctx_hi=isl + 1, b_max=1, p_max=float(np.max(pbudget)), routing_alpha=routing_alpha, worker_prompts=True)
     b_top = float(np.max(np.minimum(users / np.maximum(dranks, 1e-9), dmax))) + 1
     dtable = _tables(model, precision, hw, Dl, profile, spec, D, isl_new=max(isl - prefix, 1.0), prefix=prefix, ctx_lo=0.8 * isl,
                      ctx_hi=isl + osl, b_max=b_top, p_max=1, routing_alpha=routing_alpha)
@@ -1238,23 +1254,9 @@ def simulate_disagg(model, precision, hw, prefill: Layouts, prefill_workers, dec
     eng.prefill_first[:] = True
     dis = {"transfer_s": kv_bytes / _col(link_bytes_per_s, D), "decode_scale": dranks,
            "decode_slots": np.floor(dmax * dranks), "decode_kv_tokens": dkv * dranks}
-    tr = simulate_trace(_PerRank(ptable, P.dp), plan, eng, decode_table=dtable, disagg=dis)
+    tr = simulate_trace(ptable, plan, eng, decode_table=dtable, disagg=dis)
     gpus = x * P.gpus + y * Dl.gpus
     return summarise(tr, C / users, C, gpus)
-
-
-class _PerRank:
-    """A prefill worker's step: its ``dp`` ranks each take ``1/dp`` of the step's prompt tokens."""
-
-    def __init__(self, table: StepTable, dp):
-        self.t, self.dp = table, np.asarray(dp, float)
-        self.ctx_lo, self.ctx_hi = table.ctx_lo, table.ctx_hi
-
-    def __call__(self, b, p, ctx, rows=None):
-        return self.t(b, np.asarray(p, float) / self.dp, ctx, rows)
-
-    def take(self, rows) -> "_PerRank":
-        return _PerRank(self.t.take(rows), np.broadcast_to(self.dp, self.ctx_lo.shape)[rows])
 
 
 __all__ = ["StepTable", "build_step_table", "EngineArrays", "SimTrace", "SimMetrics", "run_engine", "run_fast", "fast_rows",

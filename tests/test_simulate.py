@@ -49,6 +49,27 @@ def test_disagg_agrees_with_analytical_evaluator_at_low_load(C):
     assert sim.requests_s[0] == pytest.approx(float(ana.requests_s), rel=0.03)
 
 
+def test_disagg_attention_dp_prefill_agrees_with_analytical_evaluator_at_low_load():
+    """One client of an attention-DP prefill worker: its prompt is prefilled alone, on one rank, in the simulation (the
+    worker's prompt tokens dealt a whole prompt per rank) as in the evaluator (the lone prompt's step); TTFT within 5 %
+    (the evaluator's utilisation-weighted share of the batch step is the rest). Before, the simulation spread the prompt
+    over the eight ranks (a step of 1,024 tokens per rank) and the evaluator priced eight prompts: about 0.2x and 1.5x
+    of this."""
+    m, hw = get_model("deepseek-r1"), get_hardware("b200_sxm")
+    prof = dict(NEUTRAL_PROFILE)
+    isl, osl = 8192, 256
+    wl = Workload(isl=isl, osl=osl)
+    link = hw.scaleup.bandwidth_bytes_per_s
+    pre = finish_prefill(*prefill_raw(m, m.precision, hw, 1, 1, 8, 8, 1, wl, link), prof)
+    dec = finish_decode(*decode_raw(m, m.precision, hw, 8, 1, 1, 1, 1, wl), osl, prof)
+    ana = evaluate_disagg(pre, 1, dec, 1, 1, osl, 16)
+    sim = simulate_disagg(m, m.precision, hw, Layouts.of([1], dp=[8], ep=[8]), 1, Layouts.of([8]), 1, 1,
+                          _closed(1, prompts=3, warm=1, isl=isl, osl=osl), sched=scheduler_settings("trtllm"), profile=prof,
+                          link_bytes_per_s=link, isl=isl, osl=osl)
+    assert sim.ttft_s["mean"][0] == pytest.approx(float(ana.ttft_s), rel=0.05)
+    assert float(pre.shared_extra_s) > 0.2 * float(pre.ttft_base_s)  # the batch step is much longer than the lone one
+
+
 def test_step_table_reproduces_the_evaluator_step_times():
     prof = engine_profile("sglang")
     wl = Workload(isl=ISL, osl=OSL)

@@ -10,7 +10,7 @@ from simfront.hardware import get_hardware
 from simfront.models import get_model
 from simfront.scheduler import scheduler_settings
 from simfront.serving import NO_SPEC, Speculation, engine_profile
-from simfront.simulate import (EngineArrays, SimTrace, _PerRank, build_step_table, fast_rows, kv_tokens_per_rank, run_engine, run_fast,
+from simfront.simulate import (EngineArrays, SimTrace, build_step_table, fast_rows, kv_tokens_per_rank, run_engine, run_fast,
                                simulate_agg, simulate_trace, summarise)
 
 MODEL = get_model("llama-3.1-8b")
@@ -78,7 +78,7 @@ def test_fast_loop_equals_the_request_slot_loop_disaggregated(first_wave):
     dis = {"transfer_s": np.full(D, 1e-6), "decode_scale": np.array([1.0, 2.0, 1.0]), "decode_slots": np.array([64.0, 64.0, 32.0]),
            "decode_kv_tokens": kv * 2}
     assert fast_rows(plan, eng, dis).all()
-    pt = _PerRank(ptable, np.ones(D))
+    pt = ptable
     _same(run_fast(pt, plan, eng, dtable, dis), run_engine(pt, plan, eng, dtable, dis))
 
 
