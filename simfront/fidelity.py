@@ -254,8 +254,9 @@ def frontier_comparison(points: list, profile: dict | None = None) -> dict:
     """Measured Pareto sets against simfront's frontiers on the same GPU counts (see the module doc).
 
     ``points`` are ingested measured points (:class:`simfront.ingest.schema.MeasuredPoint`). A sweep is
-    (model, GPU, precision, KV dtype, ISL/OSL): its measured Pareto set over every measured deployment, agg
-    and disagg, against simfront's frontier over both modes on each Pareto point's GPU count (``summary``;
+    (model, GPU, precision, ISL/OSL): its measured Pareto set over every measured deployment, agg and disagg, of
+    any engine and KV-cache format, against simfront's frontier over both modes and the sweep's KV-cache formats
+    on each Pareto point's GPU count (``summary``;
     layout classes carry the mode). ``summary_by_mode`` keeps the modes apart on both sides (the measured
     Pareto set of one mode against simfront's frontier of that mode). Returns ``{summary, summary_by_mode,
     points[...], points_by_mode[...], knees[...]}``; nothing here is fitted.
@@ -267,15 +268,16 @@ def frontier_comparison(points: list, profile: dict | None = None) -> dict:
         r, _ = resolve(p)
         if r is None:
             continue
-        sweeps[(r.model.id, r.hw.id, _precision_name(r.model, r.precision), r.precision.kv, round(r.isl), round(r.osl))].append((p, r))
+        sweeps[(r.model.id, r.hw.id, _precision_name(r.model, r.precision), round(r.isl), round(r.osl))].append((p, r))
+    # the KV-cache formats the sweep's runs used: a knob of the sweep, as the engine and the mode are
+    kv_dtypes = {key: sorted({r.precision.kv for _, r in members}) for key, members in sweeps.items()}
     searched: dict[tuple, dict] = {}
 
     def frontier(key, r, n, mode):
         """simfront's frontier (columns over its points, by tok/s/user) of one mode or of both (mode None)."""
         k = key + (n,)
         if k not in searched:
-            model, gpu, prec, kv, isl, osl = key
-            space = SearchSpace(precisions=[prec], kv_dtypes=[kv], modes=("agg", "disagg"))
+            space = SearchSpace(precisions=[key[2]], kv_dtypes=kv_dtypes[key], modes=("agg", "disagg"))
             # the measured runs' own client: the same start-up wave and length spread as the benchmark that produced them
             wl = Workload(isl=r.isl, osl=r.osl, startup_wave_share=r.wave_share, length_range_ratio=r.range_ratio)
             res = search(r.model, GpuSet(count=n, hardware=r.hw), wl, space, profile=profile)
@@ -331,7 +333,7 @@ def frontier_comparison(points: list, profile: dict | None = None) -> dict:
             x["precision"] = prec
         pooled += rows
         if knee:
-            knees.append(dict(knee, model=key[0], gpu=key[1], precision=prec, isl=key[4], osl=key[5]))
+            knees.append(dict(knee, model=key[0], gpu=key[1], precision=prec, isl=key[3], osl=key[4]))
         for mode in ("agg", "disagg"):
             sub = [(p, r) for p, r in members if (p.mode or "agg") == mode]
             if not sub:

@@ -99,3 +99,19 @@ def test_a_deployments_sweep_reads_as_a_line_between_its_measured_loads():
     assert math.isclose(sweep_interpolated_best(sweep + other, 79.0), 92.0)
     # at 80 tok/s/user the line and the single point both give 90
     assert sweep_interpolated_best(sweep + other, 80.0) == 90.0
+
+
+def test_a_sweep_holds_every_kv_cache_format_of_its_runs(tmp_path):
+    """Issue 12's sweep is (model, GPU, precision, ISL/OSL): runs with a BF16 KV cache at half the throughput of the
+    FP8-cache runs are dominated in the one measured Pareto set, not a sweep of their own, and simfront's frontier
+    for the sweep searches both formats."""
+    front = api.predict("llama-3.1-70b", "8xH100", modes=["agg"], precision=["fp8_block"], kv_dtype=["fp8"]).frontier
+    alone = tmp_path / "fp8.csv"
+    alone.write_text(measured_csv(front, "llama-3.1-70b", "H100", 1024, 1024, "default"))
+    both = tmp_path / "both.csv"
+    slower = [dict(p, kv_dtype="bf16", tok_s_gpu=p["tok_s_gpu"] * 0.5) for p in front]
+    both.write_text(measured_csv(front + slower, "llama-3.1-70b", "H100", 1024, 1024, "default"))
+    one = api.validate([str(alone)], frontier=True)["fidelity"]["frontiers"]["summary"]
+    two = api.validate([str(both)], frontier=True)["fidelity"]["frontiers"]["summary"]
+    assert two["all"]["points"] == one["all"]["points"] > 0
+    assert set(two) == set(one)  # the same sweeps (one), named by GPU and precision

@@ -81,3 +81,7 @@ def test_the_inferencemax_sidecar_gives_the_disaggregated_sglang_recipes_to_the_
     assert got(5) == (None, None, None)  # fp4 8k/1k MTP, TP4 prefill with 5 decode workers: no such variant
     # Dynamo + TensorRT-LLM: nvidia-master.yaml's recipe names (ctx1_gen3_tep16_batch1_eplb0_mtp0, ..._batch32_..._mtp2)
     assert got(117) == (1, None, None) and got(120) == (32, 2, None) and got(22) == (1, 3, None)
+    # Dynamo + SGLang on H100: its recipes set no KV-cache dtype (SGLang's "auto": BF16); every other row keeps the FP8
+    # cache simfront assumes for quantised recipes (no kv_dtype on the row)
+    assert (by_line[102].kv_dtype, by_line[102].spec_k, by_line[102].spec_overlap) == ("bf16", 2, True)
+    assert by_line[117].kv_dtype is None and by_line[13].kv_dtype is None
