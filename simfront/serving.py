@@ -456,8 +456,9 @@ def worker_raw(model: Model, precision: Precision, hw: Hardware, tp, pp, dp, ep,
     pb = None
     if prefill_batch is not None:  # the prefill blocks: whole prompts, no decode requests, no drafts
         pb = _f(prefill_batch)
-        lone = np.ones(pb.shape[:-1] + (1,))  # and one prompt alone on the worker (the idle worker's latency)
-        for block, x in ((_prefill_step(pb, wl), pb), (_prefill_step(lone, wl, ranks=1.0), lone)):
+        # and one prompt alone on the worker (the idle worker's latency), one column
+        for block in (_prefill_step(pb, wl), _lone_prefill_step(wl, pb.shape[:-1] + (1,))):
+            x = _f(block.prefill_seqs)
             blocks.append(block)
             widths.append(x.shape[-1])
             drafts.append((0.0 * x, 0.0 * x, np.zeros(x.shape, dtype=bool)))
@@ -682,10 +683,10 @@ def _prefill_step(b: np.ndarray, wl: Workload, ranks=None) -> StepBatch:
                      prefill_ranks=ranks)
 
 
-def _lone_prefill_step(wl: Workload) -> StepBatch:
+def _lone_prefill_step(wl: Workload, shape: tuple = ()) -> StepBatch:
     """The step of a prompt that finds its prefill worker idle: that prompt alone, on one attention-DP rank (the
-    other ranks have nothing to prefill, and the experts see only its tokens)."""
-    return _prefill_step(_f(1.0), wl, ranks=1.0)
+    other ranks have nothing to prefill, and the experts see only its tokens); arrays of ``shape``."""
+    return _prefill_step(np.ones(shape), wl, ranks=1.0)
 
 
 def _prefill_out(t, model: Model, precision: Precision, dp, pp, b, wl: Workload, link_bytes_per_s, lone) -> tuple:
