@@ -496,6 +496,10 @@ def explain(model: str, gpus: str | GpuSet, tp: int = 1, pp: int = 1, ep: int = 
         terms.append({"term": "CPU work the overlap scheduler runs beside the GPU step", "seconds": -t["cpu_hidden_s"]})
     engine_step = t["engine_s"]
     out_step = engine_step
+    lone_step = None
+    if phase == "prefill":  # what a prompt that finds a disaggregated prefill worker idle takes: its step alone on one rank
+        lone = prefill_raw(m, prec, hw, tp, pp, attention_dp, ep, 1.0, Workload(isl=float(ctx), osl=1.0), np.inf)[3]
+        lone_step = float(step_terms(lone, prof)["engine_s"])
     mixed = None
     if serving and mode == "agg":
         t_dec, t_mix, mean = (float(x) for x in mean_step_s(raw, prof))
@@ -543,7 +547,8 @@ def explain(model: str, gpus: str | GpuSet, tp: int = 1, pp: int = 1, ep: int = 
         "isl": isl, "osl": osl, "random_range_ratio": random_range_ratio if serving else None,
         "precision": prec.label, "kv_dtype": prec.kv, "spec": spec_label(sp), "engine": engine or "default",
         "profile": prof, "tokens": tokens, "ops": rows, "raw_step_time_s": float(st.time_s), "terms": terms,
-        "engine_step_s": engine_step, "mixed": mixed, "step_time_s": out_step, "accepted_tokens_per_step": al,
+        "engine_step_s": engine_step, "mixed": mixed, "step_time_s": out_step, "lone_prompt_step_s": lone_step,
+        "accepted_tokens_per_step": al,
         "tpot_s": out_step / al if phase == "decode" else None,
         "step_flops_per_gpu": flops, "model_flops": model_flops, "attention_flops": attn_flops, "weight_flops": weight_flops,
         "weight_flops_reference": ref, "weight_flops_ratio": weight_flops / ref if ref else None,

@@ -164,6 +164,9 @@ def print_explain(res: dict) -> None:
     if res.get("tpot_s") is not None:
         line += f"; {res['accepted_tokens_per_step']:.3f} tokens accepted per step -> TPOT {res['tpot_s'] * 1e3:,.4f} ms"
     print(line)
+    if res.get("lone_prompt_step_s") is not None and abs(res["lone_prompt_step_s"] - res["step_time_s"]) > 1e-9:
+        print(f"one prompt alone on an idle disaggregated prefill worker (one rank): step {res['lone_prompt_step_s'] * 1e3:,.4f} ms "
+              "(the idle-worker TTFT's; a busy worker's prompts share the step above)")
     print(f"worker FLOPs {res['model_flops'] / 1e12:,.2f} TFLOP = weights {res['weight_flops'] / 1e12:,.2f} (2 x active params x tokens: "
           f"{res['weight_flops_reference'] / 1e12:,.2f}, ratio {res['weight_flops_ratio']:.3f}) + attention {res['attention_flops'] / 1e12:,.2f} + elementwise")
     print(f"note: {res['note']}")

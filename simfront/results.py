@@ -262,6 +262,8 @@ class StepBreakdown(Result):
     engine_step_s: float
     mixed: dict | None
     step_time_s: float
+    # prefill: the engine step of one prompt alone on the worker (one attention-DP rank), the idle-worker TTFT's step
+    lone_prompt_step_s: float | None = None
     accepted_tokens_per_step: float
     tpot_s: float | None
     step_flops_per_gpu: float

@@ -282,6 +282,25 @@ def test_explain_prefill_charges_and_names_no_decode_requests():
     assert sum(t["seconds"] for t in e["terms"]) == pytest.approx(e["step_time_s"], rel=1e-9)
 
 
+def test_explain_prefill_shows_the_lone_prompt_step_the_idle_worker_ttft_uses():
+    """explain --phase prefill reports the step of one prompt alone on the worker: the step finish_prefill's idle-worker
+    TTFT is built on (one rank of an attention-DP worker), below the batch step there; the same step on a TP worker of
+    one prompt; none for a decode step."""
+    from simfront.hardware import get_hardware
+    from simfront.models import get_model
+    from simfront.serving import Workload, prefill_raw, step_terms
+
+    e = api.explain("deepseek-r1", "8xB200", tp=1, attention_dp=8, ep=8, batch=1, ctx=8192, phase="prefill", mode="disagg",
+                    engine="trtllm")
+    m, hw = get_model("deepseek-r1"), get_hardware("b200_sxm")
+    lone = prefill_raw(m, m.precision, hw, 1, 1, 8, 8, 1.0, Workload(isl=8192.0, osl=1.0), 1e30)[3]
+    assert e["lone_prompt_step_s"] == pytest.approx(float(step_terms(lone, e["profile"])["engine_s"]), rel=1e-9)
+    assert e["lone_prompt_step_s"] < 0.8 * e["step_time_s"]
+    tp = api.explain("deepseek-r1", "8xB200", tp=8, ep=8, batch=1, ctx=8192, phase="prefill", mode="disagg", engine="trtllm")
+    assert tp["lone_prompt_step_s"] == pytest.approx(tp["step_time_s"], rel=1e-9)
+    assert api.explain("deepseek-r1", "8xB200", tp=8, batch=4, ctx=4096)["lone_prompt_step_s"] is None
+
+
 def test_explain_costs_a_length_range_at_its_mean_lengths_as_predict_does():
     """--random-range-ratio 0.8: explain's decode step of a frontier point is the one predict priced (both at the mean
     lengths of lengths uniform in [0.8 L, L])."""
