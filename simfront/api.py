@@ -476,7 +476,7 @@ def explain(model: str, gpus: str | GpuSet, tp: int = 1, pp: int = 1, ep: int = 
     elif phase == "decode":
         split = decode_raw(m, prec, hw, tp, pp, attention_dp, ep, float(batch), Workload(isl=ctx_eff, osl=0.0), sp)[0]
     else:
-        split = prefill_raw(m, prec, hw, tp, pp, attention_dp, ep, float(batch), Workload(isl=float(ctx), osl=1.0), np.inf)[0]
+        split, _, _, lone = prefill_raw(m, prec, hw, tp, pp, attention_dp, ep, float(batch), Workload(isl=float(ctx), osl=1.0), np.inf)
     raw_roof, raw_fixed = (float(x) for x in st.split())
     # requests on the rank each decode step: the running batch, which the token budget can hold below --batch
     running = float(np.asarray(raw.batch).ravel()[0]) if serving and mode == "agg" else float(batch)
@@ -498,7 +498,6 @@ def explain(model: str, gpus: str | GpuSet, tp: int = 1, pp: int = 1, ep: int = 
     out_step = engine_step
     lone_step = None
     if phase == "prefill":  # what a prompt that finds a disaggregated prefill worker idle takes: its step alone on one rank
-        lone = prefill_raw(m, prec, hw, tp, pp, attention_dp, ep, 1.0, Workload(isl=float(ctx), osl=1.0), np.inf)[3]
         lone_step = float(step_terms(lone, prof)["engine_s"])
     mixed = None
     if serving and mode == "agg":
