@@ -36,8 +36,8 @@ def loader() -> type:
     return getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 
-def _parse(text: str) -> Any:
-    """One YAML document, parsed with :func:`loader`."""
+def parse(text: str) -> Any:
+    """One YAML document, parsed with :func:`loader` (no cache: a user's file, or a cache miss)."""
     import yaml
 
     return yaml.load(text, Loader=loader())  # noqa: S506 (a safe loader)
@@ -61,13 +61,13 @@ def loads(text: str) -> Any:
     """One YAML document from a string: from the cache when this exact text was parsed before."""
     folder = cache_dir()
     if folder is None:
-        return _parse(text)
+        return parse(text)
     entry = folder / hashlib.blake2b(text.encode("utf-8"), digest_size=KEY_BYTES).hexdigest()
     try:
         return marshal.loads(entry.read_bytes())
     except (OSError, EOFError, ValueError, TypeError):  # no entry yet, or one that cannot be read back
         pass
-    data = _parse(text)
+    data = parse(text)
     try:
         blob = marshal.dumps(data)
     except ValueError:  # a type marshal cannot hold (e.g. a YAML date): parse this document every time

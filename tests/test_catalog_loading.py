@@ -68,7 +68,7 @@ def test_parse_cache_gives_the_parsed_document_on_a_miss_and_on_a_hit(tmp_path, 
     entries = list((tmp_path / yamlio.CACHE_SUBDIR).iterdir())
     assert len(entries) == len({f.read_text() for f in files})  # one entry per distinct text, no temporary files left
     calls = []
-    monkeypatch.setattr(yamlio, "_parse", lambda text: calls.append(text))
+    monkeypatch.setattr(yamlio, "parse", lambda text: calls.append(text))
     second = [yamlio.load(f) for f in files]  # hits: read back without parsing
     assert calls == []
     for f, a, b in zip(files, first, second):

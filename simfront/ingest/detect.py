@@ -120,7 +120,7 @@ def _load_yaml(label: str, text: str) -> Loaded | None:
     from .. import yamlio
 
     try:  # a user's result file: parsed, not kept in simfront's cache of its own data files
-        doc = yaml.load(text, Loader=yamlio.loader())  # noqa: S506 (a safe loader)
+        doc = yamlio.parse(text)
     except yaml.YAMLError:
         return None
     if not isinstance(doc, dict):
