@@ -171,6 +171,8 @@ def _aiperf_or_genai_perf(loaded: Loaded, keys: set[str]) -> str:
 
 def _json_format(loaded: Loaded) -> str | None:
     keys = _keys(loaded)
+    if {"hardware", "framework", "metrics"} <= keys:
+        return "inferencex_api"
     if {"engine", "world_info", "performance"} <= keys:
         return "trtllm_bench"
     if "benchmarks" in keys:

@@ -7,7 +7,7 @@ from typing import Any, Callable, Iterable, Iterator
 
 import json
 
-from . import aiperf, genai_bench, genai_perf, guidellm, offline_csv, serving_csv, sglang_serving, trtllm_bench, vllm_serve
+from . import aiperf, genai_bench, genai_perf, guidellm, inferencex, offline_csv, serving_csv, sglang_serving, trtllm_bench, vllm_serve
 from .checks import run_checks
 from .common import Problem, Record, RecordError
 from .detect import GENAI_BENCH_METADATA, Loaded, format_of, load_file, result_files_in, unknown_format_message
@@ -22,6 +22,7 @@ JSON_PARSERS: dict[str, Callable[..., Record]] = {
     "trtllm_bench": trtllm_bench.parse_record,
     "guidellm": guidellm.parse_record,
     "genai_bench": genai_bench.parse_record,
+    "inferencex_api": inferencex.parse_record,
 }
 CSV_PARSERS = {"serving_csv": serving_csv, "offline_csv": offline_csv}
 

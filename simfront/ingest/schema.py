@@ -21,11 +21,12 @@ Format = Literal[
     "trtllm_bench",
     "serving_csv",
     "offline_csv",
+    "inferencex_api",
 ]
 FORMATS: tuple[str, ...] = get_args(Format)
 # formats whose isl / osl are the lengths the client was configured with (with a random range ratio r < 1, the longest
 # of lengths uniform in [r L, L]), not the mean tokens its requests carried
-CONFIGURED_LENGTHS = frozenset({"offline_csv", "serving_csv"})
+CONFIGURED_LENGTHS = frozenset({"offline_csv", "serving_csv", "inferencex_api"})
 
 Mode = Literal["agg", "disagg"]
 SpecDecoding = Literal["mtp", "eagle", "eagle3", "ngram"]
