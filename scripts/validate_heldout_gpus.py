@@ -1,0 +1,177 @@
+#!/usr/bin/env python
+"""Serving predictions on GPUs and runs outside the calibration data: InferenceX's public results API snapshot.
+
+    python scripts/validate_heldout_gpus.py [file.json] [--json out.json] [--report docs/heldout_gpus.md]
+
+Nothing here is fitted: every row is predicted with the shipped parameters (``simfront validate``'s evaluator), so
+the figures say how simfront does on GPUs it was not calibrated on (MI300X, MI325X, MI355X, H200, GB200, B300, ...:
+their kernel parameters fitted on H100 and B200 or borrowed from another family, their peaks from the catalog) and,
+for the two calibration GPUs, on the same runs as the calibration file read without its sidecar of recipe facts
+(what the held-out rows lack too). Per GPU: rows,
+whether its kernel parameters are fitted on it, on its family or borrowed (``simfront.efficiency.provenance``), the
+median predicted / measured TPOT, TTFT and output tok/s per GPU, their MAPEs, and how many measured values fall
+inside the p10-p90 band ``predict`` reports for that GPU and model (``simfront.uncertainty``; target 80 %).
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import re
+import math
+import sys
+from collections import defaultdict
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from simfront.efficiency import provenance  # noqa: E402
+from simfront.errors import SimfrontError  # noqa: E402
+from simfront.uncertainty import prediction_bands  # noqa: E402
+from simfront.validation import _gpu_id, _model_id, validate_files  # noqa: E402
+
+DEFAULT_FILE = ROOT / "measurements" / "inferencex_api_snapshot.json"
+CALIBRATION_GPUS = ("b200_sxm", "h100_sxm")  # the GPUs of the calibration data (../shared/calibration)
+CALIBRATION_FILE = ROOT / "measurements" / "inferencemax_b200_h100.csv"
+# metric -> (measured key, predicted key, uncertainty key of hardware/efficiency/serving.yaml)
+METRICS = {"TPOT": ("tpot_ms", "predicted_tpot_ms", "tpot_ms"),
+           "TTFT": ("ttft_ms", "predicted_ttft_ms", "ttft_ms"),
+           "tok/s/GPU": ("output_tok_s_per_gpu", "predicted_tok_s_per_gpu", "output_tok_s_total")}
+
+
+def calibration_runs() -> set[tuple]:
+    """(run URL, concurrency, ISL, OSL) of the calibration file's InferenceMAX rows (their notes name the run)."""
+    out = set()
+    with CALIBRATION_FILE.open(newline="") as f:
+        for row in csv.DictReader(f):
+            m = re.search(r"run=(\S+?)(?:;|$)", row.get("notes") or "")
+            if m:
+                out.add((m.group(1), float(row["concurrency"]), float(row["isl"]), float(row["osl"])))
+    return out
+
+
+def parameter_source(gpu: str) -> str:
+    """'fitted on this GPU', 'fitted on its family' or 'borrowed from <family>' for a GPU's kernel parameters."""
+    if gpu in CALIBRATION_GPUS:
+        return "fitted on this GPU"
+    try:
+        prov = provenance(gpu)
+    except SimfrontError:
+        return "not in the catalog"
+    borrowed = sorted({p.source_family for p in prov.params if p.borrowed})
+    return f"borrowed from {', '.join(borrowed)}" if borrowed else f"fitted on its family ({prov.family})"
+
+
+def ratios(rows: list[dict], metric: str) -> np.ndarray:
+    meas, pred, _ = METRICS[metric]
+    out = [r[pred] / r[meas] for r in rows if r.get(meas) and r.get(pred) and math.isfinite(r[pred])]
+    return np.asarray(out, dtype=float)
+
+
+def band_share(rows: list[dict], metric: str) -> float | None:
+    """Share of rows whose measured value lies in the p10-p90 band predict reports for the row's GPU and model."""
+    meas, pred, qkey = METRICS[metric]
+    inside = total = 0
+    for r in rows:
+        if not (r.get(meas) and r.get(pred)):
+            continue
+        q, widen = prediction_bands(_gpu_id(r["gpu"]), _model_id(r["model"]))
+        b = q.get(qkey)
+        if not b:
+            continue
+        lr = math.log(r[meas] / r[pred])  # log(measured / predicted), the band's variable
+        total += 1
+        inside += min(b["p10"], 0.0) * widen <= lr <= max(b["p90"], 0.0) * widen
+    return inside / total if total else None
+
+
+def summarise(rows: list[dict]) -> dict:
+    out = {"rows": len(rows)}
+    for metric in METRICS:
+        r = ratios(rows, metric)
+        out[metric] = {"n": int(r.size), "median_ratio": float(np.median(r)) if r.size else None,
+                       "mape_pct": float(100 * np.mean(np.abs(r - 1))) if r.size else None,
+                       "band_share": band_share(rows, metric)}
+    return out
+
+
+def fmt(x, spec=".2f", pct=False):
+    if x is None:
+        return "-"
+    return f"{100 * x:.0f}" if pct else format(x, spec)
+
+
+def table(title: str, groups: dict[str, list[dict]], extra=None) -> list[str]:
+    head = ["group", "rows"] + (["kernel parameters"] if extra else [])
+    for m in METRICS:
+        head += [f"{m} pred/meas", f"{m} MAPE %", f"{m} in band %"]
+    lines = [f"### {title}", "", "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for name, rows in groups.items():
+        s = summarise(rows)
+        cells = [name, str(s["rows"])] + ([extra(name)] if extra else [])
+        for m in METRICS:
+            cells += [fmt(s[m]["median_ratio"]), fmt(s[m]["mape_pct"], ".1f"), fmt(s[m]["band_share"], pct=True)]
+        lines.append("| " + " | ".join(cells) + " |")
+    return lines + [""]
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("file", nargs="?", default=str(DEFAULT_FILE))
+    ap.add_argument("--json", dest="json_out")
+    ap.add_argument("--report", default=str(ROOT / "docs" / "heldout_gpus.md"))
+    a = ap.parse_args(argv)
+    res = validate_files([a.file])
+    rows = [r for r in res["serving"]["rows"] if r.get("predicted_tpot_ms") is not None]
+    skipped = [r for r in res["serving"]["rows"] if r.get("predicted_tpot_ms") is None]
+    for r in rows:
+        r["gpu_id"] = _gpu_id(r["gpu"])
+    by_gpu: dict[str, list] = defaultdict(list)
+    by_cell: dict[str, list] = defaultdict(list)
+    for r in rows:
+        by_gpu[r["gpu_id"]].append(r)
+        by_cell[f"{r['gpu_id']} {r['engine']} {r['precision']} {r['mode']}{' mtp' if r.get('spec_decoding') else ''}"].append(r)
+    held = [r for r in rows if r["gpu_id"] not in CALIBRATION_GPUS]
+    fitted = calibration_runs()
+    seen = [r for r in rows if r["gpu_id"] in CALIBRATION_GPUS]
+    in_fit = sum((r.get("run_url"), r["concurrency"], r["isl"], r["osl"]) in fitted for r in seen)
+    rel = Path(a.file).resolve()
+    try:
+        rel = rel.relative_to(ROOT)
+    except ValueError:
+        pass
+    lines = ["# Serving predictions on held-out GPUs and runs", "",
+             f"Produced by `python scripts/validate_heldout_gpus.py` on `{rel}`; nothing fitted on it. Ratios are "
+             "medians of predicted / measured; 'in band' is the share of measured values inside the p10-p90 band "
+             "`predict` reports for the row's GPU and model (widened off the calibration data; 80 % is calibrated).", "",
+             f"- rows predicted: {len(rows)}; not predicted: {len(skipped)}; problems reading the file: {len(res['problems'])}", ""]
+    reasons: dict[str, int] = defaultdict(int)
+    for r in skipped:
+        reasons[(r.get("reason") or "no prediction")[:160]] += 1
+    lines += [f"  - {n} x {why}" for why, n in sorted(reasons.items(), key=lambda x: -x[1])] + [""]
+    lines += [f"- calibration-GPU rows (B200, H100): {len(seen)}, of which {in_fit} are runs of the calibration file "
+              f"`{CALIBRATION_FILE.relative_to(ROOT)}` (same run URL, concurrency and lengths), read here without that "
+              "file's sidecar of recipe facts (MTP draft counts, SGLang's request intake, decode caps): their gap to the "
+              "calibration file's own figures is what the missing recipe facts cost, which every held-out row lacks too.", ""]
+    lines += table("held-out GPUs against the calibration GPUs' rows",
+                   {"held-out GPUs": held, "calibration GPUs (B200, H100)": seen})
+    lines += table("by GPU", dict(sorted(by_gpu.items())), extra=parameter_source)
+    lines += table("by GPU, engine, precision, mode", dict(sorted(by_cell.items())))
+    text = "\n".join(lines)
+    print(text)
+    Path(a.report).parent.mkdir(parents=True, exist_ok=True)
+    Path(a.report).write_text(text + "\n")
+    if a.json_out:
+        out = {"held_out": summarise(held), "calibration_gpus": dict(summarise(seen), runs_in_calibration_file=in_fit),
+               "by_gpu": {g: dict(summarise(v), kernel_parameters=parameter_source(g)) for g, v in sorted(by_gpu.items())},
+               "by_cell": {k: summarise(v) for k, v in sorted(by_cell.items())}, "skipped": dict(reasons)}
+        Path(a.json_out).write_text(json.dumps(out, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
