@@ -1,0 +1,29 @@
+"""A guard on the held-out GPUs (measurements/inferencex_api_snapshot.json, never fitted on): a change that moves
+predictions on GPUs outside the calibration data far from public measurements fails here, not only in the report of
+scripts/validate_heldout_gpus.py. Bounds sit a few points outside today's figures (docs/heldout_gpus.md)."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import numpy as np
+
+from simfront.validation import _gpu_id, validate_files
+
+SNAPSHOT = Path(__file__).resolve().parent.parent / "measurements" / "inferencex_api_snapshot.json"
+CALIBRATION_GPUS = {"b200_sxm", "h100_sxm"}
+
+
+def test_heldout_gpus_tpot_and_throughput_stay_near_measured():
+    res = validate_files([str(SNAPSHOT)])
+    rows = [r for r in res["serving"]["rows"] if r.get("predicted_tpot_ms") and _gpu_id(r["gpu"]) not in CALIBRATION_GPUS]
+    assert len(rows) >= 250  # seven GPUs, 275 runs predicted today
+    tpot = np.array([r["predicted_tpot_ms"] / r["tpot_ms"] for r in rows])
+    tput = np.array([r["predicted_tok_s_per_gpu"] / r["output_tok_s_per_gpu"] for r in rows
+                     if r.get("predicted_tok_s_per_gpu") and r.get("output_tok_s_per_gpu")])
+    assert np.all(np.isfinite(tpot)) and math.isfinite(float(np.median(tput)))
+    assert 0.9 <= np.median(tpot) <= 1.2 and np.mean(np.abs(tpot - 1)) < 0.25  # today 1.08, 19.3 %
+    assert 0.85 <= np.median(tput) <= 1.15 and np.mean(np.abs(tput - 1)) < 0.25  # today 0.95, 17.0 %
+    gpus = {_gpu_id(r["gpu"]) for r in rows}
+    assert {"mi300x", "mi325x", "mi355x", "h200_sxm", "b300_sxm", "gb200", "gb300"} <= gpus
