@@ -362,7 +362,7 @@ def explain_cmd(
 
 @app.command("validate")
 def validate_cmd(
-    files: Optional[List[str]] = typer.Argument(None, help="Kernel CSVs (calibration format), serving CSVs, measured-point CSVs, or benchmark result files (vLLM, SGLang, AIPerf, genai-perf, GuideLLM, trtllm-bench)."),
+    files: Optional[List[str]] = typer.Argument(None, help="Kernel CSVs (calibration format), serving CSVs, measured-point CSVs, or benchmark result files (vLLM, SGLang, AIPerf, genai-perf, GuideLLM, genai-bench, trtllm-bench, InferenceX results API JSON)."),
     builtin: bool = typer.Option(False, "--builtin", help="Validate against simfront's shipped measured dataset (measurements/)."),
     html: Optional[str] = typer.Option(None, "--html", help="Write a predicted-vs-measured report page."),
     model: Optional[str] = typer.Option(None, "--model", help="Model for rows that do not name one (rows that name their own keep it)."),
