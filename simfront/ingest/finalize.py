@@ -262,6 +262,8 @@ def _missing(f: dict) -> list[str]:
         missing.append("concurrency")
     if f.get("acceptance_length") is not None and f.get("spec_decoding") is None:
         missing.append("spec_decoding")
+    if f.get("spec_decoding") and f.get("spec_k") is None:
+        missing.append("spec_k")  # the run's draft count: priced with simfront's default (search.DEFAULT_SPEC_K)
     return missing
 
 
