@@ -90,3 +90,24 @@ def test_run_without_metrics_is_skipped_with_a_reason(tmp_path):
     path.write_text(json.dumps([obj, json.loads(API.read_text())[1]]))
     points, problems = _points(path)
     assert len(points) == 1 and "metrics is not an object" in problems[0]
+
+
+def test_aggregated_gpu_count_is_the_tp_flag_when_the_api_writes_tp_x_ep(tmp_path):
+    """The API gives some aggregated runs num_decode_gpu = tp x ep (a B200 TP8 EP8 run: 64) while their per-GPU
+    rates count the TP flag's GPUs; the replica is read as its TP flag, with a note."""
+    obj = json.loads(API.read_text())[0]
+    obj.update(decode_tp=8, decode_ep=8, num_decode_gpu=64, num_prefill_gpu=64, hardware="b200")
+    path = tmp_path / "q.json"
+    path.write_text(json.dumps([obj]))
+    (p,), _ = _points(path)
+    assert (p.num_gpus, p.tp, p.ep) == (8, 8, 8) and "num_gpus" in p.notes
+    assert p.output_tok_s_total == pytest.approx(8 * 98.9883650269406)
+
+
+def test_unknown_model_key_is_kept_as_written(tmp_path):
+    obj = json.loads(API.read_text())[0]
+    obj["model"] = "glm5"
+    path = tmp_path / "k.json"
+    path.write_text(json.dumps([obj]))
+    (p,), _ = _points(path)
+    assert p.model == "glm5" and "model" not in p.notes

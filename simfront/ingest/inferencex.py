@@ -21,12 +21,12 @@ benchmarks/benchmark_lib.sh), which the API does not repeat, so the reader sets 
 from __future__ import annotations
 
 from .common import Record, RecordError, normalize_engine, set_measured_on, set_spec, to_bool, to_float, to_int
-from .offline_csv import _attention_dp
+from .offline_csv import set_attention_dp
 
-# the API's model keys -> simfront catalog ids (the dashboard's model list, SemiAnalysisAI/InferenceX-app
-# packages/app: dsr1 = DeepSeek-R1-0528, gptoss = gpt-oss-120b, llama70b = Llama-3.3-70B-Instruct)
-MODELS = {"dsr1": "deepseek-r1", "gptoss": "gpt-oss-120b", "gptoss120b": "gpt-oss-120b",
-          "llama70b": "llama-3.3-70b", "70b": "llama-3.3-70b", "glm5": "glm-5", "kimik2.5": "kimi-k2.5"}
+# the API's model keys -> simfront catalog ids, for the keys whose checkpoint is known: dsr1 is DeepSeek-R1-0528 (the
+# calibration set's rows converted from this API name it). Any other key is kept as written: `validate` then names it
+# as an unknown model and `--model` gives the checkpoint.
+MODELS = {"dsr1": "deepseek-r1"}
 # InferenceX benchmark client (calibration/README.md "InferenceMAX rows"): random lengths in [0.8 L, L], ten prompts
 # per client
 RANGE_RATIO = 0.8
@@ -53,7 +53,7 @@ def _engine(framework, image) -> tuple[str | None, str | None]:
 def _role(rec: Record, obj: dict, role: str) -> None:
     """prefill_* / decode_* sizes of a disaggregated run."""
     tp = to_int(obj.get(f"{role}_tp"), f"{role}_tp")
-    _attention_dp(rec, f"{role}_", tp, to_bool(obj.get(f"{role}_dp_attention"), f"{role}_dp_attention"),
+    set_attention_dp(rec, f"{role}_", tp, to_bool(obj.get(f"{role}_dp_attention"), f"{role}_dp_attention"),
                   f"{role}_dp_attention")
     rec.fields[f"{role}_ep"] = to_int(obj.get(f"{role}_ep"), f"{role}_ep")
     workers = to_int(obj.get(f"{role}_num_workers"), f"{role}_num_workers")
@@ -101,7 +101,7 @@ def parse_record(obj: dict, line: int) -> Record:
             rec.extra["workers"] = obj["workers"]
     else:
         tp = to_int(obj.get("decode_tp"), "decode_tp")
-        _attention_dp(rec, "", tp, to_bool(obj.get("decode_dp_attention"), "decode_dp_attention"), "decode_dp_attention")
+        set_attention_dp(rec, "", tp, to_bool(obj.get("decode_dp_attention"), "decode_dp_attention"), "decode_dp_attention")
         rec.fields["ep"] = to_int(obj.get("decode_ep"), "decode_ep")
         # an aggregated replica runs on its TP flag's GPUs; the API's num_decode_gpu is tp x ep in some runs, while
         # their per-GPU rates count tp GPUs (Little's law on the run's own latencies says so)

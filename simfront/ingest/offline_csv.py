@@ -60,7 +60,7 @@ def missing_columns(header: list[str]) -> list[str]:
     return lacks
 
 
-def _attention_dp(rec: Record, role: str, tp_flag: int | None, dpa: bool | None, source: str) -> None:
+def set_attention_dp(rec: Record, role: str, tp_flag: int | None, dpa: bool | None, source: str) -> None:
     """Canonical tp/attention_dp of a role from the engine TP flag and the DP-attention boolean."""
     if dpa and tp_flag:
         rec.fields[f"{role}attention_dp"], rec.fields[f"{role}tp"] = tp_flag, 1
@@ -83,7 +83,7 @@ def _disagg_layout(rec: Record, text: str) -> None:
             raise RecordError(f"disagg layout part {part!r} is not prefill_k=v;... or decode_k=v;...")
         values = {k.strip()[len(role):]: v.strip() for k, v in pairs.items()}
         tp_flag = to_int(values.pop("tp", None), f"{role}tp")
-        _attention_dp(rec, role, tp_flag, to_bool(values.pop("dpa", None), f"{role}dpa"), f"{role}dpa")
+        set_attention_dp(rec, role, tp_flag, to_bool(values.pop("dpa", None), f"{role}dpa"), f"{role}dpa")
         for key, value in values.items():
             if key not in ROLE_KEYS:
                 rec.warnings.append(f"disagg layout key {role}{key} not understood; kept in extra")
@@ -130,7 +130,7 @@ def parse_row(row: dict[str, str], line: int) -> Record:
         rec.warnings.append("disagg=true without a layout string: prefill/decode sizes unknown")
     else:
         dpa = to_bool(row.get("dp_attention"), "dp_attention")
-        _attention_dp(rec, "", to_int(row["tp"], "tp"), dpa, "dp_attention")
+        set_attention_dp(rec, "", to_int(row["tp"], "tp"), dpa, "dp_attention")
 
     pairs, free = parse_notes(row.get("notes"))
     rec.notes.update(pairs)
