@@ -32,6 +32,7 @@ sys.path.insert(0, str(ROOT))
 
 from simfront.efficiency import provenance  # noqa: E402
 from simfront.errors import SimfrontError  # noqa: E402
+from simfront.fidelity import MIN_BIN_ROWS, residual_trends  # noqa: E402
 from simfront.uncertainty import prediction_bands  # noqa: E402
 from simfront.validation import _gpu_id, _model_id, validate_files  # noqa: E402
 
@@ -162,6 +163,15 @@ def main(argv=None) -> int:
                    {"held-out GPUs": held, "calibration GPUs (B200, H100)": seen})
     lines += table("by GPU", dict(sorted(by_gpu.items())), extra=parameter_source)
     lines += table("by GPU, engine, precision, mode", dict(sorted(by_cell.items())))
+    lines += ["### Residual trends on the held-out GPUs (median predicted / measured by knob bin; bins under "
+              f"{MIN_BIN_ROWS} rows marked ~)", "", "| knob | bin | rows | TPOT | TTFT | tok/s/GPU |", "|---|---|---|---|---|---|"]
+    for t in residual_trends(held):
+        if t["knob"] == "GPU":
+            continue  # the by-GPU table above
+        mark = "" if t["judged"] else " ~"
+        lines.append(f"| {t['knob']} | {t['bin']}{mark} | {t['count']} | {fmt(t.get('tpot_ms_ratio'))} | "
+                     f"{fmt(t.get('ttft_ms_ratio'))} | {fmt(t.get('output_tok_s_per_gpu_ratio'))} |")
+    lines.append("")
     fronts = (res.get("fidelity") or {}).get("frontiers", {}).get("summary", {})
     lines += ["### Frontiers (issue 12's comparison c)", "",
               "Per (GPU, precision) sweep: the measured Pareto points of (tok/s/user, output tok/s/GPU), and simfront's best "
