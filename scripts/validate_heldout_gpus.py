@@ -33,11 +33,11 @@ sys.path.insert(0, str(ROOT))
 from simfront.efficiency import provenance  # noqa: E402
 from simfront.errors import SimfrontError  # noqa: E402
 from simfront.fidelity import MIN_BIN_ROWS, residual_trends  # noqa: E402
-from simfront.uncertainty import prediction_bands  # noqa: E402
+from simfront.uncertainty import calibrated_gpus, prediction_bands  # noqa: E402
 from simfront.validation import _gpu_id, _model_id, validate_files  # noqa: E402
 
 DEFAULT_FILE = ROOT / "measurements" / "inferencex_api_snapshot.json"
-CALIBRATION_GPUS = ("b200_sxm", "h100_sxm")  # the GPUs of the calibration data (../shared/calibration)
+CALIBRATION_GPUS = tuple(calibrated_gpus())  # the GPUs of the serving calibration (B200 and H100)
 CALIBRATION_FILE = ROOT / "measurements" / "inferencemax_b200_h100.csv"
 # metric -> (measured key, predicted key, uncertainty key of hardware/efficiency/serving.yaml)
 METRICS = {"TPOT": ("tpot_ms", "predicted_tpot_ms", "tpot_ms"),

@@ -13,6 +13,11 @@ from .efficiency import _load, borrowed_family_widening
 EXTRAPOLATION_WIDENING = 1.5
 
 
+def calibrated_gpus() -> list[str]:
+    """GPUs of the measured serving runs the shipped serving profile was fitted on (hardware/efficiency/serving.yaml)."""
+    return list(_load("serving").get("calibrated_gpus") or [])
+
+
 def prediction_bands(gpu_id: str, model_id: str) -> tuple[dict, float]:
     """(p10/p90 log-ratio quantiles per metric, widening factor) for a GPU and model.
 
@@ -25,7 +30,7 @@ def prediction_bands(gpu_id: str, model_id: str) -> tuple[dict, float]:
     data = _load("serving")
     q = data.get("uncertainty") or {}
     widen = 1.0
-    if gpu_id not in (data.get("calibrated_gpus") or []):
+    if gpu_id not in calibrated_gpus():
         widen *= _gpu_widening(gpu_id)
     if model_id not in (data.get("calibrated_models") or []):
         widen *= EXTRAPOLATION_WIDENING

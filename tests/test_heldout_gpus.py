@@ -9,10 +9,11 @@ from pathlib import Path
 
 import numpy as np
 
+from simfront.uncertainty import calibrated_gpus
 from simfront.validation import _gpu_id, validate_files
 
 SNAPSHOT = Path(__file__).resolve().parent.parent / "measurements" / "inferencex_api_snapshot.json"
-CALIBRATION_GPUS = {"b200_sxm", "h100_sxm"}
+CALIBRATION_GPUS = set(calibrated_gpus())
 
 
 def test_heldout_gpus_tpot_and_throughput_stay_near_measured():

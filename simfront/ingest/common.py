@@ -149,7 +149,8 @@ def positive_int_or_none(value: Any, name: str, rec: Record, meaning: str = "not
 
 # Engine names as the tools spell them -> canonical engine id.
 _ENGINE_PATTERNS = (
-    (re.compile(r"tensorrt[-_ ]?llm|trt[-_ ]?llm|^trt$|tensorrtllm", re.I), "trtllm"),
+    # "trt" as a word of its own too: InferenceX names its frameworks trt and dynamo-trt
+    (re.compile(r"tensorrt[-_ ]?llm|trt[-_ ]?llm|(?:^|[-_ +])trt(?:$|[-_ ])|tensorrtllm", re.I), "trtllm"),
     (re.compile(r"sglang", re.I), "sglang"),
     (re.compile(r"vllm", re.I), "vllm"),
     (re.compile(r"lmdeploy", re.I), "lmdeploy"),

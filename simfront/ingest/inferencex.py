@@ -41,13 +41,13 @@ MEANINGS = {
 
 
 def _engine(framework, image) -> tuple[str | None, str | None]:
-    """(engine id, version): the framework key without its orchestrator (dynamo-sglang, sglang-disagg), the version
-    from the image tag only when the image names that engine (an ATOM image's tag carries the ROCm release)."""
+    """(engine id, version): the engine the framework key names (dynamo-sglang, sglang-disagg and mori-sglang run
+    SGLang; an engine simfront has no profile for, e.g. atom, keeps its key), the version from the image tag only when
+    the image names that engine (an ATOM image's tag carries the ROCm release)."""
     raw = str(framework or "").strip().lower()
-    core = raw.removeprefix("dynamo-").removesuffix("-disagg")
-    engine = "trtllm" if core == "trt" else normalize_engine(core)[0]
+    engine = normalize_engine(raw)[0]
     image_engine, version = normalize_engine(image)
-    return engine or (core or None), version if engine and image_engine == engine else None
+    return engine or (raw or None), version if engine and image_engine == engine else None
 
 
 def _role(rec: Record, obj: dict, role: str) -> None:
