@@ -3,7 +3,7 @@
 Two checks on measured serving points (what ``simfront validate --frontier`` prints):
 
 - **Residual trends by knob**: the median of log(predicted / measured) of TPOT, TTFT and output tok/s/GPU
-  per bin of each knob (requests per attention rank, layout class, EP size, attention-DP size,
+  per bin of each knob (requests per attention rank, layout class, TP size, EP size, attention-DP size,
   precision, mode, speculative decoding, engine, GPU). A search takes the best of a million
   configurations, so a bias that grows with a knob is where it goes wrong; the average error hides it.
 - **Frontiers against frontiers**: measured points grouped into sweeps (model, GPU, precision, ISL/OSL);
@@ -84,7 +84,7 @@ def knob_bins(row: dict) -> dict[str, str]:
     else:
         workers = max(1.0, _num(row.get("num_gpus"), tp * dp * pp) // (tp * dp * pp))
     per_rank = _num(row.get("concurrency"), 0) / max(1.0, workers * dp * pp)
-    return {"requests per rank": _rank_load_bin(per_rank), "layout class": layout_class(tp, ep, dp), "EP size": str(ep),
+    return {"requests per rank": _rank_load_bin(per_rank), "layout class": layout_class(tp, ep, dp), "TP size": str(tp), "EP size": str(ep),
             "attention-DP size": str(dp), "precision": str(row.get("precision") or "native"), "mode": mode,
             "speculative": str(row.get("spec_decoding") or "none"), "engine": str(row.get("engine") or "unknown"),
             "GPU": _gpu_name(row.get("gpu"))}

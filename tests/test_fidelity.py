@@ -15,8 +15,10 @@ def test_layout_classes_and_bins():
     assert layout_class(8, 1, 1) == "TP" and layout_class(8, 8, 1) == "TP+EP" and layout_class(1, 8, 8) == "DPA+EP"
     b = knob_bins({"mode": "agg", "tp": 1, "attention_dp": 8, "ep": 8, "num_gpus": 8, "concurrency": 512})
     assert b["requests per rank"] == "33-128" and b["layout class"] == "DPA+EP" and b["attention-DP size"] == "8"
+    assert b["TP size"] == "1" and b["EP size"] == "8"
     d = knob_bins({"mode": "disagg", "decode_tp": 8, "decode_ep": 8, "decode_attention_dp": 1, "decode_workers": 2, "concurrency": 8})
     assert d["requests per rank"] == "2-8" and d["layout class"] == "TP+EP" and d["mode"] == "disagg"
+    assert d["TP size"] == "8"  # a disaggregated row's knobs are its decode workers'
 
 
 def test_layout_classes_of_arrays_match_the_scalar_rule():
