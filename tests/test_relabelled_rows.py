@@ -27,11 +27,28 @@ def _write(tmp_path, rows):
 def test_tp_size_beyond_the_tp_the_row_id_names_is_skipped(tmp_path):
     base = next(r for r in _rows() if r["mode"] == "agg" and r["id"].endswith("_tp4_epnone_1"))
     ok = dict(base)
-    bad = dict(base, id=base["id"].replace("_c192_", "_c96_"), tp_size="16.0", concurrency="96")
+    bad = dict(base, id=base["id"].replace("_c192_", "_c96_"), tp_size="16.0", concurrency="96",
+               silicon_tpot_ms=str(float(base["silicon_tpot_ms"]) * 0.9))  # another run: its own metrics
     res = load_measurements([_write(tmp_path, [ok, bad])])
     assert [p.tp for p in res.points] == [4]
     (problem,) = res.problems
     assert ":3:" in problem and "names tp4" in problem and "4x1" not in problem and "16x1 GPUs" in problem
+
+
+def test_a_copy_of_a_doubtful_row_under_an_id_naming_no_tp_is_skipped_too(tmp_path):
+    """The source records some runs twice: under an id naming their TP (whose tp_size column disagrees with it) and under
+    a configuration id naming none (``..._cfg199``), with TTFT and TPOT equal to every digit. Both are one measurement
+    whose layout cannot be told, wherever in the file either copy sits; a row with only one metric equal stays."""
+    base = next(r for r in _rows() if r["mode"] == "agg" and r["id"].endswith("_tp4_epnone_1"))
+    doubtful = dict(base, id=base["id"].replace("_c192_", "_c96_"), tp_size="16.0", concurrency="96",
+                    silicon_tpot_ms=str(float(base["silicon_tpot_ms"]) * 0.9))
+    copy = dict(doubtful, id="dsr1_h100_trtllm_agg_cfg7")  # same columns and metrics, an id that names no TP
+    near = dict(copy, id="dsr1_h100_trtllm_agg_cfg8", silicon_tpot_ms=str(float(copy["silicon_tpot_ms"]) * 1.01))
+    res = load_measurements([_write(tmp_path, [copy, base, doubtful, near])])
+    assert [p.line for p in res.points] == [3, 5]  # the valid row and the one whose TPOT differs
+    skipped = {int(p.split(":")[1]): p for p in res.problems}
+    assert set(skipped) == {2, 4}
+    assert "as line 4, whose layout cannot be told" in skipped[2] and "names tp4" in skipped[2]
 
 
 def test_attention_dp_within_the_named_tp_is_kept(tmp_path):

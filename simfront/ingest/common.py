@@ -51,6 +51,12 @@ class RecordError(ValueError):
     """A record that cannot be used (unreadable value, nothing served); it is skipped and reported."""
 
 
+class LayoutDoubtError(RecordError):
+    """A row whose parallel layout cannot be told (its columns and its id disagree). Any other row of the file that
+    records the same measured metrics to every digit is that measurement under another id: its layout is in doubt too
+    (the reader skips it as well, ``load._csv_records``)."""
+
+
 _NULLS = {"", "none", "null", "nan", "n/a", "na", "-"}
 _INFS = {"inf", "+inf", "infinity"}
 

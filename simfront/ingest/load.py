@@ -9,7 +9,7 @@ import json
 
 from . import aiperf, genai_bench, genai_perf, guidellm, inferencex, offline_csv, serving_csv, sglang_serving, trtllm_bench, vllm_serve
 from .checks import run_checks
-from .common import Problem, Record, RecordError
+from .common import LayoutDoubtError, Problem, Record, RecordError
 from .detect import GENAI_BENCH_METADATA, Loaded, format_of, load_file, result_files_in, unknown_format_message
 from .finalize import check_overrides, finalize, load_sidecar, sidecar_paths
 from .schema import IngestResult, MeasuredPoint
@@ -63,11 +63,26 @@ def _csv_records(loaded: Loaded, fmt: str) -> Iterator[Record | Problem]:
         yield Problem(loaded.label, 1, f"header lacks column(s) {', '.join(lacks)} for {fmt}; "
                                        f"{len(loaded.rows)} data row(s) not read")
         return
+    key_of = getattr(module, "metric_key", None)
+    items: list[tuple[Record | Problem, tuple | None]] = []
+    doubtful: dict[tuple, tuple[int, str]] = {}  # metrics -> (line, why) of rows whose layout cannot be told
     for line, row in loaded.rows:
+        key = key_of(row) if key_of else None
         try:
-            yield module.parse_row(row, line)
+            items.append((module.parse_row(row, line), key))
+        except LayoutDoubtError as err:
+            if key is not None:
+                doubtful.setdefault(key, (line, str(err)))
+            items.append((Problem(loaded.label, line, f"{err}; row skipped"), None))
         except RecordError as err:
-            yield Problem(loaded.label, line, f"{err}; row skipped")
+            items.append((Problem(loaded.label, line, f"{err}; row skipped"), None))
+    for item, key in items:
+        if isinstance(item, Record) and key in doubtful:
+            at, why = doubtful[key]
+            item = Problem(loaded.label, item.line, f"the same measured TTFT and TPOT, to every digit, as line {at}, whose layout "
+                                                    f"cannot be told ({why}): one measurement under two ids, so this row's "
+                                                    "layout is in doubt too; row skipped")
+        yield item
 
 
 def _one_file(path: Path, overrides: dict, sidecar_base: Path | None = None) -> tuple[list[MeasuredPoint], list[Problem]]:

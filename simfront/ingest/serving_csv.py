@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import re
 
-from .common import Record, RecordError, coerce, iso_date, normalize_engine, positive_int_or_none, to_float, to_int
+from .common import LayoutDoubtError, Record, RecordError, coerce, iso_date, normalize_engine, positive_int_or_none, to_float, to_int
 
 LAYOUT = ("batch_size", "tp_size", "pp_size", "attention_dp_size", "moe_tp_size", "moe_ep_size")
 ROLE_LAYOUT = ("batch_size", "num_workers", "tp_size", "pp_size", "attention_dp_size", "moe_tp_size", "moe_ep_size")
@@ -52,6 +52,13 @@ def _id_layout_conflict(rec: Record) -> str | None:
         return (f"tp_size x attention_dp_size = {tp}x{dp} GPUs, but the row id {rec.fields['row_id']!r} names tp{named}: "
                 "which layout ran cannot be told")
     return None
+
+
+def metric_key(row: dict[str, str]) -> tuple[str, str] | None:
+    """The measured TTFT and TPOT of a row as written (None unless both are given): two rows that agree in both to every
+    digit are one measurement (one number alone can coincide by chance)."""
+    key = (row.get("silicon_ttft_ms", "").strip(), row.get("silicon_tpot_ms", "").strip())
+    return key if all(key) else None
 
 
 def missing_columns(header: list[str]) -> list[str]:
@@ -101,7 +108,7 @@ def parse_row(row: dict[str, str], line: int) -> Record:
         _layout(rec, row, "", LAYOUT)
         conflict = _id_layout_conflict(rec)
         if conflict:
-            raise RecordError(conflict)
+            raise LayoutDoubtError(conflict)
         stray = [f"{r}_{c}" for r in ("prefill", "decode") for c in ROLE_LAYOUT if row[f"{r}_{c}"].strip()]
     else:
         for role in ("prefill_", "decode_"):
