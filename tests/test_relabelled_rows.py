@@ -65,3 +65,11 @@ def test_same_metrics_same_layout_is_not_a_relabelled_copy(tmp_path):
     res = load_measurements([_write(tmp_path, [base, other])])
     assert res.problems == [] and len(res.points) == 2
     assert any("same metrics as" in w for w in res.points[1].warnings)
+
+
+def test_metric_key_needs_both_metrics_and_survives_short_rows():
+    from simfront.ingest.serving_csv import metric_key
+
+    assert metric_key({"silicon_ttft_ms": " 181.5", "silicon_tpot_ms": "10.1 "}) == ("181.5", "10.1")
+    assert metric_key({"silicon_ttft_ms": "181.5", "silicon_tpot_ms": ""}) is None
+    assert metric_key({"silicon_ttft_ms": None, "silicon_tpot_ms": "10.1"}) is None  # csv.DictReader's fill for a short row

@@ -57,7 +57,7 @@ def _id_layout_conflict(rec: Record) -> str | None:
 def metric_key(row: dict[str, str]) -> tuple[str, str] | None:
     """The measured TTFT and TPOT of a row as written (None unless both are given): two rows that agree in both to every
     digit are one measurement (one number alone can coincide by chance)."""
-    key = (row.get("silicon_ttft_ms", "").strip(), row.get("silicon_tpot_ms", "").strip())
+    key = ((row.get("silicon_ttft_ms") or "").strip(), (row.get("silicon_tpot_ms") or "").strip())  # short rows hold None
     return key if all(key) else None
 
 
