@@ -70,11 +70,9 @@ def _csv_records(loaded: Loaded, fmt: str) -> Iterator[Record | Problem]:
         key = key_of(row) if key_of else None
         try:
             items.append((module.parse_row(row, line), key))
-        except LayoutDoubtError as err:
-            if key is not None:
-                doubtful.setdefault(key, (line, str(err)))
-            items.append((Problem(loaded.label, line, f"{err}; row skipped"), None))
         except RecordError as err:
+            if isinstance(err, LayoutDoubtError) and key is not None:
+                doubtful.setdefault(key, (line, str(err)))
             items.append((Problem(loaded.label, line, f"{err}; row skipped"), None))
     for item, key in items:
         if isinstance(item, Record) and key in doubtful:
