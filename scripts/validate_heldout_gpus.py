@@ -33,7 +33,7 @@ sys.path.insert(0, str(ROOT))
 from simfront.efficiency import provenance  # noqa: E402
 from simfront.errors import SimfrontError  # noqa: E402
 from simfront.fidelity import MIN_BIN_ROWS, residual_trends  # noqa: E402
-from simfront.uncertainty import calibrated_gpus, prediction_bands  # noqa: E402
+from simfront.uncertainty import band_ratio, calibrated_gpus, prediction_bands  # noqa: E402
 from simfront.validation import _gpu_id, _model_id, validate_files  # noqa: E402
 
 DEFAULT_FILE = ROOT / "measurements" / "inferencex_api_snapshot.json"
@@ -82,12 +82,11 @@ def band_share(rows: list[dict], metric: str) -> float | None:
         if not (r.get(meas) and r.get(pred)):
             continue
         q, widen = prediction_bands(_gpu_id(r["gpu"]), _model_id(r["model"]))
-        b = q.get(qkey)
-        if not b:
+        band = band_ratio(q, qkey, widen)
+        if band is None:
             continue
-        lr = math.log(r[meas] / r[pred])  # log(measured / predicted), the band's variable
         total += 1
-        inside += min(b["p10"], 0.0) * widen <= lr <= max(b["p90"], 0.0) * widen
+        inside += band[0] <= r[meas] / r[pred] <= band[1]  # measured / predicted, the band's variable
     return inside / total if total else None
 
 

@@ -52,15 +52,21 @@ def _gpu_widening(gpu_id: str) -> float:
     return EXTRAPOLATION_WIDENING
 
 
+def band_ratio(q: dict, metric: str, widen: float) -> tuple[float, float] | None:
+    """(low, high) of measured / predicted for ``metric``: the p10-p90 band of :func:`prediction_bands`' quantiles
+    ``q`` widened by ``widen``, or None where ``q`` has no band for the metric."""
+    b = q.get(metric)
+    if not b:
+        return None
+    # the band always holds the prediction itself: a biased residual distribution (both quantiles on
+    # one side) moves the far edge, never the prediction out of its own band
+    return float(np.exp(min(b["p10"], 0.0) * widen)), float(np.exp(max(b["p90"], 0.0) * widen))
+
+
 def add_bands(point: dict, q: dict, widen: float) -> dict:
     """Add ``*_low`` / ``*_high`` (p10-p90 of where the measured value should land) to a frontier point."""
     def rng(metric):
-        b = q.get(metric)
-        if not b:
-            return None
-        # the band always holds the prediction itself: a biased residual distribution (both quantiles on
-        # one side) moves the far edge, never the prediction out of its own band
-        return float(np.exp(min(b["p10"], 0.0) * widen)), float(np.exp(max(b["p90"], 0.0) * widen))
+        return band_ratio(q, metric, widen)
 
     def put(field, r, digits):  # the band's edges, rounded outward of the prediction (never past it)
         v = point[field]
