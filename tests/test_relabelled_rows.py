@@ -51,6 +51,24 @@ def test_a_copy_of_a_doubtful_row_under_an_id_naming_no_tp_is_skipped_too(tmp_pa
     assert "as line 4, whose layout cannot be told" in skipped[2] and "names tp4" in skipped[2]
 
 
+def test_the_other_runs_of_a_copied_configuration_are_skipped_too(tmp_path):
+    """A configuration id (the row id without its ISL x OSL and concurrency part) labels all its runs with one layout:
+    when one run is a copy of a row whose layout cannot be told, the configuration's other runs carry the same doubtful
+    labels and go too (as checks.relabelled treats the configurations of copies it finds); another configuration stays."""
+    base = next(r for r in _rows() if r["mode"] == "agg" and r["id"].endswith("_tp4_epnone_1"))
+    doubtful = dict(base, id=base["id"].replace("_c192_", "_c96_"), tp_size="16.0", concurrency="96",
+                    silicon_tpot_ms=str(float(base["silicon_tpot_ms"]) * 0.9))
+    copy = dict(doubtful, id="dsr1_h100_trtllm_agg_1024x1024_c96_cfg7")
+    sibling = dict(copy, id="dsr1_h100_trtllm_agg_1024x1024_c48_cfg7", concurrency="48",
+                   silicon_tpot_ms=str(float(copy["silicon_tpot_ms"]) * 0.8))  # its own run, same configuration
+    other = dict(sibling, id="dsr1_h100_trtllm_agg_1024x1024_c48_cfg8")  # another configuration
+    res = load_measurements([_write(tmp_path, [sibling, base, doubtful, copy, other])])
+    assert [p.line for p in res.points] == [3, 6]
+    skipped = {int(p.split(":")[1]): p for p in res.problems}
+    assert set(skipped) == {2, 4, 5}
+    assert "configuration 'dsr1_h100_trtllm_agg_cfg7' has a run (line 5)" in skipped[2]
+
+
 def test_attention_dp_within_the_named_tp_is_kept(tmp_path):
     base = next(r for r in _rows() if r["mode"] == "agg" and r["id"].endswith("_tp4_epnone_1"))
     dpa = dict(base, tp_size="1.0", attention_dp_size="4.0")

@@ -84,9 +84,16 @@ LAYOUT_FIELDS = tuple(f"{role}{n}" for role in ("", "prefill_", "decode_") for n
 _ID_LOAD = re.compile(r"_\d+x\d+_c\d*")
 
 
+def configuration_id(row_id: str | None) -> str | None:
+    """A row id without its ISL x OSL and concurrency part (``dsr1_..._agg_1024x1024_c8_cfg177`` -> ``dsr1_..._agg_cfg177``):
+    what the rows of one measured configuration share; None for an id without a load part."""
+    return _ID_LOAD.sub("", row_id) if row_id and _ID_LOAD.search(row_id) else None
+
+
 def configuration_of(p: MeasuredPoint) -> tuple | None:
-    """(file, row id without its ISL x OSL and concurrency part): the rows of one measured configuration."""
-    return (p.source_file, _ID_LOAD.sub("", p.row_id)) if p.row_id and _ID_LOAD.search(p.row_id) else None
+    """(file, configuration id): the rows of one measured configuration."""
+    c = configuration_id(p.row_id)
+    return None if c is None else (p.source_file, c)
 
 
 def relabelled(points: list[MeasuredPoint]) -> dict[int, str]:

@@ -8,7 +8,7 @@ from typing import Any, Callable, Iterable, Iterator
 import json
 
 from . import aiperf, genai_bench, genai_perf, guidellm, inferencex, offline_csv, serving_csv, sglang_serving, trtllm_bench, vllm_serve
-from .checks import run_checks
+from .checks import configuration_id, run_checks
 from .common import LayoutDoubtError, Problem, Record, RecordError
 from .detect import GENAI_BENCH_METADATA, Loaded, format_of, load_file, result_files_in, unknown_format_message
 from .finalize import check_overrides, finalize, load_sidecar, sidecar_paths
@@ -74,12 +74,20 @@ def _csv_records(loaded: Loaded, fmt: str) -> Iterator[Record | Problem]:
             if isinstance(err, LayoutDoubtError) and key is not None:
                 doubtful.setdefault(key, (line, str(err)))
             items.append((Problem(loaded.label, line, f"{err}; row skipped"), None))
+    # a copy's configuration (its id without the load part) labels every run of it with the copy's layout: in doubt too
+    copied = {configuration_id(item.fields.get("row_id")): item.line for item, key in items
+              if isinstance(item, Record) and key in doubtful}
+    copied.pop(None, None)
     for item, key in items:
         if isinstance(item, Record) and key in doubtful:
             at, why = doubtful[key]
             item = Problem(loaded.label, item.line, f"the same measured TTFT and TPOT, to every digit, as line {at}, whose layout "
                                                     f"cannot be told ({why}): one measurement under two ids, so this row's "
                                                     "layout is in doubt too; row skipped")
+        elif isinstance(item, Record) and configuration_id(item.fields.get("row_id")) in copied:
+            c = configuration_id(item.fields.get("row_id"))
+            item = Problem(loaded.label, item.line, f"configuration {c!r} has a run (line {copied[c]}) that is a copy of a run whose "
+                                                    "layout cannot be told: its layout labels are in doubt; row skipped")
         yield item
 
 
