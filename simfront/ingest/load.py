@@ -79,15 +79,15 @@ def _csv_records(loaded: Loaded, fmt: str) -> Iterator[Record | Problem]:
               if isinstance(item, Record) and key in doubtful}
     copied.pop(None, None)
     for item, key in items:
+        config = configuration_id(item.fields.get("row_id")) if isinstance(item, Record) else None
         if isinstance(item, Record) and key in doubtful:
             at, why = doubtful[key]
             item = Problem(loaded.label, item.line, f"the same measured TTFT and TPOT, to every digit, as line {at}, whose layout "
                                                     f"cannot be told ({why}): one measurement under two ids, so this row's "
                                                     "layout is in doubt too; row skipped")
-        elif isinstance(item, Record) and configuration_id(item.fields.get("row_id")) in copied:
-            c = configuration_id(item.fields.get("row_id"))
-            item = Problem(loaded.label, item.line, f"configuration {c!r} has a run (line {copied[c]}) that is a copy of a run whose "
-                                                    "layout cannot be told: its layout labels are in doubt; row skipped")
+        elif config in copied:
+            item = Problem(loaded.label, item.line, f"configuration {config!r} has a run (line {copied[config]}) that is a copy of a "
+                                                    "run whose layout cannot be told: its layout labels are in doubt; row skipped")
         yield item
 
 
