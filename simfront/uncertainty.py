@@ -65,21 +65,19 @@ def band_ratio(q: dict, metric: str, widen: float) -> tuple[float, float] | None
 
 def add_bands(point: dict, q: dict, widen: float) -> dict:
     """Add ``*_low`` / ``*_high`` (p10-p90 of where the measured value should land) to a frontier point."""
-    def rng(metric):
-        return band_ratio(q, metric, widen)
-
     def put(field, r, digits):  # the band's edges, rounded outward of the prediction (never past it)
         v = point[field]
         point[f"{field}_low"], point[f"{field}_high"] = min(v, round(v * r[0], digits)), max(v, round(v * r[1], digits))
 
-    r = rng("ttft_ms")
+    r = band_ratio(q, "ttft_ms", widen)
     if r:
         put("ttft_ms", r, 3)
-    r = rng("tpot_ms")
-    if r:
-        put("tpot_ms", r, 4)
+    tpot = band_ratio(q, "tpot_ms", widen)
+    if tpot:
+        put("tpot_ms", tpot, 4)
         point["tok_s_user_low"], point["tok_s_user_high"] = round(1000 / point["tpot_ms_high"], 3), round(1000 / point["tpot_ms_low"], 3)
-    r = rng("output_tok_s_total") or rng("tpot_ms") and tuple(1 / x for x in reversed(rng("tpot_ms")))
+    # tok/s/GPU: its own band, else TPOT's inverted (throughput goes as 1 / TPOT)
+    r = band_ratio(q, "output_tok_s_total", widen) or tpot and (1 / tpot[1], 1 / tpot[0])
     if r:
         put("tok_s_gpu", r, 3)
         if point.get("usd_per_mtok"):

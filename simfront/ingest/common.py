@@ -265,3 +265,16 @@ def find_key(obj: Any, names: Iterable[str]) -> Any:
         if found is not None:
             return found
     return None
+
+
+def set_attention_dp(rec: Record, role: str, tp_flag: int | None, dpa: bool | None, source: str) -> None:
+    """Canonical tp/attention_dp of a role from the engine TP flag and the DP-attention boolean."""
+    if dpa and tp_flag:
+        rec.fields[f"{role}attention_dp"], rec.fields[f"{role}tp"] = tp_flag, 1
+        rec.notes[f"{role}attention_dp"] = (
+            f"{source}=true with tp={tp_flag}: attention_dp = {tp_flag}, attention TP = 1"
+        )
+    else:
+        rec.fields[f"{role}tp"] = tp_flag
+        if dpa is False:
+            rec.fields[f"{role}attention_dp"] = 1

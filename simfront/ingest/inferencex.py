@@ -20,8 +20,7 @@ benchmarks/benchmark_lib.sh), which the API does not repeat, so the reader sets 
 
 from __future__ import annotations
 
-from .common import Record, RecordError, normalize_engine, set_measured_on, set_spec, to_bool, to_float, to_int
-from .offline_csv import set_attention_dp
+from .common import Record, RecordError, normalize_engine, set_attention_dp, set_measured_on, set_spec, to_bool, to_float, to_int
 
 # the API's model keys -> simfront catalog ids, for the keys whose checkpoint is known: dsr1 is DeepSeek-R1-0528 (the
 # calibration set's rows converted from this API name it). Any other key is kept as written: `validate` then names it

@@ -75,11 +75,9 @@ def _csv_records(loaded: Loaded, fmt: str) -> Iterator[Record | Problem]:
                 doubtful.setdefault(key, (line, str(err)))
             items.append((Problem(loaded.label, line, f"{err}; row skipped"), None))
     # a copy's configuration (its id without the load part) labels every run of it with the copy's layout: in doubt too
-    copied = {configuration_id(item.fields.get("row_id")): item.line for item, key in items
-              if isinstance(item, Record) and key in doubtful}
-    copied.pop(None, None)
-    for item, key in items:
-        config = configuration_id(item.fields.get("row_id")) if isinstance(item, Record) else None
+    configs = [configuration_id(item.fields.get("row_id")) if isinstance(item, Record) else None for item, _ in items]
+    copied = {c: item.line for (item, key), c in zip(items, configs) if c is not None and key in doubtful}
+    for (item, key), config in zip(items, configs):
         if isinstance(item, Record) and key in doubtful:
             at, why = doubtful[key]
             item = Problem(loaded.label, item.line, f"the same measured TTFT and TPOT, to every digit, as line {at}, whose layout "

@@ -13,7 +13,7 @@ naming a canonical metric is read; other columns go to ``extra``.
 
 from __future__ import annotations
 
-from .common import Record, RecordError, coerce, normalize_engine, parse_notes, set_measured_on, set_spec, to_bool, to_float, to_int
+from .common import Record, RecordError, coerce, normalize_engine, parse_notes, set_attention_dp, set_measured_on, set_spec, to_bool, to_float, to_int
 from .schema import CONFIG_FIELDS, METRIC_FIELDS
 
 REQUIRED = ("model", "gpu", "num_gpus", "tp", "pp", "disagg", "engine", "isl", "osl")
@@ -58,19 +58,6 @@ def missing_columns(header: list[str]) -> list[str]:
     if not any(h[len("metric_"):] in METRIC_FIELDS for h in header if h.startswith("metric_")):
         lacks.append("metric_<metric> (none of " + ", ".join(f"metric_{m}" for m in METRIC_FIELDS) + ")")
     return lacks
-
-
-def set_attention_dp(rec: Record, role: str, tp_flag: int | None, dpa: bool | None, source: str) -> None:
-    """Canonical tp/attention_dp of a role from the engine TP flag and the DP-attention boolean."""
-    if dpa and tp_flag:
-        rec.fields[f"{role}attention_dp"], rec.fields[f"{role}tp"] = tp_flag, 1
-        rec.notes[f"{role}attention_dp"] = (
-            f"{source}=true with tp={tp_flag}: attention_dp = {tp_flag}, attention TP = 1"
-        )
-    else:
-        rec.fields[f"{role}tp"] = tp_flag
-        if dpa is False:
-            rec.fields[f"{role}attention_dp"] = 1
 
 
 def _disagg_layout(rec: Record, text: str) -> None:
