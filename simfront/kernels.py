@@ -30,6 +30,10 @@ class NativeKernel(BaseModel):
     launches_source: str | None = None
     max_experts: int | None = Field(default=None, ge=1)  # MoE kernels: most experts its router supports
     max_experts_source: str | None = None
+    # MoE kernels: True where the kernel is the only MoE kernel its platform prices for the op's formats (no grouped
+    # CUTLASS path beside it)
+    sole_moe_kernel: bool = False
+    sole_moe_kernel_source: str | None = None
 
 
 class Fallback(BaseModel):
@@ -149,6 +153,13 @@ def max_experts(op: str, hw) -> float:
     if k is None:
         return 0.0
     return float(k.max_experts) if k.max_experts is not None else float("inf")
+
+
+def sole_moe_kernel(op: str, hw) -> bool:
+    """Whether the native MoE kernel of ``op`` on ``hw`` is the only MoE kernel priced there for the op's formats
+    (``sole_moe_kernel`` in hardware/kernels.yaml); False where ``hw`` has no native kernel."""
+    k = native_kernel(op, hw)
+    return bool(k is not None and k.sole_moe_kernel)
 
 
 def fallback(op: str) -> dict[str, Any]:

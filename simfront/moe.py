@@ -10,7 +10,8 @@ permute, finalize, router) are memory traffic, and the router's top-k rescans ev
 logits once per pick. With a skewed router (``alpha``) the busiest rank sets the time; its load
 follows the benchmark's power-law sampler (``power_law_rank_load``). Non-gated experts (squared-ReLU
 up then down) have two matrices (``gated=False``). Gated NVFP4 experts on datacenter Blackwell also
-have a fused FP4 kernel (``moe_path_costs``), and the op takes the faster of the two.
+have a fused FP4 kernel (``moe_path_costs``), and the op takes the faster of the two; gated MXFP4 experts
+there run that fused kernel only (``FUSED_OPS``).
 """
 
 from __future__ import annotations
@@ -110,8 +111,8 @@ CLASS_FALLBACK = {"fp4": "fp8", "mxfp4": "fp8", "wonly": "bf16", "fp8_block": "f
 PARAM_CLASS_FALLBACK = {cls: {"expert_overhead_s": "fp8_block", "eta_aux": "fp8_block"} for cls in ("fp4", "mxfp4")}
 
 # Formats whose fused-MoE kernel is its own efficiency class (the GEMM module folds them into another):
-# W4A8 MXFP4 x MXFP8 experts run a mixed-input grouped GEMM with 32-element block scales, not the
-# FP8 block-scaled (DeepGEMM-style) kernels of its dense-GEMM class.
+# W4A8 MXFP4 x MXFP8 experts run a mixed-input kernel with 32-element block scales (trtllm-gen on sm_100/103,
+# ``FUSED_OPS``; a grouped GEMM elsewhere), not the FP8 block-scaled (DeepGEMM-style) kernels of its dense-GEMM class.
 MOE_CLASS = {"mxfp4": "mxfp4"}
 
 # Platforms with the fused FP4 block-scale MoE kernel (TensorRT-LLM "min-latency" MoE / flashinfer
@@ -120,6 +121,10 @@ MOE_CLASS = {"mxfp4": "mxfp4"}
 # the activations. Data: ``moe_fused_fp4`` in hardware/kernels.yaml (sm_100 / sm_103 cubins only; the RTX
 # PRO 6000 (sm_120) and every other GPU run the CUTLASS grouped-GEMM path). Gated NVFP4 experts only.
 FUSED_FP4_COMPUTE_CAPABILITIES = kernels.platforms("moe_fused_fp4")
+# format -> (hardware/kernels.yaml op of its fused trtllm-gen MoE kernel, MoE efficiency class it runs in): NVFP4
+# experts (beside the CUTLASS grouped path) and W4A8 MXFP4 x MXFP8 experts (``moe_fused_mxfp4``, the only MoE kernel
+# priced for them on its platforms: ``kernels.sole_moe_kernel``)
+FUSED_OPS = {"nvfp4": ("moe_fused_fp4", "fp4"), "mxfp4": ("moe_fused_mxfp4", "mxfp4")}
 # names of the two kernels where both exist (``Cost.kernel``, shown by ``simfront explain``)
 KERNEL_LABELS = {"grouped": "cutlass-grouped", "fused": "fused-fp4"}
 # Token tile of the fused kernel's GEMMs (rows of routed tokens per CTA): the routed tokens per expert,
@@ -141,14 +146,25 @@ def moe_class(fmt, hw) -> str:
     return cls if cls == "wonly" else MOE_CLASS.get(fmt.name, cls)
 
 
+def _fused_op(f, hw, gated=True) -> str | None:
+    """hardware/kernels.yaml op of the fused trtllm-gen MoE kernel gated experts in format ``f`` run on ``hw``
+    (``FUSED_OPS``), or None where there is none."""
+    op, cls = FUSED_OPS.get(f.name, (None, None))
+    if op is None or not gated or not kernels.has_native(op, hw) or moe_class(f, hw) != cls:
+        return None
+    return op
+
+
 def has_fused_path(fmt, hw, gated=True, num_experts=None) -> bool:
-    """True where the fused FP4 MoE kernel exists: gated NVFP4 experts on ``FUSED_FP4_COMPUTE_CAPABILITIES``,
-    and (``num_experts`` given, scalar or array: True if any element qualifies) models within its router's
-    expert limit (``max_experts`` of ``moe_fused_fp4`` in hardware/kernels.yaml)."""
+    """True where a fused FP4 MoE kernel exists: gated NVFP4 experts on ``FUSED_FP4_COMPUTE_CAPABILITIES``
+    and gated MXFP4 experts on the platforms of ``moe_fused_mxfp4``, and (``num_experts`` given, scalar or
+    array: True if any element qualifies) models within its router's expert limit (``max_experts`` in
+    hardware/kernels.yaml)."""
     f = get_format(fmt) if isinstance(fmt, str) else fmt
-    ok = bool(gated) and f.name == "nvfp4" and kernels.has_native("moe_fused_fp4", hw) and dtype_class(f, hw) == "fp4"
+    op = _fused_op(f, hw, gated)
+    ok = op is not None
     if ok and num_experts is not None:
-        ok = bool(np.any(np.asarray(num_experts, dtype=np.float64) <= kernels.max_experts("moe_fused_fp4", hw)))
+        ok = bool(np.any(np.asarray(num_experts, dtype=np.float64) <= kernels.max_experts(op, hw)))
     return ok
 
 
@@ -462,7 +478,12 @@ def moe_path_costs(num_tokens, hidden, inter, topk, num_experts, moe_tp, moe_ep,
         grid_s = grid / hw.sm_count * q["fused_cta_s"]
         f_time_s = q["fused_launch_fraction"] * q["launch_s"] + f_gemm_s + f_aux_s + routing_s + grid_s
         # models beyond the fused kernel's router limit run the grouped path only (never picked: inf)
-        f_time_s = np.where(E <= kernels.max_experts("moe_fused_fp4", hw), f_time_s, np.inf)
+        fused_op = _fused_op(f, hw, gated)
+        f_time_s = np.where(E <= kernels.max_experts(fused_op, hw), f_time_s, np.inf)
+        if kernels.sole_moe_kernel(fused_op, hw):  # no grouped kernel beside it for this format: never picked (inf)
+            g = out["grouped"]
+            out["grouped"] = Cost(time_s=np.full(np.shape(g.time_s), np.inf), flops=g.flops, mem_bytes=g.mem_bytes,
+                                  compute_s=g.compute_s, memory_s=g.memory_s, kernel=g.kernel)
         out["fused"] = Cost(time_s=f_time_s, flops=useful_flops, mem_bytes=b1 + b2 + f_aux_bytes, compute_s=fc1 + fc2,
                             memory_s=fm1 + fm2 + f_aux_s, kernel=KERNEL_LABELS["fused"])
     return out

@@ -30,13 +30,19 @@ def _params(gpu, **fused):
     return dict(op_params(OPS["moe"], get_hardware(gpu)), **fused)
 
 
-def test_fused_kernel_exists_only_for_gated_nvfp4_on_datacenter_blackwell():
+def test_fused_kernel_exists_only_for_gated_fp4_experts_on_datacenter_blackwell():
     for gpu, hw in catalog().items():
         for fmt in FMTS:
             for gated in (True, False):
                 paths = moe_path_costs(np.array([1.0, 64.0, 4096.0]), 7168, 2048, 8, 256, 1, 8, fmt, hw, gated=gated)
-                assert ("fused" in paths) == (gpu in FUSED_FP4_GPUS and fmt == "nvfp4" and gated), (gpu, fmt, gated)
+                assert ("fused" in paths) == (gpu in FUSED_FP4_GPUS and fmt in ("nvfp4", "mxfp4") and gated), (gpu, fmt, gated)
                 assert has_fused_path(fmt, hw, gated) == ("fused" in paths)
+                # MXFP4 experts there run trtllm-gen only (hardware/kernels.yaml moe_fused_mxfp4, sole_moe_kernel): the
+                # grouped path is never picked; NVFP4 keeps the CUTLASS grouped path beside the fused kernel
+                if "fused" in paths:
+                    assert np.all(np.isinf(paths["grouped"].time_s)) == (fmt == "mxfp4"), (gpu, fmt)
+                    best = moe_cost(np.array([1.0, 64.0, 4096.0]), 7168, 2048, 8, 256, 1, 8, fmt, hw, gated=gated)
+                    assert np.all(np.isfinite(best.time_s))
     assert FUSED_FP4_GPUS == {g for g, hw in catalog().items() if hw.compute_capability in FUSED_FP4_COMPUTE_CAPABILITIES}
     # same family, other SM (sm_120): CUTLASS only
     assert get_hardware("rtx_pro_6000_server").family == "blackwell"

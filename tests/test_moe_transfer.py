@@ -16,8 +16,13 @@ def test_classes_swap_only_where_the_kernel_library_differs():
     assert kernels.class_swaps("moe", H100, H200) == {}  # both sm_90: the same CUTLASS / Triton kernels
     assert kernels.class_swaps("moe", B200, get_hardware("b300_sxm")) == {}  # sm_100 and sm_103 run the same
     swapped = {"fp8_block": "fp8", "wonly": "bf16"}
-    for src, dst in ((H100, B200), (B200, H100), (H100, L40S), (H100, MI300X)):
+    for src, dst in ((H100, L40S), (H100, MI300X)):
         assert kernels.class_swaps("moe", src, dst) == swapped, (src.id, dst.id)
+    # the fitted MXFP4 class describes sm_100's trtllm-gen kernel (moe_fused_mxfp4): any other platform, the CDNA4
+    # part that borrows Blackwell's values included, takes per-tensor FP8's
+    for src, dst in ((H100, B200), (B200, H100)):
+        assert kernels.class_swaps("moe", src, dst) == {**swapped, "mxfp4": "fp8"}, (src.id, dst.id)
+    assert kernels.class_swaps("moe", B200, get_hardware("mi355x"))["mxfp4"] == "fp8"
     assert kernels.class_swaps("gemm", H100, B200) == {}  # no GEMM op carries an efficiency class
     notes = kernels.class_swap_notes("moe", H100, B200)
     assert any("deepgemm-moe" in n and "cutlass-fp8-blockscale-moe" in n for n in notes)
@@ -34,6 +39,8 @@ def test_transfer_params_copies_the_sibling_values_and_nothing_else():
             assert out[name] == p[name[: -len("fp8_block")] + "fp8"]
         elif name.endswith("_wonly"):
             assert out[name] == p[name[: -len("wonly")] + "bf16"]
+        elif name.endswith("_mxfp4"):
+            assert out[name] == p[name[: -len("mxfp4")] + "fp8"]
         else:
             assert out[name] == p[name]
 
