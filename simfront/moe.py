@@ -453,9 +453,10 @@ def moe_path_costs(num_tokens, hidden, inter, topk, num_experts, moe_tp, moe_ep,
     # FLOPs reported are the rank's share of the useful work (balanced routing): the time above is
     # set by the busiest rank, but skew does not create work, it only moves it
     useful_flops = 2.0 * mean_pairs * (up_width * H + H * inter_local)
+    fused_op = _fused_op(f, hw, gated) if has_fused_path(f, hw, gated, E) else None  # hardware/kernels.yaml op, or None
     out = {"grouped": Cost(time_s=time_s, flops=useful_flops, mem_bytes=b1 + b2 + aux_bytes, compute_s=compute_s, memory_s=memory_s,
-                           kernel=KERNEL_LABELS["grouped"] if has_fused_path(f, hw, gated, E) else "")}
-    if has_fused_path(f, hw, gated, E):
+                           kernel=KERNEL_LABELS["grouped"] if fused_op is not None else "")}
+    if fused_op is not None:
         # same tiles, FLOPs and weight bytes; the tensor rate of the fused kernel's GEMMs
         eta_fused = np.minimum(q["eta_compute"] * q["fused_compute_gain"], 1.0)
         f_pairs = pairs
@@ -478,7 +479,6 @@ def moe_path_costs(num_tokens, hidden, inter, topk, num_experts, moe_tp, moe_ep,
         grid_s = grid / hw.sm_count * q["fused_cta_s"]
         f_time_s = q["fused_launch_fraction"] * q["launch_s"] + f_gemm_s + f_aux_s + routing_s + grid_s
         # models beyond the fused kernel's router limit run the grouped path only (never picked: inf)
-        fused_op = _fused_op(f, hw, gated)
         f_time_s = np.where(E <= kernels.max_experts(fused_op, hw), f_time_s, np.inf)
         if kernels.sole_moe_kernel(fused_op, hw):  # no grouped kernel beside it for this format: never picked (inf)
             g = out["grouped"]
