@@ -69,6 +69,18 @@ def test_fused_fp4_moe_follows_the_data_file():
         assert has_fused_path("nvfp4", hw) == (kernels.platform_of(hw) in kernels.platforms("moe_fused_fp4") and "nvfp4" in hw.fp4_formats)
 
 
+def test_fused_mxfp4_moe_follows_the_data_file_and_is_the_only_kernel_there():
+    for g, hw in catalog().items():
+        native = kernels.platform_of(hw) in kernels.platforms("moe_fused_mxfp4")
+        assert has_fused_path("mxfp4", hw) == (native and "mxfp4" in hw.fp4_formats), g
+        assert kernels.sole_moe_kernel("moe_fused_mxfp4", hw) == native, g
+        assert not kernels.sole_moe_kernel("moe_fused_fp4", hw), g  # NVFP4 keeps the CUTLASS grouped path beside it
+    # a kernel that removes the grouped path says where that fact comes from
+    for spec in kernels.table().values():
+        for k in spec.native:
+            assert not k.sole_moe_kernel or k.sole_moe_kernel_source, k.kernel
+
+
 @pytest.mark.parametrize("op,fmt", [("moe_grouped_fp8", "fp8"), ("moe_grouped_fp4", "nvfp4"), ("moe_grouped_fp4", "mxfp4")])
 def test_grouped_moe_format_availability_agrees_with_the_format_path(op, fmt):
     """Where kernels.yaml lists no native grouped kernel for the format, the cost model runs it weight-only."""
