@@ -16,6 +16,7 @@ there run that fused kernel only (``FUSED_OPS``).
 
 from __future__ import annotations
 
+from dataclasses import replace
 from functools import lru_cache
 
 import numpy as np
@@ -146,11 +147,14 @@ def moe_class(fmt, hw) -> str:
     return cls if cls == "wonly" else MOE_CLASS.get(fmt.name, cls)
 
 
-def _fused_op(f, hw, gated=True) -> str | None:
+def _fused_op(f, hw, gated=True, num_experts=None) -> str | None:
     """hardware/kernels.yaml op of the fused trtllm-gen MoE kernel gated experts in format ``f`` run on ``hw``
-    (``FUSED_OPS``), or None where there is none."""
+    (``FUSED_OPS``), or None where there is none or (``num_experts`` given, scalar or array: kept if any element
+    qualifies) every model is beyond its router's expert limit (``max_experts``)."""
     op, cls = FUSED_OPS.get(f.name, (None, None))
     if op is None or not gated or not kernels.has_native(op, hw) or moe_class(f, hw) != cls:
+        return None
+    if num_experts is not None and not np.any(np.asarray(num_experts, dtype=np.float64) <= kernels.max_experts(op, hw)):
         return None
     return op
 
@@ -160,12 +164,7 @@ def has_fused_path(fmt, hw, gated=True, num_experts=None) -> bool:
     and gated MXFP4 experts on the platforms of ``moe_fused_mxfp4``, and (``num_experts`` given, scalar or
     array: True if any element qualifies) models within its router's expert limit (``max_experts`` in
     hardware/kernels.yaml)."""
-    f = get_format(fmt) if isinstance(fmt, str) else fmt
-    op = _fused_op(f, hw, gated)
-    ok = op is not None
-    if ok and num_experts is not None:
-        ok = bool(np.any(np.asarray(num_experts, dtype=np.float64) <= kernels.max_experts(op, hw)))
-    return ok
+    return _fused_op(get_format(fmt) if isinstance(fmt, str) else fmt, hw, gated, num_experts) is not None
 
 
 # Skewed router of the calibration benchmark (aiconfigurator MoE collector, ``power_law_<alpha>``;
@@ -453,7 +452,7 @@ def moe_path_costs(num_tokens, hidden, inter, topk, num_experts, moe_tp, moe_ep,
     # FLOPs reported are the rank's share of the useful work (balanced routing): the time above is
     # set by the busiest rank, but skew does not create work, it only moves it
     useful_flops = 2.0 * mean_pairs * (up_width * H + H * inter_local)
-    fused_op = _fused_op(f, hw, gated) if has_fused_path(f, hw, gated, E) else None  # hardware/kernels.yaml op, or None
+    fused_op = _fused_op(f, hw, gated, E)  # hardware/kernels.yaml op of the fused kernel, or None
     out = {"grouped": Cost(time_s=time_s, flops=useful_flops, mem_bytes=b1 + b2 + aux_bytes, compute_s=compute_s, memory_s=memory_s,
                            kernel=KERNEL_LABELS["grouped"] if fused_op is not None else "")}
     if fused_op is not None:
@@ -481,9 +480,7 @@ def moe_path_costs(num_tokens, hidden, inter, topk, num_experts, moe_tp, moe_ep,
         # models beyond the fused kernel's router limit run the grouped path only (never picked: inf)
         f_time_s = np.where(E <= kernels.max_experts(fused_op, hw), f_time_s, np.inf)
         if kernels.sole_moe_kernel(fused_op, hw):  # no grouped kernel beside it for this format: never picked (inf)
-            g = out["grouped"]
-            out["grouped"] = Cost(time_s=np.full(np.shape(g.time_s), np.inf), flops=g.flops, mem_bytes=g.mem_bytes,
-                                  compute_s=g.compute_s, memory_s=g.memory_s, kernel=g.kernel)
+            out["grouped"] = replace(out["grouped"], time_s=np.full(np.shape(time_s), np.inf))
         out["fused"] = Cost(time_s=f_time_s, flops=useful_flops, mem_bytes=b1 + b2 + f_aux_bytes, compute_s=fc1 + fc2,
                             memory_s=fm1 + fm2 + f_aux_s, kernel=KERNEL_LABELS["fused"])
     return out
