@@ -29,7 +29,7 @@ from simfront import calibration  # noqa: E402
 from simfront.calibration import Fitter, band_quantiles  # noqa: E402
 from simfront.fidelity import MIN_BIN_ROWS, residual_trends  # noqa: E402
 from simfront.ingest import load_measurements  # noqa: E402
-from simfront.measured import build_groups, evaluate  # noqa: E402
+from simfront.measured import build_groups, evaluate, measured_layout_ranges  # noqa: E402
 from simfront.validation import _gpu_id, _model_id  # noqa: E402
 
 DATA = ROOT / "measurements"
@@ -168,6 +168,9 @@ def main(argv=None) -> int:
         lines += [f"  - {Path(p.source_file).name}:{p.line} ({_model_id(p.model)}, {_gpu_id(p.gpu)}, {p.engine}, "
                   f"{p.isl:g}/{p.osl:g}, concurrency {p.concurrency:g}): {why}" for p, why in flagged] + [""]
 
+    layouts = measured_layout_ranges(points, sorted(rows))
+    lines += ["- worker layouts of the fitted runs ([smallest, largest]; `calibrated_layouts` in serving.yaml, the range "
+              "outside which `predict` flags a frontier point): " + ", ".join(f"{k} {v[0]}-{v[1]}" for k, v in layouts.items()), ""]
     profiles = f.fit()
     pred = f.predict(profiles)
     lines += ["## Fitted profiles", "", "```yaml", yaml.safe_dump(profiles, sort_keys=True).strip(), "```", ""]
@@ -222,7 +225,10 @@ def main(argv=None) -> int:
                "note": "per-engine serving profile; families are engine names; uncertainty = p10/p90 of log(measured/predicted), leave-one-model-out",
                "families": profiles, "family_fallback": {}, "uncertainty": bands,
                "calibrated_gpus": sorted({_gpu_id(points[i].gpu) for i in rows}),
-               "calibrated_models": sorted({_model_id(points[i].model) for i in rows})}
+               "calibrated_models": sorted({_model_id(points[i].model) for i in rows}),
+               # [smallest, largest] of each worker knob over the fitted runs: a frontier point outside them is priced
+               # from physics alone (simfront.coverage; predict's outside_calibration)
+               "calibrated_layouts": layouts}
         (ROOT / "hardware" / "efficiency" / "serving.yaml").write_text(yaml.safe_dump(out, sort_keys=False))
     return 0
 

@@ -23,6 +23,7 @@ from .models import apply_precision, get_model
 from .priced import Priced, priced_configs, priced_of
 from .results import Frontier, MemoryVerdict, Plan, StepBreakdown, ValidationReport, point_dict
 from .sizing import memory_verdict
+from .uncertainty import EXTRAPOLATION_WIDENING
 
 
 def json_default(o: Any):
@@ -350,7 +351,8 @@ def predict(model: str, gpus: str | GpuSet, isl: int | None = None, osl: int | N
         on_front = pareto_mask(kept(pts["tok_s_user"]), kept(pts["tok_s_gpu"]))
     front = np.nonzero(on_front)[0] if sel is None else sel[on_front]
     front = front[np.argsort(pts["tok_s_user"][front])]
-    from .uncertainty import add_bands, prediction_bands
+    from .coverage import LAYOUT_KNOBS, calibrated_layouts
+    from .uncertainty import prediction_bands
 
     q, widen = prediction_bands(g.hardware.id, m.id)
     spec_on_front = {str(x) for x in np.asarray(pts["spec"])[front]} - {"none", ""}
@@ -358,7 +360,15 @@ def predict(model: str, gpus: str | GpuSet, isl: int | None = None, osl: int | N
     if note:
         out["notes"].append(note)
     rows = _rows_of(pts, front)  # the frontier's rows only: no column of a 10^6-point search is joined for them
-    out["frontier"] = [add_bands(point_dict(rows, j), q, widen) for j in range(front.size)]
+    layouts = calibrated_layouts()
+    out["frontier"] = [_banded(point_dict(rows, j), q, widen, layouts) for j in range(front.size)]
+    off = [lab for lab in LAYOUT_KNOBS.values()  # the knobs outside, in LAYOUT_KNOBS order
+           if any(k.startswith(lab + " ") for p in out["frontier"] for k in p["outside_calibration"])]
+    if off:
+        n_off = sum(bool(p["outside_calibration"]) for p in out["frontier"])
+        out["notes"].append(f"{n_off} of the {len(out['frontier'])} frontier points (~ in the table) use a layout outside the "
+                            f"measured runs the serving profiles were fitted on ({', '.join(off)}; see each point's "
+                            f"outside_calibration): priced from physics alone, their bands widened x{EXTRAPOLATION_WIDENING:g}")
     out["uncertainty"] = {"band": "p10-p90 of measured/predicted from leave-one-model-out validation", "widening": widen,
                           "note": "wider (x%.1f on log scale) for GPUs or models outside the calibration data" % widen if widen > 1 else
                           "GPU and model are inside the calibration data"}
@@ -395,10 +405,20 @@ def predict(model: str, gpus: str | GpuSet, isl: int | None = None, osl: int | N
             ok = sla_mask(pts, ttft_ms, tpot_ms, min_tok_s_user) & keep
             if ok.any():
                 j = int(np.nonzero(ok)[0][np.argmax(pts["tok_s_gpu"][ok])])
-                out["best_under_sla"] = add_bands(point_dict(_rows_of(pts, [j]), 0), q, widen)
+                out["best_under_sla"] = _banded(point_dict(_rows_of(pts, [j]), 0), q, widen, layouts)
             else:
                 out["notes"].append("no configuration meets the SLA")
     return finish(pts)
+
+
+def _banded(point: dict, q: dict, widen: float, layouts: dict) -> dict:
+    """A frontier point with its ``outside_calibration`` knobs (:func:`simfront.coverage.outside_calibration`) and its
+    p10-p90 band, widened by ``EXTRAPOLATION_WIDENING`` where a knob lies outside the measured layouts."""
+    from .coverage import outside_calibration
+    from .uncertainty import add_bands
+
+    point["outside_calibration"] = outside_calibration(point, layouts)
+    return add_bands(point, q, widen * (EXTRAPOLATION_WIDENING if point["outside_calibration"] else 1.0))
 
 
 # ---------------------------------------------------------------------------------------------

@@ -299,6 +299,29 @@ def _layout(pts, idx, prefix="", dense=False):
     return tp, pp, dp, ep
 
 
+def run_workers(p, r: Resolved) -> list[dict]:
+    """The workers a measured point ran (``simfront.coverage.worker``): its aggregated worker, or its disaggregated
+    prefill and decode workers (the drafts run on the decode side), read as the evaluator reads the layout."""
+    from .coverage import worker
+
+    dense = not r.model.arch.is_moe
+    k = int(getattr(r.spec, "k", 0) or 0)
+    if _get(p, "mode", "agg") != "disagg":
+        tp, pp, dp, ep = (int(v[0]) for v in _layout([p], [0], dense=dense))
+        return [worker(tp, pp, ep, dp, k)]
+    (ptp, ppp, pdp, pep), (dtp, dpp, ddp, dep) = ([int(v[0]) for v in _layout([p], [0], pre, dense=dense)]
+                                                  for pre in ("prefill_", "decode_"))
+    return [worker(ptp, ppp, pep, pdp), worker(dtp, dpp, dep, ddp, k)]
+
+
+def measured_layout_ranges(points, rows: Iterable[int]) -> dict[str, list[int]]:
+    """The knob ranges (``simfront.coverage.layout_ranges``) of the workers of ``points[i]`` for ``i`` in ``rows``: the
+    layouts a serving fit on those runs covers (``scripts/calibrate_serving.py`` writes them to serving.yaml)."""
+    from .coverage import layout_ranges
+
+    return layout_ranges(w for i in rows for w in run_workers(points[i], resolve(points[i])[0]))
+
+
 def _finish(out, idx, ok, why, **metrics):
     for j, i in enumerate(idx):
         if not ok[j]:

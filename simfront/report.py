@@ -83,14 +83,16 @@ def print_predict(res, show_all: bool = False) -> None:
     rows = []
     for i in idx:
         p = dict(front[i])
-        p["layout"] = ("* " if knee and p == knee else "  ") + p["layout"]
+        # first column: * the knee, ~ a layout outside the measured calibration runs (outside_calibration)
+        p["layout"] = ("*" if knee and p == knee else " ") + ("~" if p.get("outside_calibration") else " ") + p["layout"]
         rows.append(p)
     cols = FRONTIER_COLUMNS + ([("quality", "quality", "{:.3f}")] if any(r.get("quality") is not None for r in rows) else [])
     extra = [(k, head, fmt) for k, head, fmt in TAIL_COLUMNS if any(r.get(k) is not None for r in rows)]  # --tails
     cols = cols + extra
     print_table(rows, cols, highlight=lambda r: r["layout"].startswith("*"))
     shown = f"{len(rows)} of the {len(front)} frontier points (--all shows every one); " if len(rows) < len(front) else ""
-    print(f"{shown}lowest latency first; * = knee of the frontier; tok/s/GPU counts output tokens over all GPUs of the set")
+    off = "; ~ = layout outside the measured calibration runs" if any(r.get("outside_calibration") for r in rows) else ""
+    print(f"{shown}lowest latency first; * = knee of the frontier{off}; tok/s/GPU counts output tokens over all GPUs of the set")
     if knee:
         print(f"knee: {knee['layout']} {knee['precision']} batch {knee['batch']}: {knee['tok_s_user']:.1f} tok/s/user, {knee['tok_s_gpu']:,.0f} tok/s/GPU, ${knee['usd_per_mtok']:.3f}/Mtok")
     b = res.get("best_under_sla")

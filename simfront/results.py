@@ -125,6 +125,9 @@ class FrontierPoint(Result):
     # with --tails / --sla-percentile and an SLA (--ttft / --tpot): requests/s whose own TTFT and TPOT meet it
     goodput_requests_s: float | None = None
     layout: str = ""
+    # knobs of the point's workers outside the layouts of the measured runs the serving profiles were fitted on
+    # (simfront.coverage), e.g. "PP 2 (measured 1-1)"; empty inside them. Such a point's band is widened.
+    outside_calibration: list[str] = []
 
 
 class Workload(Result):

@@ -16,7 +16,7 @@ LAYERS = {
     2: ["step", "sizing", "kernel_validate", "bounds", "priced"],
     3: ["serving", "agentic"],
     4: ["deployment"],
-    5: ["search", "pareto", "uncertainty", "results", "quality", "simulate"],
+    5: ["search", "pareto", "uncertainty", "coverage", "results", "quality", "simulate"],
     6: ["ingest", "measured", "calibration", "validation", "launch", "planning", "export", "inputs", "fidelity", "tails"],
     7: ["api"],
     8: ["format", "plot", "report", "report_fidelity", "cli", "__main__", "__init__"],

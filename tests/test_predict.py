@@ -108,7 +108,7 @@ def test_json_schema_and_cli_outputs(tmp_path):
     assert "tok/s/GPU" in human and "knee" in human
     rows = [l for l in human.splitlines() if "TP" in l and ("agg" in l or "disagg" in l)]
     assert 3 <= len(rows) <= 15
-    assert sum(l.startswith("* ") for l in rows) == 1  # the knee is always one of the rows shown
+    assert sum(l.startswith("*") for l in rows) == 1  # the knee is always one of the rows shown
 
 
 def test_prefix_hit_and_precision_push_out():
@@ -148,4 +148,4 @@ def test_knee_row_survives_thinning(capsys, monkeypatch):
     monkeypatch.setattr(pareto, "thin_frontier", lambda x, n: [i for i in range(0, len(x), 3) if i != k])
     report.print_predict(res)
     lines = capsys.readouterr().out.splitlines()
-    assert sum(l.startswith("* ") for l in lines) == 1
+    assert sum(l.startswith("*") for l in lines) == 1

@@ -111,4 +111,4 @@ def test_predict_table_says_when_it_thins_the_frontier(capsys):
     assert code == 0 and shown and int(shown.group(2)) == total and int(shown.group(1)) < total
     code, out, _ = run_cli(base + ["--all"], capsys)
     assert code == 0 and "frontier points (--all" not in out
-    assert sum(1 for line in out.splitlines() if re.match(r"^[ *] (TP|\d+P\[)", line)) == total
+    assert sum(1 for line in out.splitlines() if re.match(r"^[ *][ ~](TP|\d+P\[)", line)) == total

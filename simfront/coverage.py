@@ -1,0 +1,70 @@
+"""Layouts the serving calibration measured, and the knobs of a frontier point that lie outside them.
+
+The serving profiles are fitted on measured runs (``scripts/calibrate_serving.py``). Their workers span a range
+of each layout knob (TP, PP, EP, attention-DP, GPUs per worker, draft tokens); the calibration writes those
+ranges to ``hardware/efficiency/serving.yaml`` (``calibrated_layouts``). A frontier point whose worker lies
+outside a range is priced from the physics alone, with no measured run of that kind to check it: ``predict``
+names those knobs per point (``outside_calibration``) and widens the point's band like an uncalibrated model's
+(:data:`simfront.uncertainty.EXTRAPOLATION_WIDENING`).
+"""
+
+from __future__ import annotations
+
+from typing import Iterable, Mapping
+
+# worker knob -> how a note names it
+LAYOUT_KNOBS = {"tp": "TP", "pp": "PP", "ep": "EP", "attention_dp": "attention-DP",
+                "gpus_per_worker": "GPUs per worker", "spec_k": "draft tokens per step"}
+
+
+def worker(tp: int, pp: int, ep: int, attention_dp: int, spec_k: int = 0) -> dict[str, int]:
+    """One worker's layout knobs; GPUs per worker = TP x PP x attention-DP (the MoE layers reuse those GPUs)."""
+    tp, pp, ep, dp = (max(int(v), 1) for v in (tp, pp, ep, attention_dp))
+    return {"tp": tp, "pp": pp, "ep": ep, "attention_dp": dp, "gpus_per_worker": tp * pp * dp, "spec_k": max(int(spec_k), 0)}
+
+
+def point_workers(point: Mapping) -> list[dict[str, int]]:
+    """The workers of a frontier point (``simfront.results.FrontierPoint`` fields): an aggregated worker, or a
+    disaggregated deployment's decode worker (which runs the drafts) and prefill worker (one pipeline stage)."""
+    from .search import parse_spec_label  # noqa: lazily: the search's own label format
+
+    _, k, _ = parse_spec_label(point.get("spec"))
+    out = [worker(point["tp"], point["pp"], point["ep"], point["attention_dp"], k)]
+    if point.get("mode") == "disagg":
+        out.append(worker(point["prefill_tp"], 1, point["prefill_ep"], point["prefill_attention_dp"]))
+    return out
+
+
+def layout_ranges(workers: Iterable[Mapping]) -> dict[str, list[int]]:
+    """[smallest, largest] value of every knob of ``LAYOUT_KNOBS`` over the workers (empty when there are none)."""
+    lo: dict[str, int] = {}
+    hi: dict[str, int] = {}
+    for w in workers:
+        for k in LAYOUT_KNOBS:
+            v = int(w[k])
+            lo[k] = min(lo.get(k, v), v)
+            hi[k] = max(hi.get(k, v), v)
+    return {k: [lo[k], hi[k]] for k in LAYOUT_KNOBS if k in lo}
+
+
+def calibrated_layouts() -> dict[str, list[int]]:
+    """The knob ranges of the runs the shipped serving profiles were fitted on (hardware/efficiency/serving.yaml)."""
+    from .efficiency import _load
+
+    raw = _load("serving").get("calibrated_layouts") or {}
+    return {k: [int(v[0]), int(v[1])] for k, v in raw.items() if k in LAYOUT_KNOBS}
+
+
+def outside_calibration(point: Mapping, ranges: Mapping[str, list[int]] | None = None) -> list[str]:
+    """The knobs of a frontier point outside the measured ranges, as ``"PP 2 (measured 1-1)"`` (each knob once, in
+    ``LAYOUT_KNOBS`` order, with the value farthest out); empty when every worker lies inside."""
+    ranges = calibrated_layouts() if ranges is None else ranges
+    worst: dict[str, int] = {}
+    for w in point_workers(point):
+        for k, (lo, hi) in ranges.items():
+            v = w[k]
+            if v < lo or v > hi:
+                dist = max(lo - v, v - hi)
+                if k not in worst or dist > max(ranges[k][0] - worst[k], worst[k] - ranges[k][1]):
+                    worst[k] = v
+    return [f"{LAYOUT_KNOBS[k]} {worst[k]} (measured {ranges[k][0]}-{ranges[k][1]})" for k in LAYOUT_KNOBS if k in worst]
