@@ -22,6 +22,7 @@ from typing import Any, Iterable
 
 import numpy as np
 
+from .coverage import outside_calibration
 from .hardware import GpuSet
 from .measured import resolve
 from .pareto import interp_frontier, knee_index, pareto_mask
@@ -42,6 +43,8 @@ LOAD_TOLERANCE = 0.1
 # tok/s/user is within this share of the frontier's: inside the serving model's p10-p90 TPOT band (about +-20 %,
 # hardware/efficiency/serving.yaml), so the search cannot tell the two classes apart there
 CLASS_NEAR_SHARE = 0.10
+# search columns a point's layout class and its coverage by the measured calibration layouts are read from
+COVERAGE_COLUMNS = ("mode", "tp", "pp", "ep", "attention_dp", "spec", "prefill_tp", "prefill_ep", "prefill_attention_dp")
 
 
 def layout_class(tp: int, ep: int, attention_dp: int) -> str:
@@ -186,11 +189,13 @@ def _compare(members: list, f, with_mode: bool, at_load=None, class_best=None) -
                        _num(p.decode_attention_dp if dis else p.attention_dp))
         x_q = p.tok_s_per_user * (1.0 - REACH_TOLERANCE)
         pred = float(interp_frontier(fr["tok_s_user"], fr["tok_s_gpu"], x_q)[0]) if fr else math.nan
-        pred_cls = None
+        pred_cls, pred_out = None, None
         if fr and math.isfinite(pred):
             ok = fr["tok_s_user"] >= x_q
             j = int(np.nonzero(ok)[0][np.argmax(fr["tok_s_gpu"][ok])])
             pred_cls = cls(fr["mode"][j], fr["tp"][j], fr["ep"][j], fr["attention_dp"][j])
+            # that point's knobs outside the layouts of the measured calibration runs (simfront.coverage)
+            pred_out = outside_calibration({c: fr[c][j] for c in COVERAGE_COLUMNS if c in fr})
         # the measured class's own best predicted point there, over the frontier's: how close the search came to
         # choosing it (1 when it did; near 1 when the classes tie within the model's error)
         own = class_best(int(p.num_gpus), x_q, mode if with_mode else None, meas_cls.split(" ")[-1]) if class_best and math.isfinite(pred) else None
@@ -208,7 +213,7 @@ def _compare(members: list, f, with_mode: bool, at_load=None, class_best=None) -
                      "ratio": pred / p.output_tok_s_per_gpu if math.isfinite(pred) else None,
                      "measured_sweep_interpolated_tok_s_gpu": interp,
                      "ratio_to_sweep_interpolated": pred / interp if math.isfinite(pred) and interp > 0 else None,
-                     "measured_class": meas_cls, "predicted_class": pred_cls,
+                     "measured_class": meas_cls, "predicted_class": pred_cls, "predicted_outside_calibration": pred_out,
                      "measured_class_share": own / pred if own is not None and pred > 0 else None,
                      "measured_spec": str(p.spec_decoding or "none"), "source": f"{p.source_file}:{p.line}"})
     knee = None
@@ -237,6 +242,9 @@ def _summarise(rows: list[dict], knees: list[dict], key) -> dict:
                           for r in rs if r["predicted_class"]])
         at = np.array([r["at_load_ratio"] for r in rs if r.get("at_load_ratio")])
         interp = np.array([r["ratio_to_sweep_interpolated"] for r in rs if r.get("ratio_to_sweep_interpolated")])
+        # the reached points whose simfront best lies inside the measured calibration layouts, and the share outside
+        outside = [bool(r.get("predicted_outside_calibration")) for r in rs if r["ratio"]]
+        inside = np.array([r["ratio"] for r in rs if r["ratio"] and not r.get("predicted_outside_calibration")])
         out[g] = {"points": len(rs), "reached": int(ratios.size),
                   "geomean_ratio": round(float(np.exp(np.mean(np.log(ratios)))), 4) if ratios.size else None,
                   "geomean_ratio_to_sweep_interpolated": round(float(np.exp(np.mean(np.log(interp)))), 4) if interp.size else None,
@@ -245,7 +253,9 @@ def _summarise(rows: list[dict], knees: list[dict], key) -> dict:
                   "class_near": round(float(np.mean(share >= 1.0 - CLASS_NEAR_SHARE)), 4) if share.size else None,
                   "median_measured_class_share": round(float(np.median(share)), 4) if share.size else None,
                   "at_load_points": int(at.size),
-                  "at_load_geomean_ratio": round(float(np.exp(np.mean(np.log(at)))), 4) if at.size else None}
+                  "at_load_geomean_ratio": round(float(np.exp(np.mean(np.log(at)))), 4) if at.size else None,
+                  "outside_share": round(float(np.mean(outside)), 4) if outside else None,
+                  "geomean_ratio_inside": round(float(np.exp(np.mean(np.log(inside)))), 4) if inside.size else None}
     out["all"]["knee_class_agreement"] = round(float(np.mean([k["knee_class_agrees"] for k in knees])), 4) if knees else None
     return out
 
@@ -281,8 +291,8 @@ def frontier_comparison(points: list, profile: dict | None = None) -> dict:
             # the measured runs' own client: the same start-up wave and length spread as the benchmark that produced them
             wl = Workload(isl=r.isl, osl=r.osl, startup_wave_share=r.wave_share, length_range_ratio=r.range_ratio)
             res = search(r.model, GpuSet(count=n, hardware=r.hw), wl, space, profile=profile)
-            searched[k] = {c: np.asarray(res.points[c]) for c in ("tok_s_user", "tok_s_gpu", "tp", "ep", "attention_dp", "spec",
-                                                                  "concurrency", "mode")} if res.points else {}
+            searched[k] = {c: np.asarray(res.points[c]) for c in ("tok_s_user", "tok_s_gpu", "concurrency") + COVERAGE_COLUMNS
+                           } if res.points else {}
             if searched[k]:
                 searched[k]["class"] = layout_classes(searched[k]["ep"], searched[k]["attention_dp"])
         pts = searched[k]

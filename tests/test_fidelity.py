@@ -63,6 +63,12 @@ def test_predicted_frontier_validates_as_its_own_frontier(tmp_path):
     assert s["class_agreement"] == 1.0
     # the measured class is the frontier's own there: its best predicted point is the frontier's (share 1)
     assert s["class_near"] == 1.0 and s["median_measured_class_share"] >= 0.99
+    # simfront's best at each point is the point itself: flagged outside the calibration layouts as predict flags it
+    flagged = [bool(p["outside_calibration"]) for p in front]
+    assert any(flagged) and not all(flagged)  # this frontier pipelines (PP 2) at one end
+    assert math.isclose(s["outside_share"], sum(flagged) / len(flagged), abs_tol=1e-3)
+    assert 0.98 <= s["geomean_ratio_inside"] <= 1.02
+    assert sorted(map(bool, (r["predicted_outside_calibration"] for r in fid["frontiers"]["points_by_mode"]))) == sorted(flagged)
     # (b) simfront's best at each point's own concurrency is at least that point (it is among the candidates)
     assert s["at_load_points"] == s["points"] and s["at_load_geomean_ratio"] >= 0.99
     # against both modes simfront can only do as well or better (disagg searched too), never worse
