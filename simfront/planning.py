@@ -21,6 +21,7 @@ import numpy as np
 
 from . import efficiency
 from .errors import check_lengths
+from .coverage import outside_calibration
 from .errors import SimfrontError
 from .hardware import GpuSet, Hardware, get_hardware, parse_gpus
 from .launch import Deployment, LaunchPlan, WorkerLayout, benchmark_command, launch_commands, sidecar_yaml
@@ -338,6 +339,7 @@ def _finish_row(m: Model, hw: Hardware, choice: dict, rate: float, osl: float, p
     pt.update(tok_s_gpu=round(tok_gpu, _ROUND), usd_per_mtok=round(float(usd_per_mtok(price, tok_gpu)), _ROUND),
               requests_s=round(cap, _ROUND), gpus_used=n)
     pt["layout"] = layout_label(pt)
+    pt["outside_calibration"] = outside_calibration(pt)  # its knobs outside the measured calibration layouts
     usd_h = n * price  # rent of every GPU of the deployment
     return {
         "gpu": hw.id, "feasible": True, "num_gpus": n, "layout": pt["layout"], "mode": pt["mode"], "precision": pt["precision"],
@@ -347,6 +349,7 @@ def _finish_row(m: Model, hw: Hardware, choice: dict, rate: float, osl: float, p
         # cost of the asked traffic (what the deployment bills per output token served) and at full capacity
         "usd_per_mtok": float(usd_per_mtok(usd_h, rate * osl)), "usd_per_mtok_at_capacity": pt["usd_per_mtok"],
         "ttft_ms": pt["ttft_ms"], "tpot_ms": pt["tpot_ms"], "tok_s_user": pt["tok_s_user"], "tok_s_gpu": pt["tok_s_gpu"],
+        "outside_calibration": pt["outside_calibration"],
         "capacity_requests_s": cap, "headroom": cap / rate, "search_gpus": f"{choice['search_n']}x{hw.id}",
         # requests/s one worker carries (agg worker or decode worker) and one prefill worker (disagg)
         "worker_requests_s": choice["worker_rate"], "prefill_worker_requests_s": choice["prefill_rate"],
@@ -464,9 +467,12 @@ def plan(model: str, rate: float, isl: int = 1024, osl: int = 1024, ttft_ms: flo
         if progress is not None:
             progress(msg)
     ok = sorted((r for r in rows if r["feasible"]), key=lambda r: (r["usd_per_hour"], r["gpu"]))
+    off = [r["gpu"] for r in ok if r["outside_calibration"]]
+    notes = [f"{', '.join(off)}: the chosen deployment uses a layout outside the measured runs the serving profiles were "
+             f"fitted on (~ in the table; each row's outside_calibration): priced from physics alone"] if off else []
     return {"model": m.id, "workload": {"isl": isl, "osl": osl, "rate": rate, "prefix_hit": prefix_hit}, "sla": sla,
             "max_gpus": max_gpus, "engine": eng, "engine_version": space.engine_version, "rows": ok + [r for r in rows if not r["feasible"]],
-            "search_time_s": time.perf_counter() - t0}
+            "search_time_s": time.perf_counter() - t0, "notes": notes}
 
 
 # ---------------------------------------------------------------------------------------------

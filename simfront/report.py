@@ -312,6 +312,8 @@ def print_plan(res: dict) -> None:
     wl = res.get("workload", {})
     print(f"{res['model']}: {wl.get('rate')} req/s, ISL {wl.get('isl')} / OSL {wl.get('osl')}, SLA {res.get('sla')}")
     feas = [r for r in res["rows"] if r.get("feasible", True) and "num_gpus" in r]
+    # ~ marks a deployment whose layout no measured calibration run had (the row's outside_calibration)
+    feas = [dict(r, layout=("~" if r.get("outside_calibration") else " ") + r["layout"]) for r in feas]
     if feas:
         print_table(feas, ["gpu", ("num_gpus", "GPUs"), "layout", "mode", "precision", ("replicas", "workers"),
                            ("usd_per_hour", "$/hour", "{:,.2f}"), ("monthly_usd", "$/month", "{:,.0f}"), ("usd_per_mtok", "$/Mtok", "{:.3f}"),

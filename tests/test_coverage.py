@@ -88,3 +88,19 @@ def test_table_marks_points_outside(capsys):
     assert any(ln[1] == "~" and "PP" in ln for ln in rows)
     assert all(ln[1] == "~" for ln in rows if " PP" in ln)
     assert "~ = layout outside the measured calibration runs" in out
+
+
+def test_plan_rows_carry_the_flag_and_a_note(capsys):
+    res = api.plan("deepseek-r1", 20, isl=8192, osl=1024, ttft_ms=2000, tpot_ms=30, hardware=["h100_sxm", "b200_sxm"])
+    rows = [r for r in res["rows"] if r["feasible"]]
+    assert rows
+    for r in rows:
+        assert r["outside_calibration"] == outside_calibration(r["point"]) == r["point"]["outside_calibration"]
+    off = [r["gpu"] for r in rows if r["outside_calibration"]]
+    assert bool(off) == any("outside the measured runs" in n for n in res["notes"])
+    code, out, _ = run_cli(["plan", "--model", "deepseek-r1", "--rate", "20", "--isl", "8192", "--osl", "1024", "--ttft", "2000",
+                            "--tpot", "30", "--hardware", "h100_sxm,b200_sxm", "--quiet"], capsys)
+    assert code == 0
+    for r in rows:
+        line = next(ln for ln in out.splitlines() if ln.startswith(r["gpu"] + " "))
+        assert ("~" + r["layout"] in line) == bool(r["outside_calibration"])
