@@ -351,7 +351,7 @@ def predict(model: str, gpus: str | GpuSet, isl: int | None = None, osl: int | N
         on_front = pareto_mask(kept(pts["tok_s_user"]), kept(pts["tok_s_gpu"]))
     front = np.nonzero(on_front)[0] if sel is None else sel[on_front]
     front = front[np.argsort(pts["tok_s_user"][front])]
-    from .coverage import LAYOUT_KNOBS, calibrated_layouts
+    from .coverage import calibrated_layouts, outside_note
     from .uncertainty import prediction_bands
 
     q, widen = prediction_bands(g.hardware.id, m.id)
@@ -362,13 +362,10 @@ def predict(model: str, gpus: str | GpuSet, isl: int | None = None, osl: int | N
     rows = _rows_of(pts, front)  # the frontier's rows only: no column of a 10^6-point search is joined for them
     layouts = calibrated_layouts()
     out["frontier"] = [_banded(point_dict(rows, j), q, widen, layouts) for j in range(front.size)]
-    off = [lab for lab in LAYOUT_KNOBS.values()  # the knobs outside, in LAYOUT_KNOBS order
-           if any(k.startswith(lab + " ") for p in out["frontier"] for k in p["outside_calibration"])]
-    if off:
-        n_off = sum(bool(p["outside_calibration"]) for p in out["frontier"])
-        out["notes"].append(f"{n_off} of the {len(out['frontier'])} frontier points (~ in the table) use a layout outside the "
-                            f"measured runs the serving profiles were fitted on ({', '.join(off)}; see each point's "
-                            f"outside_calibration): priced from physics alone, their bands widened x{EXTRAPOLATION_WIDENING:g}")
+    off = [p["outside_calibration"] for p in out["frontier"] if p["outside_calibration"]]
+    note = outside_note(f"{len(off)} of the {len(out['frontier'])} frontier points", off, EXTRAPOLATION_WIDENING)
+    if note:
+        out["notes"].append(note)
     out["uncertainty"] = {"band": "p10-p90 of measured/predicted from leave-one-model-out validation", "widening": widen,
                           "note": "wider (x%.1f on log scale) for GPUs or models outside the calibration data" % widen if widen > 1 else
                           "GPU and model are inside the calibration data"}

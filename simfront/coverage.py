@@ -59,12 +59,21 @@ def outside_calibration(point: Mapping, ranges: Mapping[str, list[int]] | None =
     """The knobs of a frontier point outside the measured ranges, as ``"PP 2 (measured 1-1)"`` (each knob once, in
     ``LAYOUT_KNOBS`` order, with the value farthest out); empty when every worker lies inside."""
     ranges = calibrated_layouts() if ranges is None else ranges
-    worst: dict[str, int] = {}
+    worst: dict[str, tuple[int, int]] = {}  # knob -> (distance outside its range, value)
     for w in point_workers(point):
         for k, (lo, hi) in ranges.items():
-            v = w[k]
-            if v < lo or v > hi:
-                dist = max(lo - v, v - hi)
-                if k not in worst or dist > max(ranges[k][0] - worst[k], worst[k] - ranges[k][1]):
-                    worst[k] = v
-    return [f"{LAYOUT_KNOBS[k]} {worst[k]} (measured {ranges[k][0]}-{ranges[k][1]})" for k in LAYOUT_KNOBS if k in worst]
+            out = max(lo - w[k], w[k] - hi, 0)
+            if out > worst.get(k, (0, 0))[0]:
+                worst[k] = (out, w[k])
+    return [f"{LAYOUT_KNOBS[k]} {worst[k][1]} (measured {ranges[k][0]}-{ranges[k][1]})" for k in LAYOUT_KNOBS if k in worst]
+
+
+def outside_note(subject: str, outside: Iterable[list[str]], widening: float | None = None) -> str | None:
+    """The note for ``subject`` (e.g. "3 of the 20 frontier points") whose ``outside`` lists
+    (:func:`outside_calibration`) are not empty: which knobs, and what that means; None when all are empty."""
+    knobs = [lab for lab in LAYOUT_KNOBS.values() if any(k.startswith(lab + " ") for o in outside for k in o)]
+    if not knobs:
+        return None
+    wide = f", their bands widened x{widening:g}" if widening else ""
+    return (f"{subject} use a layout outside the measured runs the serving profiles were fitted on ({', '.join(knobs)}; "
+            f"~ in the table, outside_calibration in the JSON): priced from physics alone{wide}")

@@ -305,7 +305,7 @@ def run_workers(p, r: Resolved) -> list[dict]:
     from .coverage import worker
 
     dense = not r.model.arch.is_moe
-    k = int(getattr(r.spec, "k", 0) or 0)
+    k = r.spec.k  # draft tokens per step (0 without speculative decoding)
     if _get(p, "mode", "agg") != "disagg":
         tp, pp, dp, ep = (int(v[0]) for v in _layout([p], [0], dense=dense))
         return [worker(tp, pp, ep, dp, k)]

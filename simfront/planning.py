@@ -20,8 +20,8 @@ from typing import Any, Callable, Iterable, Mapping, Sequence
 import numpy as np
 
 from . import efficiency
+from .coverage import outside_calibration, outside_note
 from .errors import check_lengths
-from .coverage import outside_calibration
 from .errors import SimfrontError
 from .hardware import GpuSet, Hardware, get_hardware, parse_gpus
 from .launch import Deployment, LaunchPlan, WorkerLayout, benchmark_command, launch_commands, sidecar_yaml
@@ -467,12 +467,11 @@ def plan(model: str, rate: float, isl: int = 1024, osl: int = 1024, ttft_ms: flo
         if progress is not None:
             progress(msg)
     ok = sorted((r for r in rows if r["feasible"]), key=lambda r: (r["usd_per_hour"], r["gpu"]))
-    off = [r["gpu"] for r in ok if r["outside_calibration"]]
-    notes = [f"{', '.join(off)}: the chosen deployment uses a layout outside the measured runs the serving profiles were "
-             f"fitted on (~ in the table; each row's outside_calibration): priced from physics alone"] if off else []
+    off = [r for r in ok if r["outside_calibration"]]
+    note = outside_note(f"the deployments chosen on {', '.join(r['gpu'] for r in off)}", [r["outside_calibration"] for r in off])
     return {"model": m.id, "workload": {"isl": isl, "osl": osl, "rate": rate, "prefix_hit": prefix_hit}, "sla": sla,
             "max_gpus": max_gpus, "engine": eng, "engine_version": space.engine_version, "rows": ok + [r for r in rows if not r["feasible"]],
-            "search_time_s": time.perf_counter() - t0, "notes": notes}
+            "search_time_s": time.perf_counter() - t0, "notes": [note] if note else []}
 
 
 # ---------------------------------------------------------------------------------------------

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from simfront import api
-from simfront.coverage import calibrated_layouts, layout_ranges, outside_calibration, point_workers, worker
+from simfront.coverage import calibrated_layouts, layout_ranges, outside_calibration, outside_note, point_workers, worker
 from simfront.ingest import load_measurements
 from simfront.measured import build_groups, measured_layout_ranges
 
@@ -33,6 +33,13 @@ def test_outside_calibration_names_each_knob_outside_the_measured_range():
     p = _point("disagg", tp=1, dp=8, ep=32, ptp=1, pep=64, pdp=8)
     assert outside_calibration(p, RANGES) == ["EP 64 (measured 1-16)"]
     assert outside_calibration(_point("disagg", tp=1, dp=8, ep=8, ptp=8, pep=8, pdp=1), RANGES) == []
+
+
+def test_outside_note_names_the_knobs_in_order():
+    assert outside_note("2 of 5 frontier points", [[], []]) is None
+    n = outside_note("2 of 5 frontier points", [["EP 32 (measured 1-16)"], ["PP 2 (measured 1-1)", "EP 64 (measured 1-16)"]], 1.5)
+    assert n.startswith("2 of 5 frontier points use a layout outside") and "(PP, EP;" in n and n.endswith("widened x1.5")
+    assert "widened" not in outside_note("plan", [["PP 3 (measured 1-1)"]])
 
 
 def test_point_workers_and_ranges():
