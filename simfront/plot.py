@@ -37,7 +37,11 @@ RANGE_PAD = 1.5  # validation axes extend this factor beyond the data on log axe
 TEMPLATE = "plotly_white"
 PAGE_CONFIG = {"displaylogo": False, "responsive": True}
 FOOTNOTE_SHIFT_PX = 60  # below the x-axis title; needs a bottom margin > this
+FOOTNOTE_LINE_PX = 18  # one more footnote line below the first (11 px font plus spacing; bottom margin 110 px holds it)
 MODE_SYMBOL = {"agg": "circle", "disagg": "diamond"}
+# a frontier point whose layout no measured calibration run had (its outside_calibration): the same shape, hollow
+OUTSIDE_SUFFIX = "-open"
+OUTSIDE_NOTE = "Hollow markers: layouts outside the measured calibration runs (priced from physics alone; see the hover)."
 KNEE_COLOR = "rgb(255,176,0)"  # the knee: a gold star, outlined, above every other trace
 KNEE_SYMBOL, KNEE_SIZE = "star", 20
 SLA_COLOR = "rgb(44,160,44)"  # the best point under the SLA: a green ring around the point
@@ -56,7 +60,7 @@ OUTPUT_NOTE = ("Throughput counts OUTPUT (generated) tokens only; prompt tokens 
 
 # Columns carried into hover text, in this order (index = position in customdata).
 HOVER_KEYS = ("mode", "tp", "pp", "ep", "attention_dp", "batch", "precision", "kv_dtype", "spec",
-              "ttft_ms", "tpot_ms", "tok_s_user", "tok_s_gpu", "usd_per_mtok", "label")
+              "ttft_ms", "tpot_ms", "tok_s_user", "tok_s_gpu", "usd_per_mtok", "label", "outside_calibration")
 HOVER_TEMPLATE = (
     "<b>%{customdata[14]}</b><br>"
     "%{customdata[0]}  TP=%{customdata[1]} PP=%{customdata[2]} EP=%{customdata[3]} "
@@ -66,6 +70,7 @@ HOVER_TEMPLATE = (
     "%{customdata[11]:.1f} output tok/s/user<br>"
     "%{customdata[12]:.1f} output tok/s/GPU<br>"
     "%{customdata[13]:.3f} USD/Mtok output"
+    "%{customdata[15]}"
     "<extra>%{fullData.name}</extra>"
 )
 
@@ -95,8 +100,8 @@ def _customdata(rows: Sequence[Mapping]) -> np.ndarray:
     """(n, len(HOVER_KEYS)) object array for the hover template; absent spec/label shown as none/''."""
     if not rows:
         return np.empty((0, len(HOVER_KEYS)), dtype=object)
-    cols = [_column(rows, k, default="none" if k == "spec" else "" if k == "label" else "?")
-            for k in HOVER_KEYS]
+    cols = [_outside_text(rows) if k == "outside_calibration" else
+            _column(rows, k, default="none" if k == "spec" else "" if k == "label" else "?") for k in HOVER_KEYS]
     return np.stack(cols, axis=1)
 
 
@@ -154,9 +159,21 @@ def _dominated_trace(points: Sequence[Mapping], frontier: Sequence[Mapping]) -> 
         customdata=_customdata(shown), hovertemplate=HOVER_TEMPLATE)
 
 
+def _outside_text(rows: Sequence[Mapping]) -> np.ndarray:
+    """Hover line per row naming its knobs outside the measured calibration layouts ('' inside them)."""
+    return np.array(["<br>outside calibration: " + ", ".join(r["outside_calibration"]) if r.get("outside_calibration") else ""
+                     for r in rows], dtype=object)
+
+
+def _outside(rows: Sequence[Mapping]) -> np.ndarray:
+    return np.array([bool(r.get("outside_calibration")) for r in rows], dtype=bool)
+
+
 def _symbols(rows: Sequence[Mapping]) -> np.ndarray:
-    """Marker symbol per row: disaggregated serving as diamonds, everything else as circles."""
-    return np.where(_column(rows, "mode", "") == "disagg", MODE_SYMBOL["disagg"], MODE_SYMBOL["agg"])
+    """Marker symbol per row: disaggregated serving as diamonds, everything else as circles; hollow where the
+    layout lies outside the measured calibration runs."""
+    base = np.where(_column(rows, "mode", "") == "disagg", MODE_SYMBOL["disagg"], MODE_SYMBOL["agg"])
+    return np.where(_outside(rows), np.char.add(base.astype(str), OUTSIDE_SUFFIX), base)
 
 
 def _sorted_by_x(rows: Sequence[Mapping]) -> list[Mapping]:
@@ -243,7 +260,14 @@ def frontier_figure(points: Sequence[Mapping], frontier: Sequence[Mapping], titl
         fig.add_trace(_marker_trace(knee, "knee of the frontier", KNEE_SYMBOL, KNEE_SIZE, KNEE_COLOR))
     if measured:
         fig.add_trace(_measured_trace(measured))
-    return _frontier_layout(fig, title)
+    return _outside_footnote(_frontier_layout(fig, title), frontier)
+
+
+def _outside_footnote(fig: go.Figure, rows: Sequence[Mapping]) -> go.Figure:
+    """A second footnote line saying what hollow markers mean, where any of ``rows`` is outside calibration."""
+    if rows and _outside(rows).any():
+        _footnote(fig, OUTSIDE_NOTE).layout.annotations[-1].update(yshift=-FOOTNOTE_SHIFT_PX - FOOTNOTE_LINE_PX)
+    return fig
 
 
 def to_html(fig: go.Figure, path: str | Path | None = None) -> str:
@@ -275,7 +299,7 @@ def compare_figure(frontiers: Mapping[str, Sequence[Mapping]], title: str,
         knee = (knees or {}).get(name)
         if knee:
             fig.add_trace(_marker_trace(knee, f"{name}: knee", KNEE_SYMBOL, KNEE_SIZE, color).update(legendgroup=name))
-    return _frontier_layout(fig, title)
+    return _outside_footnote(_frontier_layout(fig, title), [p for rows in frontiers.values() for p in rows])
 
 
 def compare_html(frontiers: Mapping[str, Sequence[Mapping]], path: str | Path | None = None,

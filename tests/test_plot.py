@@ -348,3 +348,21 @@ def test_blank_and_cdn_pages_fail_the_check(tmp_path):
     cdn.write_text(plot.frontier_figure(*_cloud(200), "cdn").to_html(include_plotlyjs="cdn"))
     img = _screenshot(cdn, tmp_path)
     assert is_blank(img) and count_near(img, FRONTIER_RGB) == 0
+
+
+def test_points_outside_the_calibration_layouts_are_hollow_and_named(cloud):
+    points, frontier = cloud
+    by_x = sorted(frontier, key=lambda p: p["tok_s_user"])
+    marked = [dict(p, outside_calibration=["PP 2 (measured 1-1)"] if i == 0 else []) for i, p in enumerate(by_x)]
+    fig = plot.frontier_figure(points, marked, "t")
+    tr = _trace(fig, "Pareto frontier")
+    assert tr.marker.symbol[0].endswith("-open") and not any(s.endswith("-open") for s in tr.marker.symbol[1:])
+    keys = list(plot.HOVER_KEYS)
+    assert "PP 2 (measured 1-1)" in tr.customdata[0][keys.index("outside_calibration")]
+    assert tr.customdata[1][keys.index("outside_calibration")] == ""
+    assert any(a.text == plot.OUTSIDE_NOTE for a in fig.layout.annotations)
+    plain = plot.frontier_figure(points, frontier, "t")  # no point outside: no hollow marker, no footnote
+    assert not any(a.text == plot.OUTSIDE_NOTE for a in plain.layout.annotations)
+    cmp = plot.compare_figure({"a": marked, "b": frontier}, "c")
+    assert any(a.text == plot.OUTSIDE_NOTE for a in cmp.layout.annotations)
+    assert not any(a.text == plot.OUTSIDE_NOTE for a in plot.compare_figure({"b": frontier}, "c").layout.annotations)
