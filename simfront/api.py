@@ -441,7 +441,7 @@ def explain(model: str, gpus: str | GpuSet, tp: int = 1, pp: int = 1, ep: int = 
                          ctx=ctx if ctx is not None else int((isl or 1) + (osl or 0)), phase=phase, precision=precision, kv_dtype=kv_dtype)
     from .layout import check_layout
     from .search import make_spec, spec_label
-    from .serving import (NO_SPEC, Workload, adp_gate_iters, aggregated_raw, decode_context, decode_raw, engine_profile, finish_aggregated,
+    from .serving import (NO_SPEC, Workload, _split, adp_gate_iters, aggregated_raw, decode_context, decode_raw, engine_profile, finish_aggregated,
                           mean_step_s, prefill_raw, runs_in_waves, step_terms)
     from .step import ELEMENTWISE_OPS, StepBatch, forward_step
 
@@ -501,9 +501,14 @@ def explain(model: str, gpus: str | GpuSet, tp: int = 1, pp: int = 1, ep: int = 
     t = {k: float(v) for k, v in step_terms(split, prof, charged, sp.accepted_per_step > 1.0).items()}
     terms.append({"term": "ops: roofline legs (compute, memory or wire time)", "seconds": raw_roof})
     terms.append({"term": "ops: fixed latencies (launch, fill, collective latency)", "seconds": raw_fixed})
+    # the step's ops with the draft passes, before a pipelined worker's round (serving.pipeline_round)
+    whole = float(np.sum(_split(st, m, sp, pipelined=False))) if phase == "decode" else raw_roof + raw_fixed
     if sp.k > 0 and sp.method != "ngram":
-        terms.append({"term": f"draft passes ({sp.k} x {sp.draft_layers:g} layer + LM head)",
-                      "seconds": t["roofline_s"] + t["fixed_s"] - raw_roof - raw_fixed})
+        terms.append({"term": f"draft passes ({sp.k} x {sp.draft_layers:g} layer + LM head)", "seconds": whole - raw_roof - raw_fixed})
+    if pp > 1:
+        terms.append({"term": f"pipeline: {pp} micro-batches through the busiest of {pp} stages (the last holds the LM head"
+                              + (" and the drafts" if sp.k > 0 and sp.method != "ngram" else "") + ") plus the sends",
+                      "seconds": t["roofline_s"] + t["fixed_s"] - whole})
     terms.append({"term": f"hidden by the engine (kernel_overlap {prof['kernel_overlap']:.3f} of the fixed part)", "seconds": -t["hidden_s"]})
     terms.append({"term": f"engine step scale x{prof['step_scale']:.3f}", "seconds": t["scale_s"]})
     terms.append({"term": "per-step CPU overhead", "seconds": t["overhead_s"]})

@@ -224,17 +224,44 @@ def _draft_sums_apart(st) -> tuple:
     return np.asarray(roof), np.asarray(extra), layers, head
 
 
-def _split(st, model: Model, spec: Speculation) -> np.ndarray:
-    """Step time as a stacked (roofline, fixed-latency) pair, drafts included."""
-    if _drafts(spec):
+def _split(st, model: Model, spec: Speculation, pipelined: bool = True) -> np.ndarray:
+    """Step time as a stacked (roofline, fixed-latency) pair, drafts included; for a pipelined worker the round of
+    its ``pp`` micro-batches (:func:`pipeline_round`) unless ``pipelined`` is False (a prompt alone on the worker)."""
+    piped = pipelined and np.any(np.asarray(st.pp) > 1)
+    if _drafts(spec) or piped:
         roof, extra, layers, head = _draft_sums(st)
-        # k sequential draft passes, each ``draft_layers`` average layers plus the LM head
-        f = spec.k * spec.draft_layers / model.arch.n_layers
-        roof = roof + f * layers[0] + spec.k * head[0]
-        extra = extra + f * layers[1] + spec.k * head[1]
-    else:
-        roof, extra = st.split()
+        if _drafts(spec):
+            # k sequential draft passes, each ``draft_layers`` average layers plus the LM head
+            f = spec.k * spec.draft_layers / model.arch.n_layers
+            roof = roof + f * layers[0] + spec.k * head[0]
+            extra = extra + f * layers[1] + spec.k * head[1]
+        pair = np.stack(np.broadcast_arrays(roof, extra))
+        return pipeline_round(pair, st, model, layers) if piped else pair
+    roof, extra = st.split()
     return np.stack(np.broadcast_arrays(roof, extra))
+
+
+def pipeline_round(pair: np.ndarray, st, model: Model, layers) -> np.ndarray:
+    """(roofline, fixed) time between two steps of one micro-batch of a pipelined worker: ``pp`` times its busiest
+    stage, plus the stage-to-stage sends (``pair`` where ``pp`` is 1).
+
+    ``pair`` is the whole step (every layer, the model-edge ops, the draft passes and the sends) and ``layers`` the
+    pair of its layers alone. The stages split the layers as vLLM's default does (``get_pp_indices`` in
+    vllm/distributed/utils.py: ``n // pp`` each, the remainder to stages other than the last, which holds the final
+    norm and the LM head): the busiest of the others has ``ceil(n / pp)`` layers, the last ``floor(n / pp)`` plus
+    the model-edge ops, the sampling and the draft passes (the MTP / EAGLE head runs after the last stage). With ``pp``
+    micro-batches in flight each stage serves every one of them in turn, so the busiest stage sets the pace; with
+    balanced stages and nothing after the last layer the round is the step itself. Layers are taken at their
+    average cost (the first dense layers of a MoE model are not told apart)."""
+    pp = np.asarray(st.pp, dtype=np.float64)
+    n = float(model.arch.n_layers)
+    layers = np.stack(np.broadcast_arrays(*layers))
+    sends = np.stack(np.broadcast_arrays(*st.op_parts("pp.send")))
+    tail = pair - layers - sends  # model-edge ops and draft passes, all on the last stage
+    other = np.ceil(n / pp) / n * layers  # the busiest stage before the last
+    last = np.floor(n / pp) / n * layers + tail
+    busiest = np.where(last.sum(axis=0) >= other.sum(axis=0), last, other)
+    return np.where(pp > 1, pp * busiest + sends, pair)
 
 
 @dataclass(frozen=True)
@@ -278,14 +305,15 @@ class SpecColumns:
 
     def split(self, st, model: Model) -> np.ndarray:
         """:func:`_split` of every column at its own speculation (the same sums in the same order)."""
-        if not self.drafts.any():
+        if not self.drafts.any() and not np.any(np.asarray(st.pp) > 1):
             roof, extra = st.split()
             return np.stack(np.broadcast_arrays(roof, extra))
         roof, extra, layers, head = _draft_sums(st)
         f = self.draft_layers / model.arch.n_layers
         roof = np.where(self.drafts, roof + f * layers[0] + self.k * head[0], roof)
         extra = np.where(self.drafts, extra + f * layers[1] + self.k * head[1], extra)
-        return np.stack(np.broadcast_arrays(roof, extra))
+        pair = np.stack(np.broadcast_arrays(roof, extra))
+        return pipeline_round(pair, st, model, layers) if np.any(np.asarray(st.pp) > 1) else pair
 
 
 def cpu_overlapped(prof: dict, speculative=False):
@@ -672,7 +700,7 @@ def prefill_raw(model: Model, precision: Precision, hw: Hardware, tp, pp, dp, ep
     t = _split(forward_step(model, precision, hw, tp, pp, dp, ep, _prefill_step(b, wl), routing_alpha=wl.routing_alpha, memo=memo),
                model, NO_SPEC)
     lone = _split(forward_step(model, precision, hw, tp, pp, dp, ep, _lone_prefill_step(wl), routing_alpha=wl.routing_alpha,
-                               memo=memo), model, NO_SPEC)
+                               memo=memo), model, NO_SPEC, pipelined=False)  # a prompt alone passes the stages once
     return _prefill_out(t, model, precision, dp, pp, b, wl, link_bytes_per_s, lone)
 
 

@@ -9,7 +9,8 @@ overlapped with compute. Engines that overlap (two-batch overlap, DeepEP hooks) 
 faster at large batch; the serving calibration's per-engine factors absorb the average effect.
 
 Pipeline parallelism: a token passes all ``pp`` stages, so the step latency sums every layer plus
-the stage-to-stage sends; each GPU only computes ``1/pp`` of the layers (``StepCost.stage_s``).
+the stage-to-stage sends; each GPU only computes ``1/pp`` of the layers. With ``pp`` micro-batches in
+flight a stage serves each of them in turn, so the busiest stage sets the pace (``serving.pipeline_round``).
 """
 
 from __future__ import annotations
@@ -191,6 +192,7 @@ class OpRow:
 class StepCost:
     ops: list[OpRow] = field(default_factory=list)
     layout: LayoutRows | None = None  # the layout groupings the ops were costed on (None: every op over every layout)
+    pp: np.ndarray | float = 1.0  # pipeline stages of each layout (the step sums all of them: serving.pipeline_round)
 
     def total(self, attr: str = "time_s") -> np.ndarray:
         out = 0.0
@@ -288,6 +290,15 @@ class StepCost:
             layers = [full(layers[0]), full(layers[1])]
         return np.asarray(roof), np.asarray(extra), (layers if in_order else None), hd
 
+    def op_parts(self, name: str) -> tuple:
+        """(roofline, fixed) seconds of the ops called ``name``, counts applied (0.0 when there is none)."""
+        roof, extra = 0.0, 0.0
+        for r in self.ops:
+            if r.name == name:
+                leg, rest = self.parts(r)
+                roof, extra = roof + leg, extra + rest
+        return roof, extra
+
     def split(self) -> tuple[np.ndarray, np.ndarray]:
         """(roofline part, fixed/latency part) of the step time.
 
@@ -373,7 +384,7 @@ def forward_step(model: Model, precision: Precision, hw: Hardware, tp, pp, dp, e
     pre_share = has_pre * np.where(nps < 1.0, nps, 1.0)  # calls per step (a fraction when nps < 1)
     Bd = np.maximum(B, 1.0)  # decode kernels are costed at >= 1 request and counted only when present
     H = arch.hidden
-    st = StepCost()
+    st = StepCost(pp=pp)
     kvb = kv_bytes(precision.kv)
 
     # ops are costed once per distinct layout row of their inputs when the step spans many layouts
