@@ -255,13 +255,16 @@ def pipeline_round(pair: np.ndarray, st, model: Model, layers) -> np.ndarray:
     average cost (the first dense layers of a MoE model are not told apart)."""
     pp = np.asarray(st.pp, dtype=np.float64)
     n = float(model.arch.n_layers)
-    layers = np.stack(np.broadcast_arrays(*layers))
-    sends = np.stack(np.broadcast_arrays(*st.op_parts("pp.send")))
-    tail = pair - layers - sends  # model-edge ops and draft passes, all on the last stage
-    other = np.ceil(n / pp) / n * layers  # the busiest stage before the last
-    last = np.floor(n / pp) / n * layers + tail
-    busiest = np.where(last.sum(axis=0) >= other.sum(axis=0), last, other)
-    return np.where(pp > 1, pp * busiest + sends, pair)
+    c_other = np.ceil(n / pp) / n  # share of the layers on the busiest stage before the last
+    c_last = np.floor(n / pp) / n  # share on the last stage
+    (l0, l1), (s0, s1) = layers, st.op_parts("pp.send")
+    l_sum = l0 + l1
+    # the last stage holds its layers and the tail (model-edge ops and draft passes: the step minus its layers and
+    # sends); it is the busiest when its tail outweighs the extra layer of the others
+    last_wins = (pair[0] + pair[1] - l_sum - s0 - s1) >= (c_other - c_last) * l_sum
+    out = [pp * np.where(last_wins, p - s - (1.0 - c_last) * lay, c_other * lay) + s
+           for p, lay, s in ((pair[0], l0, s0), (pair[1], l1, s1))]
+    return np.where(pp > 1, np.stack(np.broadcast_arrays(*out)), pair)
 
 
 @dataclass(frozen=True)
