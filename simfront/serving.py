@@ -227,7 +227,7 @@ def _draft_sums_apart(st) -> tuple:
 def _split(st, model: Model, spec: Speculation, pipelined: bool = True) -> np.ndarray:
     """Step time as a stacked (roofline, fixed-latency) pair, drafts included; for a pipelined worker the round of
     its ``pp`` micro-batches (:func:`pipeline_round`) unless ``pipelined`` is False (a prompt alone on the worker)."""
-    piped = pipelined and np.any(np.asarray(st.pp) > 1)
+    piped = pipelined and _pipelined(st)
     if _drafts(spec) or piped:
         roof, extra, layers, head = _draft_sums(st)
         if _drafts(spec):
@@ -239,6 +239,11 @@ def _split(st, model: Model, spec: Speculation, pipelined: bool = True) -> np.nd
         return pipeline_round(pair, st, model, layers) if piped else pair
     roof, extra = st.split()
     return np.stack(np.broadcast_arrays(roof, extra))
+
+
+def _pipelined(st) -> bool:
+    """Whether any layout of the step pipelines (PP > 1), so its micro-batches go round (:func:`pipeline_round`)."""
+    return bool(np.any(np.asarray(st.pp) > 1))
 
 
 def pipeline_round(pair: np.ndarray, st, model: Model, layers) -> np.ndarray:
@@ -308,7 +313,7 @@ class SpecColumns:
 
     def split(self, st, model: Model) -> np.ndarray:
         """:func:`_split` of every column at its own speculation (the same sums in the same order)."""
-        if not self.drafts.any() and not np.any(np.asarray(st.pp) > 1):
+        if not self.drafts.any() and not _pipelined(st):
             roof, extra = st.split()
             return np.stack(np.broadcast_arrays(roof, extra))
         roof, extra, layers, head = _draft_sums(st)
@@ -316,7 +321,7 @@ class SpecColumns:
         roof = np.where(self.drafts, roof + f * layers[0] + self.k * head[0], roof)
         extra = np.where(self.drafts, extra + f * layers[1] + self.k * head[1], extra)
         pair = np.stack(np.broadcast_arrays(roof, extra))
-        return pipeline_round(pair, st, model, layers) if np.any(np.asarray(st.pp) > 1) else pair
+        return pipeline_round(pair, st, model, layers) if _pipelined(st) else pair
 
 
 def cpu_overlapped(prof: dict, speculative=False):
