@@ -479,8 +479,8 @@ def moe_path_costs(num_tokens, hidden, inter, topk, num_experts, moe_tp, moe_ep,
         f_time_s = q["fused_launch_fraction"] * q["launch_s"] + f_gemm_s + f_aux_s + routing_s + grid_s
         # models beyond the fused kernel's router limit run the grouped path only (never picked: inf)
         f_time_s = np.where(E <= kernels.max_experts(fused_op, hw), f_time_s, np.inf)
-        if kernels.sole_moe_kernel(fused_op, hw):  # no grouped kernel beside it for this format: never picked (inf)
-            out["grouped"] = replace(out["grouped"], time_s=np.full(np.shape(time_s), np.inf))
+        if kernels.sole_moe_kernel(fused_op, hw):  # no grouped kernel beside it for this format where it runs: never picked
+            out["grouped"] = replace(out["grouped"], time_s=np.where(np.isfinite(f_time_s), np.inf, time_s))
         out["fused"] = Cost(time_s=f_time_s, flops=useful_flops, mem_bytes=b1 + b2 + f_aux_bytes, compute_s=fc1 + fc2,
                             memory_s=fm1 + fm2 + f_aux_s, kernel=KERNEL_LABELS["fused"])
     return out
