@@ -227,18 +227,22 @@ def _draft_sums_apart(st) -> tuple:
 def _split(st, model: Model, spec: Speculation, pipelined: bool = True) -> np.ndarray:
     """Step time as a stacked (roofline, fixed-latency) pair, drafts included; for a pipelined worker the round of
     its ``pp`` micro-batches (:func:`pipeline_round`) unless ``pipelined`` is False (a prompt alone on the worker)."""
-    piped = pipelined and _pipelined(st)
-    if _drafts(spec) or piped:
-        roof, extra, layers, head = _draft_sums(st)
-        if _drafts(spec):
-            # k sequential draft passes, each ``draft_layers`` average layers plus the LM head
-            f = spec.k * spec.draft_layers / model.arch.n_layers
-            roof = roof + f * layers[0] + spec.k * head[0]
-            extra = extra + f * layers[1] + spec.k * head[1]
-        pair = np.stack(np.broadcast_arrays(roof, extra))
-        return pipeline_round(pair, st, model, layers) if piped else pair
-    roof, extra = st.split()
-    return np.stack(np.broadcast_arrays(roof, extra))
+    return _drafted_pair(st, model, spec.k * spec.draft_layers, spec.k, _drafts(spec), pipelined and _pipelined(st))
+
+
+def _drafted_pair(st, model: Model, draft_layers, k, drafts, piped: bool) -> np.ndarray:
+    """The step's stacked (roofline, fixed) pair plus, where ``drafts``, ``k`` sequential draft passes that cost
+    ``draft_layers`` average layers in all and the LM head each; the round of a pipelined worker when ``piped``.
+    ``draft_layers``, ``k`` and ``drafts`` are scalars (one speculation) or arrays (columns of several)."""
+    if not np.any(drafts) and not piped:
+        roof, extra = st.split()
+        return np.stack(np.broadcast_arrays(roof, extra))
+    roof, extra, layers, head = _draft_sums(st)
+    f = draft_layers / model.arch.n_layers  # share of the layers the draft passes run
+    roof = np.where(drafts, roof + f * layers[0] + k * head[0], roof)
+    extra = np.where(drafts, extra + f * layers[1] + k * head[1], extra)
+    pair = np.stack(np.broadcast_arrays(roof, extra))
+    return pipeline_round(pair, st, model, layers) if piped else pair
 
 
 def _pipelined(st) -> bool:
@@ -313,15 +317,7 @@ class SpecColumns:
 
     def split(self, st, model: Model) -> np.ndarray:
         """:func:`_split` of every column at its own speculation (the same sums in the same order)."""
-        if not self.drafts.any() and not _pipelined(st):
-            roof, extra = st.split()
-            return np.stack(np.broadcast_arrays(roof, extra))
-        roof, extra, layers, head = _draft_sums(st)
-        f = self.draft_layers / model.arch.n_layers
-        roof = np.where(self.drafts, roof + f * layers[0] + self.k * head[0], roof)
-        extra = np.where(self.drafts, extra + f * layers[1] + self.k * head[1], extra)
-        pair = np.stack(np.broadcast_arrays(roof, extra))
-        return pipeline_round(pair, st, model, layers) if _pipelined(st) else pair
+        return _drafted_pair(st, model, self.draft_layers, self.k, self.drafts, _pipelined(st))
 
 
 def cpu_overlapped(prof: dict, speculative=False):
