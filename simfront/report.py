@@ -264,7 +264,10 @@ def print_compare(res: dict) -> None:
     for s in res["sets"]:
         f = s["frontier"]
         if f:
-            print(f"  {s['value']:>12}: {len(f)} frontier points, best {max(p['tok_s_gpu'] for p in f):,.0f} tok/s/GPU, "
+            # how many of the set's points no measured calibration run covers (their outside_calibration; ~ in predict)
+            off = sum(1 for p in f if p.get("outside_calibration"))
+            off_txt = f" ({off} ~ outside the measured layouts)" if off else ""
+            print(f"  {s['value']:>12}: {len(f)} frontier points{off_txt}, best {max(p['tok_s_gpu'] for p in f):,.0f} tok/s/GPU, "
                   f"fastest {max(p['tok_s_user'] for p in f):,.1f} tok/s/user")
         else:
             print(f"  {s['value']:>12}: does not fit ({s['memory'].get('reason')})")

@@ -117,6 +117,20 @@ def test_frontier_compare_human_output():
     assert "baseline bf16" in out and "fp8 vs bf16:" in out
 
 
+def test_frontier_compare_counts_points_outside_the_measured_layouts(capsys):
+    """The compare summary says how many of a set's frontier points no measured run covers (~ in predict)."""
+    from simfront.report import print_compare
+
+    pt = {"tok_s_gpu": 100.0, "tok_s_user": 50.0, "outside_calibration": []}
+    res = {"model": "m", "knob": "spec", "baseline": "none", "verdicts": [],
+           "sets": [{"value": "none", "frontier": [pt, pt]},
+                    {"value": "mtp", "frontier": [pt, dict(pt, outside_calibration=["PP 2 (measured 1-1)"])]}]}
+    print_compare(res)
+    lines = capsys.readouterr().out.splitlines()
+    assert "2 frontier points, best" in lines[1] and "outside" not in lines[1]
+    assert "2 frontier points (1 ~ outside the measured layouts), best" in lines[2]
+
+
 def test_calibrate_human_output(tmp_path):
     src = (__import__("pathlib").Path(__file__).resolve().parent.parent / "measurements" / "measured_serving.csv").read_text().splitlines()
     rows = [src[0]] + [l for l in src[1:] if ",agg," in l and "Qwen3-32B" in l][:80]
