@@ -85,3 +85,21 @@ def test_the_inferencemax_sidecar_gives_the_disaggregated_sglang_recipes_to_the_
     # cache simfront assumes for quantised recipes (no kv_dtype on the row)
     assert (by_line[102].kv_dtype, by_line[102].spec_k, by_line[102].spec_overlap) == ("bf16", 2, True)
     assert by_line[117].kv_dtype is None and by_line[13].kv_dtype is None
+
+
+def test_the_inferencemax_sidecar_gives_the_tensorrt_llm_rows_their_recipe_files_batch_caps():
+    """The per-concurrency recipe files' decode caps (B200 FP8 1k/1k, three TP8 decode servers: 1 at four clients for
+    the runs whose p99 TTFT shows the wait, 12 at 32) and every recipe's prefill batch cap (prompts per prefill worker:
+    per rank x attention-DP ranks; one prompt per rank, the default, where the file holds one)."""
+    from pathlib import Path
+
+    from simfront.validation import predict_points
+
+    path = Path(__file__).resolve().parent.parent / "measurements" / "inferencemax_b200_h100.csv"
+    res = load_measurements([str(path)])
+    by_line = {p.line: p for p in res.points}
+    assert [by_line[n].decode_batch for n in (159, 160, 32, 33)] == [1024, 1, 1, 12]
+    assert [by_line[n].prefill_batch for n in (34, 25, 27, 117, 40, 122)] == [128, 32, 8, 32, None, None]
+    # three slots for four clients: the fourth waits about one request's decode, so the mean TTFT is seconds
+    early, capped = predict_points([by_line[159], by_line[160]])
+    assert early["predicted_ttft_ms"] < 500 < 1500 < capped["predicted_ttft_ms"]
