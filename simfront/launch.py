@@ -757,8 +757,9 @@ def _record(dep: Deployment, engine: str | None, engine_version: str | None = No
 
     Agg: tp/pp/ep/attention_dp, ``batch_size`` (max running requests per attention-DP rank) and ``token_budget``
     (tokens per step per attention-DP rank, so that validate prices the chunked prefill the engine ran).
-    Disagg: ``prefill_*``/``decode_*`` (workers, tp, pp, ep, attention_dp, gpus = all GPUs of the role,
-    batch = per rank) and no top-level layout.
+    Disagg: ``prefill_*``/``decode_*`` (workers, tp, pp, ep, attention_dp, gpus = all GPUs of the role; decode_batch
+    per attention-DP rank, prefill_batch the prompts a prefill worker steps with, over all its ranks, as measured rows
+    read them) and no top-level layout.
     """
     # the checkpoint the engine serves and the client names (benchmark_command's --model / -m)
     served = resolve_checkpoint(dep, engine)[0] if engine else dep.model_id
@@ -769,7 +770,8 @@ def _record(dep: Deployment, engine: str | None, engine_version: str | None = No
             rec.update({f"{role}_workers": lay.workers, f"{role}_tp": lay.tp, f"{role}_pp": lay.pp,
                         f"{role}_ep": lay.ep, f"{role}_attention_dp": lay.attention_dp,
                         f"{role}_gpus": lay.workers * lay.gpus_per_worker,
-                        f"{role}_batch": max(1, lay.max_batch // (lay.attention_dp * lay.pp))})
+                        # decode: running requests per rank; prefill: prompts per worker step (simfront.measured)
+                        f"{role}_batch": max(1, lay.max_batch // ((lay.attention_dp if role == "decode" else 1) * lay.pp))})
     else:
         lay = dep.roles()["server"]
         rec.update({"tp": lay.tp, "pp": lay.pp, "ep": lay.ep, "attention_dp": lay.attention_dp,

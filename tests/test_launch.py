@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import shlex
+from dataclasses import replace
 
 import pytest
 import yaml
@@ -499,6 +500,11 @@ def test_sidecar_disagg():
     assert side["prefill_tp"] == 4 and side["prefill_gpus"] == 4 and side["prefill_workers"] == 1
     assert side["decode_attention_dp"] == 4 and side["decode_ep"] == 4 and side["decode_batch"] == 64
     assert "tp" not in side  # no ambiguous top-level layout
+    # a prefill worker's batch is the prompts the whole worker steps with (the measured rows' reading), a decode
+    # worker's the running requests per attention-DP rank
+    dpa = replace(disagg_1p1d(), prefill=WorkerLayout(tp=1, attention_dp=4, ep=4, max_batch=16, max_num_tokens=65536))
+    side = yaml.safe_load(sidecar_yaml(dpa))
+    assert side["prefill_batch"] == 16 and side["decode_batch"] == 64
 
 
 def test_sidecars_are_measured_point_fields():
