@@ -478,7 +478,11 @@ def _group_disagg(pts, idx, r: Resolved) -> PointGroup:
     wl = Workload(isl=r.isl, osl=r.osl, length_range_ratio=r.range_ratio)
     d_raw = decode_raw(r.model, r.precision, r.hw, dlay.tp, dlay.pp, dlay.dp, dlay.ep, b, wl, r.spec)
     total_gpus, link = d.total_gpus, d.link_bytes_per_s
-    p_raw = prefill_raw(r.model, r.precision, r.hw, play.tp, play.pp, play.dp, play.ep, np.maximum(d.prefill_batch / play.dp, 1), wl, link)
+    # a prefill server whose per-rank token budget (the row's token_budget, as its recipe set it) is below a prompt
+    # prefills it in chunks; rows that give none are priced with whole prompts per step, as the search prices them
+    given = any(_get(pts[i], "token_budget") is not None for i in idx)
+    p_raw = prefill_raw(r.model, r.precision, r.hw, play.tp, play.pp, play.dp, play.ep, np.maximum(d.prefill_batch / play.dp, 1), wl, link,
+                        chunk_tokens=r.token_budget if given else None)
 
     def metrics(prof):
         m = evaluate_disagg(finish_prefill(*p_raw, prof), pw, finish_decode(*d_raw, wl.mean_osl, prof), slots, conc, wl.mean_osl, total_gpus,

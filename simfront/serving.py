@@ -697,28 +697,51 @@ class PrefillResult:
 
 
 def prefill_raw(model: Model, precision: Precision, hw: Hardware, tp, pp, dp, ep, batch, wl: Workload, link_bytes_per_s,
-                memo: dict | None = None) -> tuple:
+                memo: dict | None = None, chunk_tokens: float | None = None) -> tuple:
     """(step seconds for ``batch`` prompts per DP rank, KV transfer seconds, prompts per step per worker, step seconds
-    of one prompt alone on the worker: :func:`finish_prefill`'s arguments before the profile)."""
+    of one prompt alone on the worker: :func:`finish_prefill`'s arguments before the profile).
+
+    ``chunk_tokens``: the server's token budget per step per attention-DP rank where it is below a prompt (an engine
+    that prefills a long prompt in chunks: SGLang's ``--chunked-prefill-size`` over its attention-DP size,
+    TensorRT-LLM's ``max_num_tokens`` with chunked context); the "steps" are then the chunk steps that prefill the
+    batch's prompts (:func:`prefill_chunks`). None: whole prompts in one step, as the search prices its workers (its
+    launch lines set the budget to the batch's prompts)."""
     b = _f(batch)
-    t = _split(forward_step(model, precision, hw, tp, pp, dp, ep, _prefill_step(b, wl), routing_alpha=wl.routing_alpha, memo=memo),
-               model, NO_SPEC)
-    lone = _split(forward_step(model, precision, hw, tp, pp, dp, ep, _lone_prefill_step(wl), routing_alpha=wl.routing_alpha,
-                               memo=memo), model, NO_SPEC, pipelined=False)  # a prompt alone passes the stages once
+    busy_n, lone_n = prefill_chunks(wl, chunk_tokens)
+    t = busy_n * _split(forward_step(model, precision, hw, tp, pp, dp, ep, _prefill_step(b, wl, chunks=busy_n),
+                                     routing_alpha=wl.routing_alpha, memo=memo), model, NO_SPEC)
+    lone = lone_n * _split(forward_step(model, precision, hw, tp, pp, dp, ep, _lone_prefill_step(wl, chunks=lone_n),
+                                        routing_alpha=wl.routing_alpha, memo=memo),
+                           model, NO_SPEC, pipelined=False)  # a prompt alone passes the stages once
     return _prefill_out(t, model, precision, dp, pp, b, wl, link_bytes_per_s, lone)
 
 
-def _prefill_step(b: np.ndarray, wl: Workload, ranks=None) -> StepBatch:
-    """A prefill worker's step: ``b`` whole prompts per attention-DP rank (on ``ranks`` of them; default all)."""
-    isl_new = wl.mean_isl * (1.0 - wl.prefix_hit)
-    return StepBatch(decode_reqs=0, prefill_tokens=b * isl_new, prefill_seqs=b, prefill_prefix=wl.mean_isl * wl.prefix_hit, sampled=b,
+def prefill_chunks(wl: Workload, chunk_tokens: float | None) -> tuple[float, float]:
+    """Steps a prompt's prefill takes on a server whose per-rank token budget is ``chunk_tokens``: (on a busy server,
+    which fills every step's budget with the next prompt's first chunk, so a prompt takes new tokens / budget steps;
+    alone, whole chunks of the budget: the ceiling). (1, 1) where the prompt fits one step or no budget is given."""
+    isl_new = wl.mean_isl * (1.0 - wl.prefix_hit)  # prompt tokens to prefill
+    if chunk_tokens is None or not chunk_tokens < isl_new:
+        return 1.0, 1.0
+    return isl_new / float(chunk_tokens), float(np.ceil(isl_new / float(chunk_tokens)))
+
+
+def _prefill_step(b: np.ndarray, wl: Workload, ranks=None, chunks: float = 1.0) -> StepBatch:
+    """A prefill worker's step: ``b`` whole prompts per attention-DP rank (on ``ranks`` of them; default all), or with
+    ``chunks`` > 1 one of the ``chunks`` equal chunk steps that prefill them. A chunk attends to the chunks before it
+    (the prefix grows by a chunk per step), so the chunk steps' mean prefix, half of the prompt less one chunk, makes
+    their attention work add up to the whole prompt's; only the last chunk samples a token."""
+    isl_new = wl.mean_isl * (1.0 - wl.prefix_hit)  # prompt tokens to prefill
+    chunk = isl_new / chunks  # new tokens of one prompt in one step
+    prefix = wl.mean_isl * wl.prefix_hit + (isl_new - chunk) / 2.0  # cached tokens a chunk attends to, on average
+    return StepBatch(decode_reqs=0, prefill_tokens=b * chunk, prefill_seqs=b, prefill_prefix=prefix, sampled=b / chunks,
                      prefill_ranks=ranks)
 
 
-def _lone_prefill_step(wl: Workload, shape: tuple = ()) -> StepBatch:
+def _lone_prefill_step(wl: Workload, shape: tuple = (), chunks: float = 1.0) -> StepBatch:
     """The step of a prompt that finds its prefill worker idle: that prompt alone, on one attention-DP rank (the
     other ranks have nothing to prefill, and the experts see only its tokens); arrays of ``shape``."""
-    return _prefill_step(np.ones(shape), wl, ranks=1.0)
+    return _prefill_step(np.ones(shape), wl, ranks=1.0, chunks=chunks)
 
 
 def _prefill_out(t, model: Model, precision: Precision, dp, pp, b, wl: Workload, link_bytes_per_s, lone) -> tuple:
