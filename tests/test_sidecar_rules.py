@@ -103,3 +103,24 @@ def test_the_inferencemax_sidecar_gives_the_tensorrt_llm_rows_their_recipe_files
     # three slots for four clients: the fourth waits about one request's decode, so the mean TTFT is seconds
     early, capped = predict_points([by_line[159], by_line[160]])
     assert early["predicted_ttft_ms"] < 500 < 1500 < capped["predicted_ttft_ms"]
+
+
+def test_the_inferencemax_sidecar_gives_the_sglang_prefill_servers_their_budgets():
+    """SGLang prefill servers: prompts per step from --max-prefill-tokens (and --chunked-prefill-size over the
+    attention-DP size); a per-rank budget below a prompt is the row's token_budget, and the prompt is prefilled in
+    chunks (the H100 TP16 servers' 2,048 tokens against 8k prompts)."""
+    from pathlib import Path
+
+    from simfront.validation import predict_points
+
+    path = Path(__file__).resolve().parent.parent / "measurements" / "inferencemax_b200_h100.csv"
+    by_line = {p.line: p for p in load_measurements([str(path)]).points}
+    got = lambda n: (by_line[n].prefill_batch, by_line[n].token_budget)  # noqa: E731
+    assert got(9) == (32, None) and got(141) == (32, None)  # FP8 1k1k: TP8 32,768 tokens, or DPA8 4,096 per rank
+    assert got(151) == (4, None) and got(156) == (None, 4096)  # csahithi FP8 8k1k: TP8 EP8, and DPA8 in chunks
+    assert got(104) == (2, 2048) and got(116) == (None, 2048)  # H100 TP16 prefill: two 1k prompts, 8k in chunks
+    assert got(18) == (None, None)  # NVIDIA FP8 8k1k: one 8k prompt per rank, the default
+    # chunked prefill of an 8k prompt takes longer than the whole-prompt step the row would get without its budget
+    row = by_line[116]
+    chunked, whole = predict_points([row, row.model_copy(update={"token_budget": None})])
+    assert chunked["predicted_ttft_ms"] > whole["predicted_ttft_ms"]
