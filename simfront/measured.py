@@ -439,12 +439,37 @@ class DisaggRows:
     decode: Layouts
     prefill_workers: np.ndarray
     decode_workers: np.ndarray
-    prefill_batch: np.ndarray  # prompts per prefill worker the row gives (1 when absent)
+    prefill_batch: np.ndarray  # prompts a prefill worker steps with (prefill_prompts)
     decode_batch: np.ndarray  # the decode engines' batch cap (0 when absent)
     decode_memory: Any
     total_gpus: np.ndarray
     link_bytes_per_s: np.ndarray
     bad: np.ndarray
+
+
+def prefill_prompts(pts, idx, r: Resolved, prefill_dp) -> np.ndarray:
+    """Prompts a prefill worker of each row steps with: the row's ``prefill_batch``; else as many whole prompts as fill
+    each attention-DP rank's token budget (the row's ``token_budget``, else its engine's default: TensorRT-LLM's
+    ``max_num_tokens`` per rank, SGLang's ``--max-prefill-tokens`` and ``--chunked-prefill-size`` over the DP size,
+    vLLM's ``max_num_batched_tokens``; simfront/engines/scheduler.yaml), at least one per rank. A prompt longer than a
+    budget the row gives is prefilled in chunks (:func:`simfront.serving.prefill_chunks`); a default budget is not
+    taken to chunk it (recipes set their own)."""
+    from .scheduler import scheduler_settings
+
+    out = np.empty(len(idx))
+    gib = r.hw.hbm_bytes / 2**30
+    for j, i in enumerate(idx):  # rows of one measured group: a handful
+        given = _get(pts[i], "prefill_batch")
+        dp = float(np.ravel(prefill_dp)[j] if np.size(prefill_dp) > 1 else np.ravel(prefill_dp)[0])
+        if given:
+            out[j] = float(given)
+            continue
+        budget = _get(pts[i], "token_budget")
+        if budget is None:
+            budget = float(scheduler_settings(r.engine, _get(pts[i], "engine_version"), gib,
+                                              _get(pts[i], "measured_on")).prefill_tokens_per_rank(dp))
+        out[j] = max(math.floor(float(budget) / r.isl), 1) * dp  # whole prompts per rank x ranks
+    return out
 
 
 def disagg_rows(pts, idx, r: Resolved) -> DisaggRows:
@@ -458,8 +483,7 @@ def disagg_rows(pts, idx, r: Resolved) -> DisaggRows:
     play, dlay = Layouts.of(ptp, ppp, pdp, pep), Layouts.of(dtp, dpp, ddp, dep)
     total = pw * play.gpus + dw * dlay.gpus
     wl = r.workload()
-    return DisaggRows(play, dlay, pw, dw,
-                      np.array([float(_get(pts[i], "prefill_batch", 1) or 1) for i in idx]),
+    return DisaggRows(play, dlay, pw, dw, prefill_prompts(pts, idx, r, pdp),
                       np.array([float(_get(pts[i], "decode_batch", 0) or 0) for i in idx]),
                       r.plan_memory(dtp, dpp, ddp, dep, wl.mean_isl + wl.mean_osl), total,
                       kv_link_bytes_per_s(r.hw, total, play.gpus),

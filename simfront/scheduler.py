@@ -45,6 +45,17 @@ class SchedulerSettings:
     cpu_overlap_with_spec: bool = False  # the same with speculative decoding on
     decode_slot_at: str = "prefill"  # disaggregated: a request takes its decode slot before its prefill, or at KV transfer
     kv_memory_rule: str = "free"  # how the engine's own GPU memory fraction sizes its KV pool (KV_MEMORY_RULES)
+    max_prefill_tokens: float = float("inf")  # prompt tokens one prefill step takes per rank, besides the budget
+    dp_divides_token_budget: bool = False  # the engine splits its (whole-server) token budget over attention-DP ranks
+
+    def prefill_tokens_per_rank(self, attention_dp=1):
+        """Prompt tokens one prefill step of an attention-DP rank takes by default: the token budget (over the DP size
+        where the engine divides it), at most ``max_prefill_tokens``."""
+        import numpy as np
+
+        dp = np.maximum(np.asarray(attention_dp, dtype=float), 1.0)
+        budget = self.token_budget / dp if self.dp_divides_token_budget else self.token_budget + 0.0 * dp
+        return np.minimum(budget, self.max_prefill_tokens)
 
     def with_overrides(self, **kw) -> "SchedulerSettings":
         """These settings with the given fields replaced (``None`` values are ignored)."""
@@ -137,7 +148,8 @@ def scheduler_settings(engine: str | None = None, version: str | None = None, gp
                           fam["admission"], float(fam["first_token_lag_steps"]), str(fam["since"]),
                           float(fam.get("adp_balance_timeout_iters", 0)), bool(fam.get("cpu_overlap", False)),
                           bool(fam.get("cpu_overlap_with_spec", False)), str(fam.get("decode_slot_at", "prefill")),
-                          str(fam["kv_memory_rule"]))
+                          str(fam["kv_memory_rule"]), float(fam.get("max_prefill_tokens", float("inf"))),
+                          bool(fam.get("dp_divides_token_budget", False)))
     _check(s)
     return s
 

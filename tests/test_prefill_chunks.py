@@ -50,3 +50,31 @@ def test_a_budget_above_the_prompt_changes_nothing():
     b = prefill_raw(m, prec, hw, 1, 1, 8, 8, 4.0, wl, 50e9, chunk_tokens=4096)
     assert all(np.array_equal(x, y) for x, y in zip(a, b))
     assert math.isclose(prefill_chunks(wl, 4096)[0], 1.0)
+
+
+def _row(engine, isl, pdp, **kw):
+    base = {"model": "deepseek-r1", "gpu": "b200_sxm", "engine": engine, "mode": "disagg", "isl": isl, "osl": 1024,
+            "concurrency": 64, "precision": "fp8", "prefill_workers": 1, "prefill_tp": 1 if pdp > 1 else 8,
+            "prefill_ep": 8, "prefill_attention_dp": pdp, "decode_workers": 1, "decode_tp": 8, "decode_ep": 8,
+            "decode_attention_dp": 1}
+    base.update(kw)
+    return base
+
+
+def test_a_row_without_a_prefill_batch_fills_its_engines_default_budget():
+    """TensorRT-LLM: max_num_tokens 8,192 per rank; SGLang on a B200: --max-prefill-tokens 16,384 and
+    --chunked-prefill-size 16,384 over the attention-DP size; whole prompts, at least one per rank (a default budget
+    does not chunk a prompt); a row's own prefill_batch or token_budget wins."""
+    from simfront.measured import prefill_prompts, resolve
+    from simfront.scheduler import scheduler_settings
+
+    assert scheduler_settings("sglang", gpu_mem_gib=179).prefill_tokens_per_rank(8) == 2048
+    assert scheduler_settings("trtllm", gpu_mem_gib=179).prefill_tokens_per_rank(8) == 8192
+    rows = [_row("trtllm", 1024, 8), _row("sglang", 1024, 8), _row("sglang", 1024, 1), _row("sglang", 8192, 8),
+            _row("sglang", 1024, 8, prefill_batch=48), _row("sglang", 1024, 8, token_budget=4096)]
+    got = []
+    for p in rows:
+        r, why = resolve(p)
+        assert why is None, why
+        got.append(float(prefill_prompts([p], [0], r, [p["prefill_attention_dp"]])[0]))
+    assert got == [64.0, 16.0, 16.0, 8.0, 48.0, 32.0]
