@@ -29,7 +29,7 @@ from simfront import calibration  # noqa: E402
 from simfront.calibration import Fitter, band_quantiles  # noqa: E402
 from simfront.fidelity import MIN_BIN_ROWS, residual_trends  # noqa: E402
 from simfront.ingest import load_measurements  # noqa: E402
-from simfront.measured import build_groups, evaluate, measured_layout_ranges  # noqa: E402
+from simfront.measured import build_groups, evaluate, measured_layout_ranges, measured_layout_ranges_by_family  # noqa: E402
 from simfront.validation import _gpu_id, _model_id  # noqa: E402
 
 DATA = ROOT / "measurements"
@@ -169,8 +169,11 @@ def main(argv=None) -> int:
                   f"{p.isl:g}/{p.osl:g}, concurrency {p.concurrency:g}): {why}" for p, why in flagged] + [""]
 
     layouts = measured_layout_ranges(points, sorted(rows))
-    lines += ["- worker layouts of the fitted runs ([smallest, largest]; `calibrated_layouts` in serving.yaml, the range "
-              "outside which `predict` flags a frontier point): " + ", ".join(f"{k} {v[0]}-{v[1]}" for k, v in layouts.items()), ""]
+    by_family = measured_layout_ranges_by_family(points, sorted(rows))
+    lines += ["- worker layouts of the fitted runs ([smallest, largest]; `calibrated_layouts` in serving.yaml): "
+              + ", ".join(f"{k} {v[0]}-{v[1]}" for k, v in layouts.items()), ""]
+    lines += [f"  - {fam} (`calibrated_layouts_by_family`, the ranges outside which `predict` flags a frontier point on a GPU "
+              f"of that family): " + ", ".join(f"{k} {v[0]}-{v[1]}" for k, v in rng.items()) for fam, rng in by_family.items()] + [""]
     profiles = f.fit()
     pred = f.predict(profiles)
     lines += ["## Fitted profiles", "", "```yaml", yaml.safe_dump(profiles, sort_keys=True).strip(), "```", ""]
@@ -228,7 +231,10 @@ def main(argv=None) -> int:
                "calibrated_models": sorted({_model_id(points[i].model) for i in rows}),
                # [smallest, largest] of each worker knob over the fitted runs: a frontier point outside them is priced
                # from physics alone (simfront.coverage; predict's outside_calibration)
-               "calibrated_layouts": layouts}
+               "calibrated_layouts": layouts,
+               # the same per GPU family: a layout measured on one family's interconnect and kernels is not measured on
+               # another's; a family without runs is judged against every run (simfront.coverage.calibrated_layouts)
+               "calibrated_layouts_by_family": by_family}
         (ROOT / "hardware" / "efficiency" / "serving.yaml").write_text(yaml.safe_dump(out, sort_keys=False))
     return 0
 

@@ -360,7 +360,7 @@ def predict(model: str, gpus: str | GpuSet, isl: int | None = None, osl: int | N
     if note:
         out["notes"].append(note)
     rows = _rows_of(pts, front)  # the frontier's rows only: no column of a 10^6-point search is joined for them
-    layouts = calibrated_layouts()
+    layouts = calibrated_layouts(g.hardware.family)  # the layouts measured on this GPU family
     out["frontier"] = [_banded(point_dict(rows, j), q, widen, layouts) for j in range(front.size)]
     off = [p["outside_calibration"] for p in out["frontier"] if p["outside_calibration"]]
     note = outside_note(f"{len(off)} of the {len(out['frontier'])} frontier points", off, EXTRAPOLATION_WIDENING)

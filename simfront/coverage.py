@@ -2,8 +2,8 @@
 
 The serving profiles are fitted on measured runs (``scripts/calibrate_serving.py``). Their workers span a range
 of each layout knob (TP, PP, EP, attention-DP, GPUs per worker, draft tokens); the calibration writes those
-ranges to ``hardware/efficiency/serving.yaml`` (``calibrated_layouts``). A frontier point whose worker lies
-outside a range is priced from the physics alone, with no measured run of that kind to check it: ``predict``
+ranges to ``hardware/efficiency/serving.yaml`` (``calibrated_layouts``, and per GPU family
+``calibrated_layouts_by_family``). A frontier point whose worker lies outside its GPU family's ranges is priced from the physics alone, with no measured run of that kind to check it: ``predict``
 names those knobs per point (``outside_calibration``) and widens the point's band like an uncalibrated model's
 (:data:`simfront.uncertainty.EXTRAPOLATION_WIDENING`).
 """
@@ -47,11 +47,16 @@ def layout_ranges(workers: Iterable[Mapping]) -> dict[str, list[int]]:
     return {k: [lo[k], hi[k]] for k in LAYOUT_KNOBS if k in lo}
 
 
-def calibrated_layouts() -> dict[str, list[int]]:
-    """The knob ranges of the runs the shipped serving profiles were fitted on (hardware/efficiency/serving.yaml)."""
+def calibrated_layouts(family: str | None = None) -> dict[str, list[int]]:
+    """The knob ranges of the runs the shipped serving profiles were fitted on (hardware/efficiency/serving.yaml): those
+    of ``family``'s own runs where that GPU family has measured runs (``calibrated_layouts_by_family``: a layout
+    measured on one family's interconnect and kernels is not a measurement of another's), else those of every
+    fitted run (a family without measured runs borrows its parameters, and its predictions say so)."""
     from .efficiency import _load
 
-    raw = _load("serving").get("calibrated_layouts") or {}
+    data = _load("serving")
+    raw = (data.get("calibrated_layouts_by_family") or {}).get(family) if family else None
+    raw = raw or data.get("calibrated_layouts") or {}
     return {k: [int(v[0]), int(v[1])] for k, v in raw.items() if k in LAYOUT_KNOBS}
 
 

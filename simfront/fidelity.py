@@ -22,7 +22,7 @@ from typing import Any, Iterable
 
 import numpy as np
 
-from .coverage import outside_calibration
+from .coverage import calibrated_layouts, outside_calibration
 from .hardware import GpuSet
 from .measured import resolve
 from .pareto import interp_frontier, knee_index, pareto_mask
@@ -195,7 +195,7 @@ def _compare(members: list, f, with_mode: bool, at_load=None, class_best=None) -
             j = int(np.nonzero(ok)[0][np.argmax(fr["tok_s_gpu"][ok])])
             pred_cls = cls(fr["mode"][j], fr["tp"][j], fr["ep"][j], fr["attention_dp"][j])
             # that point's knobs outside the layouts of the measured calibration runs (simfront.coverage)
-            pred_out = outside_calibration({c: fr[c][j] for c in COVERAGE_COLUMNS if c in fr})
+            pred_out = outside_calibration({c: fr[c][j] for c in COVERAGE_COLUMNS if c in fr}, calibrated_layouts(r.hw.family))
         # the measured class's own best predicted point there, over the frontier's: how close the search came to
         # choosing it (1 when it did; near 1 when the classes tie within the model's error)
         own = class_best(int(p.num_gpus), x_q, mode if with_mode else None, meas_cls.split(" ")[-1]) if class_best and math.isfinite(pred) else None

@@ -322,6 +322,14 @@ def measured_layout_ranges(points, rows: Iterable[int]) -> dict[str, list[int]]:
     return layout_ranges(w for i in rows for w in run_workers(points[i], resolve(points[i])[0]))
 
 
+def measured_layout_ranges_by_family(points, rows: Iterable[int]) -> dict[str, dict[str, list[int]]]:
+    """:func:`measured_layout_ranges` of each GPU family's runs among ``rows`` (``calibrated_layouts_by_family``)."""
+    by: dict[str, list[int]] = {}
+    for i in rows:
+        by.setdefault(resolve(points[i])[0].hw.family, []).append(i)
+    return {fam: measured_layout_ranges(points, idx) for fam, idx in sorted(by.items())}
+
+
 def _finish(out, idx, ok, why, **metrics):
     for j, i in enumerate(idx):
         if not ok[j]:

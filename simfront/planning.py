@@ -20,7 +20,7 @@ from typing import Any, Callable, Iterable, Mapping, Sequence
 import numpy as np
 
 from . import efficiency
-from .coverage import outside_calibration, outside_note
+from .coverage import calibrated_layouts, outside_calibration, outside_note
 from .errors import check_lengths
 from .errors import SimfrontError
 from .hardware import GpuSet, Hardware, get_hardware, parse_gpus
@@ -339,7 +339,7 @@ def _finish_row(m: Model, hw: Hardware, choice: dict, rate: float, osl: float, p
     pt.update(tok_s_gpu=round(tok_gpu, _ROUND), usd_per_mtok=round(float(usd_per_mtok(price, tok_gpu)), _ROUND),
               requests_s=round(cap, _ROUND), gpus_used=n)
     pt["layout"] = layout_label(pt)
-    pt["outside_calibration"] = outside_calibration(pt)  # its knobs outside the measured calibration layouts
+    pt["outside_calibration"] = outside_calibration(pt, calibrated_layouts(hw.family))  # knobs outside its family's measured layouts
     usd_h = n * price  # rent of every GPU of the deployment
     return {
         "gpu": hw.id, "feasible": True, "num_gpus": n, "layout": pt["layout"], "mode": pt["mode"], "precision": pt["precision"],

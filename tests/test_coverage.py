@@ -9,7 +9,7 @@ import pytest
 from simfront import api
 from simfront.coverage import calibrated_layouts, layout_ranges, outside_calibration, outside_note, point_workers, worker
 from simfront.ingest import load_measurements
-from simfront.measured import build_groups, measured_layout_ranges
+from simfront.measured import build_groups, measured_layout_ranges, measured_layout_ranges_by_family
 
 from cli_runner import run_cli
 
@@ -58,6 +58,12 @@ def test_shipped_ranges_are_those_of_the_fitted_runs():
     rows = [i for i, b in enumerate(base) if "reason" not in b and "measurement_flag" not in b]
     assert calibrated_layouts() == measured_layout_ranges(ing.points, rows)
     assert calibrated_layouts()["pp"] == [1, 1]  # no measured run pipelines: every PP > 1 point is flagged
+    # per GPU family: each family's own runs; a family without runs (CDNA3) is judged against every run
+    by = measured_layout_ranges_by_family(ing.points, rows)
+    assert set(by) == {"hopper", "blackwell"}
+    assert calibrated_layouts("hopper") == by["hopper"] and calibrated_layouts("blackwell") == by["blackwell"]
+    assert calibrated_layouts("cdna3") == calibrated_layouts() == calibrated_layouts(None)
+    assert by["hopper"]["gpus_per_worker"][1] < calibrated_layouts()["gpus_per_worker"][1]  # H100 workers: two nodes at most
 
 
 @pytest.fixture(scope="module")
@@ -72,7 +78,7 @@ def test_predict_flags_and_widens_points_outside(h100):
     assert flagged and inside
     for p in front:  # every pipelined point is flagged, by name
         assert (p["pp"] > 1) <= any(k.startswith("PP ") for k in p["outside_calibration"])
-        assert p["outside_calibration"] == outside_calibration(p)
+        assert p["outside_calibration"] == outside_calibration(p, calibrated_layouts("hopper"))
 
     def width(p):  # the band's log width around the prediction
         return p["tpot_ms_high"] / p["tpot_ms_low"]
@@ -102,7 +108,8 @@ def test_plan_rows_carry_the_flag_and_a_note(capsys):
     rows = [r for r in res["rows"] if r["feasible"]]
     assert rows
     for r in rows:
-        assert r["outside_calibration"] == outside_calibration(r["point"]) == r["point"]["outside_calibration"]
+        fam = {"h100_sxm": "hopper", "b200_sxm": "blackwell"}[r["gpu"]]  # each judged against its own family's runs
+        assert r["outside_calibration"] == outside_calibration(r["point"], calibrated_layouts(fam)) == r["point"]["outside_calibration"]
     off = [r["gpu"] for r in rows if r["outside_calibration"]]
     assert bool(off) == any("outside the measured runs" in n for n in res["notes"])
     code, out, _ = run_cli(["plan", "--model", "deepseek-r1", "--rate", "20", "--isl", "8192", "--osl", "1024", "--ttft", "2000",
