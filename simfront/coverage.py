@@ -3,8 +3,8 @@
 The serving profiles are fitted on measured runs (``scripts/calibrate_serving.py``). Their workers span a range
 of each layout knob (TP, PP, EP, attention-DP, GPUs per worker, draft tokens); the calibration writes those
 ranges to ``hardware/efficiency/serving.yaml`` (``calibrated_layouts``, and per GPU family
-``calibrated_layouts_by_family``). A frontier point whose worker lies outside its GPU family's ranges is priced from the physics alone, with no measured run of that kind to check it: ``predict``
-names those knobs per point (``outside_calibration``) and widens the point's band like an uncalibrated model's
+``calibrated_layouts_by_family``). A frontier point whose worker lies outside its GPU family's ranges is priced
+from the physics alone, with no measured run of that kind to check it: ``predict`` names those knobs per point (``outside_calibration``) and widens the point's band like an uncalibrated model's
 (:data:`simfront.uncertainty.EXTRAPOLATION_WIDENING`).
 """
 

@@ -448,6 +448,9 @@ class DisaggRows:
     prefill_workers: np.ndarray
     decode_workers: np.ndarray
     prefill_batch: np.ndarray  # prompts a prefill worker steps with (prefill_prompts)
+    # the per-rank token budget the rows give (token_budget), below which a prompt is prefilled in chunks; None: whole
+    # prompts per step, as the search prices them
+    prefill_chunk_tokens: float | None
     decode_batch: np.ndarray  # the decode engines' batch cap (0 when absent)
     decode_memory: Any
     total_gpus: np.ndarray
@@ -466,9 +469,10 @@ def prefill_prompts(pts, idx, r: Resolved, prefill_dp) -> np.ndarray:
 
     out = np.empty(len(idx))
     gib = r.hw.hbm_bytes / 2**30
+    dps = np.broadcast_to(np.ravel(np.asarray(prefill_dp, dtype=float)), (len(idx),))
     for j, i in enumerate(idx):  # rows of one measured group: a handful
         given = _get(pts[i], "prefill_batch")
-        dp = float(np.ravel(prefill_dp)[j] if np.size(prefill_dp) > 1 else np.ravel(prefill_dp)[0])
+        dp = float(dps[j])
         if given:
             out[j] = float(given)
             continue
@@ -491,7 +495,8 @@ def disagg_rows(pts, idx, r: Resolved) -> DisaggRows:
     play, dlay = Layouts.of(ptp, ppp, pdp, pep), Layouts.of(dtp, dpp, ddp, dep)
     total = pw * play.gpus + dw * dlay.gpus
     wl = r.workload()
-    return DisaggRows(play, dlay, pw, dw, prefill_prompts(pts, idx, r, pdp),
+    given_budget = any(_get(pts[i], "token_budget") is not None for i in idx)
+    return DisaggRows(play, dlay, pw, dw, prefill_prompts(pts, idx, r, pdp), r.token_budget if given_budget else None,
                       np.array([float(_get(pts[i], "decode_batch", 0) or 0) for i in idx]),
                       r.plan_memory(dtp, dpp, ddp, dep, wl.mean_isl + wl.mean_osl), total,
                       kv_link_bytes_per_s(r.hw, total, play.gpus),
@@ -510,11 +515,8 @@ def _group_disagg(pts, idx, r: Resolved) -> PointGroup:
     wl = Workload(isl=r.isl, osl=r.osl, length_range_ratio=r.range_ratio)
     d_raw = decode_raw(r.model, r.precision, r.hw, dlay.tp, dlay.pp, dlay.dp, dlay.ep, b, wl, r.spec)
     total_gpus, link = d.total_gpus, d.link_bytes_per_s
-    # a prefill server whose per-rank token budget (the row's token_budget, as its recipe set it) is below a prompt
-    # prefills it in chunks; rows that give none are priced with whole prompts per step, as the search prices them
-    given = any(_get(pts[i], "token_budget") is not None for i in idx)
     p_raw = prefill_raw(r.model, r.precision, r.hw, play.tp, play.pp, play.dp, play.ep, np.maximum(d.prefill_batch / play.dp, 1), wl, link,
-                        chunk_tokens=r.token_budget if given else None)
+                        chunk_tokens=d.prefill_chunk_tokens)
 
     def metrics(prof):
         m = evaluate_disagg(finish_prefill(*p_raw, prof), pw, finish_decode(*d_raw, wl.mean_osl, prof), slots, conc, wl.mean_osl, total_gpus,

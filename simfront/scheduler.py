@@ -48,14 +48,11 @@ class SchedulerSettings:
     max_prefill_tokens: float = float("inf")  # prompt tokens one prefill step takes per rank, besides the budget
     dp_divides_token_budget: bool = False  # the engine splits its (whole-server) token budget over attention-DP ranks
 
-    def prefill_tokens_per_rank(self, attention_dp=1):
+    def prefill_tokens_per_rank(self, attention_dp: float = 1) -> float:
         """Prompt tokens one prefill step of an attention-DP rank takes by default: the token budget (over the DP size
         where the engine divides it), at most ``max_prefill_tokens``."""
-        import numpy as np
-
-        dp = np.maximum(np.asarray(attention_dp, dtype=float), 1.0)
-        budget = self.token_budget / dp if self.dp_divides_token_budget else self.token_budget + 0.0 * dp
-        return np.minimum(budget, self.max_prefill_tokens)
+        budget = self.token_budget / max(float(attention_dp), 1.0) if self.dp_divides_token_budget else self.token_budget
+        return min(budget, self.max_prefill_tokens)
 
     def with_overrides(self, **kw) -> "SchedulerSettings":
         """These settings with the given fields replaced (``None`` values are ignored)."""
