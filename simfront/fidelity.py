@@ -17,6 +17,7 @@ Two checks on measured serving points (what ``simfront validate --frontier`` pri
 from __future__ import annotations
 
 import math
+import re
 from collections import defaultdict
 from typing import Any, Iterable
 
@@ -90,7 +91,19 @@ def knob_bins(row: dict) -> dict[str, str]:
     return {"requests per rank": _rank_load_bin(per_rank), "layout class": layout_class(tp, ep, dp), "TP size": str(tp), "EP size": str(ep),
             "attention-DP size": str(dp), "precision": str(row.get("precision") or "native"), "mode": mode,
             "speculative": str(row.get("spec_decoding") or "none"), "engine": str(row.get("engine") or "unknown"),
-            "GPU": _gpu_name(row.get("gpu"))}
+            "engine release": engine_release(row.get("engine"), row.get("engine_version")), "GPU": _gpu_name(row.get("gpu"))}
+
+
+def engine_release(engine, version) -> str:
+    """An engine and the release series a row ran (``trtllm 1.2``, ``sglang 0.5.8``; ``trtllm ?`` when unrecorded).
+
+    One profile prices every release of an engine, so a bias that moves with the release shows here. The series is
+    major.minor, and major.minor.patch before 1.0 (where a project's minor and patch numbers carry its feature
+    releases: SGLang 0.5.8 and 0.5.12 are months apart)."""
+    parts = re.findall(r"\d+", re.split(r"[^\d.]", str(version or "").strip().lstrip("v"), maxsplit=1)[0])
+    if len(parts) < 2:
+        return f"{engine or 'unknown'} ?"
+    return f"{engine or 'unknown'} {'.'.join(parts[:3] if parts[0] == '0' else parts[:2])}"
 
 
 def _gpu_name(name) -> str:

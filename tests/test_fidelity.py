@@ -21,6 +21,16 @@ def test_layout_classes_and_bins():
     assert d["TP size"] == "8"  # a disaggregated row's knobs are its decode workers'
 
 
+def test_engine_release_bins():
+    from simfront.fidelity import engine_release
+
+    assert engine_release("trtllm", "1.2.0rc6.post2") == "trtllm 1.2"  # major.minor from 1.0 on
+    assert engine_release("sglang", "v0.5.12.post1") == "sglang 0.5.12"  # before 1.0 the patch number is a release
+    assert engine_release("vllm", None) == "vllm ?" and engine_release("vllm", "nightly") == "vllm ?"
+    b = knob_bins({"mode": "agg", "tp": 8, "engine": "trtllm", "engine_version": "1.3.0rc14", "concurrency": 4})
+    assert b["engine release"] == "trtllm 1.3"
+
+
 def test_layout_classes_of_arrays_match_the_scalar_rule():
     import numpy as np
 
