@@ -1,0 +1,159 @@
+#!/usr/bin/env python
+"""Speculative-decoding acceptance the public InferenceX runs imply, against simfront's acceptance table.
+
+    python scripts/acceptance_from_itl.py [snapshot.json] [--report docs/acceptance_from_itl.md] [--json out.json]
+
+A benchmark client's mean ITL is the mean time between streamed chunks and its TPOT the mean time per output token.
+A server that streams every ``N`` decode steps (SGLang ``--stream-interval``, the Dynamo frontends' chunking) gives
+ITL / TPOT = N without speculative decoding, and N x (tokens accepted per step) with it, since each verify step
+emits its accepted tokens together. So per (GPU, framework, container image) the runs without speculation give N
+(their ITL / TPOT cluster on an integer), and each MTP run's acceptance length is its ITL / TPOT over N. Where a GPU
+and framework have no runs without speculation at all, N is the engine's default (SGLang ``--stream-interval 1``),
+said so in the table.
+Nothing is fitted: this checks ``models/speculative.yaml`` against runs it was not taken from, and separates a
+TPOT error into acceptance and step time (the step is ITL / N).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections import defaultdict
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from simfront import yamlio  # noqa: E402
+
+DEFAULT_FILE = ROOT / "measurements" / "inferencex_api_snapshot.json"
+SPEC_TABLE = ROOT / "models" / "speculative.yaml"
+INTEGER_TOLERANCE = 0.05  # non-speculative ITL / TPOT within 5 % of an integer counts as that stream interval
+# tokens per verify step a run can show: above one (a draft accepted now and then; exactly one is a server that streams
+# token by token) and at most the longest draft simfront searches (4) plus the bonus token
+ACCEPTANCE_RANGE = (1.0 + INTEGER_TOLERANCE, 5.0)
+# stream interval of a framework whose runs without speculation are missing: the engine's default
+# (SGLang server_args.py stream_interval = 1); None: no default known, the runs are not read
+DEFAULT_INTERVAL = {"sglang": 1, "dynamo-sglang": 1, "mori-sglang": 1}
+
+
+def _ratio(run: dict) -> float | None:
+    """ITL / TPOT of a run (None when either is missing or not positive)."""
+    m = run.get("metrics") or {}
+    itl, tpot = m.get("mean_itl"), m.get("mean_tpot")
+    return itl / tpot if itl and tpot and itl > 0 and tpot > 0 else None
+
+
+def _key(run: dict) -> tuple[str, str, str]:
+    """The runs that share a stream interval: one GPU, framework and container image (the recipe sets the interval)."""
+    return run["hardware"], run["framework"], str(run.get("image") or "")
+
+
+def stream_intervals(runs: list[dict]) -> dict[tuple[str, str, str], tuple[list[int], str]]:
+    """(GPU, framework, image) -> (the stream intervals its runs without speculative decoding show, how found).
+
+    A plain run's ITL / TPOT within ``INTEGER_TOLERANCE`` of an integer is that interval; one image's runs may use
+    several (recipes set their own). Where a GPU and framework have no plain run under any image, the engine's
+    default interval where one is known; where they have plain runs under other images only, none (the recipe of
+    that image may set another interval)."""
+    plain: dict[tuple[str, str, str], list[float]] = defaultdict(list)
+    plain_any: set[tuple[str, str]] = set()
+    for run in runs:
+        r = _ratio(run)
+        if r is not None and run.get("spec_method") in (None, "none"):
+            plain[_key(run)].append(r)
+            plain_any.add(_key(run)[:2])
+    out: dict[tuple[str, str, str], tuple[list[int], str]] = {}
+    for key in {_key(run) for run in runs}:
+        ratios = plain.get(key, [])
+        found = sorted({int(round(r)) for r in ratios if round(r) >= 1 and abs(r / round(r) - 1.0) <= INTEGER_TOLERANCE})
+        if found:
+            out[key] = (found, f"{len(ratios)} runs without speculation, same image")
+        elif key[:2] not in plain_any and key[1] in DEFAULT_INTERVAL:
+            out[key] = ([DEFAULT_INTERVAL[key[1]]], "engine default, no runs without speculation")
+        else:
+            out[key] = ([], "no runs without speculation of this image")
+    return out
+
+
+def implied_acceptance(runs: list[dict]) -> tuple[list[dict], dict[str, int]]:
+    """Rows for the speculative runs whose stream interval is the one candidate that gives a possible acceptance
+    length (ACCEPTANCE_RANGE), with their implied tokens per verify step and step time; and counts of the runs left
+    out, by reason."""
+    intervals = stream_intervals(runs)
+    rows, left_out = [], defaultdict(int)
+    for run in runs:
+        if run.get("spec_method") in (None, "none"):
+            continue
+        r = _ratio(run)
+        candidates, how = intervals[_key(run)]
+        fits = [n for n in candidates if r is not None and ACCEPTANCE_RANGE[0] < r / n <= ACCEPTANCE_RANGE[1]]
+        if r is None:
+            left_out["no ITL or TPOT"] += 1
+            continue
+        if len(fits) != 1:
+            reason = ("no stream interval known (no run without speculation of the same image)" if not candidates else
+                      "ITL equals TPOT: tokens streamed one by one, acceptance not visible" if abs(r - 1.0) <= INTEGER_TOLERANCE
+                      else "no single stream interval gives a possible acceptance length")
+            left_out[reason] += 1
+            continue
+        n = fits[0]
+        rows.append({"hardware": run["hardware"], "framework": run["framework"], "spec_method": run["spec_method"],
+                     "isl": run["isl"], "osl": run["osl"], "conc": run["conc"], "date": run.get("date"),
+                     "stream_interval": n, "interval_from": how, "acceptance_length": r / n,
+                     "step_ms": run["metrics"]["mean_itl"] * 1e3 / n, "tpot_ms": run["metrics"]["mean_tpot"] * 1e3})
+    return rows, dict(left_out)
+
+
+def table_lengths(family: str = "deepseek-mtp") -> dict[int, float]:
+    """Acceptance length per draft length of a drafter family in models/speculative.yaml."""
+    data = yamlio.load(SPEC_TABLE)
+    return {int(k): float(v) for k, v in data["families"][family]["acceptance_lengths"].items()}
+
+
+def report(rows: list[dict], left_out: dict[str, int]) -> str:
+    table = table_lengths()
+    lines = ["# Acceptance lengths implied by the InferenceX runs", "",
+             "Produced by `python scripts/acceptance_from_itl.py` from `measurements/inferencex_api_snapshot.json` "
+             "(DeepSeek-R1, never fitted on). Implied acceptance = (mean ITL / mean TPOT) / stream interval; the stream "
+             "interval is one where the same GPU, framework and image's runs without speculation put ITL / TPOT, the one that "
+             "gives a possible acceptance length (above 1, at most 5). simfront's table "
+             f"(`models/speculative.yaml`, deepseek-mtp): " + ", ".join(f"{k} drafts {v:.2f}" for k, v in sorted(table.items()))
+             + ". The API does not record the draft count of a run.", "",
+             "| GPU | framework | ISL/OSL | runs | stream interval (from) | acceptance length, median (min-max) |",
+             "|---|---|---|---:|---|---|"]
+    groups: dict[tuple, list[dict]] = defaultdict(list)
+    for r in rows:
+        groups[(r["hardware"], r["framework"], f"{r['isl']}/{r['osl']}")].append(r)
+    for (hw, fw, lens), rs in sorted(groups.items()):
+        al = np.array([r["acceptance_length"] for r in rs])
+        ns = sorted({r["stream_interval"] for r in rs})
+        lines.append(f"| {hw} | {fw} | {lens} | {len(rs)} | {', '.join(map(str, ns))} ({rs[0]['interval_from']}) | "
+                     f"{np.median(al):.2f} ({al.min():.2f}-{al.max():.2f}) |")
+    if left_out:
+        lines += ["", "Speculative runs not read: " + "; ".join(f"{n} x {why}" for why, n in sorted(left_out.items())) + "."]
+    return "\n".join(lines) + "\n"
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("file", nargs="?", default=str(DEFAULT_FILE))
+    ap.add_argument("--report", type=Path, default=None)
+    ap.add_argument("--json", type=Path, default=None)
+    args = ap.parse_args(argv)
+    runs = json.loads(Path(args.file).read_text())
+    rows, left_out = implied_acceptance(runs)
+    text = report(rows, left_out)
+    print(text)
+    if args.report:
+        args.report.write_text(text)
+    if args.json:
+        args.json.write_text(json.dumps(rows, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
