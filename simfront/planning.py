@@ -22,6 +22,7 @@ import numpy as np
 from . import efficiency
 from .coverage import calibrated_layouts, outside_calibration, outside_note
 from .errors import check_lengths
+from .format import sla_text
 from .errors import SimfrontError
 from .hardware import GpuSet, Hardware, get_hardware, parse_gpus
 from .launch import Deployment, LaunchPlan, WorkerLayout, benchmark_command, launch_commands, sidecar_yaml
@@ -359,17 +360,6 @@ def _finish_row(m: Model, hw: Hardware, choice: dict, rate: float, osl: float, p
     }
 
 
-def _fmt_sla(sla: dict) -> str:
-    parts = []
-    if sla.get("ttft_ms") is not None:
-        parts.append(f"TTFT <= {sla['ttft_ms']:g} ms")
-    if sla.get("tpot_ms") is not None:
-        parts.append(f"TPOT <= {sla['tpot_ms']:g} ms")
-    if sla.get("min_tok_s_user") is not None:
-        parts.append(f">= {sla['min_tok_s_user']:g} tok/s/user")
-    return ", ".join(parts) or "no SLA"
-
-
 def _infeasible(m: Model, t: _Tables, reach: list[dict], sla: dict, rate: float, max_gpus: int, isl: int, osl: int) -> dict:
     hw = t.hw
     ttft = np.concatenate([r["ttft_ms"] for r in reach if r] or [np.zeros(0)])
@@ -390,9 +380,9 @@ def _infeasible(m: Model, t: _Tables, reach: list[dict], sla: dict, rate: float,
               and (sla.get("tpot_ms") is None or tpot.min() <= sla["tpot_ms"])
               and (sla.get("min_tok_s_user") is None or 1e3 / tpot.min() >= sla["min_tok_s_user"]))
     if sla_ok:  # each bound is reachable on its own: not together, or not within max_gpus
-        why = f"no configuration meets {_fmt_sla(sla)} at {rate:g} req/s within {max_gpus} GPUs ({best}, each on its own)"
+        why = f"no configuration meets {sla_text(sla) or 'no SLA'} at {rate:g} req/s within {max_gpus} GPUs ({best}, each on its own)"
     else:
-        why = f"SLA {_fmt_sla(sla)} out of reach: {best}"
+        why = f"SLA {sla_text(sla) or 'no SLA'} out of reach: {best}"
     return {"gpu": hw.id, "feasible": False, "reason": why, "min_gpus": t.min_gpus}
 
 

@@ -313,7 +313,7 @@ def print_launch(lp: dict) -> None:
 def print_plan(res: dict) -> None:
 
     wl = res.get("workload", {})
-    print(f"{res['model']}: {wl.get('rate')} req/s, ISL {wl.get('isl')} / OSL {wl.get('osl')}, SLA {res.get('sla')}")
+    print(f"{res['model']}: {wl.get('rate')} req/s, ISL {wl.get('isl')} / OSL {wl.get('osl')}, SLA: {sla_text(res.get('sla')) or 'none'}")
     feas = [r for r in res["rows"] if r.get("feasible", True) and "num_gpus" in r]
     # ~ marks a deployment whose layout no measured calibration run had (the row's outside_calibration)
     feas = [dict(r, layout=("~" if r.get("outside_calibration") else " ") + r["layout"]) for r in feas]

@@ -75,6 +75,7 @@ def test_plan_json_and_human():
     p = run("plan", "--model", "llama-3.1-70b", "--rate", "5", "--isl", "2048", "--osl", "256", "--tpot", "40", "--hardware", "h100",
             "--price", "h100=1.0", "--launch", "vllm")
     assert "vllm serve" in p.stdout and "vllm bench serve" in p.stdout
+    assert p.stdout.splitlines()[0].endswith("SLA: TPOT <= 40 ms")  # the SLA in words, not a dict
     assert p.stderr == ""  # progress goes to a terminal only (tests/test_conventions.py runs one)
     q = run("plan", "--model", "llama-3.1-70b", "--rate", "5", "--hardware", "h100", "--quiet")
     assert q.stderr == ""
