@@ -26,8 +26,10 @@ import numpy as np
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from simfront import yamlio  # noqa: E402
+from _emit import emit  # noqa: E402
 
 DEFAULT_FILE = ROOT / "measurements" / "inferencex_api_snapshot.json"
 SPEC_TABLE = ROOT / "models" / "speculative.yaml"
@@ -121,7 +123,7 @@ def report(rows: list[dict], left_out: dict[str, int]) -> str:
              "(DeepSeek-R1, never fitted on). Implied acceptance = (mean ITL / mean TPOT) / stream interval; the stream "
              "interval is one where the same GPU, framework and image's runs without speculation put ITL / TPOT, the one that "
              "gives a possible acceptance length (above 1, at most 5). simfront's table "
-             f"(`models/speculative.yaml`, deepseek-mtp): " + ", ".join(f"{k} drafts {v:.2f}" for k, v in sorted(table.items()))
+             "(`models/speculative.yaml`, deepseek-mtp): " + ", ".join(f"{k} drafts {v:.2f}" for k, v in sorted(table.items()))
              + ". The API does not record the draft count of a run.", "",
              "| GPU | framework | ISL/OSL | runs | stream interval (from) | acceptance length, median (min-max) |",
              "|---|---|---|---:|---|---|"]
@@ -147,11 +149,7 @@ def main(argv=None) -> int:
     runs = json.loads(Path(args.file).read_text())
     rows, left_out = implied_acceptance(runs)
     text = report(rows, left_out)
-    print(text)
-    if args.report:
-        args.report.write_text(text)
-    if args.json:
-        args.json.write_text(json.dumps(rows, indent=1))
+    emit(text, args.report, args.json, rows)
     return 0
 
 

@@ -151,7 +151,7 @@ def main(argv=None) -> int:
     rows = f.rows
     n_file = len(points) + len(ing.problems)
     rel = os.path.relpath(Path(a.data).resolve(), ROOT)
-    lines = ["# Serving calibration report", "", f"Produced by `python scripts/calibrate_serving.py` on "
+    lines = ["# Serving calibration report", "", "Produced by `python scripts/calibrate_serving.py` on "
              + " and ".join(f"`{rel}/{name}`" for name in SOURCES) + ".", "",
              f"- rows in the files: {n_file}; ingested points: {len(points)}; rows reported by ingest (duplicates, bad values, "
              f"layouts that cannot be told): {len(ing.problems)}",

@@ -24,8 +24,10 @@ import numpy as np
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from simfront.kernel_validate import MEASURED, PREDICTED, validate_kernel_rows  # noqa: E402
+from _emit import emit  # noqa: E402
 
 MEASURED_DIR = ROOT / "measurements" / "kernels"
 CALIBRATION_DIR = ROOT.parent / "shared" / "calibration" / "kernels"
@@ -141,11 +143,7 @@ def main(argv=None) -> int:
     for p in sorted(MEASURED_DIR.glob("*__torch_kernels.json")):
         info = json.loads(p.read_text())
     text = report(groups, info)
-    print(text)
-    if args.report:
-        args.report.write_text(text)
-    if args.json:
-        args.json.write_text(json.dumps(groups, indent=1))
+    emit(text, args.report, args.json, groups)
     return 0
 
 

@@ -372,7 +372,7 @@ def resolve_checkpoint(dep: Deployment, engine: str) -> tuple[str, str | None, l
     if want in fp8s and native in fp8s:
         return dep.model_id, None, [f"{dep.model_id} ships {native} weights; served as is for {want}"]
     if want == "fp8" and native == "bf16" and engine in ("vllm", "sglang"):
-        return dep.model_id, "fp8", [f"online FP8 quantization of the BF16 checkpoint (--quantization fp8)"]
+        return dep.model_id, "fp8", ["online FP8 quantization of the BF16 checkpoint (--quantization fp8)"]
     org, _, name = dep.model_id.rpartition("/")
     name = _PRECISION_TAIL.sub("", name)
     new_org, suffix = CHECKPOINT_SUFFIX[want]

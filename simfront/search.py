@@ -10,7 +10,7 @@ batches; disaggregated pairs are combined by broadcasting prefill results agains
 from __future__ import annotations
 
 from collections.abc import MutableMapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 
 import numpy as np
 
