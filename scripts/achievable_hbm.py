@@ -10,7 +10,7 @@ method as the FLOP figures:
     bytes   = n*k*b_w + m*k*b_act + m*n*2      (weights, activations, BF16 output)
     bw      = bytes / latency                  over rows with m <= MAX_ROWS and n*k*b_w >= L2_MULTIPLE x L2
 
-    python scripts/achievable_hbm.py [--data DIR]
+    python scripts/achievable_hbm.py [--data DIR]      # DIR: the calibration kernels, or measurements/kernels (H200)
 
 It prints per GPU and dtype the maximum and the 90th percentile and the share of the datasheet bandwidth;
 ``hardware/h100_sxm.yaml`` and ``hardware/b200_sxm.yaml`` carry the overall maxima with this script as their
@@ -59,19 +59,29 @@ def streaming_bandwidths(path: Path, l2_bytes: float) -> dict[str, np.ndarray]:
     return out
 
 
+def gpu_bandwidths(paths: list[Path], l2_bytes: float) -> dict[str, np.ndarray]:
+    """{dtype: achieved bytes/s of each weight-streaming row} over several GEMM files of one GPU."""
+    merged: dict[str, list[np.ndarray]] = {}
+    for path in paths:
+        for dtype, v in streaming_bandwidths(path, l2_bytes).items():
+            merged.setdefault(dtype, []).append(v)
+    return {dtype: np.concatenate(vs) for dtype, vs in merged.items()}
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--data", type=Path, default=DEFAULT_DATA, help="folder of <gpu>__gemm.csv kernel timings")
+    ap.add_argument("--data", type=Path, default=DEFAULT_DATA, help="folder of <gpu>__gemm*.csv kernel timings")
     args = ap.parse_args(argv)
-    paths = sorted(args.data.glob("*__gemm.csv"))
-    if not paths:
-        print(f"error: no <gpu>__gemm.csv files in {args.data}", file=sys.stderr)
+    by_gpu: dict[str, list[Path]] = {}
+    for path in sorted(args.data.glob("*__gemm*.csv")):  # <gpu>__gemm.csv, and sweeps such as <gpu>__gemm_streaming.csv
+        by_gpu.setdefault(path.stem.split("__", 1)[0], []).append(path)
+    if not by_gpu:
+        print(f"error: no <gpu>__gemm*.csv files in {args.data}", file=sys.stderr)
         return 2
     print(f"weight-streaming GEMM rows: m <= {MAX_ROWS}, weights >= {L2_MULTIPLE:g} x L2; bandwidth in TB/s")
-    for path in paths:
-        gpu = path.stem.split("__", 1)[0]
+    for gpu, paths in by_gpu.items():
         hw = get_hardware(gpu)
-        per = streaming_bandwidths(path, hw.l2_bytes)
+        per = gpu_bandwidths(paths, hw.l2_bytes)
         if not per:
             print(f"{gpu}: no weight-streaming rows")
             continue

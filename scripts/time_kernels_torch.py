@@ -11,6 +11,7 @@ replays, so small weights are served from L2 as they are in an engine's repeated
 
     python scripts/time_kernels_torch.py --sample-from ../shared/calibration/kernels --shapes devrun/shapes
     python scripts/time_kernels_torch.py --shapes devrun/shapes --out $OUT --gpu h200_sxm   # on the GPU
+    python scripts/time_kernels_torch.py --streaming --out $OUT --gpu h200_sxm              # HBM: streaming GEMMs
     simfront validate $OUT/h200_sxm__gemm.csv ...                                          # anywhere
 """
 
@@ -178,6 +179,42 @@ def _attention_fns(batch: int, q_len: int, kv_len: int, heads: int, kv_heads: in
     return fns
 
 
+# weight-streaming GEMMs (scripts/achievable_hbm.py's method: a few token rows against weights several L2 caches big,
+# so the time is the weight bytes over the bandwidth HBM sustains): token rows x (n, k) of common LLM weight matrices
+STREAMING_ROWS = (1, 2, 4, 8, 16, 32, 64)
+STREAMING_NK = ((8192, 28672), (28672, 8192), (16384, 16384), (7168, 18432), (18432, 7168), (57344, 8192))
+STREAMING_DTYPES = ("bfloat16", "fp8")
+
+
+def time_streaming(out: Path, gpu: str) -> dict:
+    """Time the weight-streaming GEMMs and two SM-driven streams (a sum over 8 GiB; a scaled copy of 4 GiB) and write
+    ``<gpu>__gemm_streaming.csv``; returns the streams' bytes/s."""
+    import warnings
+
+    import torch
+
+    warnings.filterwarnings("ignore", category=UserWarning)
+    out.mkdir(parents=True, exist_ok=True)
+    rows = []
+    for dtype in STREAMING_DTYPES:
+        for n, k in STREAMING_NK:
+            for m in STREAMING_ROWS:
+                us = _graph_time_us(_gemm_fn(dtype, m, n, k, torch), torch)
+                rows.append({"gpu": gpu, "dtype": dtype, "m": m, "n": n, "k": k, "latency_us": round(us, 4)})
+                torch.cuda.empty_cache()
+    with (out / f"{gpu}__gemm_streaming.csv").open("w", newline="") as fh:
+        w = csv.DictWriter(fh, fieldnames=list(rows[0].keys()))
+        w.writeheader()
+        w.writerows(rows)
+    src = torch.ones(2 ** 32, device="cuda", dtype=torch.bfloat16)  # 8 GiB
+    us_sum = _graph_time_us(lambda: src.sum(), torch)
+    half = src[: 2 ** 31]
+    dst = torch.empty_like(half)
+    us_mul = _graph_time_us(lambda: torch.mul(half, 2.0, out=dst), torch)
+    return {"sum_8GiB_us": us_sum, "sum_read_bytes_per_s": src.numel() * 2 / (us_sum * 1e-6),
+            "scaled_copy_4GiB_us": us_mul, "scaled_copy_bytes_per_s": 2 * half.numel() * 2 / (us_mul * 1e-6)}
+
+
 def time_shapes(shapes: Path, out: Path, gpu: str, budget_s: float, ops: tuple[str, ...] = OPS) -> dict:
     import warnings
 
@@ -246,17 +283,25 @@ def time_shapes(shapes: Path, out: Path, gpu: str, budget_s: float, ops: tuple[s
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--shapes", type=Path, required=True, help="folder of <op>.csv shape lists")
+    ap.add_argument("--shapes", type=Path, help="folder of <op>.csv shape lists")
     ap.add_argument("--sample-from", type=Path, help="calibration kernel folder to sample shapes from (no GPU needed)")
     ap.add_argument("--per-group", type=int, default=120, help="shapes per GEMM dtype / attention op when sampling")
     ap.add_argument("--out", type=Path, default=Path(os.environ.get("OUT", "out")))
     ap.add_argument("--gpu", default="h200_sxm", help="catalog id written in the gpu column")
     ap.add_argument("--budget-s", type=float, default=300.0, help="stop timing new shapes after this many seconds")
     ap.add_argument("--ops", default=",".join(OPS), help="comma-separated ops to time")
+    ap.add_argument("--streaming", action="store_true", help="time weight-streaming GEMMs and SM streams instead (HBM)")
     args = ap.parse_args(argv)
     if args.sample_from:
         sample_shapes(args.sample_from, args.shapes, args.per_group)
         return 0
+    if args.streaming:
+        streams = time_streaming(args.out, args.gpu)
+        (args.out / f"{args.gpu}__streaming.json").write_text(json.dumps(streams, indent=1))
+        print(json.dumps(streams, indent=1))
+        return 0
+    if args.shapes is None:
+        ap.error("--shapes is required (or --streaming)")
     info = time_shapes(args.shapes, args.out, args.gpu, args.budget_s, tuple(args.ops.split(",")))
     print(json.dumps({k: v for k, v in info.items() if k != "skipped"}, indent=1))
     print("skipped:", json.dumps(info["skipped"], indent=1)[:3000])

@@ -64,7 +64,8 @@ def score(measured_dir: Path = MEASURED_DIR) -> list[dict]:
     """One summary dict per (GPU, op, dtype) group of the measured files."""
     out = []
     for path in sorted(measured_dir.glob("*__*.csv")):
-        gpu, op = path.stem.split("__", 1)
+        gpu, name = path.stem.split("__", 1)
+        op = "gemm" if name.startswith("gemm") else name  # gemm_streaming: a GEMM sweep of its own
         if op not in SHAPE_KEYS:
             continue
         rows = list(csv.DictReader(path.open()))
@@ -81,7 +82,7 @@ def score(measured_dir: Path = MEASURED_DIR) -> list[dict]:
             ape = np.abs(ratio - 1.0) * 100.0
             same = [(float(r[MEASURED]), h100[_key(r, op)], r[PREDICTED]) for r in rs if _key(r, op) in h100]
             out.append({
-                "gpu": gpu, "op": op, "dtype": dtype, "rows": len(rs), "predicted": int(ok.sum()),
+                "gpu": gpu, "op": name, "dtype": dtype, "rows": len(rs), "predicted": int(ok.sum()),
                 "median_pred_over_meas": float(np.median(ratio)) if ok.any() else None,
                 "mape_pct": float(ape.mean()) if ok.any() else None,
                 "median_ape_pct": float(np.median(ape)) if ok.any() else None,

@@ -49,3 +49,13 @@ def test_the_spec_files_carry_the_measured_figure(gpu):
     best = max(float(v.max()) for v in per.values())
     assert hw.achievable_hbm_bytes_per_s == pytest.approx(best, rel=2e-3)
     assert best < hw.hbm_bandwidth_bytes_per_s  # below the datasheet, as every achievable figure
+
+
+def test_h200_carries_its_own_measured_figure():
+    """H200's figure is measured on an H200 (measurements/kernels, timed with PyTorch), not the H100 share."""
+    hw = get_hardware("h200_sxm")
+    paths = sorted((ROOT / "measurements" / "kernels").glob("h200_sxm__gemm*.csv"))
+    per = ah.gpu_bandwidths(paths, hw.l2_bytes)
+    best = max(float(v.max()) for v in per.values())
+    assert hw.achievable_hbm_bytes_per_s == pytest.approx(best, rel=2e-3)
+    assert len(per["bfloat16"]) >= 40 and best < hw.hbm_bandwidth_bytes_per_s
