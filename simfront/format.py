@@ -11,16 +11,10 @@ from __future__ import annotations
 
 import sys
 from contextlib import contextmanager
-from typing import Any, Callable, Iterable, Iterator, Mapping, Sequence
+from typing import Any, Callable, Iterable, Iterator, Sequence
 
 # Environment variable that forces plain tables even on a terminal (e.g. to copy a table into a text file)
 PLAIN_ENV = "SIMFRONT_PLAIN"
-
-
-def sla_text(sla: Mapping | None) -> str:
-    """``TTFT <= 2000 ms, TPOT <= 30 ms`` from the SLA the search used (None values left out)."""
-    parts = {"ttft_ms": "TTFT <= {:g} ms", "tpot_ms": "TPOT <= {:g} ms", "min_tok_s_user": ">= {:g} tok/s/user"}
-    return ", ".join(parts[k].format(v) for k, v in (sla or {}).items() if k in parts and v is not None)
 
 
 def _cell(v: Any, fmt: str | None, scale: float) -> str:

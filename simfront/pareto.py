@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Mapping
+
 import numpy as np
 
 
@@ -53,6 +55,12 @@ def _dominated_by(x: np.ndarray, y: np.ndarray, front: tuple[np.ndarray, np.ndar
     # one binary search serves both; x is finite here, so it never equals the appended +inf)
     gt = ge + (np.concatenate([fx, [np.inf]])[ge] == x)
     return (top[ge] > y) | (top[gt] >= y)
+
+
+def sla_text(sla: Mapping | None) -> str:
+    """``TTFT <= 2000 ms, TPOT <= 30 ms`` from the SLA the search used (None values left out)."""
+    parts = {"ttft_ms": "TTFT <= {:g} ms", "tpot_ms": "TPOT <= {:g} ms", "min_tok_s_user": ">= {:g} tok/s/user"}
+    return ", ".join(parts[k].format(v) for k, v in (sla or {}).items() if k in parts and v is not None)
 
 
 def sla_mask(points: dict, ttft_ms=None, tpot_ms=None, min_tok_s_user=None) -> np.ndarray:

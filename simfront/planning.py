@@ -22,7 +22,7 @@ import numpy as np
 from . import efficiency
 from .coverage import calibrated_layouts, outside_calibration, outside_note
 from .errors import check_lengths
-from .format import sla_text
+from .pareto import sla_text
 from .errors import SimfrontError
 from .hardware import GpuSet, Hardware, get_hardware, parse_gpus
 from .launch import Deployment, LaunchPlan, WorkerLayout, benchmark_command, launch_commands, sidecar_yaml

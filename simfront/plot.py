@@ -17,7 +17,7 @@ from plotly.colors import qualitative
 from plotly.subplots import make_subplots
 
 from simfront.errors import SimfrontError
-from simfront.format import sla_text
+from simfront.pareto import sla_text
 
 # Presentation defaults (choices of this module, not physics).
 MAX_POINTS = 5000  # most dominated points drawn; keeps pages small (~5 MB incl. plotly.js) and fast

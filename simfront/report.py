@@ -6,7 +6,8 @@ prediction. The CLI (:mod:`simfront.cli`) calls these; notebooks use the results
 
 from __future__ import annotations
 
-from .format import gib, print_table, sla_text
+from .format import gib, print_table
+from .pareto import sla_text
 from .results import point_dict
 
 # share of a row's clients that its own latencies must put in decode (Little's law) for `validate` not to name the row:
