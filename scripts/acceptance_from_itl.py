@@ -104,10 +104,57 @@ def implied_acceptance(runs: list[dict]) -> tuple[list[dict], dict[str, int]]:
             continue
         n = fits[0]
         rows.append({"hardware": run["hardware"], "framework": run["framework"], "spec_method": run["spec_method"],
+                     "run_url": run.get("run_url"), "precision": run.get("precision"),
                      "isl": run["isl"], "osl": run["osl"], "conc": run["conc"], "date": run.get("date"),
                      "stream_interval": n, "interval_from": how, "acceptance_length": r / n,
                      "step_ms": run["metrics"]["mean_itl"] * 1e3 / n, "tpot_ms": run["metrics"]["mean_tpot"] * 1e3})
     return rows, dict(left_out)
+
+
+CALIBRATION_FILE = ROOT / "measurements" / "inferencemax_b200_h100.csv"  # the same runs, with their recipes' draft counts
+
+
+def split_calibration_rows(rows: list[dict], path: Path = CALIBRATION_FILE) -> list[dict]:
+    """The calibration file's MTP rows that are runs read above (same GPU, run URL, precision, concurrency and lengths), each with its
+    measured and predicted acceptance length and verify-step time: simfront's TPOT error split into the two.
+
+    Predicted step = predicted TPOT x predicted acceptance length (the recipe's draft count through
+    ``models/speculative.yaml``); measured step = ITL / stream interval."""
+    import csv
+    import re
+
+    from simfront.hardware import get_hardware
+    from simfront.speculative import family_for, survival
+    from simfront.validation import validate_files
+
+    keyed: dict[tuple, list[dict]] = defaultdict(list)
+    for r in rows:  # one workflow run can benchmark several GPUs: the GPU is part of the key
+        keyed[(get_hardware(r["hardware"]).id, r["run_url"], str(r["precision"]), float(r["conc"]), float(r["isl"]),
+               float(r["osl"]))].append(r)
+    by_run = {key: rs[0] for key, rs in keyed.items() if len(rs) == 1}  # a run of several deployments cannot be told apart
+    urls = {}
+    with path.open(newline="") as fh:
+        for line, rec in enumerate(csv.DictReader(fh), start=2):
+            found = re.search(r"run=(\S+?)(?:;|$)", rec.get("notes") or "")
+            if found:
+                urls[line] = found.group(1)
+    out = []
+    for v in validate_files([str(path)])["serving"]["rows"]:
+        k = v.get("spec_k")
+        if not v.get("spec_decoding") or not k or v.get("predicted_tpot_ms") is None:
+            continue
+        run = by_run.get((get_hardware(str(v["gpu"])).id, urls.get(int(v["line"])), str(v["precision"]),
+                          float(v["concurrency"]), float(v["isl"]), float(v["osl"])))
+        if run is None:
+            continue
+        family, _ = family_for(str(v["spec_decoding"]), "deepseek-r1")
+        al_pred = 1.0 + sum(survival(family, int(k)))  # tokens per verify step the evaluator assumes
+        step_pred = v["predicted_tpot_ms"] * al_pred
+        out.append({"gpu": v["gpu"], "engine": v["engine"], "mode": v["mode"], "isl": int(v["isl"]), "osl": int(v["osl"]),
+                    "concurrency": int(v["concurrency"]), "drafts": int(k), "acceptance_measured": run["acceptance_length"],
+                    "acceptance_predicted": al_pred, "step_ms_measured": run["step_ms"], "step_ms_predicted": step_pred,
+                    "step_ratio": step_pred / run["step_ms"], "tpot_ratio": v["predicted_tpot_ms"] / v["tpot_ms"]})
+    return out
 
 
 def table_lengths(family: str = "deepseek-mtp") -> dict[int, float]:
@@ -116,7 +163,7 @@ def table_lengths(family: str = "deepseek-mtp") -> dict[int, float]:
     return {int(k): float(v) for k, v in data["families"][family]["acceptance_lengths"].items()}
 
 
-def report(rows: list[dict], left_out: dict[str, int]) -> str:
+def report(rows: list[dict], left_out: dict[str, int], split: list[dict] | None = None) -> str:
     table = table_lengths()
     lines = ["# Acceptance lengths implied by the InferenceX runs", "",
              "Produced by `python scripts/acceptance_from_itl.py` from `measurements/inferencex_api_snapshot.json` "
@@ -137,6 +184,23 @@ def report(rows: list[dict], left_out: dict[str, int]) -> str:
                      f"{np.median(al):.2f} ({al.min():.2f}-{al.max():.2f}) |")
     if left_out:
         lines += ["", "Speculative runs not read: " + "; ".join(f"{n} x {why}" for why, n in sorted(left_out.items())) + "."]
+    if split:
+        lines += ["", "## simfront's TPOT error split into acceptance and step", "",
+                  "The runs above that are rows of `measurements/inferencemax_b200_h100.csv` (same run, concurrency and "
+                  "lengths), predicted with that file's recipe facts (draft counts): measured acceptance over the "
+                  "acceptance simfront assumes for the recipe's drafts, and simfront's verify step (predicted TPOT x "
+                  "assumed acceptance) over the measured one (ITL / stream interval). Medians per group.", "",
+                  "| GPU | engine | mode | rows | drafts | acceptance measured / assumed | step predicted / measured | TPOT predicted / measured |",
+                  "|---|---|---|---:|---|---:|---:|---:|"]
+        groups2: dict[tuple, list[dict]] = defaultdict(list)
+        for r in split:
+            groups2[(r["gpu"], r["engine"], r["mode"])].append(r)
+        for (gpu, eng, mode), rs in sorted(groups2.items()):
+            med = lambda key: float(np.median([r[key] for r in rs]))  # noqa: E731
+            al = float(np.median([r["acceptance_measured"] / r["acceptance_predicted"] for r in rs]))
+            drafts = ", ".join(str(d) for d in sorted({r["drafts"] for r in rs}))
+            lines.append(f"| {gpu} | {eng} | {mode} | {len(rs)} | {drafts} | {al:.2f} | {med('step_ratio'):.2f} "
+                         f"({min(r['step_ratio'] for r in rs):.2f}-{max(r['step_ratio'] for r in rs):.2f}) | {med('tpot_ratio'):.2f} |")
     return "\n".join(lines) + "\n"
 
 
@@ -148,7 +212,7 @@ def main(argv=None) -> int:
     args = ap.parse_args(argv)
     runs = json.loads(Path(args.file).read_text())
     rows, left_out = implied_acceptance(runs)
-    text = report(rows, left_out)
+    text = report(rows, left_out, split_calibration_rows(rows) if CALIBRATION_FILE.exists() else None)
     emit(text, args.report, args.json, rows)
     return 0
 
