@@ -63,7 +63,7 @@ def test_split_of_the_calibration_rows_into_acceptance_and_step():
     rows, _ = af.implied_acceptance(runs)
     split = af.split_calibration_rows(rows)
     h100 = [r for r in split if "H100" in r["gpu"]]
-    assert len(h100) == 15 and len(split) >= 25
+    assert len(h100) == 15 and len(split) == 31
     assert all(0.85 < r["acceptance_measured"] / r["acceptance_predicted"] < 1.15 for r in split)
     for r in split:  # TPOT = step / acceptance on both sides
         assert abs(r["tpot_ratio"] - r["step_ratio"] * r["acceptance_measured"] / r["acceptance_predicted"]) < 0.15 * r["tpot_ratio"]
