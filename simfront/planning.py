@@ -22,7 +22,6 @@ import numpy as np
 from . import efficiency
 from .coverage import calibrated_layouts, outside_calibration, outside_note
 from .errors import check_lengths
-from .pareto import sla_text
 from .errors import SimfrontError
 from .hardware import GpuSet, Hardware, get_hardware, parse_gpus
 from .launch import Deployment, LaunchPlan, WorkerLayout, benchmark_command, launch_commands, sidecar_yaml
@@ -30,6 +29,7 @@ from .memory import weight_bytes
 from .precision import weights_of
 from .priced import priced_of
 from .models import Model, apply_precision, get_model
+from .pareto import sla_text
 from .deployment import evaluate_agg, evaluate_disagg
 from .search import SearchSpace, parse_spec_label, spec_label, kv_link_bytes_per_s, precision_options, spec_options, worker_tables
 from .serving import DEFAULT_CHUNK_TOKENS, DecodeResult, PrefillResult, Workload, adp_gate_iters, engine_profile, finish_prefill, slot_at_transfer, usd_per_mtok
