@@ -6,8 +6,9 @@ scaled-dot-product-attention backends) give a held-out GPU measured rows that ``
 compares with its predictions. The shapes come from ``--shapes DIR`` (``gemm.csv``, ``attention_prefill.csv``,
 ``attention_decode.csv`` with the calibration columns; ``--sample-from`` writes such a folder from calibration
 CSVs on a machine without a GPU). Each kernel is captured ``REPEATS`` times in a CUDA graph and replayed, so
-launch gaps are not timed (the calibration collector also replays graphs); inputs stay the same between
-replays, so small weights are served from L2 as they are in an engine's repeated steps.
+launch gaps are not timed (an engine's decode steps replay graphs too); inputs stay the same between replays, so
+small weights are served from L2 as they are in an engine's repeated steps. ``--sample-from`` draws with a fixed
+seed, so the shape folder is reproducible from the calibration files.
 
     python scripts/time_kernels_torch.py --sample-from ../shared/calibration/kernels --shapes devrun/shapes
     python scripts/time_kernels_torch.py --shapes devrun/shapes --out $OUT --gpu h200_sxm   # on the GPU
