@@ -13,6 +13,7 @@ seed, so the shape folder is reproducible from the calibration files.
     python scripts/time_kernels_torch.py --sample-from ../shared/calibration/kernels --shapes devrun/shapes
     python scripts/time_kernels_torch.py --shapes devrun/shapes --out $OUT --gpu h200_sxm   # on the GPU
     python scripts/time_kernels_torch.py --streaming --out $OUT --gpu h200_sxm              # HBM: streaming GEMMs
+    python scripts/time_kernels_torch.py --peaks --out $OUT --gpu h200_sxm                  # largest GEMM rates
     simfront validate $OUT/h200_sxm__gemm.csv ...                                          # anywhere
 """
 
@@ -216,6 +217,33 @@ def time_streaming(out: Path, gpu: str) -> dict:
             "scaled_copy_4GiB_us": us_mul, "scaled_copy_bytes_per_s": 2 * half.numel() * 2 / (us_mul * 1e-6)}
 
 
+PEAK_SIZES = (4096, 8192, 12288, 16384)  # square GEMMs for the largest rate a dtype reaches (m = n = k)
+
+
+def time_peaks(gpu: str) -> dict:
+    """Largest dense GEMM rate per dtype over ``PEAK_SIZES`` (FLOP/s): BF16 and per-tensor FP8 through cuBLAS, INT8
+    through ``torch._int_mm`` (INT8 x INT8 -> INT32, cuBLASLt IMMA)."""
+    import torch
+
+    out: dict[str, dict] = {}
+    for dtype in ("bfloat16", "fp8", "int8"):
+        best = 0.0
+        for size in PEAK_SIZES:
+            if dtype == "int8":
+                a = torch.randint(-64, 64, (size, size), device="cuda", dtype=torch.int8)
+                b = torch.randint(-64, 64, (size, size), device="cuda", dtype=torch.int8).t()  # column-major, as IMMA wants
+                us = _graph_time_us(lambda: torch._int_mm(a, b), torch)
+                del a, b
+            else:
+                us = _graph_time_us(_gemm_fn(dtype, size, size, size, torch), torch)
+            rate = 2.0 * size ** 3 / (us * 1e-6)  # GEMM FLOPs over its time
+            out.setdefault(dtype, {})[str(size)] = rate
+            best = max(best, rate)
+            torch.cuda.empty_cache()
+        out[dtype]["max_flops_per_s"] = best
+    return {"gpu": gpu, "peaks": out}
+
+
 def time_shapes(shapes: Path, out: Path, gpu: str, budget_s: float, ops: tuple[str, ...] = OPS) -> dict:
     import warnings
 
@@ -292,10 +320,18 @@ def main(argv=None) -> int:
     ap.add_argument("--budget-s", type=float, default=300.0, help="stop timing new shapes after this many seconds")
     ap.add_argument("--ops", default=",".join(OPS), help="comma-separated ops to time")
     ap.add_argument("--streaming", action="store_true", help="time weight-streaming GEMMs and SM streams instead (HBM)")
+    ap.add_argument("--peaks", action="store_true", help="time square GEMMs for each dtype's largest rate instead")
     args = ap.parse_args(argv)
     if args.sample_from:
         sample_shapes(args.sample_from, args.shapes, args.per_group)
         return 0
+    if args.peaks:
+        peaks = time_peaks(args.gpu)
+        args.out.mkdir(parents=True, exist_ok=True)
+        (args.out / f"{args.gpu}__peaks.json").write_text(json.dumps(peaks, indent=1))
+        print(json.dumps(peaks, indent=1))
+        if not args.streaming:
+            return 0
     if args.streaming:
         streams = time_streaming(args.out, args.gpu)
         (args.out / f"{args.gpu}__streaming.json").write_text(json.dumps(streams, indent=1))
