@@ -5,7 +5,8 @@ Public-library kernels (cuBLAS through ``torch.mm`` / ``torch._scaled_mm``, the 
 scaled-dot-product-attention backends) give a held-out GPU measured rows that ``simfront validate``
 compares with its predictions. The shapes come from ``--shapes DIR`` (``gemm.csv``, ``attention_prefill.csv``,
 ``attention_decode.csv`` with the calibration columns; ``--sample-from`` writes such a folder from calibration
-CSVs on a machine without a GPU). Each kernel is captured ``REPEATS`` times in a CUDA graph and replayed, so
+CSVs on a machine without a GPU; or a folder of measured ``<gpu>__<op>.csv`` files such as
+``measurements/kernels``, whose shapes are timed again on this GPU). Each kernel is captured ``REPEATS`` times in a CUDA graph and replayed, so
 launch gaps are not timed (an engine's decode steps replay graphs too); inputs stay the same between replays, so
 small weights are served from L2 as they are in an engine's repeated steps. ``--sample-from`` draws with a fixed
 seed, so the shape folder is reproducible from the calibration files.
@@ -15,6 +16,7 @@ seed, so the shape folder is reproducible from the calibration files.
     python scripts/time_kernels_torch.py --streaming --out $OUT --gpu h200_sxm              # HBM: streaming GEMMs
     python scripts/time_kernels_torch.py --peaks --out $OUT --gpu h200_sxm                  # largest GEMM rates
     simfront validate $OUT/h200_sxm__gemm.csv ...                                          # anywhere
+    python scripts/time_kernels_torch.py --shapes measurements/kernels --gpu l40s --out out  # your GPU, same shapes
 """
 
 from __future__ import annotations
@@ -60,6 +62,16 @@ def sample_shapes(src: Path, dst: Path, per_group: int, seed: int = 0) -> None:
         picked = pd.concat([g.iloc[rng.permutation(len(g))[:per_group]] for g in groups])
         picked[cols].to_csv(dst / f"{op}.csv", index=False)
         print(f"{op}: {len(picked)} shapes -> {dst / f'{op}.csv'}")
+
+
+def shape_file(shapes: Path, op: str) -> Path | None:
+    """The shape list of ``op`` in ``shapes``: ``<op>.csv`` (``--sample-from``), else a measured ``<gpu>__<op>.csv`` of
+    any GPU (e.g. ``measurements/kernels``: time the shapes simfront was checked on, on another GPU)."""
+    own = shapes / f"{op}.csv"
+    if own.exists():
+        return own
+    measured = sorted(shapes.glob(f"*__{op}.csv"))
+    return measured[0] if measured else None
 
 
 def _graph_time_us(fn, torch) -> float:
@@ -257,10 +269,10 @@ def time_shapes(shapes: Path, out: Path, gpu: str, budget_s: float, ops: tuple[s
             "cuda": torch.version.cuda, "repeats_per_graph": REPEATS, "replays": REPLAYS, "skipped": {}, "backends": {}}
     info["copy_us_4GiB"], info["copy_bytes_per_s"] = _copy_rate(torch)
     for op in ops:
-        path = shapes / f"{op}.csv"
-        if not path.exists():
+        path = shape_file(shapes, op)
+        if path is None:
             continue
-        rows = list(csv.DictReader(path.open()))
+        rows = [{k: v for k, v in r.items() if k not in ("gpu", "latency_us")} for r in csv.DictReader(path.open())]
         done = []
         for r in rows:
             if time.time() - t0 > budget_s:

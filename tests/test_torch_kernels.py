@@ -80,3 +80,11 @@ def test_sample_shapes_keeps_only_dense_bf16_attention(tmp_path):
     for op in ("attention_prefill", "attention_decode"):
         rows = list(csv.DictReader((dst / f"{op}.csv").open()))
         assert len(rows) == 1 and rows[0]["window_size"] == "0" and rows[0]["kv_cache_dtype"] == "bfloat16"
+
+
+def test_shapes_come_from_a_sample_or_from_measured_files(tmp_path):
+    tk = _load("time_kernels_torch")
+    assert tk.shape_file(MEASURED_DIR, "gemm").name == "h200_sxm__gemm.csv"  # not the streaming sweep
+    assert tk.shape_file(tmp_path, "gemm") is None
+    (tmp_path / "gemm.csv").write_text("dtype,m,n,k\nbfloat16,1,2,3\n")
+    assert tk.shape_file(tmp_path, "gemm") == tmp_path / "gemm.csv"
