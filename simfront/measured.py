@@ -245,8 +245,11 @@ def build_groups(points: Iterable[Any]) -> tuple[list[PointGroup], list[dict]]:
         if mode == "disagg" and (_get(p, "prefill_workers") is None or _get(p, "decode_workers") is None):
             out[i]["reason"] = "disaggregated run without prefill/decode worker counts: the deployment cannot be sized"
             continue
-        key = (r.model.id, r.hw.id, r.precision, r.engine, r.isl, r.osl, r.spec, mode, offline, r.token_budget, r.wave_share,
-               r.range_ratio, r.recv_interval, r.constants, r.memory)
+        # a disaggregated row that gives its token budget chunks its prompts by it (disagg_rows); one that does not keeps
+        # whole prompts: they are not one group even where the default budget equals the given one
+        budget_given = mode == "disagg" and _get(p, "token_budget") is not None
+        key = (r.model.id, r.hw.id, r.precision, r.engine, r.isl, r.osl, r.spec, mode, offline, r.token_budget, budget_given,
+               r.wave_share, r.range_ratio, r.recv_interval, r.constants, r.memory)
         keyed.setdefault(key, []).append(i)
     groups = []
     for key, idx in keyed.items():
@@ -495,7 +498,7 @@ def disagg_rows(pts, idx, r: Resolved) -> DisaggRows:
     play, dlay = Layouts.of(ptp, ppp, pdp, pep), Layouts.of(dtp, dpp, ddp, dep)
     total = pw * play.gpus + dw * dlay.gpus
     wl = r.workload()
-    given_budget = any(_get(pts[i], "token_budget") is not None for i in idx)
+    given_budget = _get(pts[idx[0]], "token_budget") is not None  # the same for every row of the group (its key)
     return DisaggRows(play, dlay, pw, dw, prefill_prompts(pts, idx, r, pdp), r.token_budget if given_budget else None,
                       np.array([float(_get(pts[i], "decode_batch", 0) or 0) for i in idx]),
                       r.plan_memory(dtp, dpp, ddp, dep, wl.mean_isl + wl.mean_osl), total,
