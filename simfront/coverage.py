@@ -60,10 +60,10 @@ def calibrated_layouts(family: str | None = None) -> dict[str, list[int]]:
     return {k: [int(v[0]), int(v[1])] for k, v in raw.items() if k in LAYOUT_KNOBS}
 
 
-def outside_calibration(point: Mapping, ranges: Mapping[str, list[int]] | None = None) -> list[str]:
-    """The knobs of a frontier point outside the measured ranges, as ``"PP 2 (measured 1-1)"`` (each knob once, in
-    ``LAYOUT_KNOBS`` order, with the value farthest out); empty when every worker lies inside."""
-    ranges = calibrated_layouts() if ranges is None else ranges
+def outside_calibration(point: Mapping, ranges: Mapping[str, list[int]]) -> list[str]:
+    """The knobs of a frontier point outside the measured ``ranges`` (:func:`calibrated_layouts` of the point's GPU
+    family), as ``"PP 2 (measured 1-1)"`` (each knob once, in ``LAYOUT_KNOBS`` order, with the value farthest out);
+    empty when every worker lies inside."""
     worst: dict[str, tuple[int, int]] = {}  # knob -> (distance outside its range, value)
     for w in point_workers(point):
         for k, (lo, hi) in ranges.items():
