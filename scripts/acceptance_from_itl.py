@@ -30,6 +30,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from simfront import yamlio  # noqa: E402
 from _emit import emit  # noqa: E402
+from _runs import run_urls  # noqa: E402
 
 DEFAULT_FILE = ROOT / "measurements" / "inferencex_api_snapshot.json"
 SPEC_TABLE = ROOT / "models" / "speculative.yaml"
@@ -120,9 +121,6 @@ def split_calibration_rows(rows: list[dict], path: Path = CALIBRATION_FILE) -> l
 
     Predicted step = predicted TPOT x predicted acceptance length (the recipe's draft count through
     ``models/speculative.yaml``); measured step = ITL / stream interval."""
-    import csv
-    import re
-
     from simfront.hardware import get_hardware
     from simfront.speculative import family_for, survival
     from simfront.validation import validate_files
@@ -132,12 +130,7 @@ def split_calibration_rows(rows: list[dict], path: Path = CALIBRATION_FILE) -> l
         keyed[(get_hardware(r["hardware"]).id, r["run_url"], str(r["precision"]), float(r["conc"]), float(r["isl"]),
                float(r["osl"]))].append(r)
     by_run = {key: rs[0] for key, rs in keyed.items() if len(rs) == 1}  # a run of several deployments cannot be told apart
-    urls = {}
-    with path.open(newline="") as fh:
-        for line, rec in enumerate(csv.DictReader(fh), start=2):
-            found = re.search(r"run=(\S+?)(?:;|$)", rec.get("notes") or "")
-            if found:
-                urls[line] = found.group(1)
+    urls = run_urls(path)
     out = []
     for v in validate_files([str(path)])["serving"]["rows"]:
         k = v.get("spec_k")

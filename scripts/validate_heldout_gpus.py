@@ -19,7 +19,6 @@ from __future__ import annotations
 import argparse
 import csv
 import json
-import re
 import math
 import sys
 from collections import defaultdict
@@ -36,6 +35,9 @@ from simfront.fidelity import MIN_BIN_ROWS, residual_trends  # noqa: E402
 from simfront.uncertainty import band_ratio, calibrated_gpus, prediction_bands  # noqa: E402
 from simfront.validation import _gpu_id, _model_id, validate_files  # noqa: E402
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _runs import run_urls  # noqa: E402
+
 DEFAULT_FILE = ROOT / "measurements" / "inferencex_api_snapshot.json"
 CALIBRATION_GPUS = tuple(calibrated_gpus())  # the GPUs of the serving calibration (B200 and H100)
 CALIBRATION_FILE = ROOT / "measurements" / "inferencemax_b200_h100.csv"
@@ -47,13 +49,10 @@ METRICS = {"TPOT": ("tpot_ms", "predicted_tpot_ms", "tpot_ms"),
 
 def calibration_runs() -> set[tuple]:
     """(run URL, concurrency, ISL, OSL) of the calibration file's InferenceMAX rows (their notes name the run)."""
-    out = set()
+    urls = run_urls(CALIBRATION_FILE)
     with CALIBRATION_FILE.open(newline="") as f:
-        for row in csv.DictReader(f):
-            m = re.search(r"run=(\S+?)(?:;|$)", row.get("notes") or "")
-            if m:
-                out.add((m.group(1), float(row["concurrency"]), float(row["isl"]), float(row["osl"])))
-    return out
+        rows = list(enumerate(csv.DictReader(f), start=2))
+    return {(urls[line], float(row["concurrency"]), float(row["isl"]), float(row["osl"])) for line, row in rows if line in urls}
 
 
 def parameter_source(gpu: str) -> str:
