@@ -542,7 +542,11 @@ def forward_step(model: Model, precision: Precision, hw: Hardware, tp, pp, dp, e
     gemm("lm_head", "model", 1, np.maximum(sampled, 1), arch.vocab / tp, H, precision.embedding)
     op("sampling", "model", 1, memory_op_cost, sampled * arch.vocab / tp * LOGIT_BYTES * 2, hw)
     op("tp.gather_logits", "model", 1 * (tp > 1), collective_cost, "all_gather", sampled * arch.vocab * LOGIT_BYTES, tp, hw)
-    op("pp.send", "model", pp - 1, p2p_cost, T * H * ACT_BYTES, hw, scope="scaleup")
+    # stage boundaries that fall between scale-up domains (a worker of tp x dp x pp GPUs over domains of
+    # hw.scaleup.domain_gpus, its stages laid out in order) send over the NICs; the rest over the scale-up links
+    crossing = np.minimum(pp - 1, np.ceil(tp * dp * pp / hw.scaleup.domain_gpus) - 1)
+    op("pp.send", "model", pp - 1 - crossing, p2p_cost, T * H * ACT_BYTES, hw, scope="scaleup")
+    op("pp.send", "model", crossing, p2p_cost, T * H * ACT_BYTES, hw, scope="scaleout")
     return st
 
 

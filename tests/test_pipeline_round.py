@@ -65,3 +65,20 @@ def test_explain_names_the_pipeline_term_and_the_terms_add_up():
     assert sum(t["seconds"] for t in e["terms"]) == pytest.approx(e["step_time_s"], rel=1e-9)
     plain = api.explain("deepseek-r1", "16xH100", tp=16, batch=2, isl=1024, osl=1024, spec="mtp", spec_k=3)
     assert not any(t["term"].startswith("pipeline") for t in plain["terms"])
+
+
+def test_stage_sends_cross_the_nics_where_stages_sit_on_other_nodes():
+    """A stage boundary between two scale-up domains is a send over the NICs; inside one domain over NVLink."""
+    from simfront.comm import p2p_cost
+    from simfront.step import ACT_BYTES
+
+    hw = get_hardware("h100_sxm")  # 8 GPUs per NVLink domain
+    m = get_model("llama-3.1-70b")
+    batch, H = 2, m.arch.hidden
+    msg = batch * H * ACT_BYTES  # one decode token per request crosses each boundary
+    net, nvl = (float(p2p_cost(msg, hw, scope=s).time_s) for s in ("scaleout", "scaleup"))
+    assert net > nvl
+    for tp, pp, crossing in ((4, 2, 0), (8, 2, 1), (8, 4, 3), (2, 8, 1), (4, 4, 1)):
+        st = forward_step(m, apply_precision(m, "native"), hw, tp, pp, 1, 1, StepBatch(decode_reqs=batch, decode_ctx=1024))
+        sends = sum(float(x) for x in st.op_parts("pp.send"))
+        assert sends == pytest.approx(crossing * net + (pp - 1 - crossing) * nvl, rel=1e-9), (tp, pp)
