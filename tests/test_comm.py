@@ -146,14 +146,37 @@ def test_cross_node_alltoall_matches_deepep():
     from simfront.comm import collective_cost
     from simfront.hardware import get_hardware
 
+    from simfront import efficiency
+
     hw = get_hardware("h100_sxm")  # same 400 Gb/s NIC per GPU as the H800 DeepEP measured on
     published_us = {16: (118, 195), 32: (155, 273), 64: (173, 314), 128: (192, 369), 256: (194, 360)}
-    for ep, (dispatch_us, combine_us) in published_us.items():
-        for width_bytes, meas in ((1.0, dispatch_us), (2.0, combine_us)):
-            t_us = float(collective_cost("alltoall", 128 * 8 * 7168 * width_bytes, ep, hw).time_s) * 1e6
-            assert abs(t_us / meas - 1.0) < 0.12, (ep, width_bytes, t_us, meas)
+    # the lockstep test loop: no serving-step synchronisation (net_alltoall_sync_s, below)
+    with efficiency.using({"comm": {"default": {"net_alltoall_sync_s": 0.0}}}):
+        for ep, (dispatch_us, combine_us) in published_us.items():
+            for width_bytes, meas in ((1.0, dispatch_us), (2.0, combine_us)):
+                t_us = float(collective_cost("alltoall", 128 * 8 * 7168 * width_bytes, ep, hw).time_s) * 1e6
+                assert abs(t_us / meas - 1.0) < 0.12, (ep, width_bytes, t_us, meas)
     # inside one NVLink domain the NIC's fixed cost does not apply
     assert float(collective_cost("alltoall", 128 * 8 * 7168, 8, hw).time_s) < 60e-6
+
+
+def test_cross_node_sync_adds_to_cross_node_collectives_only():
+    """The serving-step synchronisation (comm.PARAMS net_alltoall_sync_s / net_sync_s) adds its value once to a
+    collective whose ranks span nodes, and nothing inside one scale-up domain."""
+    from simfront import efficiency
+    from simfront.comm import PARAMS, collective_cost
+
+    hw = get_hardware("h100_sxm")
+    sizes = np.array([8.0, 64e3, 8e6])
+    for kind, name in (("alltoall", "net_alltoall_sync_s"), ("all_reduce", "net_sync_s"), ("all_gather", "net_sync_s")):
+        with efficiency.using({"comm": {"default": {name: 0.0}}}):
+            bare_x, bare_in = collective_cost(kind, sizes, 16, hw).time_s, collective_cost(kind, sizes, 8, hw).time_s
+        with efficiency.using({"comm": {"default": {name: 50e-6}}}):
+            sync_x, sync_in = collective_cost(kind, sizes, 16, hw).time_s, collective_cost(kind, sizes, 8, hw).time_s
+        assert np.allclose(sync_x - bare_x, 50e-6, rtol=0, atol=1e-12), kind
+        assert np.array_equal(sync_in, bare_in), kind
+    # shipped: the all-to-all wait chosen on the multi-node serving runs, none for ring collectives
+    assert PARAMS["net_alltoall_sync_s"][0] == 70e-6 and PARAMS["net_sync_s"][0] == 0.0
 
 
 # --- serving engines' own tensor-parallel all-reduce (comm.engine_allreduce_cost) -------------------------
