@@ -32,8 +32,8 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from simfront import calibration, comm, efficiency  # noqa: E402
-from simfront.hardware import get_hardware  # noqa: E402
 from simfront.ingest import load_measurements  # noqa: E402
+from simfront.measured import resolve, run_workers  # noqa: E402
 
 DATA = ROOT / "measurements"
 SOURCES = ("measured_serving.csv", "inferencemax_b200_h100.csv")  # the serving calibration set (calibrate_serving.py)
@@ -44,36 +44,23 @@ ALLTOALL_SYNC_GRID_S = np.arange(0.0, 200.1e-6, 10e-6)  # candidate net_alltoall
 AGREE_FACTOR = 2.0
 
 
-def _n(v, default=1) -> int:
-    try:
-        return int(v) if v not in (None, "") and float(v) > 0 else default
-    except (TypeError, ValueError):
-        return default
-
-
-def worker_gpus(p) -> int:
-    """GPUs of the point's largest worker (aggregated, or the larger of its prefill and decode workers)."""
-    if p.mode == "disagg":
-        sizes = [_n(getattr(p, f"{r}_gpus", None), 0) // max(_n(getattr(p, f"{r}_workers", None)), 1) for r in ("prefill", "decode")]
-        return max(sizes)
-    return _n(p.tp) * _n(p.pp) * _n(p.attention_dp)
+def workers(p) -> list[dict]:
+    """The point's workers as the evaluator reads its layout (``simfront.measured.run_workers``); none if unresolved."""
+    r, _ = resolve(p)
+    return [] if r is None else run_workers(p, r)
 
 
 def multi_node(p) -> bool:
     """Whether a worker of the point spans more than one scale-up domain (its collectives cross the NICs)."""
-    try:
-        domain = get_hardware(str(p.gpu)).scaleup.domain_gpus
-    except Exception:  # noqa: BLE001 - an unknown GPU is not predicted anyway
-        return False
-    return worker_gpus(p) > domain
+    r, _ = resolve(p)
+    return r is not None and any(w["gpus_per_worker"] > r.hw.scaleup.domain_gpus for w in run_workers(p, r))
 
 
 def layout_label(p) -> str:
-    if p.mode == "disagg":
-        dp, tp, ep = _n(p.decode_attention_dp), _n(p.decode_tp), _n(p.decode_ep)
-    else:
-        dp, tp, ep = _n(p.attention_dp), _n(p.tp), _n(p.ep)
-    return f"{p.engine} {p.mode} decode TP{tp}" + (f" DPA{dp}" if dp > 1 else "") + (f" EP{ep}" if ep > 1 else "")
+    """Engine, mode and the decode worker's layout (the last worker: aggregated, or the disaggregated decode side)."""
+    w = workers(p)[-1]
+    return (f"{p.engine} {p.mode} decode TP{w['tp']}" + (f" DPA{w['attention_dp']}" if w["attention_dp"] > 1 else "")
+            + (f" EP{w['ep']}" if w["ep"] > 1 else ""))
 
 
 def shipped_profiles() -> dict:

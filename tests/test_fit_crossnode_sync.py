@@ -38,14 +38,15 @@ def test_shipped_sync_is_the_choice_of_the_multi_node_runs(tmp_path, monkeypatch
         assert abs(np.log(r["median_ratio_after"])) < abs(np.log(r["median_ratio_before"])), e
 
 
-def test_multi_node_is_a_worker_beyond_one_domain():
-    class P:  # a measured point's layout fields
-        def __init__(self, **kw):
-            self.__dict__.update(dict(gpu="H100", mode="agg", tp=8, pp=1, attention_dp=1, ep=1, engine="sglang"), **kw)
+@pytest.mark.skipif(not (DATA / "inferencemax_b200_h100.csv").is_file(), reason="the shipped measurement files")
+def test_multi_node_runs_are_the_workers_beyond_one_domain():
+    from simfront.ingest import load_measurements
 
-    assert not fcs.multi_node(P())
-    assert fcs.multi_node(P(tp=16))
-    assert fcs.multi_node(P(tp=1, attention_dp=16))
-    assert fcs.multi_node(P(mode="disagg", prefill_gpus=16, prefill_workers=1, decode_gpus=32, decode_workers=2))
-    assert not fcs.multi_node(P(mode="disagg", prefill_gpus=8, prefill_workers=1, decode_gpus=32, decode_workers=4))
-    assert not fcs.multi_node(P(gpu="GB200", tp=16))  # one NVL72 domain
+    points = load_measurements([str(DATA / n) for n in fcs.SOURCES]).points
+    multi = [p for p in points if fcs.multi_node(p)]
+    # the two-node H100 disaggregated runs (16-GPU prefill and decode workers) and the 64-GPU attention-DP B200 run
+    assert {str(p.gpu) for p in multi} == {"H100-SXM 80GB", "b200_sxm"}
+    assert all(max(w["gpus_per_worker"] for w in fcs.workers(p)) > 8 for p in multi)
+    labels = {fcs.layout_label(p) for p in multi}
+    assert "sglang disagg decode TP16" in labels and "trtllm agg decode TP1 DPA64 EP8" in labels
+    assert not any(fcs.multi_node(p) for p in points if str(p.gpu).lower().startswith("gb"))  # NVL72: one domain
