@@ -11,9 +11,10 @@ kernels cannot identify them, so they are chosen here on the serving runs whose 
 node (every other run is unaffected by them), with the shipped serving profiles held fixed: the pair on a grid
 that minimises the mean |log(predicted / measured TPOT)| over those runs. Each value moves its own rows (TP
 across nodes: the all-reduce; expert parallelism across nodes: the all-to-all), so the grid is a product.
-Reported beside it: the choice made on one engine's runs and scored on the other's (leave-one-engine-out),
-the per-layout medians before and after, and the value per collective against the microbenchmarks'. The
-chosen pair is what ``simfront.comm.PARAMS`` ships (the script says whether they agree);
+A term ships only where each engine's runs alone choose it within ``AGREE_FACTOR`` (a wait one engine's runs
+reject is not the collective's); reported beside it: the choice made on one engine's runs and scored on the
+other's (leave-one-engine-out) and the per-layout medians before and after. The pair to ship is what
+``simfront.comm.PARAMS`` must hold (the script says whether it does);
 ``scripts/calibrate_serving.py`` then refits the serving profiles on top.
 """
 
@@ -128,7 +129,6 @@ def main(argv=None) -> int:
              f"to ship: net_sync_s {s_ship * 1e6:.0f} us, net_alltoall_sync_s {x_ship * 1e6:.0f} us (mean |log TPOT ratio| {c_ship:.3f})",
              f"shipped in simfront.comm.PARAMS: {shipped[0] * 1e6:.0f} us, {shipped[1] * 1e6:.0f} us "
              f"({'agrees' if np.allclose(shipped, (s_ship, x_ship), atol=1e-9) else 'DIFFERS: update simfront/comm.py'})", ""]
-    s_all, x_all = s_ship, x_ship
     out = {"rows": len(rows), "chosen_all_s": [float(k) for k in best(scores, rows)[0]], "per_engine_s": {e: list(v) for e, v in own.items()},
            "ship_s": [s_ship, x_ship], "shipped_s": list(shipped), "mean_abs_log": c_ship, "mean_abs_log_without": c_none, "loeo": {}}
     # leave one engine out: the pair chosen on the other engines' multi-node runs, scored on this engine's
@@ -150,7 +150,7 @@ def main(argv=None) -> int:
     out["layouts"] = {}
     for lab, idx in sorted(by.items()):
         m0 = float(np.exp(np.median([scores[(0.0, 0.0)][i] for i in idx])))
-        m1 = float(np.exp(np.median([scores[(s_all, x_all)][i] for i in idx])))
+        m1 = float(np.exp(np.median([scores[(s_ship, x_ship)][i] for i in idx])))
         lines.append(f"  {lab}: {len(idx)} runs, {m0:.2f} -> {m1:.2f}")
         out["layouts"][lab] = {"rows": len(idx), "median_ratio_before": m0, "median_ratio_after": m1}
     print("\n".join(lines))
