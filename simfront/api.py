@@ -498,7 +498,9 @@ def explain(model: str, gpus: str | GpuSet, tp: int = 1, pp: int = 1, ep: int = 
     # requests on the rank each decode step: the running batch, which the token budget can hold below --batch
     running = float(np.asarray(raw.batch).ravel()[0]) if serving and mode == "agg" else float(batch)
     charged = running if phase == "decode" else 0.0  # a prefill step charges no per-request decode CPU work
-    t = {k: float(v) for k, v in step_terms(split, prof, charged, sp.accepted_per_step > 1.0).items()}
+    # a pipelined decode round schedules one micro-batch per stage, each with its own CPU work (serving.step_terms)
+    micro = float(pp) if phase == "decode" else 1.0
+    t = {k: float(v) for k, v in step_terms(split, prof, charged, sp.accepted_per_step > 1.0, micro).items()}
     terms.append({"term": "ops: roofline legs (compute, memory or wire time)", "seconds": raw_roof})
     terms.append({"term": "ops: fixed latencies (launch, fill, collective latency)", "seconds": raw_fixed})
     # the step's ops with the draft passes, before a pipelined worker's round (serving.pipeline_round)
@@ -511,8 +513,9 @@ def explain(model: str, gpus: str | GpuSet, tp: int = 1, pp: int = 1, ep: int = 
                       "seconds": t["roofline_s"] + t["fixed_s"] - whole})
     terms.append({"term": f"hidden by the engine (kernel_overlap {prof['kernel_overlap']:.3f} of the fixed part)", "seconds": -t["hidden_s"]})
     terms.append({"term": f"engine step scale x{prof['step_scale']:.3f}", "seconds": t["scale_s"]})
-    terms.append({"term": "per-step CPU overhead", "seconds": t["overhead_s"]})
-    terms.append({"term": f"per-request CPU overhead ({charged:g} decode requests x {prof.get('request_overhead_s', 0.0) * 1e6:.1f} us)",
+    per_mb = f" x {micro:g} micro-batches" if micro > 1 else ""
+    terms.append({"term": "per-step CPU overhead" + per_mb, "seconds": t["overhead_s"]})
+    terms.append({"term": f"per-request CPU overhead ({charged:g} decode requests x {prof.get('request_overhead_s', 0.0) * 1e6:.1f} us{per_mb})",
                   "seconds": t["request_overhead_s"]})
     if t["cpu_hidden_s"] > 0:
         terms.append({"term": "CPU work the overlap scheduler runs beside the GPU step", "seconds": -t["cpu_hidden_s"]})

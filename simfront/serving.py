@@ -339,8 +339,13 @@ def _with_cpu(gpu_s, cpu_s, overlapped):
     return np.where(overlapped, np.maximum(gpu_s, cpu_s), gpu_s + cpu_s)
 
 
-def step_terms(split: np.ndarray, prof: dict, requests=0.0, speculative=False) -> dict:
+def step_terms(split: np.ndarray, prof: dict, requests=0.0, speculative=False, micro_batches=1.0) -> dict:
     """Every term of an engine step from a (roofline, fixed) pair under an engine profile.
+
+    ``micro_batches``: the micro-batches one step (a pipelined worker's round, :func:`pipeline_round`) schedules:
+    the engine's scheduler runs once per micro-batch (vLLM's batch queue of PP micro-batches, SGLang's and
+    TensorRT-LLM's PP event loops), so its CPU work (per step and per request of the micro-batch) is paid that
+    many times per round.
 
     ``roofline_s``: the ops' dominant legs (compute, memory or wire time); ``fixed_s``: their fixed
     latencies (launch, pipeline fill, collective latency); ``hidden_s``: the share of the fixed part
@@ -354,21 +359,24 @@ def step_terms(split: np.ndarray, prof: dict, requests=0.0, speculative=False) -
     hidden = prof["kernel_overlap"] * fixed  # fixed latency the engine overlaps
     kernels = roof + fixed - hidden
     scaled = kernels * prof["step_scale"]
-    per_request = prof.get("request_overhead_s", 0.0) * np.asarray(requests, dtype=np.float64)  # CPU per request per step
-    cpu = prof["step_overhead_s"] + per_request  # CPU seconds of the step
+    mb = np.asarray(micro_batches, dtype=np.float64)
+    per_request = mb * prof.get("request_overhead_s", 0.0) * np.asarray(requests, dtype=np.float64)  # CPU per request per step
+    overhead = mb * prof["step_overhead_s"]  # CPU scheduling per step, once per micro-batch
+    cpu = overhead + per_request  # CPU seconds of the step
     engine = _with_cpu(scaled, cpu, cpu_overlapped(prof, speculative))
     return {"roofline_s": roof, "fixed_s": fixed, "hidden_s": hidden, "scale_s": scaled - kernels,
-            "overhead_s": prof["step_overhead_s"] + 0 * roof, "request_overhead_s": per_request + 0 * roof,
+            "overhead_s": overhead + 0 * roof, "request_overhead_s": per_request + 0 * roof,
             "cpu_hidden_s": scaled + cpu - engine, "engine_s": engine}
 
 
-def _apply(split: np.ndarray, prof: dict, requests=0.0, speculative=False) -> np.ndarray:
-    """Engine step time from a (roofline, fixed) pair under an engine profile (``requests`` on the rank):
-    :func:`step_terms`' ``engine_s``, the same operations without the terms it does not need."""
+def _apply(split: np.ndarray, prof: dict, requests=0.0, speculative=False, micro_batches=1.0) -> np.ndarray:
+    """Engine step time from a (roofline, fixed) pair under an engine profile (``requests`` on the rank in each of
+    ``micro_batches``): :func:`step_terms`' ``engine_s``, the same operations without the terms it does not need."""
     roof, fixed = split[0], split[1]
     scaled = (roof + fixed - prof["kernel_overlap"] * fixed) * prof["step_scale"]
     per_request = prof.get("request_overhead_s", 0.0) * np.asarray(requests, dtype=np.float64)
-    return _with_cpu(scaled, prof["step_overhead_s"] + per_request, cpu_overlapped(prof, speculative))
+    cpu = np.asarray(micro_batches, dtype=np.float64) * (prof["step_overhead_s"] + per_request)
+    return _with_cpu(scaled, cpu, cpu_overlapped(prof, speculative))
 
 
 @dataclass
@@ -390,6 +398,7 @@ class AggRaw:
     ranks: np.ndarray | float = 1.0  # attention-DP ranks of the worker
     range_ratio: float | None = None  # the workload's length spread (Workload.length_range_ratio)
     recv_interval: float = 1.0  # decode steps between the engine's intakes of new requests (Workload.recv_interval_steps)
+    micro_batches: np.ndarray | float = 1.0  # micro-batches one step schedules (PP: one per stage; step_terms)
 
 
 @dataclass
@@ -463,7 +472,7 @@ def _agg_steps(dp, pp, b, wl: Workload, q, al) -> tuple[StepBatch, StepBatch, Ag
     raw = AggRaw(decode_step_s=None, mixed_step_s=None, mixed_tokens=mixed_tokens, mixed_share=mixed_share,
                  batch=b, chunk=chunk, isl_new=isl_new, rho=rho + 0 * b, al=al,
                  osl=wl.mean_osl, slots=b * _f(dp) * _f(pp), wave_share=float(wl.startup_wave_share), ranks=ranks,
-                 range_ratio=wl.length_range_ratio, recv_interval=float(wl.recv_interval_steps))
+                 range_ratio=wl.length_range_ratio, recv_interval=float(wl.recv_interval_steps), micro_batches=_f(pp) + 0 * b)
     return dec, mix, raw
 
 
@@ -515,7 +524,9 @@ def worker_raw(model: Model, precision: Precision, hw: Hardware, tp, pp, dp, ep,
     ends = np.cumsum([0] + widths)
     parts = [split[..., ends[i]:ends[i + 1]] for i in range(len(blocks))]
     slots = b * _f(dp) * _f(pp)
-    d_raws = [(cols.take(parts[0], i), sp.accepted_per_step, cols.take(slots, i), cols.take(b, i)) for i, sp in enumerate(cols.specs)]
+    micro = _f(pp) + 0 * b  # micro-batches a decode round schedules
+    d_raws = [(cols.take(parts[0], i), sp.accepted_per_step, cols.take(slots, i), cols.take(b, i), cols.take(micro, i))
+              for i, sp in enumerate(cols.specs)]
     aggs = {}
     for j, (c, (_, raw)) in enumerate(mixes.items()):
         # each speculation's columns of every per-column field (the rest as they are), with its own step times
@@ -598,8 +609,8 @@ def md1_wait_s(service_s, rho) -> np.ndarray:
 def mean_step_s(raw: AggRaw, prof: dict) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(decode-only engine step, mixed engine step, mean step) of an aggregated worker."""
     spec = np.asarray(raw.al) > 1.0  # speculative decoding: more than one token per verify step
-    t_dec = _apply(raw.decode_step_s, prof, raw.batch, spec)
-    t_mix = _apply(raw.mixed_step_s, prof, raw.batch, spec)
+    t_dec = _apply(raw.decode_step_s, prof, raw.batch, spec, raw.micro_batches)
+    t_mix = _apply(raw.mixed_step_s, prof, raw.batch, spec, raw.micro_batches)
     return t_dec, t_mix, (1.0 - raw.mixed_share) * t_dec + raw.mixed_share * t_mix  # decode-only and mixed steps
 
 
@@ -772,15 +783,15 @@ class DecodeResult:
 
 def decode_raw(model: Model, precision: Precision, hw: Hardware, tp, pp, dp, ep, batch, wl: Workload,
                spec: Speculation = NO_SPEC) -> tuple:
-    """(raw step seconds, tokens per step, requests in flight per worker, requests per rank)."""
+    """(raw step seconds, tokens per step, requests in flight per worker, requests per rank, micro-batches per step)."""
     b = _f(batch)
     sb = StepBatch(decode_reqs=b, decode_ctx=decode_context(wl, dp, b), q_tokens=spec.k + 1)
     st = forward_step(model, precision, hw, tp, pp, dp, ep, sb, routing_alpha=wl.routing_alpha)
-    return _split(st, model, spec), spec.accepted_per_step, b * _f(dp) * _f(pp), b
+    return _split(st, model, spec), spec.accepted_per_step, b * _f(dp) * _f(pp), b, _f(pp) + 0 * b
 
 
-def finish_decode(step_raw, al, slots, batch, osl, prof: dict) -> DecodeResult:
-    step = _apply(step_raw, prof, batch, np.asarray(al) > 1.0)
+def finish_decode(step_raw, al, slots, batch, micro_batches, osl, prof: dict) -> DecodeResult:
+    step = _apply(step_raw, prof, batch, np.asarray(al) > 1.0, micro_batches)
     tpot = step / al
     cap = slots / (tpot * max(osl - 1, 1))  # slots / time a request holds one (Little's law)
     return DecodeResult(tpot, step, cap)

@@ -82,3 +82,26 @@ def test_stage_sends_cross_the_nics_where_stages_sit_on_other_nodes():
         st = forward_step(m, apply_precision(m, "native"), hw, tp, pp, 1, 1, StepBatch(decode_reqs=batch, decode_ctx=1024))
         sends = sum(float(x) for x in st.op_parts("pp.send"))
         assert sends == pytest.approx(crossing * net + (pp - 1 - crossing) * nvl, rel=1e-9), (tp, pp)
+
+
+def test_a_round_pays_the_schedulers_cpu_work_once_per_micro_batch():
+    """The engine's scheduler runs once per micro-batch, so a pipelined round of PP micro-batches pays the per-step and
+    per-request CPU work PP times (serving.step_terms); where the CPU work is not overlapped it adds to the round."""
+    from simfront.serving import Workload, decode_raw, engine_profile, finish_decode, step_terms
+
+    prof = dict(engine_profile("vllm"), cpu_overlap=0.0, cpu_overlap_spec=0.0, step_overhead_s=2e-3, request_overhead_s=50e-6)
+    split = np.array([10e-3, 1e-3])
+    one = step_terms(split, prof, requests=8.0)
+    two = step_terms(split, prof, requests=8.0, micro_batches=2.0)
+    assert two["overhead_s"] == pytest.approx(2 * one["overhead_s"])
+    assert two["request_overhead_s"] == pytest.approx(2 * one["request_overhead_s"])
+    assert two["engine_s"] - one["engine_s"] == pytest.approx(2e-3 + 8 * 50e-6)  # not overlapped: the extra CPU adds
+    # the evaluator's decode worker charges it by its PP (decode_raw's micro-batch count)
+    m, hw, wl = get_model("llama-3.1-70b"), get_hardware("h100_sxm"), Workload(isl=1024, osl=256)
+    prec = apply_precision(m, "native")
+    for pp in (1, 2, 4):
+        raw = decode_raw(m, prec, hw, 2, pp, 1, 1, 8.0, wl)
+        assert float(raw[4]) == pp
+        step = float(finish_decode(*raw, wl.mean_osl, prof).step_s)
+        want = float(step_terms(raw[0], prof, 8.0, False, pp)["engine_s"])
+        assert step == pytest.approx(want, rel=1e-12)
