@@ -339,6 +339,13 @@ def _with_cpu(gpu_s, cpu_s, overlapped):
     return np.where(overlapped, np.maximum(gpu_s, cpu_s), gpu_s + cpu_s)
 
 
+def _cpu_parts(prof: dict, requests, micro_batches) -> tuple[np.ndarray, np.ndarray]:
+    """(per-step, per-request) CPU seconds of an engine step: the scheduler's work per step and per request of the
+    rank, once per micro-batch the step schedules (:func:`step_terms`)."""
+    mb = np.asarray(micro_batches, dtype=np.float64)
+    return mb * prof["step_overhead_s"], mb * prof.get("request_overhead_s", 0.0) * np.asarray(requests, dtype=np.float64)
+
+
 def step_terms(split: np.ndarray, prof: dict, requests=0.0, speculative=False, micro_batches=1.0) -> dict:
     """Every term of an engine step from a (roofline, fixed) pair under an engine profile.
 
@@ -359,9 +366,7 @@ def step_terms(split: np.ndarray, prof: dict, requests=0.0, speculative=False, m
     hidden = prof["kernel_overlap"] * fixed  # fixed latency the engine overlaps
     kernels = roof + fixed - hidden
     scaled = kernels * prof["step_scale"]
-    mb = np.asarray(micro_batches, dtype=np.float64)
-    per_request = mb * prof.get("request_overhead_s", 0.0) * np.asarray(requests, dtype=np.float64)  # CPU per request per step
-    overhead = mb * prof["step_overhead_s"]  # CPU scheduling per step, once per micro-batch
+    overhead, per_request = _cpu_parts(prof, requests, micro_batches)  # CPU scheduling per step and per request
     cpu = overhead + per_request  # CPU seconds of the step
     engine = _with_cpu(scaled, cpu, cpu_overlapped(prof, speculative))
     return {"roofline_s": roof, "fixed_s": fixed, "hidden_s": hidden, "scale_s": scaled - kernels,
@@ -374,9 +379,8 @@ def _apply(split: np.ndarray, prof: dict, requests=0.0, speculative=False, micro
     ``micro_batches``): :func:`step_terms`' ``engine_s``, the same operations without the terms it does not need."""
     roof, fixed = split[0], split[1]
     scaled = (roof + fixed - prof["kernel_overlap"] * fixed) * prof["step_scale"]
-    per_request = prof.get("request_overhead_s", 0.0) * np.asarray(requests, dtype=np.float64)
-    cpu = np.asarray(micro_batches, dtype=np.float64) * (prof["step_overhead_s"] + per_request)
-    return _with_cpu(scaled, cpu, cpu_overlapped(prof, speculative))
+    overhead, per_request = _cpu_parts(prof, requests, micro_batches)
+    return _with_cpu(scaled, overhead + per_request, cpu_overlapped(prof, speculative))
 
 
 @dataclass

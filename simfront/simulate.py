@@ -207,7 +207,7 @@ def build_step_table(model, precision, hw, lay: Layouts, profile: dict, *, isl_n
         split = np.broadcast_to(_split(st, model, sp), (2, D, bg.size, pg.size, CTX_POINTS))[:, rows]
         # per-request CPU overhead counts the decode requests, and overlaps the GPU step or not, as serving does
         # a pipelined worker's round schedules one micro-batch per stage, each with its own CPU work
-        t[rows] = step_terms(split, profile, B, sp.accepted_per_step > 1.0, pp[rows] if np.ndim(pp) else pp)["engine_s"]
+        t[rows] = step_terms(split, profile, B, sp.accepted_per_step > 1.0, pp[rows])["engine_s"]
     return StepTable(bg, pg, lo, hi, t)
 
 
