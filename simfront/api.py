@@ -442,7 +442,7 @@ def explain(model: str, gpus: str | GpuSet, tp: int = 1, pp: int = 1, ep: int = 
     from .layout import check_layout
     from .search import make_spec, spec_label
     from .serving import (NO_SPEC, Workload, _split, adp_gate_iters, aggregated_raw, decode_context, decode_raw, engine_profile, finish_aggregated,
-                          mean_step_s, prefill_raw, runs_in_waves, step_terms)
+                          mean_step_s, others_mixed_share, prefill_raw, runs_in_waves, step_terms)
     from .step import ELEMENTWISE_OPS, StepBatch, forward_step
 
     if phase not in ("decode", "prefill"):
@@ -526,7 +526,7 @@ def explain(model: str, gpus: str | GpuSet, tp: int = 1, pp: int = 1, ep: int = 
         lone_step = float(step_terms(lone, prof)["engine_s"])
     mixed = None
     if serving and mode == "agg":
-        t_dec, t_mix, mean = (float(x) for x in mean_step_s(raw, prof))
+        t_dec, t_mix, _mean = (float(x) for x in mean_step_s(raw, prof))
         share = float(raw.mixed_share)
         mixed = {"share": share, "prompt_tokens": float(raw.mixed_tokens), "mixed_step_s": t_mix, "decode_step_s": t_dec}
         if runs_in_waves(prof, wl.length_range_ratio):  # the evaluator's wave form (serving._wave_latencies)
@@ -535,9 +535,12 @@ def explain(model: str, gpus: str | GpuSet, tp: int = 1, pp: int = 1, ep: int = 
                                   f"tokens per rank, half of it spread over the OSL - 1 tokens", "seconds": wave_step - t_dec})
             out_step = wave_step
         else:
-            terms.append({"term": f"mixed steps: {share:.2%} of steps also carry {float(raw.mixed_tokens):,.0f} prompt tokens "
-                                  f"({t_mix * 1e3:,.3f} ms each)", "seconds": mean - t_dec})
-            out_step = mean
+            # the steps between one request's tokens carry the other requests' prompts (serving.others_mixed_share)
+            seen = float(others_mixed_share(raw))
+            terms.append({"term": f"mixed steps: {seen:.2%} of the steps between a request's tokens also carry "
+                                  f"{float(raw.mixed_tokens):,.0f} prompt tokens of the other requests ({t_mix * 1e3:,.3f} ms each)",
+                          "seconds": seen * (t_mix - t_dec)})
+            out_step = t_dec + seen * (t_mix - t_dec)
     al = sp.accepted_per_step
     rows = []
     for r in st.ops:

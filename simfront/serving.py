@@ -618,11 +618,22 @@ def mean_step_s(raw: AggRaw, prof: dict) -> tuple[np.ndarray, np.ndarray, np.nda
     return t_dec, t_mix, (1.0 - raw.mixed_share) * t_dec + raw.mixed_share * t_mix  # decode-only and mixed steps
 
 
+def others_mixed_share(raw: AggRaw) -> np.ndarray:
+    """Share of the steps between one request's tokens that carry prompt tokens: the mixed steps of the OTHER
+    requests in flight on the worker. In a closed loop a request's own prompt is prefilled before its first token
+    (inside its TTFT), so of the ``slots`` prompts that pass through the worker in one request's life, the
+    ``slots - 1`` of the others fall between its tokens: ``mixed_share x (slots - 1) / slots``. A request alone on
+    its worker decodes with no prompt beside it. (Attention-DP ranks step together, so every rank's requests count.)"""
+    slots = np.maximum(_f(raw.slots), 1.0)
+    return raw.mixed_share * (slots - 1.0) / slots
+
+
 def finish_aggregated(raw: AggRaw, prof: dict) -> AggResult:
     """Apply an engine profile to raw step times: TTFT and TPOT of one worker at its running batch."""
     budget = raw.chunk  # the engine's per-step token budget
     t_dec, t_mix, step = mean_step_s(raw, prof)
-    tpot = step / raw.al
+    seen = others_mixed_share(raw)
+    tpot = ((1.0 - seen) * t_dec + seen * t_mix) / raw.al  # the steps between one request's tokens, per token
     wait = 0.5 * step + md1_wait_s(step, raw.rho)  # finish the running step + M/D/1 queue for the token budget
     # prompt tokens computed before this request's first token: its arrival group (the share of it the
     # engine prefills together; they share the steps and all stream their first token at the end), plus, for the workload's share of

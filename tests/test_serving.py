@@ -175,3 +175,27 @@ def test_an_engine_that_takes_in_requests_every_n_decode_steps_adds_half_of_them
     for n in (10, 30):
         assert np.allclose(res[n].ttft_s - res[1].ttft_s, 0.5 * (n - 1) * t_dec)
         assert np.allclose(res[n].tpot_s, res[1].tpot_s)
+
+
+def test_a_request_decodes_beside_the_other_requests_prompts_only():
+    """A request's own prompt is prefilled before its first token (inside TTFT); between its tokens only the other
+    requests' prompts pass. Alone on its worker it decodes at the decode-only step; with b requests in flight the
+    mixed steps it sees are (b - 1) / b of the worker's; and each client's cycle (TTFT + decode) then holds its
+    own prefill once, so the worker's request rate obeys Little's law."""
+    from simfront.serving import finish_aggregated, mean_step_s, others_mixed_share
+
+    m = get_model("llama-3.1-70b")
+    hw = get_hardware("h100")
+    prof = engine_profile(None)
+    wl = Workload(8192, 128)
+    lone = aggregated_raw(m, m.native, hw, 8, 1, 1, 1, 1, wl)
+    t_dec, t_mix, _ = mean_step_s(lone, prof)
+    assert float(lone.mixed_share) > 0  # the worker does prefill some steps...
+    assert float(finish_aggregated(lone, prof).tpot_s) == pytest.approx(float(t_dec))  # ...but never between its tokens
+    raw = aggregated_raw(m, m.native, hw, 8, 1, 1, 1, 8, wl)
+    t_dec, t_mix, _ = mean_step_s(raw, prof)
+    seen = float(others_mixed_share(raw))
+    assert seen == pytest.approx(float(raw.mixed_share) * 7 / 8)
+    assert float(finish_aggregated(raw, prof).tpot_s) == pytest.approx(float((1 - seen) * t_dec + seen * t_mix))
+    res = aggregated(m, m.native, hw, 8, 1, 1, 1, 8, wl)
+    assert float(res.requests_s) == pytest.approx(8.0 / float(res.ttft_s + (wl.osl - 1) * res.tpot_s), rel=1e-6)
