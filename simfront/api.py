@@ -736,7 +736,7 @@ def launch_target(res: Frontier, engine: str) -> tuple[Any, str | None]:
         return want, None
     cands = [p for p in res["frontier"] if launchable(p, engine)[0]]
     if not cands:
-        return None, f"--launch {engine}: no frontier point is launchable ({why})"
+        return None, f"--launch {engine}: no frontier point is launchable ({why}); with --engine {engine} the search keeps only what {engine} starts"
     meets = [p for p in cands if (sla["ttft_ms"] is None or p["ttft_ms"] <= sla["ttft_ms"])
              and (sla["tpot_ms"] is None or p["tpot_ms"] <= sla["tpot_ms"])
              and (sla["min_tok_s_user"] is None or p["tok_s_user"] >= sla["min_tok_s_user"])]

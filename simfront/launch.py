@@ -28,6 +28,7 @@ from pathlib import Path
 import yaml
 
 from .errors import SimfrontError
+from .engine_rules import why_not
 from .precision import normalize_format
 
 ENGINE_TABLES_DIR = Path(__file__).with_name("engines")  # <engine>.yaml: flag spellings per release
@@ -232,16 +233,20 @@ def engine_spelling(engine: str, engine_version: str | None = None) -> EngineSpe
                           dict(entry.get("env") or {}))
 
 
-def _role_layouts(point_or_deployment) -> dict[str, tuple[int, int, int, int]]:
-    """{role: (tp, pp, ep, attention_dp)} of a Deployment or a frontier/plan point dict."""
+def _role_layouts(point_or_deployment) -> dict[str, tuple[int, int, int, int, bool]]:
+    """{role: (tp, pp, ep, attention_dp, drafts)} of a Deployment or a frontier/plan point dict (``drafts``: the role
+    runs speculative decoding: an aggregated server or a decode worker with a draft method)."""
     if isinstance(point_or_deployment, Deployment):
-        return {r: (lay.tp, lay.pp, lay.ep, lay.attention_dp) for r, lay in point_or_deployment.roles().items()}
+        drafts = point_or_deployment.spec_method is not None
+        return {r: (lay.tp, lay.pp, lay.ep, lay.attention_dp, drafts and r != "prefill")
+                for r, lay in point_or_deployment.roles().items()}
     p = point_or_deployment
     if not hasattr(p, "get") or any(p.get(k) is None for k in ("tp", "ep", "attention_dp")):  # dicts and typed points
         raise SimfrontError("launchable() needs a Deployment or a frontier point with tp, ep and attention_dp")
-    main = (int(p["tp"]), int(p.get("pp") or 1), int(p["ep"]), int(p["attention_dp"]))
+    drafts = str(p.get("spec") or "none") != "none"
+    main = (int(p["tp"]), int(p.get("pp") or 1), int(p["ep"]), int(p["attention_dp"]), drafts)
     if p.get("mode") == "disagg":
-        pre = (int(p["prefill_tp"]), 1, int(p["prefill_ep"]), int(p["prefill_attention_dp"]))
+        pre = (int(p["prefill_tp"]), 1, int(p["prefill_ep"]), int(p["prefill_attention_dp"]), False)
         return {"prefill": pre, "decode": main}
     return {"server": main}
 
@@ -249,20 +254,17 @@ def _role_layouts(point_or_deployment) -> dict[str, tuple[int, int, int, int]]:
 def launchable(point_or_deployment, engine: str) -> tuple[bool, str]:
     """(True, "") when ``engine`` can start every worker of the layout, else (False, the reason).
 
-    Takes a :class:`Deployment` or a frontier / plan point (``tp``, ``pp``, ``ep``, ``attention_dp``,
-    and ``prefill_*`` for disagg). The rules are ``layout_rules`` of the engine's table.
+    Takes a :class:`Deployment` or a frontier / plan point (``tp``, ``pp``, ``ep``, ``attention_dp``, ``spec``,
+    and ``prefill_*`` for disagg). The rules are ``layout_rules`` of the engine's table (:mod:`simfront.engine_rules`).
     """
     eng = normalize_engine(engine)
-    rules = engine_table(eng).get("layout_rules") or {}
-    for role, (tp, pp, ep, dp) in _role_layouts(point_or_deployment).items():
+    for role, (tp, pp, ep, dp, drafts) in _role_layouts(point_or_deployment).items():
         group = tp * dp  # GPUs one MoE layer spans
         if group % ep:
             return False, f"{role}: ep={ep} does not divide tp*attention_dp={group}"
-        if "ep_all_or_none" in rules and ep not in (1, group):
-            return False, (f"{role}: TP{tp} DPA{dp} EP{ep}: {rules['ep_all_or_none']}; "
-                           f"ep must be 1 or {group}")
-        if "attention_dp_tp1" in rules and dp > 1 and tp > 1:
-            return False, f"{role}: TP{tp} DPA{dp}: {rules['attention_dp_tp1']}; use tp=1, attention_dp={group}"
+        why = why_not(eng, tp, pp, dp, ep, drafts)
+        if why:
+            return False, f"{role}: {why}"
     return True, ""
 
 

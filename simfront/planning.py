@@ -21,6 +21,7 @@ import numpy as np
 
 from . import efficiency
 from .coverage import calibrated_layouts, outside_calibration, outside_note
+from .engine_rules import startable
 from .errors import check_lengths
 from .errors import SimfrontError
 from .hardware import GpuSet, Hardware, get_hardware, parse_gpus
@@ -161,16 +162,18 @@ def _add(cols: dict, mask: np.ndarray, **values) -> None:
 # Selection
 
 
-def _launchable(hw: Hardware, tp, dp, pp, ep, engine: str | None) -> np.ndarray:
-    """Layouts simfront.launch can write for ``engine`` (its check_deployment rules, vectorised)."""
+def _launchable(hw: Hardware, tp, dp, pp, ep, engine: str | None, drafts=False) -> np.ndarray:
+    """Layouts simfront.launch can write for ``engine``: whole nodes per multi-node worker, and the engine's own
+    start-up rules (:func:`simfront.engine_rules.startable`; ``drafts``: the worker runs speculative decoding)."""
     g = tp * dp * pp
     node = hw.gpus_per_node
     ok = (g <= node) | (g % node == 0)  # a multi-node worker fills whole nodes
-    if engine == "vllm":
-        ok &= (ep == 1) | (ep == tp * dp)  # vLLM shards experts over all GPUs of the stage or none
-    elif engine == "trtllm":
-        ok &= (dp == 1) | (tp == 1)  # TRT-LLM attention DP runs attention with TP 1
-    return ok
+    return ok & startable(engine, tp, pp, dp, ep, drafts)
+
+
+def _drafts(t: _Tables, spec_index) -> np.ndarray:
+    """Whether each row's speculation (an index into ``t.specs``) runs drafts."""
+    return np.array([sp.k > 0 for sp in t.specs], dtype=bool)[np.asarray(spec_index, dtype=int)]
 
 
 def _engine_name(engine: str | None) -> str | None:
@@ -207,7 +210,7 @@ def _best_agg(t: _Tables, A: dict, rate: float, sla: dict, max_gpus: int, engine
     """(fewest-GPU aggregated choice or None, latencies reachable without the SLA)."""
     if A["rate"].size == 0:
         return None, {}
-    ok = _launchable(t.hw, A["tp"], A["dp"], A["pp"], A["ep"], engine)
+    ok = _launchable(t.hw, A["tp"], A["dp"], A["pp"], A["ep"], engine, _drafts(t, A["spec"]))
     reach = {"ttft_ms": A["ttft_s"][ok] * 1e3, "tpot_ms": A["tpot_s"][ok] * 1e3}
     ok &= _sla_side(sla, A["ttft_s"], A["tpot_s"])
     w = A["tp"] * A["dp"] * A["pp"]  # GPUs per worker
@@ -256,7 +259,7 @@ def _best_disagg(t: _Tables, D: dict, R: dict, rate: float, sla: dict, max_gpus:
     then the pair grown until the deployment evaluator serves the rate within the SLA."""
     if D["rate"].size == 0 or R["rate"].size == 0:
         return None, {}
-    d_ok = _launchable(t.hw, D["tp"], D["dp"], D["pp"], D["ep"], engine)
+    d_ok = _launchable(t.hw, D["tp"], D["dp"], D["pp"], D["ep"], engine, _drafts(t, D["spec"]))
     p_ok = _launchable(t.hw, R["tp"], R["dp"], 1, R["ep"], engine)
     reach = {"tpot_ms": D["tpot_s"][d_ok] * 1e3, "ttft_ms": R["ttft_up_s"][p_ok] * 1e3}
     d_ok &= _sla_side(sla, tpot_s=D["tpot_s"])

@@ -14,12 +14,14 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from .engine_rules import startable
 from .errors import SimfrontError
 from .hardware import GpuSet
 from .layout import enumerate_layouts
 from .memory import plan_memory
 from .models import Model, Precision, apply_precision
 from .deployment import evaluate_agg, evaluate_disagg
+from .scheduler import engine_key
 from .speculative import family_for, survival
 from .serving import (DEFAULT_CHUNK_TOKENS, NO_SPEC, DecodeResult, PrefillResult, Speculation, Workload, engine_profile,
                       worker_raw, finish_decode, finish_prefill, slot_at_transfer, usd_per_mtok)
@@ -158,9 +160,16 @@ class WorkerTable:
     profile: dict
 
 
+def _engine_key(engine: str | None) -> str | None:
+    """The engine whose start-up rules bound the search (None for the all-engine average)."""
+    key = engine_key(engine) if engine is not None else "default"
+    return None if key == "default" else key
+
+
 def worker_tables(model: Model, hw, n_gpus: int, wl: Workload, space: SearchSpace, profile: dict | None = None):
     """Yield a :class:`WorkerTable` per (precision, speculation) for workers of up to ``n_gpus`` GPUs."""
     prof = profile if profile is not None else engine_profile(space.engine, space.engine_version)
+    engine = _engine_key(space.engine)  # whose start-up rules bound the layouts (None: the average engine, no rules)
     max_tp = space.max_tp or hw.scaleup.domain_gpus
     lay = enumerate_layouts(model.arch, n_gpus, max_tp=max_tp)
     if lay["tp"].size == 0:
@@ -182,7 +191,8 @@ def worker_tables(model: Model, hw, n_gpus: int, wl: Workload, space: SearchSpac
         cap_b = (seqs_per_rank / L["pp"][:, 0])[:, None]  # requests per micro-batch per rank
         B = space.batches[None, :].astype(float)
         ok = B <= cap_b
-        one = L["pp"][:, 0] == 1  # prefill workers run without pipeline stages
+        # prefill workers run without pipeline stages (and without drafts), in a layout the engine starts
+        one = (L["pp"][:, 0] == 1) & startable(engine, L["tp"], 1, L["dp"], L["ep"])[:, 0]
         with_prefill = "disagg" in space.modes and n_gpus >= 2 and one.any()
         pb = PREFILL_BATCHES[None, :].astype(float)
         specs = spec_options(model, space)
@@ -201,7 +211,9 @@ def worker_tables(model: Model, hw, n_gpus: int, wl: Workload, space: SearchSpac
             dec = None
             if prefill is not None:
                 dec = finish_decode(*d_raw, wl.mean_osl, prof)
-            yield WorkerTable(prec, spec, L, B, ok, cap_b, agg, dec, prefill, prof)
+            # the aggregated and decode workers the engine can start with this speculation (all for the average engine)
+            ok_spec = ok & startable(engine, L["tp"], L["pp"], L["dp"], L["ep"], spec.k > 0)
+            yield WorkerTable(prec, spec, L, B, ok_spec, cap_b, agg, dec, prefill, prof)
 
 
 def search(model: Model, gpus: GpuSet, wl: Workload, space: SearchSpace | None = None, price_usd_per_hour: float | None = None,

@@ -629,6 +629,7 @@ VARIED = {
     "l70-nvfp4-tp4": Deployment(L70, tp=4, weight_precision="nvfp4", kv_dtype="fp8", max_batch=128),
     "l405-tp8-pp2-2node": Deployment("meta-llama/Llama-3.1-405B-Instruct", tp=8, pp=2, weight_precision="fp8",
                                      max_batch=128),
+    "r1-tp8-pp2-mtp-2node": _r1(tp=8, attention_dp=1, ep=1, pp=2, spec_method="mtp", spec_k=2, max_batch=64),
     "r1-disagg-1p1d": disagg_1p1d(),
     "r1-disagg-multinode": Deployment(R1, mode="disagg", kv_dtype="fp8", weight_precision="fp8_block",
                                       prefill=WorkerLayout(tp=1, attention_dp=8, ep=8, max_batch=16, workers=2,
@@ -650,7 +651,9 @@ VARIED = {
 # The layouts an engine cannot start, and why (launchable() says so; launch_commands refuses them).
 NOT_LAUNCHABLE = {("vllm", "r1-tp8-dpa2-ep8-16gpu"): "ep must be 1 or 16",
                   ("trtllm", "r1-tp2-dpa4-ep8"): "use tp=1, attention_dp=8",
-                  ("trtllm", "r1-tp8-dpa2-ep8-16gpu"): "use tp=1, attention_dp=16"}
+                  ("trtllm", "r1-tp8-dpa2-ep8-16gpu"): "use tp=1, attention_dp=16",
+                  ("sglang", "r1-tp8-pp2-mtp-2node"): "PP2 with speculative decoding",
+                  ("trtllm", "r1-tp8-pp2-mtp-2node"): "PP2 with speculative decoding"}
 PLACEHOLDERS = {"$HEAD_IP": "10.0.0.1", "$NODE_RANK": "0"}
 
 

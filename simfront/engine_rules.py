@@ -1,0 +1,68 @@
+"""What an engine can start, as data: the ``layout_rules`` of ``simfront/engines/<engine>.yaml``.
+
+Each rule names a combination of knobs the engine's own argument checks reject at start-up (the yaml gives the
+reason and its source). One vectorised test serves every caller: the search keeps only the configurations the
+engine it prices can start (``SearchSpace.engine``), ``plan`` chooses among them, and ``--launch`` writes lines
+only for them (:func:`simfront.launch.launchable`).
+
+Rules (a layout is ``tp`` attention TP inside each of ``attention_dp`` groups, ``pp`` stages, ``ep`` expert ranks
+over the ``tp x attention_dp`` GPUs of a stage, and ``drafts``: whether the worker runs speculative decoding):
+
+* ``ep_all_or_none``: experts are sharded over all ``tp x attention_dp`` GPUs of a stage, or not at all;
+* ``attention_dp_tp1``: attention data parallelism runs attention with TP 1 on every rank;
+* ``no_pp_with_drafts``: a pipelined worker cannot run speculative decoding.
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+from pathlib import Path
+
+import numpy as np
+
+from . import yamlio
+from .errors import SimfrontError
+
+RULES_DIR = Path(__file__).with_name("engines")
+KNOWN_RULES = ("ep_all_or_none", "attention_dp_tp1", "no_pp_with_drafts")
+
+
+@lru_cache(maxsize=None)
+def layout_rules(engine: str) -> dict[str, str]:
+    """{rule name: why} of an engine (``vllm``, ``sglang``, ``trtllm``); {} for the all-engine average (None)."""
+    if engine is None:
+        return {}
+    doc = yamlio.load(RULES_DIR / f"{engine}.yaml")
+    rules = dict(doc.get("layout_rules") or {})
+    unknown = sorted(set(rules) - set(KNOWN_RULES))
+    if unknown:
+        raise SimfrontError(f"{engine}.yaml layout_rules: unknown rule(s) {unknown}; known: {', '.join(KNOWN_RULES)}")
+    return rules
+
+
+def startable(engine: str | None, tp, pp, attention_dp, ep, drafts=False) -> np.ndarray:
+    """Whether ``engine`` starts each layout (arrays broadcast; every layout for the average engine, None)."""
+    tp, pp, dp, ep = (np.asarray(x, dtype=np.float64) for x in (tp, pp, attention_dp, ep))
+    drafts = np.asarray(drafts, dtype=bool)
+    ok = np.ones(np.broadcast_shapes(tp.shape, pp.shape, dp.shape, ep.shape, drafts.shape), dtype=bool)
+    rules = layout_rules(engine)
+    if "ep_all_or_none" in rules:
+        ok &= (ep == 1) | (ep == tp * dp)  # experts over the whole stage or not sharded
+    if "attention_dp_tp1" in rules:
+        ok &= (dp == 1) | (tp == 1)  # attention-DP ranks run attention without TP
+    if "no_pp_with_drafts" in rules:
+        ok &= (pp == 1) | ~drafts  # no pipeline stages under speculative decoding
+    return ok
+
+
+def why_not(engine: str | None, tp: int, pp: int, attention_dp: int, ep: int, drafts: bool = False) -> str:
+    """The first rule one layout breaks, as ``"<layout>: <why>; <what would start>"`` ("" when it starts)."""
+    rules = layout_rules(engine)
+    group = tp * attention_dp
+    if "ep_all_or_none" in rules and ep not in (1, group):
+        return f"TP{tp} DPA{attention_dp} EP{ep}: {rules['ep_all_or_none']}; ep must be 1 or {group}"
+    if "attention_dp_tp1" in rules and attention_dp > 1 and tp > 1:
+        return f"TP{tp} DPA{attention_dp}: {rules['attention_dp_tp1']}; use tp=1, attention_dp={group}"
+    if "no_pp_with_drafts" in rules and pp > 1 and drafts:
+        return f"PP{pp} with speculative decoding: {rules['no_pp_with_drafts']}; use pp=1 or no drafts"
+    return ""

@@ -1,0 +1,86 @@
+"""What each engine can start (simfront/engines/<engine>.yaml layout_rules) bounds the search, plan and --launch."""
+
+import numpy as np
+import pytest
+
+from simfront.engine_rules import KNOWN_RULES, layout_rules, startable, why_not
+from simfront.errors import SimfrontError
+from simfront.launch import launchable
+
+
+def test_rules_are_known_and_carry_their_reason():
+    for engine in ("vllm", "sglang", "trtllm"):
+        for name, why in layout_rules(engine).items():
+            assert name in KNOWN_RULES and len(why) > 30  # a reason with its source, not a bare name
+    assert layout_rules(None) == {}
+
+
+def test_pipelined_workers_with_drafts_start_on_vllm_only():
+    # (tp, pp, attention_dp, ep, drafts): TP8 PP2 with MTP, TP8 PP2 without, TP16 with MTP
+    tp, pp, dp, ep, drafts = [8, 8, 16], [2, 2, 1], [1, 1, 1], [1, 1, 1], [True, False, True]
+    assert startable("sglang", tp, pp, dp, ep, drafts).tolist() == [False, True, True]
+    assert startable("trtllm", tp, pp, dp, ep, drafts).tolist() == [False, True, True]
+    assert startable("vllm", tp, pp, dp, ep, drafts).tolist() == [True, True, True]
+    assert startable(None, tp, pp, dp, ep, drafts).all()
+    assert "PP2 with speculative decoding" in why_not("sglang", 8, 2, 1, 1, True)
+    assert why_not("sglang", 8, 2, 1, 1, False) == ""
+
+
+def test_the_layout_rules_broadcast_over_a_grid():
+    ok = startable("vllm", np.array([[8], [8]]), 1, np.array([[1], [2]]), np.array([[1, 8, 16]]))
+    assert ok.tolist() == [[True, True, False], [True, False, True]]  # experts over the whole stage or none
+
+
+def test_frontier_points_with_drafts_on_a_pipeline():
+    point = {"mode": "agg", "tp": 8, "pp": 2, "ep": 1, "attention_dp": 1, "spec": "mtp-k2@AL2.27"}
+    assert launchable(point, "vllm") == (True, "")
+    ok, why = launchable(point, "sglang")
+    assert not ok and why.startswith("server: PP2 with speculative decoding") and "disaggregated prefill" in why
+    assert launchable({**point, "spec": "none"}, "sglang") == (True, "")
+    # a disaggregated decode worker drafts; its prefill worker (no stages) does not
+    dis = {"mode": "disagg", "tp": 8, "pp": 2, "ep": 1, "attention_dp": 1, "spec": "mtp-k1@AL1.79",
+           "prefill_tp": 8, "prefill_ep": 1, "prefill_attention_dp": 1}
+    assert launchable(dis, "trtllm")[1].startswith("decode: PP2")
+
+
+@pytest.mark.parametrize("engine", ["sglang", "trtllm"])
+def test_the_search_for_an_engine_offers_only_what_it_starts(engine):
+    from simfront.api import GpuSet, get_model
+    from simfront.hardware import get_hardware
+    from simfront.search import SearchSpace, search
+    from simfront.serving import Workload
+
+    model, gpus, wl = get_model("deepseek-r1"), GpuSet(count=16, hardware=get_hardware("h100_sxm")), Workload(isl=1024, osl=1024)
+    space = dict(precisions=["fp8_block"], modes=("agg",))
+
+    def pipelined_drafts(res):
+        return int(((np.asarray(res.points["pp"]) > 1) & (np.asarray(res.points["spec"]) != "none")).sum())
+
+    assert pipelined_drafts(search(model, gpus, wl, SearchSpace(**space))) > 0  # the average engine offers them
+    res = search(model, gpus, wl, SearchSpace(engine=engine, **space))
+    assert res.points and pipelined_drafts(res) == 0
+    assert (np.asarray(res.points["pp"]) > 1).any()  # pipelines without drafts stay
+
+
+def test_an_unknown_rule_in_an_engine_table_is_an_error(tmp_path, monkeypatch):
+    import simfront.engine_rules as er
+
+    (tmp_path / "vllm.yaml").write_text("layout_rules:\n  no_such_rule: because\n")
+    monkeypatch.setattr(er, "RULES_DIR", tmp_path)
+    er.layout_rules.cache_clear()
+    try:
+        with pytest.raises(SimfrontError, match="no_such_rule"):
+            er.layout_rules("vllm")
+    finally:
+        er.layout_rules.cache_clear()
+
+
+def test_plan_for_an_engine_chooses_what_it_starts():
+    from simfront.planning import plan
+
+    kw = dict(isl=1024, osl=1024, tpot_ms=30, hardware=["h100_sxm"])
+    any_engine = plan("deepseek-r1", 20, **kw)["rows"][0]["point"]
+    assert any_engine["pp"] > 1 and any_engine["spec"] != "none"  # the average engine's choice drafts on a pipeline
+    for engine in ("sglang", "trtllm"):
+        p = plan("deepseek-r1", 20, engine=engine, **kw)["rows"][0]["point"]
+        assert launchable(p, engine)[0] and not (p["pp"] > 1 and p["spec"] != "none")
