@@ -66,3 +66,11 @@ def why_not(engine: str | None, tp: int, pp: int, attention_dp: int, ep: int, dr
     if "no_pp_with_drafts" in rules and pp > 1 and drafts:
         return f"PP{pp} with speculative decoding: {rules['no_pp_with_drafts']}; use pp=1 or no drafts"
     return ""
+
+
+def startable_by_any(engines, tp, pp, attention_dp, ep, drafts=False) -> np.ndarray:
+    """Whether at least one of ``engines`` starts each layout (every layout when ``engines`` is empty)."""
+    ok = startable(None, tp, pp, attention_dp, ep, drafts)
+    if not engines:
+        return ok
+    return np.logical_or.reduce([startable(e, tp, pp, attention_dp, ep, drafts) for e in engines])

@@ -24,9 +24,11 @@ from typing import Any, Iterable
 import numpy as np
 
 from .coverage import calibrated_layouts, outside_calibration
+from .errors import SimfrontError
 from .hardware import GpuSet
 from .measured import resolve
 from .pareto import interp_frontier, knee_index, pareto_mask
+from .scheduler import engine_key
 from .search import SearchSpace, search
 from .serving import Workload
 
@@ -273,6 +275,20 @@ def _summarise(rows: list[dict], knees: list[dict], key) -> dict:
     return out
 
 
+def _sweep_engines(members: list) -> tuple[str, ...] | None:
+    """The engines a sweep's runs used (None, the all-engine average, when any run names none simfront knows)."""
+    out = set()
+    for p, _ in members:
+        try:
+            key = engine_key(p.engine)
+        except SimfrontError:
+            return None
+        if key == "default":
+            return None
+        out.add(key)
+    return tuple(sorted(out)) or None
+
+
 def frontier_comparison(points: list, profile: dict | None = None) -> dict:
     """Measured Pareto sets against simfront's frontiers on the same GPU counts (see the module doc).
 
@@ -294,13 +310,17 @@ def frontier_comparison(points: list, profile: dict | None = None) -> dict:
         sweeps[(r.model.id, r.hw.id, _precision_name(r.model, r.precision), round(r.isl), round(r.osl))].append((p, r))
     # the KV-cache formats the sweep's runs used: a knob of the sweep, as the engine and the mode are
     kv_dtypes = {key: sorted({r.precision.kv for _, r in members}) for key, members in sweeps.items()}
+    # the engines the sweep measured: simfront's frontier keeps what at least one of them can start (a layout none of
+    # them starts, such as SGLang's and TensorRT-LLM's pipelined workers with drafts, is not the sweep's to reach)
+    engines = {key: _sweep_engines(members) for key, members in sweeps.items()}
     searched: dict[tuple, dict] = {}
 
     def frontier(key, r, n, mode):
         """simfront's frontier (columns over its points, by tok/s/user) of one mode or of both (mode None)."""
         k = key + (n,)
         if k not in searched:
-            space = SearchSpace(precisions=[key[2]], kv_dtypes=kv_dtypes[key], modes=("agg", "disagg"))
+            space = SearchSpace(precisions=[key[2]], kv_dtypes=kv_dtypes[key], modes=("agg", "disagg"),
+                                start_engines=engines[key])
             # the measured runs' own client: the same start-up wave and length spread as the benchmark that produced them
             wl = Workload(isl=r.isl, osl=r.osl, startup_wave_share=r.wave_share, length_range_ratio=r.range_ratio)
             res = search(r.model, GpuSet(count=n, hardware=r.hw), wl, space, profile=profile)

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .engine_rules import startable
+from .engine_rules import startable_by_any
 from .errors import SimfrontError
 from .hardware import GpuSet
 from .layout import enumerate_layouts
@@ -59,6 +59,9 @@ class SearchSpace:
     # engine token budget per step (chunked-prefill size) for aggregated workers: a real serving knob
     # trading TTFT against TPOT (vLLM max_num_batched_tokens / SGLang chunked_prefill_size)
     chunk_tokens: tuple[int, ...] = CHUNK_TOKEN_OPTIONS
+    # keep only configurations one of these engines can start (simfront.engine_rules); None: ``engine``'s own rules
+    # (none for the all-engine average). Validation sets the engines of a measured sweep, pricing with its profile.
+    start_engines: tuple[str, ...] | None = None
 
 
 def precision_options(model: Model, gpus: GpuSet, space: SearchSpace) -> list[Precision]:
@@ -160,16 +163,18 @@ class WorkerTable:
     profile: dict
 
 
-def _engine_key(engine: str | None) -> str | None:
-    """The engine whose start-up rules bound the search (None for the all-engine average)."""
-    key = engine_key(engine) if engine is not None else "default"
-    return None if key == "default" else key
+def _start_engines(space: SearchSpace) -> tuple[str, ...]:
+    """The engines whose start-up rules bound the search: ``space.start_engines``, else ``space.engine`` (none for the
+    all-engine average)."""
+    names = space.start_engines if space.start_engines is not None else (space.engine,)
+    keys = {engine_key(e) if e is not None else "default" for e in names}
+    return tuple(sorted(keys - {"default"})) if "default" not in keys else ()
 
 
 def worker_tables(model: Model, hw, n_gpus: int, wl: Workload, space: SearchSpace, profile: dict | None = None):
     """Yield a :class:`WorkerTable` per (precision, speculation) for workers of up to ``n_gpus`` GPUs."""
     prof = profile if profile is not None else engine_profile(space.engine, space.engine_version)
-    engine = _engine_key(space.engine)  # whose start-up rules bound the layouts (None: the average engine, no rules)
+    engines = _start_engines(space)  # whose start-up rules bound the layouts (none: the average engine)
     max_tp = space.max_tp or hw.scaleup.domain_gpus
     lay = enumerate_layouts(model.arch, n_gpus, max_tp=max_tp)
     if lay["tp"].size == 0:
@@ -192,7 +197,7 @@ def worker_tables(model: Model, hw, n_gpus: int, wl: Workload, space: SearchSpac
         B = space.batches[None, :].astype(float)
         ok = B <= cap_b
         # prefill workers run without pipeline stages (and without drafts), in a layout the engine starts
-        one = (L["pp"][:, 0] == 1) & startable(engine, L["tp"], 1, L["dp"], L["ep"])[:, 0]
+        one = (L["pp"][:, 0] == 1) & startable_by_any(engines, L["tp"], 1, L["dp"], L["ep"])[:, 0]
         with_prefill = "disagg" in space.modes and n_gpus >= 2 and one.any()
         pb = PREFILL_BATCHES[None, :].astype(float)
         specs = spec_options(model, space)
@@ -212,7 +217,7 @@ def worker_tables(model: Model, hw, n_gpus: int, wl: Workload, space: SearchSpac
             if prefill is not None:
                 dec = finish_decode(*d_raw, wl.mean_osl, prof)
             # the aggregated and decode workers the engine can start with this speculation (all for the average engine)
-            ok_spec = ok & startable(engine, L["tp"], L["pp"], L["dp"], L["ep"], spec.k > 0)
+            ok_spec = ok & startable_by_any(engines, L["tp"], L["pp"], L["dp"], L["ep"], spec.k > 0)
             yield WorkerTable(prec, spec, L, B, ok_spec, cap_b, agg, dec, prefill, prof)
 
 

@@ -84,3 +84,34 @@ def test_plan_for_an_engine_chooses_what_it_starts():
     for engine in ("sglang", "trtllm"):
         p = plan("deepseek-r1", 20, engine=engine, **kw)["rows"][0]["point"]
         assert launchable(p, engine)[0] and not (p["pp"] > 1 and p["spec"] != "none")
+
+
+def test_a_measured_sweep_is_compared_with_what_its_engines_start():
+    """Validation's frontier keeps what at least one of the sweep's engines starts (simfront.fidelity)."""
+    from types import SimpleNamespace
+
+    from simfront.fidelity import _sweep_engines
+
+    def run(engine):
+        return SimpleNamespace(engine=engine), None
+
+    assert _sweep_engines([run("Dynamo + SGLang [lmsysorg/sglang:v0.5.8]"), run("trtllm"), run("sglang")]) == ("sglang", "trtllm")
+    assert _sweep_engines([run("sglang"), run(None)]) is None  # a run of an unnamed engine: the average engine
+    assert _sweep_engines([run("sglang"), run("some-other-engine")]) is None
+
+
+def test_start_engines_keep_what_any_of_them_starts():
+    from simfront.api import GpuSet, get_model
+    from simfront.hardware import get_hardware
+    from simfront.search import SearchSpace, search
+    from simfront.serving import Workload
+
+    model, gpus, wl = get_model("deepseek-r1"), GpuSet(count=16, hardware=get_hardware("h100_sxm")), Workload(isl=1024, osl=1024)
+
+    def pipelined_drafts(**kw):
+        res = search(model, gpus, wl, SearchSpace(precisions=["fp8_block"], modes=("agg",), **kw))
+        return int(((np.asarray(res.points["pp"]) > 1) & (np.asarray(res.points["spec"]) != "none")).sum())
+
+    assert pipelined_drafts(start_engines=("sglang", "trtllm")) == 0
+    assert pipelined_drafts(start_engines=("sglang", "vllm")) > 0  # vLLM starts them
+    assert pipelined_drafts(engine="sglang", start_engines=("vllm",)) > 0  # the engines given override the priced one's
