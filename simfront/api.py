@@ -352,6 +352,7 @@ def predict(model: str, gpus: str | GpuSet, isl: int | None = None, osl: int | N
     front = np.nonzero(on_front)[0] if sel is None else sel[on_front]
     front = front[np.argsort(pts["tok_s_user"][front])]
     from .coverage import calibrated_layouts, outside_note
+    from .launch import startable_note
     from .uncertainty import prediction_bands
 
     q, widen = prediction_bands(g.hardware.id, m.id)
@@ -364,6 +365,9 @@ def predict(model: str, gpus: str | GpuSet, isl: int | None = None, osl: int | N
     out["frontier"] = [_banded(point_dict(rows, j), q, widen, layouts) for j in range(front.size)]
     off = [p["outside_calibration"] for p in out["frontier"] if p["outside_calibration"]]
     note = outside_note(f"{len(off)} of the {len(out['frontier'])} frontier points", off, EXTRAPOLATION_WIDENING)
+    if note:
+        out["notes"].append(note)
+    note = None if engine else startable_note(out["frontier"], "frontier point")
     if note:
         out["notes"].append(note)
     out["uncertainty"] = {"band": "p10-p90 of measured/predicted from leave-one-model-out validation", "widening": widen,

@@ -25,8 +25,7 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
 
-import yaml
-
+from . import yamlio
 from .errors import SimfrontError
 from .engine_rules import why_not
 from .precision import normalize_format
@@ -181,9 +180,7 @@ def _version_key(text: str) -> tuple:
 def engine_table(engine: str) -> dict:
     """The parsed ``simfront/engines/<engine>.yaml`` (versions newest first, layout rules)."""
     eng = normalize_engine(engine)
-    path = ENGINE_TABLES_DIR / f"{eng}.yaml"
-    with open(path, encoding="utf-8") as fh:
-        doc = yaml.safe_load(fh)
+    doc = dict(yamlio.load(ENGINE_TABLES_DIR / f"{eng}.yaml"))  # a copy: the parsed document is shared (yamlio's cache)
     doc["versions"] = sorted(doc["versions"], key=lambda v: _version_key(v["since"]), reverse=True)
     return doc
 
@@ -266,6 +263,24 @@ def launchable(point_or_deployment, engine: str) -> tuple[bool, str]:
         if why:
             return False, f"{role}: {why}"
     return True, ""
+
+
+def _yaml_dump(doc) -> str:
+    """YAML text of a file the launch plan writes (PyYAML imported only when a plan is written)."""
+    import yaml
+
+    return yaml.safe_dump(doc, sort_keys=False)
+
+
+def startable_note(points: list, what: str) -> str | None:
+    """A note on points chosen for the all-engine average (frontier points, plan rows' deployments) that not every
+    engine starts (:mod:`simfront.engine_rules`): how many each engine starts; None when every engine starts them all."""
+    counts = {e: sum(launchable(p, e)[0] for p in points) for e in ENGINES}
+    if not points or all(c == len(points) for c in counts.values()):
+        return None
+    starts = ", ".join(f"{e} {c}" for e, c in counts.items())
+    return (f"not every engine starts every {what} (simfront/engines/*.yaml layout_rules): of the {len(points)}, {starts}; "
+            f"--engine E keeps only what E starts")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -605,7 +620,7 @@ def _trtllm_server(dep, role, lay, ckpt, quant, port, notes, files, sp: EngineSp
     batch = _per_rank(lay.max_batch, lay.attention_dp, f"{role}.max_batch", notes)
     per_rank_tokens = _per_rank(tokens, lay.attention_dp, f"{role}.max_num_tokens", notes)
     fname = "extra_llm_api_options.yaml" if role == "server" else f"extra_llm_api_options_{role}.yaml"
-    files[fname] = yaml.safe_dump(_trtllm_yaml(dep, role, lay, batch, per_rank_tokens, notes, sp), sort_keys=False)
+    files[fname] = _yaml_dump(_trtllm_yaml(dep, role, lay, batch, per_rank_tokens, notes, sp))
     args = [*sp.server, ckpt, f("host"), "0.0.0.0", f("port"), port, f("backend"), "pytorch",
             f("tp"), lay.tp * lay.attention_dp,  # the whole stage; the YAML turns on attention DP
             f("pp"), lay.pp, f("ep"), lay.ep,
@@ -663,7 +678,7 @@ def _router(engine: str, dep: Deployment, hosts: dict[str, list[str]], files: di
                                "urls": [f"{h}:{ROLE_PORTS['prefill']}" for h in hosts["prefill"]]},
            "generation_servers": {"num_instances": len(hosts["decode"]),
                                   "urls": [f"{h}:{ROLE_PORTS['decode']}" for h in hosts["decode"]]}}
-    files["disagg_config.yaml"] = yaml.safe_dump(cfg, sort_keys=False)
+    files["disagg_config.yaml"] = _yaml_dump(cfg)
     notes.append("TRT-LLM disagg front end: trtllm-serve disaggregated -c disagg_config.yaml (not in ecosystem.md; unverified)")
     if any("$" in h for hs in hosts.values() for h in hs):
         notes.append("disagg_config.yaml holds $..._HOST_i placeholders: substitute them (e.g. envsubst) before starting")
@@ -805,7 +820,7 @@ def sidecar_yaml(dep: Deployment, engine: str | None = None, engine_version: str
     """YAML sidecar describing ``dep``; ``simfront validate`` reads it next to a client result file
     (``<result>.simfront.yaml``). Flat measured-point fields, agg and disagg alike (see :func:`_record`)."""
     check_deployment(dep)
-    return yaml.safe_dump(_record(dep, normalize_engine(engine) if engine else None, engine_version), sort_keys=False)
+    return _yaml_dump(_record(dep, normalize_engine(engine) if engine else None, engine_version))
 
 
 def default_result_file(dep: Deployment, tool: str) -> str:

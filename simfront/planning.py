@@ -25,7 +25,7 @@ from .engine_rules import startable
 from .errors import check_lengths
 from .errors import SimfrontError
 from .hardware import GpuSet, Hardware, get_hardware, parse_gpus
-from .launch import Deployment, LaunchPlan, WorkerLayout, benchmark_command, launch_commands, sidecar_yaml
+from .launch import Deployment, LaunchPlan, WorkerLayout, benchmark_command, launch_commands, sidecar_yaml, startable_note
 from .memory import weight_bytes
 from .precision import weights_of
 from .priced import priced_of
@@ -462,9 +462,12 @@ def plan(model: str, rate: float, isl: int = 1024, osl: int = 1024, ttft_ms: flo
     ok = sorted((r for r in rows if r["feasible"]), key=lambda r: (r["usd_per_hour"], r["gpu"]))
     off = [r for r in ok if r["outside_calibration"]]
     note = outside_note(f"the deployments chosen on {', '.join(r['gpu'] for r in off)}", [r["outside_calibration"] for r in off])
+    notes = [note] if note else []
+    if eng is None and (note := startable_note([r["point"] for r in ok], "chosen deployment")):
+        notes.append(note)
     return {"model": m.id, "workload": {"isl": isl, "osl": osl, "rate": rate, "prefix_hit": prefix_hit}, "sla": sla,
             "max_gpus": max_gpus, "engine": eng, "engine_version": space.engine_version, "rows": ok + [r for r in rows if not r["feasible"]],
-            "search_time_s": time.perf_counter() - t0, "notes": [note] if note else []}
+            "search_time_s": time.perf_counter() - t0, "notes": notes}
 
 
 # ---------------------------------------------------------------------------------------------

@@ -115,3 +115,13 @@ def test_start_engines_keep_what_any_of_them_starts():
     assert pipelined_drafts(start_engines=("sglang", "trtllm")) == 0
     assert pipelined_drafts(start_engines=("sglang", "vllm")) > 0  # vLLM starts them
     assert pipelined_drafts(engine="sglang", start_engines=("vllm",)) > 0  # the engines given override the priced one's
+
+
+def test_an_all_engine_frontier_says_which_engines_start_its_points():
+    from simfront.launch import startable_note
+
+    pipelined = {"mode": "agg", "tp": 8, "pp": 2, "ep": 1, "attention_dp": 1, "spec": "mtp-k2@AL2.27"}
+    plain = {"mode": "agg", "tp": 8, "pp": 1, "ep": 1, "attention_dp": 1, "spec": "none"}
+    note = startable_note([pipelined, plain], "frontier point")
+    assert "every frontier point" in note and "of the 2, vllm 2, sglang 1, trtllm 1" in note and "--engine E" in note
+    assert startable_note([plain], "frontier point") is None and startable_note([], "frontier point") is None
