@@ -725,7 +725,7 @@ def plan(model: str, rate: float, **kw) -> Plan:
     return Plan(**_plan(model, rate, **kw))
 
 
-def launch_target(res: Frontier, engine: str) -> tuple[Any, str | None]:
+def launch_target(res: Frontier, engine: str, engine_version: str | None = None) -> tuple[Any, str | None]:
     """The point ``--launch ENGINE`` starts: the best point under the SLA (else the knee) when the engine
     can launch its layout, else the best launchable frontier point under the SLA (else the launchable
     point nearest the knee in tok/s/user), with a note saying why; (None, reason) when none is."""
@@ -735,10 +735,10 @@ def launch_target(res: Frontier, engine: str) -> tuple[Any, str | None]:
     want = res.get("best_under_sla") or res.get("knee")
     if want is None:
         return None, None
-    ok, why = launchable(want, engine)
+    ok, why = launchable(want, engine, engine_version)
     if ok:
         return want, None
-    cands = [p for p in res["frontier"] if launchable(p, engine)[0]]
+    cands = [p for p in res["frontier"] if launchable(p, engine, engine_version)[0]]
     if not cands:
         return None, f"--launch {engine}: no frontier point is launchable ({why}); with --engine {engine} the search keeps only what {engine} starts"
     meets = [p for p in cands if (sla["ttft_ms"] is None or p["ttft_ms"] <= sla["ttft_ms"])

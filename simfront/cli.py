@@ -281,7 +281,7 @@ def predict_cmd(
     isl, osl = res.workload.isl, res.workload.osl
     points = res.points
     if launch and res["fits"]:
-        target, why = api.launch_target(res, launch)
+        target, why = api.launch_target(res, launch, engine_version)
         res["launch"] = (api.launch_for(target, model, gpus, launch, isl, osl, engine_version, random_range_ratio,
                                         prompts_per_client, res.workload.prefix_hit or 0.0, engine or "default")
                          if target else None)

@@ -5,6 +5,9 @@ reason and its source). One vectorised test serves every caller: the search keep
 engine it prices can start (``SearchSpace.engine``), ``plan`` chooses among them, and ``--launch`` writes lines
 only for them (:func:`simfront.launch.launchable`).
 
+A rule is a reason (it holds for every release) or ``{why: ..., before: "X.Y.Z"}`` (it holds for the releases older
+than X.Y.Z; a search or launch line for the newest release, no ``--engine-version``, is not bound by it).
+
 Rules (a layout is ``tp`` attention TP inside each of ``attention_dp`` groups, ``pp`` stages, ``ep`` expert ranks
 over the ``tp x attention_dp`` GPUs of a stage, and ``drafts``: whether the worker runs speculative decoding):
 
@@ -22,30 +25,40 @@ import numpy as np
 
 from . import yamlio
 from .errors import SimfrontError
+from .scheduler import release_key
 
 RULES_DIR = Path(__file__).with_name("engines")
 KNOWN_RULES = ("ep_all_or_none", "attention_dp_tp1", "no_pp_with_drafts")
 
 
 @lru_cache(maxsize=None)
-def layout_rules(engine: str) -> dict[str, str]:
-    """{rule name: why} of an engine (``vllm``, ``sglang``, ``trtllm``); {} for the all-engine average (None)."""
+def _rules(engine: str) -> dict[str, dict]:
+    """{rule name: {why, before}} of an engine's table (``before`` None: every release)."""
+    doc = yamlio.load(RULES_DIR / f"{engine}.yaml")
+    out = {}
+    for name, rule in dict(doc.get("layout_rules") or {}).items():
+        if name not in KNOWN_RULES:
+            raise SimfrontError(f"{engine}.yaml layout_rules: unknown rule {name!r}; known: {', '.join(KNOWN_RULES)}")
+        out[name] = dict(rule) if isinstance(rule, dict) else {"why": str(rule)}
+        out[name].setdefault("before", None)
+    return out
+
+
+def layout_rules(engine: str | None, version: str | None = None) -> dict[str, str]:
+    """{rule name: why} that bind ``engine`` at release ``version`` (None: the newest); {} for the average engine."""
     if engine is None:
         return {}
-    doc = yamlio.load(RULES_DIR / f"{engine}.yaml")
-    rules = dict(doc.get("layout_rules") or {})
-    unknown = sorted(set(rules) - set(KNOWN_RULES))
-    if unknown:
-        raise SimfrontError(f"{engine}.yaml layout_rules: unknown rule(s) {unknown}; known: {', '.join(KNOWN_RULES)}")
-    return rules
+    return {name: r["why"] for name, r in _rules(engine).items()
+            if r["before"] is None or (version is not None and release_key(version) < release_key(r["before"]))}
 
 
-def startable(engine: str | None, tp, pp, attention_dp, ep, drafts=False) -> np.ndarray:
-    """Whether ``engine`` starts each layout (arrays broadcast; every layout for the average engine, None)."""
+def startable(engine: str | None, tp, pp, attention_dp, ep, drafts=False, version: str | None = None) -> np.ndarray:
+    """Whether ``engine`` (at release ``version``, None: the newest) starts each layout (arrays broadcast; every layout for
+    the average engine, None)."""
     tp, pp, dp, ep = (np.asarray(x, dtype=np.float64) for x in (tp, pp, attention_dp, ep))
     drafts = np.asarray(drafts, dtype=bool)
     ok = np.ones(np.broadcast_shapes(tp.shape, pp.shape, dp.shape, ep.shape, drafts.shape), dtype=bool)
-    rules = layout_rules(engine)
+    rules = layout_rules(engine, version)
     if "ep_all_or_none" in rules:
         ok &= (ep == 1) | (ep == tp * dp)  # experts over the whole stage or not sharded
     if "attention_dp_tp1" in rules:
@@ -55,9 +68,11 @@ def startable(engine: str | None, tp, pp, attention_dp, ep, drafts=False) -> np.
     return ok
 
 
-def why_not(engine: str | None, tp: int, pp: int, attention_dp: int, ep: int, drafts: bool = False) -> str:
-    """The first rule one layout breaks, as ``"<layout>: <why>; <what would start>"`` ("" when it starts)."""
-    rules = layout_rules(engine)
+def why_not(engine: str | None, tp: int, pp: int, attention_dp: int, ep: int, drafts: bool = False,
+            version: str | None = None) -> str:
+    """The first rule one layout breaks at ``engine``'s release ``version``, as ``"<layout>: <why>; <what would start>"``
+    ("" when it starts)."""
+    rules = layout_rules(engine, version)
     group = tp * attention_dp
     if "ep_all_or_none" in rules and ep not in (1, group):
         return f"TP{tp} DPA{attention_dp} EP{ep}: {rules['ep_all_or_none']}; ep must be 1 or {group}"
@@ -68,9 +83,10 @@ def why_not(engine: str | None, tp: int, pp: int, attention_dp: int, ep: int, dr
     return ""
 
 
-def startable_by_any(engines, tp, pp, attention_dp, ep, drafts=False) -> np.ndarray:
-    """Whether at least one of ``engines`` starts each layout (every layout when ``engines`` is empty)."""
+def startable_by_any(engines, tp, pp, attention_dp, ep, drafts=False, version: str | None = None) -> np.ndarray:
+    """Whether at least one of ``engines`` (at release ``version``, one engine's; None: the newest) starts each layout
+    (every layout when ``engines`` is empty)."""
     ok = startable(None, tp, pp, attention_dp, ep, drafts)
     if not engines:
         return ok
-    return np.logical_or.reduce([startable(e, tp, pp, attention_dp, ep, drafts) for e in engines])
+    return np.logical_or.reduce([startable(e, tp, pp, attention_dp, ep, drafts, version) for e in engines])

@@ -248,8 +248,9 @@ def _role_layouts(point_or_deployment) -> dict[str, tuple[int, int, int, int, bo
     return {"server": main}
 
 
-def launchable(point_or_deployment, engine: str) -> tuple[bool, str]:
-    """(True, "") when ``engine`` can start every worker of the layout, else (False, the reason).
+def launchable(point_or_deployment, engine: str, engine_version: str | None = None) -> tuple[bool, str]:
+    """(True, "") when ``engine`` (at release ``engine_version``, None: the newest) can start every worker of the
+    layout, else (False, the reason).
 
     Takes a :class:`Deployment` or a frontier / plan point (``tp``, ``pp``, ``ep``, ``attention_dp``, ``spec``,
     and ``prefill_*`` for disagg). The rules are ``layout_rules`` of the engine's table (:mod:`simfront.engine_rules`).
@@ -259,7 +260,7 @@ def launchable(point_or_deployment, engine: str) -> tuple[bool, str]:
         group = tp * dp  # GPUs one MoE layer spans
         if group % ep:
             return False, f"{role}: ep={ep} does not divide tp*attention_dp={group}"
-        why = why_not(eng, tp, pp, dp, ep, drafts)
+        why = why_not(eng, tp, pp, dp, ep, drafts, engine_version)
         if why:
             return False, f"{role}: {why}"
     return True, ""
@@ -316,8 +317,8 @@ def _check_layout(name: str, lay: WorkerLayout, gpus_per_node: int) -> None:
         raise SimfrontError(f"{name}: a {g}-GPU worker does not fill whole {gpus_per_node}-GPU nodes")
 
 
-def check_deployment(dep: Deployment, engine: str | None = None) -> None:
-    """Raise SimfrontError when ``dep`` is inconsistent (or unsupported by ``engine``)."""
+def check_deployment(dep: Deployment, engine: str | None = None, engine_version: str | None = None) -> None:
+    """Raise SimfrontError when ``dep`` is inconsistent (or unsupported by ``engine`` at release ``engine_version``)."""
     if dep.mode not in MODES:
         raise SimfrontError(f"unknown mode {dep.mode!r}; valid: {', '.join(MODES)}")
     if dep.mode == "disagg" and (dep.prefill is None or dep.decode is None):
@@ -350,7 +351,7 @@ def check_deployment(dep: Deployment, engine: str | None = None) -> None:
         )
     if engine is None:
         return
-    ok, reason = launchable(dep, engine)
+    ok, reason = launchable(dep, engine, engine_version)
     if not ok:
         raise SimfrontError(reason)
 
@@ -729,7 +730,7 @@ def launch_commands(dep: Deployment, engine: str, engine_version: str | None = N
     """
     eng = normalize_engine(engine)
     sp = engine_spelling(eng, engine_version)
-    check_deployment(dep, eng)
+    check_deployment(dep, eng, engine_version)
     ckpt, quant, notes = resolve_checkpoint(dep, eng)
     if dep.spec_method == "mtp":
         _check_mtp(dep, eng, notes)

@@ -162,13 +162,13 @@ def _add(cols: dict, mask: np.ndarray, **values) -> None:
 # Selection
 
 
-def _launchable(hw: Hardware, tp, dp, pp, ep, engine: str | None, drafts=False) -> np.ndarray:
-    """Layouts simfront.launch can write for ``engine``: whole nodes per multi-node worker, and the engine's own
-    start-up rules (:func:`simfront.engine_rules.startable`; ``drafts``: the worker runs speculative decoding)."""
+def _launchable(hw: Hardware, tp, dp, pp, ep, engine: str | None, drafts=False, version: str | None = None) -> np.ndarray:
+    """Layouts simfront.launch can write for ``engine`` at release ``version``: whole nodes per multi-node worker, and the
+    engine's own start-up rules (:func:`simfront.engine_rules.startable`; ``drafts``: the worker runs speculative decoding)."""
     g = tp * dp * pp
     node = hw.gpus_per_node
     ok = (g <= node) | (g % node == 0)  # a multi-node worker fills whole nodes
-    return ok & startable(engine, tp, pp, dp, ep, drafts)
+    return ok & startable(engine, tp, pp, dp, ep, drafts, version)
 
 
 def _drafts(t: _Tables, spec_index) -> np.ndarray:
@@ -206,11 +206,12 @@ def _base_point(t: _Tables, mode: str, tp, pp, ep, dp, batch, prec, spec, ttft_s
             "decode_workers": 0, "kv_headroom": None, "queue_ms": 0.0, "quality": None}
 
 
-def _best_agg(t: _Tables, A: dict, rate: float, sla: dict, max_gpus: int, engine: str | None) -> tuple[dict | None, dict]:
+def _best_agg(t: _Tables, A: dict, rate: float, sla: dict, max_gpus: int, engine: str | None,
+              version: str | None = None) -> tuple[dict | None, dict]:
     """(fewest-GPU aggregated choice or None, latencies reachable without the SLA)."""
     if A["rate"].size == 0:
         return None, {}
-    ok = _launchable(t.hw, A["tp"], A["dp"], A["pp"], A["ep"], engine, _drafts(t, A["spec"]))
+    ok = _launchable(t.hw, A["tp"], A["dp"], A["pp"], A["ep"], engine, _drafts(t, A["spec"]), version)
     reach = {"ttft_ms": A["ttft_s"][ok] * 1e3, "tpot_ms": A["tpot_s"][ok] * 1e3}
     ok &= _sla_side(sla, A["ttft_s"], A["tpot_s"])
     w = A["tp"] * A["dp"] * A["pp"]  # GPUs per worker
@@ -254,13 +255,13 @@ def _size_disagg(t: _Tables, D: dict, R: dict, a: int, b: int, link: str, x: int
 
 
 def _best_disagg(t: _Tables, D: dict, R: dict, rate: float, sla: dict, max_gpus: int, engine: str | None,
-                 osl: float) -> tuple[dict | None, dict]:
+                 osl: float, version: str | None = None) -> tuple[dict | None, dict]:
     """Fewest-GPU disaggregated choice, one precision: each side's cheapest row sized separately,
     then the pair grown until the deployment evaluator serves the rate within the SLA."""
     if D["rate"].size == 0 or R["rate"].size == 0:
         return None, {}
-    d_ok = _launchable(t.hw, D["tp"], D["dp"], D["pp"], D["ep"], engine, _drafts(t, D["spec"]))
-    p_ok = _launchable(t.hw, R["tp"], R["dp"], 1, R["ep"], engine)
+    d_ok = _launchable(t.hw, D["tp"], D["dp"], D["pp"], D["ep"], engine, _drafts(t, D["spec"]), version)
+    p_ok = _launchable(t.hw, R["tp"], R["dp"], 1, R["ep"], engine, version=version)
     reach = {"tpot_ms": D["tpot_s"][d_ok] * 1e3, "ttft_ms": R["ttft_up_s"][p_ok] * 1e3}
     d_ok &= _sla_side(sla, tpot_s=D["tpot_s"])
     y = np.ceil(rate / D["rate"])  # decode workers at the decode side's capacity
@@ -328,8 +329,8 @@ def _choose(m: Model, t: _Tables, wl: Workload, space: SearchSpace, rate: float,
     if t.parts is None:
         t.parts = _evaluate(m, t, wl, space)
     T = t.parts
-    a, ra = _best_agg(t, T["agg"], rate, sla, max_gpus, engine)
-    d, rd = _best_disagg(t, T["dec"], T["pre"], rate, sla, max_gpus, engine, wl.mean_osl)
+    a, ra = _best_agg(t, T["agg"], rate, sla, max_gpus, engine, space.engine_version)
+    d, rd = _best_disagg(t, T["dec"], T["pre"], rate, sla, max_gpus, engine, wl.mean_osl, space.engine_version)
     cands = [c for c in (a, d) if c is not None]
     best = min(cands, key=lambda c: (c["num_gpus"], -c["capacity"])) if cands else None
     return best, [ra, rd]

@@ -83,7 +83,8 @@ def _table() -> dict:
     return yamlio.loads(SCHEDULER_FILE.read_text())  # the C loader where PyYAML has it
 
 
-def _version_key(v: str) -> tuple:
+def release_key(v: str) -> tuple:
+    """Sortable (major, minor, patch, ...) of an engine release string, as the release families are ordered."""
     out = []
     for part in str(v).replace("-", ".").split("."):
         digits = "".join(ch for ch in part if ch.isdigit())
@@ -109,7 +110,7 @@ def engine_key(engine: str | None) -> str:
 def release_families(key: str) -> tuple:
     """Release families of engine ``key``, oldest first, each completed with what it inherits from the one before."""
     out, prev = [], {}
-    for fam in sorted(_table()[key], key=lambda f: _version_key(f["since"])):
+    for fam in sorted(_table()[key], key=lambda f: release_key(f["since"])):
         prev = {k: v for k, v in prev.items() if k != "released"} | fam  # a family states what changed
         out.append(prev)
     return tuple(out)
@@ -120,7 +121,7 @@ def release_family(engine: str | None = None, version: str | None = None, measur
     the newest family out by the date ``measured_on`` (ISO ``YYYY-MM-DD``); without either, the newest family."""
     fams = release_families(engine_key(engine))
     if version:
-        older = [f for f in fams if _version_key(f["since"]) <= _version_key(version)]
+        older = [f for f in fams if release_key(f["since"]) <= release_key(version)]
         return older[-1] if older else fams[0]
     if measured_on:
         out = [f for f in fams if str(f.get("released", "")) <= str(measured_on)[:10]]

@@ -163,18 +163,19 @@ class WorkerTable:
     profile: dict
 
 
-def _start_engines(space: SearchSpace) -> tuple[str, ...]:
-    """The engines whose start-up rules bound the search: ``space.start_engines``, else ``space.engine`` (none for the
-    all-engine average)."""
+def _start_engines(space: SearchSpace) -> tuple[tuple[str, ...], str | None]:
+    """(engines, release) whose start-up rules bound the search: ``space.start_engines`` at their newest releases, else
+    ``space.engine`` at ``space.engine_version`` (no engines for the all-engine average)."""
     names = space.start_engines if space.start_engines is not None else (space.engine,)
     keys = {engine_key(e) if e is not None else "default" for e in names}
-    return tuple(sorted(keys - {"default"})) if "default" not in keys else ()
+    engines = tuple(sorted(keys - {"default"})) if "default" not in keys else ()
+    return engines, (space.engine_version if space.start_engines is None else None)
 
 
 def worker_tables(model: Model, hw, n_gpus: int, wl: Workload, space: SearchSpace, profile: dict | None = None):
     """Yield a :class:`WorkerTable` per (precision, speculation) for workers of up to ``n_gpus`` GPUs."""
     prof = profile if profile is not None else engine_profile(space.engine, space.engine_version)
-    engines = _start_engines(space)  # whose start-up rules bound the layouts (none: the average engine)
+    engines, release = _start_engines(space)  # whose start-up rules bound the layouts (none: the average engine)
     max_tp = space.max_tp or hw.scaleup.domain_gpus
     lay = enumerate_layouts(model.arch, n_gpus, max_tp=max_tp)
     if lay["tp"].size == 0:
@@ -197,7 +198,7 @@ def worker_tables(model: Model, hw, n_gpus: int, wl: Workload, space: SearchSpac
         B = space.batches[None, :].astype(float)
         ok = B <= cap_b
         # prefill workers run without pipeline stages (and without drafts), in a layout the engine starts
-        one = (L["pp"][:, 0] == 1) & startable_by_any(engines, L["tp"], 1, L["dp"], L["ep"])[:, 0]
+        one = (L["pp"][:, 0] == 1) & startable_by_any(engines, L["tp"], 1, L["dp"], L["ep"], version=release)[:, 0]
         with_prefill = "disagg" in space.modes and n_gpus >= 2 and one.any()
         pb = PREFILL_BATCHES[None, :].astype(float)
         specs = spec_options(model, space)
@@ -217,7 +218,7 @@ def worker_tables(model: Model, hw, n_gpus: int, wl: Workload, space: SearchSpac
             if prefill is not None:
                 dec = finish_decode(*d_raw, wl.mean_osl, prof)
             # the aggregated and decode workers the engine can start with this speculation (all for the average engine)
-            ok_spec = ok & startable_by_any(engines, L["tp"], L["pp"], L["dp"], L["ep"], spec.k > 0)
+            ok_spec = ok & startable_by_any(engines, L["tp"], L["pp"], L["dp"], L["ep"], spec.k > 0, release)
             yield WorkerTable(prec, spec, L, B, ok_spec, cap_b, agg, dec, prefill, prof)
 
 

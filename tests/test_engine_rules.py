@@ -67,12 +67,12 @@ def test_an_unknown_rule_in_an_engine_table_is_an_error(tmp_path, monkeypatch):
 
     (tmp_path / "vllm.yaml").write_text("layout_rules:\n  no_such_rule: because\n")
     monkeypatch.setattr(er, "RULES_DIR", tmp_path)
-    er.layout_rules.cache_clear()
+    er._rules.cache_clear()
     try:
         with pytest.raises(SimfrontError, match="no_such_rule"):
             er.layout_rules("vllm")
     finally:
-        er.layout_rules.cache_clear()
+        er._rules.cache_clear()
 
 
 def test_plan_for_an_engine_chooses_what_it_starts():
@@ -125,3 +125,23 @@ def test_an_all_engine_frontier_says_which_engines_start_its_points():
     note = startable_note([pipelined, plain], "frontier point")
     assert "every frontier point" in note and "of the 2, vllm 2, sglang 1, trtllm 1" in note and "--engine E" in note
     assert startable_note([plain], "frontier point") is None and startable_note([], "frontier point") is None
+
+
+def test_a_rule_can_bind_only_the_releases_before_a_version():
+    """vLLM starts drafts on a pipelined worker since its V2 runner's pipelined drafters, not before."""
+    args = ([8, 8], [2, 1], 1, 1, True)
+    assert startable("vllm", *args).tolist() == [True, True]  # the newest release
+    assert startable("vllm", *args, version="0.12.0").tolist() == [False, True]
+    assert startable("vllm", *args, version="0.33.0").tolist() == [True, True]
+    assert "V2 model runner" in why_not("vllm", 8, 2, 1, 1, True, "0.18.0")
+    point = {"mode": "agg", "tp": 8, "pp": 2, "ep": 1, "attention_dp": 1, "spec": "mtp-k2@AL2.27"}
+    assert launchable(point, "vllm") == (True, "") and not launchable(point, "vllm", "0.12.0")[0]
+
+    from simfront.api import GpuSet, get_model
+    from simfront.hardware import get_hardware
+    from simfront.search import SearchSpace, search
+    from simfront.serving import Workload
+
+    model, gpus, wl = get_model("deepseek-r1"), GpuSet(count=16, hardware=get_hardware("h100_sxm")), Workload(isl=1024, osl=1024)
+    res = search(model, gpus, wl, SearchSpace(precisions=["fp8_block"], modes=("agg",), engine="vllm", engine_version="0.12.0"))
+    assert not ((np.asarray(res.points["pp"]) > 1) & (np.asarray(res.points["spec"]) != "none")).any()
