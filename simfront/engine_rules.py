@@ -13,7 +13,9 @@ over the ``tp x attention_dp`` GPUs of a stage, and ``drafts``: whether the work
 
 * ``ep_all_or_none``: experts are sharded over all ``tp x attention_dp`` GPUs of a stage, or not at all;
 * ``attention_dp_tp1``: attention data parallelism runs attention with TP 1 on every rank;
-* ``no_pp_with_drafts``: a pipelined worker cannot run speculative decoding.
+* ``no_pp_with_drafts``: a pipelined worker cannot run speculative decoding;
+* ``pp_drafts_aggregated_without_attention_dp``: a pipelined worker runs speculative decoding only as an aggregated
+  server without attention DP (``disagg``: the worker is a disaggregated decode worker).
 """
 
 from __future__ import annotations
@@ -28,7 +30,7 @@ from .errors import SimfrontError
 from .scheduler import release_key
 
 RULES_DIR = Path(__file__).with_name("engines")
-KNOWN_RULES = ("ep_all_or_none", "attention_dp_tp1", "no_pp_with_drafts")
+KNOWN_RULES = ("ep_all_or_none", "attention_dp_tp1", "no_pp_with_drafts", "pp_drafts_aggregated_without_attention_dp")
 
 
 @lru_cache(maxsize=None)
@@ -52,9 +54,10 @@ def layout_rules(engine: str | None, version: str | None = None) -> dict[str, st
             if r["before"] is None or (version is not None and release_key(version) < release_key(r["before"]))}
 
 
-def startable(engine: str | None, tp, pp, attention_dp, ep, drafts=False, version: str | None = None) -> np.ndarray:
+def startable(engine: str | None, tp, pp, attention_dp, ep, drafts=False, version: str | None = None,
+              disagg: bool = False) -> np.ndarray:
     """Whether ``engine`` (at release ``version``, None: the newest) starts each layout (arrays broadcast; every layout for
-    the average engine, None)."""
+    the average engine, None); ``disagg``: the workers are disaggregated decode workers."""
     tp, pp, dp, ep = (np.asarray(x, dtype=np.float64) for x in (tp, pp, attention_dp, ep))
     drafts = np.asarray(drafts, dtype=bool)
     ok = np.ones(np.broadcast_shapes(tp.shape, pp.shape, dp.shape, ep.shape, drafts.shape), dtype=bool)
@@ -65,11 +68,13 @@ def startable(engine: str | None, tp, pp, attention_dp, ep, drafts=False, versio
         ok &= (dp == 1) | (tp == 1)  # attention-DP ranks run attention without TP
     if "no_pp_with_drafts" in rules:
         ok &= (pp == 1) | ~drafts  # no pipeline stages under speculative decoding
+    if "pp_drafts_aggregated_without_attention_dp" in rules:
+        ok &= (pp == 1) | ~drafts | ((dp == 1) & (not disagg))  # drafts on stages: aggregated, attention without DP
     return ok
 
 
 def why_not(engine: str | None, tp: int, pp: int, attention_dp: int, ep: int, drafts: bool = False,
-            version: str | None = None) -> str:
+            version: str | None = None, disagg: bool = False) -> str:
     """The first rule one layout breaks at ``engine``'s release ``version``, as ``"<layout>: <why>; <what would start>"``
     ("" when it starts)."""
     rules = layout_rules(engine, version)
@@ -80,13 +85,17 @@ def why_not(engine: str | None, tp: int, pp: int, attention_dp: int, ep: int, dr
         return f"TP{tp} DPA{attention_dp}: {rules['attention_dp_tp1']}; use tp=1, attention_dp={group}"
     if "no_pp_with_drafts" in rules and pp > 1 and drafts:
         return f"PP{pp} with speculative decoding: {rules['no_pp_with_drafts']}; use pp=1 or no drafts"
+    rule = "pp_drafts_aggregated_without_attention_dp"
+    if rule in rules and pp > 1 and drafts and (attention_dp > 1 or disagg):
+        where = f"DPA{attention_dp}" if attention_dp > 1 else "a disaggregated decode worker"
+        return f"PP{pp} with speculative decoding on {where}: {rules[rule]}; use pp=1, no drafts or an aggregated TP worker"
     return ""
 
 
-def startable_by_any(engines, tp, pp, attention_dp, ep, drafts=False, version: str | None = None) -> np.ndarray:
-    """Whether at least one of ``engines`` (at release ``version``, one engine's; None: the newest) starts each layout
-    (every layout when ``engines`` is empty)."""
+def startable_by_any(engines, tp, pp, attention_dp, ep, drafts=False, disagg: bool = False) -> np.ndarray:
+    """Whether at least one of ``engines`` ((engine, release) pairs; release None: the newest) starts each layout (every
+    layout when ``engines`` is empty)."""
     ok = startable(None, tp, pp, attention_dp, ep, drafts)
     if not engines:
         return ok
-    return np.logical_or.reduce([startable(e, tp, pp, attention_dp, ep, drafts, version) for e in engines])
+    return np.logical_or.reduce([startable(e, tp, pp, attention_dp, ep, drafts, v, disagg) for e, v in engines])

@@ -28,7 +28,7 @@ from .errors import SimfrontError
 from .hardware import GpuSet
 from .measured import resolve
 from .pareto import interp_frontier, knee_index, pareto_mask
-from .scheduler import engine_key
+from .scheduler import engine_key, release_family, release_key
 from .search import SearchSpace, search
 from .serving import Workload
 
@@ -276,8 +276,11 @@ def _summarise(rows: list[dict], knees: list[dict], key) -> dict:
 
 
 def _sweep_engines(members: list) -> tuple[str, ...] | None:
-    """The engines a sweep's runs used (None, the all-engine average, when any run names none simfront knows)."""
-    out = set()
+    """The engines a sweep's runs used, each at the newest release its runs name (``engine@release``; the release of
+    a run without one is the newest release family out on its date, simfront/engines/scheduler.yaml): the layouts
+    those releases start are the sweep's to reach. None (the all-engine average) when a run names no engine
+    simfront knows."""
+    newest: dict[str, str | None] = {}
     for p, _ in members:
         try:
             key = engine_key(p.engine)
@@ -285,8 +288,12 @@ def _sweep_engines(members: list) -> tuple[str, ...] | None:
             return None
         if key == "default":
             return None
-        out.add(key)
-    return tuple(sorted(out)) or None
+        release = p.engine_version or (release_family(key, None, p.measured_on)["since"] if p.measured_on else None)
+        if key in newest and (newest[key] is None or release is None):
+            newest[key] = None  # a run of unknown release: the newest release's rules
+        elif key not in newest or release_key(release) > release_key(newest[key]):
+            newest[key] = release
+    return tuple(sorted(k if v is None else f"{k}@{v}" for k, v in newest.items())) or None
 
 
 def frontier_comparison(points: list, profile: dict | None = None) -> dict:

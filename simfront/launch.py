@@ -260,7 +260,7 @@ def launchable(point_or_deployment, engine: str, engine_version: str | None = No
         group = tp * dp  # GPUs one MoE layer spans
         if group % ep:
             return False, f"{role}: ep={ep} does not divide tp*attention_dp={group}"
-        why = why_not(eng, tp, pp, dp, ep, drafts, engine_version)
+        why = why_not(eng, tp, pp, dp, ep, drafts, engine_version, disagg=role == "decode")
         if why:
             return False, f"{role}: {why}"
     return True, ""
@@ -752,6 +752,15 @@ def launch_commands(dep: Deployment, engine: str, engine_version: str | None = N
         a2a_args, a2a_env = _moe_a2a(dep, role, lay, sp)
         args += a2a_args  # after every other word: the engines' parsers take flags in any order
         env.update(a2a_env)
+        if lay.pp > 1 and dep.spec_method and role != "prefill" and sp.env.get("pp_drafts"):
+            alg = sp.values["spec_method"][dep.spec_method]
+            if alg not in sp.values.get("pp_spec_algorithms", ()):
+                raise SimfrontError(f"{eng} {sp.since}+ runs speculative decoding on pipeline stages only with "
+                                    f"{', '.join(sp.values.get('pp_spec_algorithms', ()))}, not {alg} ({dep.spec_method}); "
+                                    "use pp=1 or another method")
+            env.update(sp.env["pp_drafts"])  # the release drafts on a pipelined worker only when asked to
+            notes.append(f"{eng} {role}: speculative decoding on {lay.pp} pipeline stages needs "
+                         f"{', '.join(f'{k}={v}' for k, v in sp.env['pp_drafts'].items())} (the draft runs on the last stage)")
         if a2a_args or a2a_env:
             notes.append(f"{eng} {role}: attention-DP + EP MoE traffic set to DeepEP's all-to-all "
                          f"({' '.join(map(str, a2a_args)) or ', '.join(f'{k}={v}' for k, v in a2a_env.items())}), as "

@@ -124,7 +124,7 @@ def _evaluate(m: Model, t: _Tables, wl: Workload, space: SearchSpace) -> dict:
                  batch=B, prec=pi, spec=si, ttft_s=r.ttft_s, tpot_s=r.tpot_s, rate=r.requests_s, chunk=chunk)
         d = tab.decode
         if d is not None:
-            _add(cols["dec"], ok & np.isfinite(d.tpot_s) & (d.tpot_s > 0), tp=L["tp"], pp=L["pp"], ep=L["ep"], dp=L["dp"],
+            _add(cols["dec"], tab.ok_decode & np.isfinite(d.tpot_s) & (d.tpot_s > 0), tp=L["tp"], pp=L["pp"], ep=L["ep"], dp=L["dp"],
                  batch=B, prec=pi, spec=si, tpot_s=d.tpot_s, step_s=d.step_s, rate=d.capacity_requests_s)
         if tab.prefill is not None and si == 0:  # prefill does not depend on speculation: once per precision
             P, pb, step, kv_bytes, slots, lone = tab.prefill
@@ -162,13 +162,14 @@ def _add(cols: dict, mask: np.ndarray, **values) -> None:
 # Selection
 
 
-def _launchable(hw: Hardware, tp, dp, pp, ep, engine: str | None, drafts=False, version: str | None = None) -> np.ndarray:
+def _launchable(hw: Hardware, tp, dp, pp, ep, engine: str | None, drafts=False, version: str | None = None,
+                disagg: bool = False) -> np.ndarray:
     """Layouts simfront.launch can write for ``engine`` at release ``version``: whole nodes per multi-node worker, and the
     engine's own start-up rules (:func:`simfront.engine_rules.startable`; ``drafts``: the worker runs speculative decoding)."""
     g = tp * dp * pp
     node = hw.gpus_per_node
     ok = (g <= node) | (g % node == 0)  # a multi-node worker fills whole nodes
-    return ok & startable(engine, tp, pp, dp, ep, drafts, version)
+    return ok & startable(engine, tp, pp, dp, ep, drafts, version, disagg)
 
 
 def _drafts(t: _Tables, spec_index) -> np.ndarray:
@@ -260,7 +261,7 @@ def _best_disagg(t: _Tables, D: dict, R: dict, rate: float, sla: dict, max_gpus:
     then the pair grown until the deployment evaluator serves the rate within the SLA."""
     if D["rate"].size == 0 or R["rate"].size == 0:
         return None, {}
-    d_ok = _launchable(t.hw, D["tp"], D["dp"], D["pp"], D["ep"], engine, _drafts(t, D["spec"]), version)
+    d_ok = _launchable(t.hw, D["tp"], D["dp"], D["pp"], D["ep"], engine, _drafts(t, D["spec"]), version, disagg=True)
     p_ok = _launchable(t.hw, R["tp"], R["dp"], 1, R["ep"], engine, version=version)
     reach = {"tpot_ms": D["tpot_s"][d_ok] * 1e3, "ttft_ms": R["ttft_up_s"][p_ok] * 1e3}
     d_ok &= _sla_side(sla, tpot_s=D["tpot_s"])

@@ -59,8 +59,9 @@ class SearchSpace:
     # engine token budget per step (chunked-prefill size) for aggregated workers: a real serving knob
     # trading TTFT against TPOT (vLLM max_num_batched_tokens / SGLang chunked_prefill_size)
     chunk_tokens: tuple[int, ...] = CHUNK_TOKEN_OPTIONS
-    # keep only configurations one of these engines can start (simfront.engine_rules); None: ``engine``'s own rules
-    # (none for the all-engine average). Validation sets the engines of a measured sweep, pricing with its profile.
+    # keep only configurations one of these engines can start (simfront.engine_rules), each ``engine`` or
+    # ``engine@release`` (the release's rules; the newest without one); None: ``engine`` at ``engine_version`` (no rules
+    # for the all-engine average). Validation sets the engines and releases of a measured sweep.
     start_engines: tuple[str, ...] | None = None
 
 
@@ -156,6 +157,7 @@ class WorkerTable:
     L: dict
     B: np.ndarray
     ok: np.ndarray
+    ok_decode: np.ndarray  # ``ok`` for disaggregated decode workers (an engine may start a layout only aggregated)
     kv_batch: np.ndarray
     agg: dict
     decode: DecodeResult | None
@@ -163,19 +165,21 @@ class WorkerTable:
     profile: dict
 
 
-def _start_engines(space: SearchSpace) -> tuple[tuple[str, ...], str | None]:
-    """(engines, release) whose start-up rules bound the search: ``space.start_engines`` at their newest releases, else
-    ``space.engine`` at ``space.engine_version`` (no engines for the all-engine average)."""
-    names = space.start_engines if space.start_engines is not None else (space.engine,)
-    keys = {engine_key(e) if e is not None else "default" for e in names}
-    engines = tuple(sorted(keys - {"default"})) if "default" not in keys else ()
-    return engines, (space.engine_version if space.start_engines is None else None)
+def _start_engines(space: SearchSpace) -> tuple[tuple[str, str | None], ...]:
+    """(engine, release) pairs whose start-up rules bound the search: ``space.start_engines``, else ``space.engine`` at
+    ``space.engine_version``; none for the all-engine average (or when any named engine is the average)."""
+    if space.start_engines is None:
+        pairs = [(space.engine, space.engine_version)]
+    else:
+        pairs = [tuple(e.split("@", 1)) if "@" in e else (e, None) for e in space.start_engines]
+    keyed = [(engine_key(e) if e is not None else "default", v) for e, v in pairs]
+    return () if any(k == "default" for k, _ in keyed) else tuple(sorted(set(keyed), key=str))
 
 
 def worker_tables(model: Model, hw, n_gpus: int, wl: Workload, space: SearchSpace, profile: dict | None = None):
     """Yield a :class:`WorkerTable` per (precision, speculation) for workers of up to ``n_gpus`` GPUs."""
     prof = profile if profile is not None else engine_profile(space.engine, space.engine_version)
-    engines, release = _start_engines(space)  # whose start-up rules bound the layouts (none: the average engine)
+    engines = _start_engines(space)  # whose start-up rules bound the layouts (none: the average engine)
     max_tp = space.max_tp or hw.scaleup.domain_gpus
     lay = enumerate_layouts(model.arch, n_gpus, max_tp=max_tp)
     if lay["tp"].size == 0:
@@ -198,7 +202,7 @@ def worker_tables(model: Model, hw, n_gpus: int, wl: Workload, space: SearchSpac
         B = space.batches[None, :].astype(float)
         ok = B <= cap_b
         # prefill workers run without pipeline stages (and without drafts), in a layout the engine starts
-        one = (L["pp"][:, 0] == 1) & startable_by_any(engines, L["tp"], 1, L["dp"], L["ep"], version=release)[:, 0]
+        one = (L["pp"][:, 0] == 1) & startable_by_any(engines, L["tp"], 1, L["dp"], L["ep"])[:, 0]
         with_prefill = "disagg" in space.modes and n_gpus >= 2 and one.any()
         pb = PREFILL_BATCHES[None, :].astype(float)
         specs = spec_options(model, space)
@@ -218,8 +222,10 @@ def worker_tables(model: Model, hw, n_gpus: int, wl: Workload, space: SearchSpac
             if prefill is not None:
                 dec = finish_decode(*d_raw, wl.mean_osl, prof)
             # the aggregated and decode workers the engine can start with this speculation (all for the average engine)
-            ok_spec = ok & startable_by_any(engines, L["tp"], L["pp"], L["dp"], L["ep"], spec.k > 0, release)
-            yield WorkerTable(prec, spec, L, B, ok_spec, cap_b, agg, dec, prefill, prof)
+            drafts = spec.k > 0
+            ok_agg = ok & startable_by_any(engines, L["tp"], L["pp"], L["dp"], L["ep"], drafts)
+            ok_dec = ok & startable_by_any(engines, L["tp"], L["pp"], L["dp"], L["ep"], drafts, disagg=True)
+            yield WorkerTable(prec, spec, L, B, ok_agg, ok_dec, cap_b, agg, dec, prefill, prof)
 
 
 def search(model: Model, gpus: GpuSet, wl: Workload, space: SearchSpace | None = None, price_usd_per_hour: float | None = None,
@@ -473,7 +479,7 @@ def _disagg(cols, t: WorkerTable, hw, gpus, wl, price, sides: dict | None = None
     the tables of one search, holding each prefill side (the same for every speculation of a precision).
     """
     n = gpus.count
-    L, B, ok, prec, spec = t.L, t.B, t.ok, t.precision, t.spec
+    L, B, ok, prec, spec = t.L, t.B, t.ok_decode, t.precision, t.spec
     worker = (L["tp"] * L["dp"] * L["pp"])[:, 0]
     ranks = (L["dp"] * L["pp"])[:, 0]
     d = t.decode

@@ -15,15 +15,20 @@ def test_rules_are_known_and_carry_their_reason():
     assert layout_rules(None) == {}
 
 
-def test_pipelined_workers_with_drafts_start_on_vllm_only():
-    # (tp, pp, attention_dp, ep, drafts): TP8 PP2 with MTP, TP8 PP2 without, TP16 with MTP
-    tp, pp, dp, ep, drafts = [8, 8, 16], [2, 2, 1], [1, 1, 1], [1, 1, 1], [True, False, True]
-    assert startable("sglang", tp, pp, dp, ep, drafts).tolist() == [False, True, True]
-    assert startable("trtllm", tp, pp, dp, ep, drafts).tolist() == [False, True, True]
-    assert startable("vllm", tp, pp, dp, ep, drafts).tolist() == [True, True, True]
+def test_pipelined_workers_with_drafts_per_engine_and_release():
+    # (tp, pp, attention_dp, ep, drafts): TP8 PP2 with MTP, TP8 PP2 without, TP16 with MTP, TP4 DPA2 EP8 PP2 with MTP
+    tp, pp, dp, ep, drafts = [8, 8, 16, 4], [2, 2, 1, 2], [1, 1, 1, 2], [1, 1, 1, 8], [True, False, True, True]
+    assert startable("trtllm", tp, pp, dp, ep, drafts).tolist() == [False, True, True, False]
+    assert startable("vllm", tp, pp, dp, ep, drafts).tolist() == [True, True, True, True]
+    # SGLang 0.5.23 drafts on stages of an aggregated server without attention DP (SGLANG_ENABLE_PP_SPEC); not before
+    assert startable("sglang", tp, pp, dp, ep, drafts).tolist() == [True, True, True, False]
+    assert startable("sglang", tp, pp, dp, ep, drafts, disagg=True).tolist() == [False, True, True, False]
+    assert startable("sglang", tp, pp, dp, ep, drafts, version="0.5.12").tolist() == [False, True, True, False]
     assert startable(None, tp, pp, dp, ep, drafts).all()
-    assert "PP2 with speculative decoding" in why_not("sglang", 8, 2, 1, 1, True)
-    assert why_not("sglang", 8, 2, 1, 1, False) == ""
+    assert "PP2 with speculative decoding" in why_not("sglang", 8, 2, 1, 1, True, "0.5.12")
+    assert "DPA2" in why_not("sglang", 4, 2, 2, 8, True)
+    assert "disaggregated decode worker" in why_not("sglang", 8, 2, 1, 1, True, disagg=True)
+    assert why_not("sglang", 8, 2, 1, 1, False) == "" and why_not("sglang", 8, 2, 1, 1, True) == ""
 
 
 def test_the_layout_rules_broadcast_over_a_grid():
@@ -33,18 +38,20 @@ def test_the_layout_rules_broadcast_over_a_grid():
 
 def test_frontier_points_with_drafts_on_a_pipeline():
     point = {"mode": "agg", "tp": 8, "pp": 2, "ep": 1, "attention_dp": 1, "spec": "mtp-k2@AL2.27"}
-    assert launchable(point, "vllm") == (True, "")
-    ok, why = launchable(point, "sglang")
-    assert not ok and why.startswith("server: PP2 with speculative decoding") and "disaggregated prefill" in why
-    assert launchable({**point, "spec": "none"}, "sglang") == (True, "")
+    assert launchable(point, "vllm") == (True, "") and launchable(point, "sglang") == (True, "")
+    ok, why = launchable(point, "trtllm")
+    assert not ok and why.startswith("server: PP2 with speculative decoding") and "#9009" in why
+    ok, why = launchable(point, "sglang", "0.5.12")
+    assert not ok and "disaggregated prefill" in why
+    assert launchable({**point, "spec": "none"}, "trtllm") == (True, "")
     # a disaggregated decode worker drafts; its prefill worker (no stages) does not
-    dis = {"mode": "disagg", "tp": 8, "pp": 2, "ep": 1, "attention_dp": 1, "spec": "mtp-k1@AL1.79",
-           "prefill_tp": 8, "prefill_ep": 1, "prefill_attention_dp": 1}
+    dis = {**point, "mode": "disagg", "prefill_tp": 8, "prefill_ep": 1, "prefill_attention_dp": 1}
     assert launchable(dis, "trtllm")[1].startswith("decode: PP2")
+    assert launchable(dis, "sglang")[1].startswith("decode: PP2 with speculative decoding on a disaggregated decode worker")
 
 
-@pytest.mark.parametrize("engine", ["sglang", "trtllm"])
-def test_the_search_for_an_engine_offers_only_what_it_starts(engine):
+@pytest.mark.parametrize("engine,version", [("trtllm", None), ("sglang", "0.5.12")])
+def test_the_search_for_an_engine_offers_only_what_it_starts(engine, version):
     from simfront.api import GpuSet, get_model
     from simfront.hardware import get_hardware
     from simfront.search import SearchSpace, search
@@ -57,9 +64,22 @@ def test_the_search_for_an_engine_offers_only_what_it_starts(engine):
         return int(((np.asarray(res.points["pp"]) > 1) & (np.asarray(res.points["spec"]) != "none")).sum())
 
     assert pipelined_drafts(search(model, gpus, wl, SearchSpace(**space))) > 0  # the average engine offers them
-    res = search(model, gpus, wl, SearchSpace(engine=engine, **space))
+    res = search(model, gpus, wl, SearchSpace(engine=engine, engine_version=version, **space))
     assert res.points and pipelined_drafts(res) == 0
     assert (np.asarray(res.points["pp"]) > 1).any()  # pipelines without drafts stay
+
+
+def test_the_newest_sglang_drafts_on_stages_of_aggregated_tp_workers_only():
+    from simfront.api import GpuSet, get_model
+    from simfront.hardware import get_hardware
+    from simfront.search import SearchSpace, search
+    from simfront.serving import Workload
+
+    model, gpus, wl = get_model("deepseek-r1"), GpuSet(count=16, hardware=get_hardware("h100_sxm")), Workload(isl=1024, osl=1024)
+    res = search(model, gpus, wl, SearchSpace(precisions=["fp8_block"], engine="sglang"))
+    p = {c: np.asarray(res.points[c]) for c in ("pp", "spec", "attention_dp", "mode")}
+    staged = (p["pp"] > 1) & (p["spec"] != "none")
+    assert staged.any() and (p["attention_dp"][staged] == 1).all() and (p["mode"][staged] == "agg").all()
 
 
 def test_an_unknown_rule_in_an_engine_table_is_an_error(tmp_path, monkeypatch):
@@ -81,9 +101,9 @@ def test_plan_for_an_engine_chooses_what_it_starts():
     kw = dict(isl=1024, osl=1024, tpot_ms=30, hardware=["h100_sxm"])
     any_engine = plan("deepseek-r1", 20, **kw)["rows"][0]["point"]
     assert any_engine["pp"] > 1 and any_engine["spec"] != "none"  # the average engine's choice drafts on a pipeline
-    for engine in ("sglang", "trtllm"):
-        p = plan("deepseek-r1", 20, engine=engine, **kw)["rows"][0]["point"]
-        assert launchable(p, engine)[0] and not (p["pp"] > 1 and p["spec"] != "none")
+    for engine, version in (("sglang", None), ("sglang", "0.5.12"), ("trtllm", None)):
+        p = plan("deepseek-r1", 20, engine=engine, engine_version=version, **kw)["rows"][0]["point"]
+        assert launchable(p, engine, version)[0], (engine, version, p)
 
 
 def test_a_measured_sweep_is_compared_with_what_its_engines_start():
@@ -93,11 +113,16 @@ def test_a_measured_sweep_is_compared_with_what_its_engines_start():
     from simfront.fidelity import _sweep_engines
 
     def run(engine):
-        return SimpleNamespace(engine=engine), None
+        return SimpleNamespace(engine=engine, engine_version=None, measured_on=None), None
 
     assert _sweep_engines([run("Dynamo + SGLang [lmsysorg/sglang:v0.5.8]"), run("trtllm"), run("sglang")]) == ("sglang", "trtllm")
     assert _sweep_engines([run("sglang"), run(None)]) is None  # a run of an unnamed engine: the average engine
     assert _sweep_engines([run("sglang"), run("some-other-engine")]) is None
+    # each engine at the newest release its runs name (a run's date names the release family out then)
+    dated = [(SimpleNamespace(engine="sglang", engine_version="0.5.8", measured_on=None), None),
+             (SimpleNamespace(engine="sglang", engine_version="0.5.12", measured_on=None), None),
+             (SimpleNamespace(engine="trtllm", engine_version=None, measured_on="2026-03-01"), None)]
+    assert _sweep_engines(dated) == ("sglang@0.5.12", "trtllm@0.17")
 
 
 def test_start_engines_keep_what_any_of_them_starts():
@@ -112,8 +137,9 @@ def test_start_engines_keep_what_any_of_them_starts():
         res = search(model, gpus, wl, SearchSpace(precisions=["fp8_block"], modes=("agg",), **kw))
         return int(((np.asarray(res.points["pp"]) > 1) & (np.asarray(res.points["spec"]) != "none")).sum())
 
-    assert pipelined_drafts(start_engines=("sglang", "trtllm")) == 0
-    assert pipelined_drafts(start_engines=("sglang", "vllm")) > 0  # vLLM starts them
+    assert pipelined_drafts(start_engines=("sglang@0.5.12", "trtllm")) == 0
+    assert pipelined_drafts(start_engines=("sglang@0.5.12", "vllm")) > 0  # vLLM starts them
+    assert pipelined_drafts(start_engines=("sglang", "trtllm")) > 0  # SGLang's newest release does too (no DPA)
     assert pipelined_drafts(engine="sglang", start_engines=("vllm",)) > 0  # the engines given override the priced one's
 
 
@@ -123,7 +149,7 @@ def test_an_all_engine_frontier_says_which_engines_start_its_points():
     pipelined = {"mode": "agg", "tp": 8, "pp": 2, "ep": 1, "attention_dp": 1, "spec": "mtp-k2@AL2.27"}
     plain = {"mode": "agg", "tp": 8, "pp": 1, "ep": 1, "attention_dp": 1, "spec": "none"}
     note = startable_note([pipelined, plain], "frontier point")
-    assert "every frontier point" in note and "of the 2, vllm 2, sglang 1, trtllm 1" in note and "--engine E" in note
+    assert "every frontier point" in note and "of the 2, vllm 2, sglang 2, trtllm 1" in note and "--engine E" in note
     assert startable_note([plain], "frontier point") is None and startable_note([], "frontier point") is None
 
 

@@ -652,7 +652,6 @@ VARIED = {
 NOT_LAUNCHABLE = {("vllm", "r1-tp8-dpa2-ep8-16gpu"): "ep must be 1 or 16",
                   ("trtllm", "r1-tp2-dpa4-ep8"): "use tp=1, attention_dp=8",
                   ("trtllm", "r1-tp8-dpa2-ep8-16gpu"): "use tp=1, attention_dp=16",
-                  ("sglang", "r1-tp8-pp2-mtp-2node"): "PP2 with speculative decoding",
                   ("trtllm", "r1-tp8-pp2-mtp-2node"): "PP2 with speculative decoding"}
 PLACEHOLDERS = {"$HEAD_IP": "10.0.0.1", "$NODE_RANK": "0"}
 
@@ -737,6 +736,37 @@ def test_sglang_lines_parse_with_sglang_server_args():
             assert args.ep_size == lay.ep and args.pp_size == lay.pp
             n += 1
     assert n >= 20
+
+
+def test_sglang_pipelined_draft_lines_parse_and_pass_sglang_pipeline_checks(monkeypatch):
+    """SGLang's own pipeline-parallel check (arg_groups/validation_hook.check_pipeline_parallel_compat) takes the
+    pipelined MTP line simfront writes (with SGLANG_ENABLE_PP_SPEC=1) and refuses it with attention DP, as
+    simfront.engine_rules says. Two resolutions SGLang makes later at start-up (from the model config) are applied
+    by hand: PP turns the overlap scheduler off (overrides._pipeline_parallel_overlap_disable) and NEXTN is EAGLE."""
+    _engine_module("sglang", "sglang.srt.server_args", SGLANG_ABSENT)
+    from sglang.srt.arg_groups.overrides import resolving_view
+    from sglang.srt.arg_groups.validation_hook import check_pipeline_parallel_compat
+    from sglang.srt.server_args import prepare_server_args
+
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    plan = launch_commands(VARIED["r1-tp8-pp2-mtp-2node"], "sglang")
+    words = tokens(plan.commands[0])
+    env = dict(w.split("=", 1) for w in words if "=" in w and w.split("=", 1)[0].isupper() and not w.startswith("-"))
+    assert env.get("SGLANG_ENABLE_PP_SPEC") == "1"
+    for k, v in env.items():
+        monkeypatch.setenv(k, v)
+    argv = _server_argv(plan.commands[0], "sglang")
+
+    def check(extra):
+        args = prepare_server_args(argv + extra)
+        args.disable_overlap_schedule = True
+        args.speculative_algorithm = "EAGLE"
+        check_pipeline_parallel_compat(resolving_view(args))
+
+    check([])  # the line simfront writes starts
+    assert not launchable({"mode": "agg", "tp": 8, "pp": 2, "ep": 8, "attention_dp": 2, "spec": "mtp-k2@AL2.27"}, "sglang")[0]
+    with pytest.raises(AssertionError, match="attention DP"):
+        check(["--attn-dp-size", "2"])  # and SGLang refuses what simfront refuses
 
 
 def test_vllm_lines_parse_with_vllm_serve_parser(vllm_cpu_platform):
@@ -889,3 +919,13 @@ def test_launched_memory_fraction_gives_the_priced_kv_pool(engine, tp):
         assert rec["gpu_memory_fraction"] > 0.82
     words = " ".join(launch_commands(dep, engine).commands) + json.dumps(launch_commands(dep, engine).files)
     assert str(rec["gpu_memory_fraction"]) in words
+
+
+def test_sglang_drafts_on_pipeline_stages_ask_for_its_pipelined_drafter():
+    plan = launch_commands(VARIED["r1-tp8-pp2-mtp-2node"], "sglang")
+    assert tokens(plan.commands[0])[0] == "SGLANG_ENABLE_PP_SPEC=1"
+    assert any("SGLANG_ENABLE_PP_SPEC=1" in n and "last stage" in n for n in plan.notes)
+    assert "SGLANG_ENABLE_PP_SPEC" not in launch_commands(_r1(tp=8, attention_dp=1, ep=1, pp=2, max_batch=64), "sglang").commands[0]
+    with pytest.raises(SimfrontError, match="only with NEXTN, EAGLE, not EAGLE3"):
+        launch_commands(Deployment("meta-llama/Llama-3.1-70B-Instruct", tp=4, pp=2, spec_method="eagle3", spec_k=3,
+                                   draft_model="yuhuili/EAGLE3-LLaMA3.3-Instruct-70B"), "sglang")
