@@ -40,7 +40,7 @@ def test_frontier_points_with_drafts_on_a_pipeline():
     point = {"mode": "agg", "tp": 8, "pp": 2, "ep": 1, "attention_dp": 1, "spec": "mtp-k2@AL2.27"}
     assert launchable(point, "vllm") == (True, "") and launchable(point, "sglang") == (True, "")
     ok, why = launchable(point, "trtllm")
-    assert not ok and why.startswith("server: PP2 with speculative decoding") and "#9009" in why
+    assert not ok and why.startswith("server: PP2 with speculative decoding") and "feature-combination-matrix" in why
     ok, why = launchable(point, "sglang", "0.5.12")
     assert not ok and "disaggregated prefill" in why
     assert launchable({**point, "spec": "none"}, "trtllm") == (True, "")
