@@ -769,6 +769,21 @@ def test_sglang_pipelined_draft_lines_parse_and_pass_sglang_pipeline_checks(monk
         check(["--attn-dp-size", "2"])  # and SGLang refuses what simfront refuses
 
 
+def test_vllm_pipelined_mtp_lines_parse_for_a_drafter_vllm_runs_on_stages(vllm_cpu_platform):
+    """The vLLM release the lines are checked against gives DeepSeek's MTP drafter the pipeline interface (#46994), so
+    simfront's vLLM rules let drafts run on pipeline stages there (the `before` bound of no_pp_with_drafts is older)."""
+    mtp = _engine_module("vllm", "vllm.model_executor.models.deepseek_mtp", VLLM_ABSENT)
+    from vllm.model_executor.models.interfaces import supports_pp
+
+    from simfront.engine_rules import layout_rules
+
+    checked = engine_spelling("vllm").checked
+    assert importlib.metadata.version("vllm") == checked
+    assert supports_pp(mtp.DeepSeekMTP)
+    assert "no_pp_with_drafts" not in layout_rules("vllm", checked)
+    assert launchable(VARIED["r1-tp8-pp2-mtp-2node"], "vllm", checked) == (True, "")
+
+
 def test_vllm_lines_parse_with_vllm_serve_parser(vllm_cpu_platform):
     cli_args = _engine_module("vllm", "vllm.entrypoints.common.cli_args", VLLM_ABSENT)
     from typing import get_args
