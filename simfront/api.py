@@ -584,10 +584,24 @@ def explain(model: str, gpus: str | GpuSet, tp: int = 1, pp: int = 1, ep: int = 
         "step_flops_per_gpu": flops, "model_flops": model_flops, "attention_flops": attn_flops, "weight_flops": weight_flops,
         "weight_flops_reference": ref, "weight_flops_ratio": weight_flops / ref if ref else None,
         "provenance": _provenance_of(hw, priced_configs(m, hw, [(prec.label, prec.kv, lay.gpus_per_worker)])),
+        "engine_refuses": _engine_refuses(engine, engine_version, tp, pp, attention_dp, ep, sp.k > 0 and phase == "decode",
+                                          mode == "disagg" and phase == "decode"),
         "note": "op times and FLOPs are per GPU of one attention-DP rank, all layers (a PP worker spreads them over its stages); "
                 "step_time_s is the step the serving model uses (terms add up to it from the op sum); "
                 "model_flops counts the useful work of the whole worker (replicated ops once); reference = 2 x active params x tokens",
     })
+
+
+def _engine_refuses(engine, engine_version, tp, pp, attention_dp, ep, drafts, disagg) -> str | None:
+    """Why ``engine`` (at ``engine_version``) would not start this worker (simfront.engine_rules), or None: ``explain``
+    prices any layout, and says so when the engine it prices cannot run it."""
+    from .engine_rules import why_not
+    from .scheduler import engine_key
+
+    key = engine_key(engine) if engine else "default"
+    if key == "default":
+        return None
+    return why_not(key, tp, pp, attention_dp, ep, drafts, engine_version, disagg) or None
 
 
 # ---------------------------------------------------------------------------------------------

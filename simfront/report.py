@@ -172,6 +172,8 @@ def print_explain(res: dict) -> None:
               "(the idle-worker TTFT's; a busy worker's prompts share the step above)")
     print(f"worker FLOPs {res['model_flops'] / 1e12:,.2f} TFLOP = weights {res['weight_flops'] / 1e12:,.2f} (2 x active params x tokens: "
           f"{res['weight_flops_reference'] / 1e12:,.2f}, ratio {res['weight_flops_ratio']:.3f}) + attention {res['attention_flops'] / 1e12:,.2f} + elementwise")
+    if res.get("engine_refuses"):
+        print(f"note: {res['engine']} would not start this worker: {res['engine_refuses']}")
     print(f"note: {res['note']}")
 
 

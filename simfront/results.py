@@ -276,6 +276,7 @@ class StepBreakdown(Result):
     weight_flops_reference: float
     weight_flops_ratio: float | None
     provenance: dict | None = None
+    engine_refuses: str | None = None  # why the engine priced would not start this worker (engine_rules), or None
     note: str = ""
 
     def _frame_rows(self) -> list[dict]:

@@ -171,3 +171,13 @@ def test_a_rule_can_bind_only_the_releases_before_a_version():
     model, gpus, wl = get_model("deepseek-r1"), GpuSet(count=16, hardware=get_hardware("h100_sxm")), Workload(isl=1024, osl=1024)
     res = search(model, gpus, wl, SearchSpace(precisions=["fp8_block"], modes=("agg",), engine="vllm", engine_version="0.12.0"))
     assert not ((np.asarray(res.points["pp"]) > 1) & (np.asarray(res.points["spec"]) != "none")).any()
+
+
+def test_explain_says_when_the_engine_it_prices_would_not_start_the_worker():
+    from simfront.api import explain
+
+    kw = dict(tp=8, pp=2, batch=4, isl=1024, osl=1024, spec="mtp", spec_k=2, precision="fp8_block")
+    assert "feature-combination-matrix" in explain("deepseek-r1", "16xH100", engine="trtllm", **kw)["engine_refuses"]
+    assert explain("deepseek-r1", "16xH100", engine="sglang", **kw)["engine_refuses"] is None
+    assert "disaggregated prefill" in explain("deepseek-r1", "16xH100", engine="sglang", engine_version="0.5.12", **kw)["engine_refuses"]
+    assert explain("deepseek-r1", "16xH100", **kw)["engine_refuses"] is None  # the average engine: no rules
