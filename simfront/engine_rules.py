@@ -30,7 +30,28 @@ from .errors import SimfrontError
 from .scheduler import release_key
 
 RULES_DIR = Path(__file__).with_name("engines")
-KNOWN_RULES = ("ep_all_or_none", "attention_dp_tp1", "no_pp_with_drafts", "pp_drafts_aggregated_without_attention_dp")
+
+
+# rule name -> (which layouts break it, vectorised; the layout's label and what would start, for one layout). Arguments:
+# tp, pp, attention_dp, ep (float arrays or numbers), drafts (bool array or bool), disagg (bool)
+_RULES = {
+    "ep_all_or_none": (
+        lambda tp, pp, dp, ep, drafts, disagg: (ep != 1) & (ep != tp * dp),  # experts over part of the stage
+        lambda tp, pp, dp, ep, disagg: (f"TP{tp} DPA{dp} EP{ep}", f"ep must be 1 or {tp * dp}")),
+    "attention_dp_tp1": (
+        lambda tp, pp, dp, ep, drafts, disagg: (dp > 1) & (tp > 1),  # attention-DP ranks with attention TP
+        lambda tp, pp, dp, ep, disagg: (f"TP{tp} DPA{dp}", f"use tp=1, attention_dp={tp * dp}")),
+    "no_pp_with_drafts": (
+        lambda tp, pp, dp, ep, drafts, disagg: (pp > 1) & drafts,  # drafts on pipeline stages
+        lambda tp, pp, dp, ep, disagg: (f"PP{pp} with speculative decoding", "use pp=1 or no drafts")),
+    "pp_drafts_aggregated_without_attention_dp": (
+        # drafts on stages of a worker with attention DP, or of a disaggregated decode worker
+        lambda tp, pp, dp, ep, drafts, disagg: (pp > 1) & drafts & ((dp > 1) | disagg),
+        lambda tp, pp, dp, ep, disagg: (f"PP{pp} with speculative decoding on "
+                                        + (f"DPA{dp}" if dp > 1 else "a disaggregated decode worker"),
+                                        "use pp=1, no drafts or an aggregated TP worker")),
+}
+KNOWN_RULES = tuple(_RULES)
 
 
 @lru_cache(maxsize=None)
@@ -61,15 +82,8 @@ def startable(engine: str | None, tp, pp, attention_dp, ep, drafts=False, versio
     tp, pp, dp, ep = (np.asarray(x, dtype=np.float64) for x in (tp, pp, attention_dp, ep))
     drafts = np.asarray(drafts, dtype=bool)
     ok = np.ones(np.broadcast_shapes(tp.shape, pp.shape, dp.shape, ep.shape, drafts.shape), dtype=bool)
-    rules = layout_rules(engine, version)
-    if "ep_all_or_none" in rules:
-        ok &= (ep == 1) | (ep == tp * dp)  # experts over the whole stage or not sharded
-    if "attention_dp_tp1" in rules:
-        ok &= (dp == 1) | (tp == 1)  # attention-DP ranks run attention without TP
-    if "no_pp_with_drafts" in rules:
-        ok &= (pp == 1) | ~drafts  # no pipeline stages under speculative decoding
-    if "pp_drafts_aggregated_without_attention_dp" in rules:
-        ok &= (pp == 1) | ~drafts | ((dp == 1) & (not disagg))  # drafts on stages: aggregated, attention without DP
+    for name in layout_rules(engine, version):
+        ok &= ~_RULES[name][0](tp, pp, dp, ep, drafts, bool(disagg))
     return ok
 
 
@@ -78,17 +92,12 @@ def why_not(engine: str | None, tp: int, pp: int, attention_dp: int, ep: int, dr
     """The first rule one layout breaks at ``engine``'s release ``version``, as ``"<layout>: <why>; <what would start>"``
     ("" when it starts)."""
     rules = layout_rules(engine, version)
-    group = tp * attention_dp
-    if "ep_all_or_none" in rules and ep not in (1, group):
-        return f"TP{tp} DPA{attention_dp} EP{ep}: {rules['ep_all_or_none']}; ep must be 1 or {group}"
-    if "attention_dp_tp1" in rules and attention_dp > 1 and tp > 1:
-        return f"TP{tp} DPA{attention_dp}: {rules['attention_dp_tp1']}; use tp=1, attention_dp={group}"
-    if "no_pp_with_drafts" in rules and pp > 1 and drafts:
-        return f"PP{pp} with speculative decoding: {rules['no_pp_with_drafts']}; use pp=1 or no drafts"
-    rule = "pp_drafts_aggregated_without_attention_dp"
-    if rule in rules and pp > 1 and drafts and (attention_dp > 1 or disagg):
-        where = f"DPA{attention_dp}" if attention_dp > 1 else "a disaggregated decode worker"
-        return f"PP{pp} with speculative decoding on {where}: {rules[rule]}; use pp=1, no drafts or an aggregated TP worker"
+    for name in (n for n in KNOWN_RULES if n in rules):  # in the order the rules are listed here
+        why = rules[name]
+        breaks, says = _RULES[name]
+        if breaks(tp, pp, attention_dp, ep, bool(drafts), bool(disagg)):
+            label, fix = says(tp, pp, attention_dp, ep, bool(disagg))
+            return f"{label}: {why}; {fix}"
     return ""
 
 
