@@ -21,7 +21,6 @@ import numpy as np
 
 from . import efficiency
 from .coverage import calibrated_layouts, outside_calibration, outside_note
-from .engine_rules import startable
 from .errors import check_lengths
 from .errors import SimfrontError
 from .hardware import GpuSet, Hardware, get_hardware, parse_gpus
@@ -162,19 +161,12 @@ def _add(cols: dict, mask: np.ndarray, **values) -> None:
 # Selection
 
 
-def _launchable(hw: Hardware, tp, dp, pp, ep, engine: str | None, drafts=False, version: str | None = None,
-                disagg: bool = False) -> np.ndarray:
-    """Layouts simfront.launch can write for ``engine`` at release ``version``: whole nodes per multi-node worker, and the
-    engine's own start-up rules (:func:`simfront.engine_rules.startable`; ``drafts``: the worker runs speculative decoding)."""
+def _launchable(hw: Hardware, tp, dp, pp) -> np.ndarray:
+    """Layouts simfront.launch can write: a multi-node worker fills whole nodes (the engine's own start-up rules are
+    already applied where the worker tables are built, :func:`simfront.search.worker_tables`)."""
     g = tp * dp * pp
     node = hw.gpus_per_node
-    ok = (g <= node) | (g % node == 0)  # a multi-node worker fills whole nodes
-    return ok & startable(engine, tp, pp, dp, ep, drafts, version, disagg)
-
-
-def _drafts(t: _Tables, spec_index) -> np.ndarray:
-    """Whether each row's speculation (an index into ``t.specs``) runs drafts."""
-    return np.array([sp.k > 0 for sp in t.specs], dtype=bool)[np.asarray(spec_index, dtype=int)]
+    return (g <= node) | (g % node == 0)  # a multi-node worker fills whole nodes
 
 
 def _engine_name(engine: str | None) -> str | None:
@@ -207,12 +199,11 @@ def _base_point(t: _Tables, mode: str, tp, pp, ep, dp, batch, prec, spec, ttft_s
             "decode_workers": 0, "kv_headroom": None, "queue_ms": 0.0, "quality": None}
 
 
-def _best_agg(t: _Tables, A: dict, rate: float, sla: dict, max_gpus: int, engine: str | None,
-              version: str | None = None) -> tuple[dict | None, dict]:
+def _best_agg(t: _Tables, A: dict, rate: float, sla: dict, max_gpus: int) -> tuple[dict | None, dict]:
     """(fewest-GPU aggregated choice or None, latencies reachable without the SLA)."""
     if A["rate"].size == 0:
         return None, {}
-    ok = _launchable(t.hw, A["tp"], A["dp"], A["pp"], A["ep"], engine, _drafts(t, A["spec"]), version)
+    ok = _launchable(t.hw, A["tp"], A["dp"], A["pp"])
     reach = {"ttft_ms": A["ttft_s"][ok] * 1e3, "tpot_ms": A["tpot_s"][ok] * 1e3}
     ok &= _sla_side(sla, A["ttft_s"], A["tpot_s"])
     w = A["tp"] * A["dp"] * A["pp"]  # GPUs per worker
@@ -255,14 +246,13 @@ def _size_disagg(t: _Tables, D: dict, R: dict, a: int, b: int, link: str, x: int
     return None
 
 
-def _best_disagg(t: _Tables, D: dict, R: dict, rate: float, sla: dict, max_gpus: int, engine: str | None,
-                 osl: float, version: str | None = None) -> tuple[dict | None, dict]:
+def _best_disagg(t: _Tables, D: dict, R: dict, rate: float, sla: dict, max_gpus: int, osl: float) -> tuple[dict | None, dict]:
     """Fewest-GPU disaggregated choice, one precision: each side's cheapest row sized separately,
     then the pair grown until the deployment evaluator serves the rate within the SLA."""
     if D["rate"].size == 0 or R["rate"].size == 0:
         return None, {}
-    d_ok = _launchable(t.hw, D["tp"], D["dp"], D["pp"], D["ep"], engine, _drafts(t, D["spec"]), version, disagg=True)
-    p_ok = _launchable(t.hw, R["tp"], R["dp"], 1, R["ep"], engine, version=version)
+    d_ok = _launchable(t.hw, D["tp"], D["dp"], D["pp"])
+    p_ok = _launchable(t.hw, R["tp"], R["dp"], 1)
     reach = {"tpot_ms": D["tpot_s"][d_ok] * 1e3, "ttft_ms": R["ttft_up_s"][p_ok] * 1e3}
     d_ok &= _sla_side(sla, tpot_s=D["tpot_s"])
     y = np.ceil(rate / D["rate"])  # decode workers at the decode side's capacity
@@ -324,14 +314,15 @@ def _cheapest_per_precision(ok: np.ndarray, gpus: np.ndarray, cap: np.ndarray, p
     return out
 
 
-def _choose(m: Model, t: _Tables, wl: Workload, space: SearchSpace, rate: float, sla: dict, max_gpus: int,
-            engine: str | None) -> tuple[dict | None, list[dict]]:
-    """Fewest-GPU choice (aggregated or disaggregated) and the latencies reachable regardless of SLA."""
+def _choose(m: Model, t: _Tables, wl: Workload, space: SearchSpace, rate: float, sla: dict,
+            max_gpus: int) -> tuple[dict | None, list[dict]]:
+    """Fewest-GPU choice (aggregated or disaggregated) and the latencies reachable regardless of SLA (among the layouts
+    ``space.engine`` starts: the worker tables hold only those)."""
     if t.parts is None:
         t.parts = _evaluate(m, t, wl, space)
     T = t.parts
-    a, ra = _best_agg(t, T["agg"], rate, sla, max_gpus, engine, space.engine_version)
-    d, rd = _best_disagg(t, T["dec"], T["pre"], rate, sla, max_gpus, engine, wl.mean_osl, space.engine_version)
+    a, ra = _best_agg(t, T["agg"], rate, sla, max_gpus)
+    d, rd = _best_disagg(t, T["dec"], T["pre"], rate, sla, max_gpus, wl.mean_osl)
     cands = [c for c in (a, d) if c is not None]
     best = min(cands, key=lambda c: (c["num_gpus"], -c["capacity"])) if cands else None
     return best, [ra, rd]
@@ -449,7 +440,7 @@ def plan(model: str, rate: float, isl: int = 1024, osl: int = 1024, ttft_ms: flo
     for hw in hws:  # one set of worker tables per GPU type
         price = price_of.get(hw.id, hw.price_usd_per_hour)
         t = _tables(m, hw, wl, space, max_gpus)
-        c, reach = _choose(m, t, wl, space, rate, sla, max_gpus, eng)
+        c, reach = _choose(m, t, wl, space, rate, sla, max_gpus)
         if c is not None:
             row = _finish_row(m, hw, c, rate, osl, price)
             msg = (f"{hw.id}: {row['num_gpus']} GPUs, {row['layout']} ({row['mode']}, {row['precision']}), "
