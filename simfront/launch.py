@@ -181,8 +181,35 @@ def engine_table(engine: str) -> dict:
     """The parsed ``simfront/engines/<engine>.yaml`` (versions newest first, layout rules)."""
     eng = normalize_engine(engine)
     doc = dict(yamlio.load(ENGINE_TABLES_DIR / f"{eng}.yaml"))  # a copy: the parsed document is shared (yamlio's cache)
-    doc["versions"] = sorted(doc["versions"], key=lambda v: _version_key(v["since"]), reverse=True)
+    by_since = {str(v["since"]): v for v in doc["versions"]}
+    doc["versions"] = sorted((_inherited(v, by_since, eng) for v in doc["versions"]),
+                             key=lambda v: _version_key(v["since"]), reverse=True)
     return doc
+
+
+# entry keys that are mappings: an entry that ``inherits`` another states only the names that differ (null drops one)
+_MERGED_KEYS = ("flags", "values", "env")
+
+
+def _inherited(entry: dict, by_since: dict, eng: str, seen: tuple = ()) -> dict:
+    """A version entry with what it ``inherits`` (the entry of another ``since``) filled in: the named entry's keys,
+    its ``flags`` / ``values`` / ``env`` mappings updated by this entry's (a null value removes the name); ``checked``
+    is never inherited (the release a parser checked is one entry's own claim)."""
+    base_since = entry.get("inherits")
+    if base_since is None:
+        return entry
+    base_since = str(base_since)
+    if base_since not in by_since or base_since in seen:
+        raise SimfrontError(f"simfront/engines/{eng}.yaml: entry {entry['since']} inherits {base_since!r}, which is "
+                            f"{'a cycle' if base_since in seen else 'not an entry'}; valid: {', '.join(by_since)}")
+    base = _inherited(by_since[base_since], by_since, eng, seen + (str(entry["since"]),))
+    out = {k: v for k, v in base.items() if k not in _MERGED_KEYS} | {k: v for k, v in entry.items()
+                                                                       if k not in _MERGED_KEYS + ("inherits",)}
+    for key in _MERGED_KEYS:
+        merged = dict(base.get(key) or {}) | dict(entry.get(key) or {})
+        out[key] = {k: v for k, v in merged.items() if v is not None}
+    out["checked"] = entry.get("checked")  # what was checked against a parser is this entry's own claim
+    return out
 
 
 @dataclass(frozen=True)
@@ -485,10 +512,11 @@ def _draft(dep: Deployment, notes: list[str]) -> str:
 HGX_DOMAIN_GPUS = 8
 
 
-def _moe_a2a(dep, role: str, lay, sp: EngineSpelling) -> tuple[list, dict]:
+def _moe_a2a(dep, role: str, lay, sp: EngineSpelling, notes: list[str]) -> tuple[list, dict]:
     """(flags, environment) that make an attention-DP + EP worker dispatch and combine its MoE tokens with DeepEP's
     all-to-all, as simfront prices that traffic (``step``: ``ep.dispatch`` / ``ep.combine``), instead of the engines'
-    default all-gather + reduce-scatter; nothing for other layouts or where the engine picks MNNVL by itself."""
+    default all-gather + reduce-scatter; nothing for other layouts or where the engine picks MNNVL by itself. An
+    environment value may differ by role (``{decode: ..., prefill: ...}``). A release with neither gets a note."""
     if lay.attention_dp <= 1 or lay.ep <= 1:
         return [], {}
     if sp.engine == "trtllm" and dep.gpu:
@@ -499,7 +527,49 @@ def _moe_a2a(dep, role: str, lay, sp: EngineSpelling) -> tuple[list, dict]:
     kind = "prefill" if role == "prefill" else "decode"
     if "moe_a2a" in sp.flags:
         return [sp.flags["moe_a2a"], sp.values["moe_a2a"][kind]], {}
-    return [], dict(sp.env.get("moe_a2a") or {})
+    env = {k: str(v[kind] if isinstance(v, dict) else v) for k, v in (sp.env.get("moe_a2a") or {}).items()}
+    if not env:
+        notes.append(f"{sp.engine} {sp.since}+ {role}: simfront/engines/{sp.engine}.yaml names no way to ask this "
+                     "release for DeepEP's all-to-all, so the worker's attention-DP + EP MoE traffic takes the engine's "
+                     "default path, not the all-to-all simfront priced")
+    return [], env
+
+
+# Decode tokens per step vLLM captures in CUDA graphs when no capture size is given and the release has no flag for
+# one (0.8.x: [1, 2, 4] + multiples of 8 up to 512, vllm/config.py CompilationConfig of those releases)
+VLLM_DEFAULT_GRAPH_TOKENS = 512
+
+
+def graph_capture_tokens(tokens: int, steps: dict) -> int:
+    """The smallest capture size on the engine's grid that holds ``tokens`` decode tokens: 1, 2 or 4 below the first
+    step, else a multiple of the grid step in force from each token count on (``steps``: {from tokens: step}, e.g.
+    vLLM's {0: 8, 256: 16} for [1, 2, 4] + range(8, 256, 8) + range(256, N + 1, 16))."""
+    n = max(int(tokens), 1)
+    if n <= 4:
+        return 1 << (n - 1).bit_length()  # 1, 2, 4
+    for _ in range(len(steps) + 1):  # rounding up may cross into the next step's range: settle there
+        step = int(steps[max(k for k in steps if int(k) <= n)])
+        up = -(-n // step) * step
+        if up == n:
+            return n
+        n = up
+    return n
+
+
+def _vllm_cuda_graph(dep, role, lay, tokens, notes, sp: EngineSpelling) -> list:
+    """The flag that makes vLLM capture a CUDA graph for the worker's whole decode step (max requests per rank x
+    (1 + draft tokens), rounded up to vLLM's capture grid), as simfront prices it; vLLM's default stops at 512 tokens
+    (1024 on datacenter Blackwell in late releases) and runs larger decode steps eager (simfront/engines/vllm.yaml)."""
+    q = 1 + (dep.spec_k if dep.spec_method else 0)  # tokens per request in a decode step
+    per_rank = lay.max_batch // max(lay.attention_dp, 1) * q
+    if "cuda_graph_max_tokens" not in sp.flags:
+        if per_rank > VLLM_DEFAULT_GRAPH_TOKENS:
+            notes.append(f"vLLM {sp.since}+ {role}: no flag for CUDA-graph capture sizes in simfront/engines/vllm.yaml; "
+                         f"decode steps of more than {VLLM_DEFAULT_GRAPH_TOKENS} tokens (this worker's reach {per_rank}) "
+                         "run eager, slower than priced")
+        return []
+    budget = max(tokens // max(lay.attention_dp, 1), 1)  # vLLM caps the capture size at --max-num-batched-tokens
+    return [sp.flags["cuda_graph_max_tokens"], min(graph_capture_tokens(per_rank, sp.values["cuda_graph_token_steps"]), budget)]
 
 
 def _vllm_server(dep, role, lay, ckpt, quant, port, notes, files, sp: EngineSpelling) -> list:
@@ -515,6 +585,8 @@ def _vllm_server(dep, role, lay, ckpt, quant, port, notes, files, sp: EngineSpel
              f("context_length"), dep.seq_len,
              f("kv_cache_dtype"), sp.values["kv_cache_dtype"][_kv(dep)],
              f("memory_fraction"), _memory_fraction(dep, "vllm", lay)]
+    if role != "prefill":
+        args += _vllm_cuda_graph(dep, role, lay, tokens, notes, sp)
     if quant:
         args += [f("quantization"), quant]
     if dep.spec_method:
@@ -749,7 +821,7 @@ def launch_commands(dep: Deployment, engine: str, engine_version: str | None = N
             if eng == "vllm":
                 env["VLLM_NIXL_SIDE_CHANNEL_PORT"] = str(VLLM_NIXL_SIDE_CHANNEL_BASE_PORT + i)
         args = server(dep, role, lay, ckpt, quant, ROLE_PORTS.get(role, FRONT_PORT), notes, files, sp)
-        a2a_args, a2a_env = _moe_a2a(dep, role, lay, sp)
+        a2a_args, a2a_env = _moe_a2a(dep, role, lay, sp, notes)
         args += a2a_args  # after every other word: the engines' parsers take flags in any order
         env.update(a2a_env)
         if lay.pp > 1 and dep.spec_method and role != "prefill" and sp.env.get("pp_drafts"):

@@ -105,6 +105,47 @@ def test_sglang_older_release_keeps_old_spellings():
         ["python", "-m", "sglang.bench_serving"]
 
 
+def test_vllm_lines_capture_the_whole_decode_step_per_release():
+    """vLLM runs a decode step of more tokens than its largest CUDA graph eagerly, and its default stops at 512 tokens;
+    simfront prices every step graphed, so its lines ask for a capture size that holds the worker's whole step (max
+    requests per rank x (1 + drafts), on vLLM's capture grid), each release in its own spelling."""
+    dep = dsr1_adp(spec_method="mtp", spec_k=2)  # 64 requests per rank x 3 tokens = 192 tokens a step
+    [new] = launch_commands(dep, "vllm").commands
+    assert value(new, "--max-cudagraph-capture-size") == "192" and "--cuda-graph-sizes" not in tokens(new)
+    assert value(new, "--all2all-backend") == "deepep_low_latency"
+    big = dsr1_adp(max_batch=8 * 200, spec_method="mtp", spec_k=2, max_num_tokens=8 * 8192)  # 600 tokens: above 512
+    assert value(launch_commands(big, "vllm").commands[0],
+                 "--max-cudagraph-capture-size") == "608"  # 256 + 16 k above 256 (vllm/config/vllm.py)
+    # 0.11.0: the capture size through --cuda-graph-sizes, the all-to-all through VLLM_ALL2ALL_BACKEND
+    [v110] = launch_commands(dep, "vllm", engine_version="0.11.0").commands
+    assert value(v110, "--cuda-graph-sizes") == "192" and "--max-cudagraph-capture-size" not in tokens(v110)
+    assert "VLLM_ALL2ALL_BACKEND=deepep_low_latency" in tokens(v110) and "--all2all-backend" not in tokens(v110)
+    # 0.9.x: --cuda-graph-sizes, and no DeepEP backend to ask for (a note says the MoE traffic is not what was priced)
+    plan = launch_commands(dep, "vllm", engine_version="0.9.2")
+    assert value(plan.commands[0], "--cuda-graph-sizes") == "192"
+    assert not any(t.startswith("VLLM_ALL2ALL_BACKEND") for t in tokens(plan.commands[0]))
+    assert any("DeepEP's all-to-all" in n and "not the all-to-all simfront priced" in n for n in plan.notes)
+    # 0.8.x: no capture-size flag; a step beyond the 512-token default is said to run eager
+    old = launch_commands(big, "vllm", engine_version="0.8.5")
+    assert "--cuda-graph-sizes" not in tokens(old.commands[0]) and "--max-cudagraph-capture-size" not in tokens(old.commands[0])
+    assert any("run eager" in n and "600" in n for n in old.notes)
+    assert not any("run eager" in n for n in launch_commands(dep, "vllm", engine_version="0.8.5").notes)
+
+
+def test_engine_table_inheritance_states_only_what_differs():
+    from simfront.launch import engine_table, graph_capture_tokens
+
+    v = {e["since"]: e for e in engine_table("vllm")["versions"]}
+    assert v["0.11.0"]["server"] == v["0.11.1"]["server"] and "moe_a2a" not in v["0.11.0"]["flags"]
+    assert v["0.9.0"]["flags"]["dp_size_local"] == "--data-parallel-size-local"
+    assert "dp_size_local" not in v["0.8.0"]["flags"] and v["0.10.0"]["flags"]["cuda_graph_max_tokens"] == "--cuda-graph-sizes"
+    assert v["0.11.0"]["checked"] != v["0.11.1"]["checked"]  # a parser check is never inherited
+    grid = [1, 2, 4] + list(range(8, 256, 8)) + list(range(256, 2049, 16))
+    for n in range(1, 2049):
+        size = graph_capture_tokens(n, {0: 8, 256: 16})
+        assert size >= n and size in grid and not any(n <= g < size for g in grid)  # the smallest grid size holding n
+
+
 def test_engine_version_errors():
     with pytest.raises(SimfrontError, match="older than any release.*0.4.0"):
         launch_commands(dsr1_adp(), "sglang", engine_version="0.1.0")
@@ -803,6 +844,11 @@ def test_vllm_lines_parse_with_vllm_serve_parser(vllm_cpu_platform):
             assert args.enable_expert_parallel == (lay.ep > 1)
             if args.speculative_config:
                 assert args.speculative_config["method"] in get_args(SpeculativeMethod)
+            if role != "prefill":  # the whole decode step is captured, on vLLM's capture grid (vllm/config/vllm.py)
+                q = 1 + (args.speculative_config or {}).get("num_speculative_tokens", 0)
+                size = args.max_cudagraph_capture_size
+                assert args.max_num_seqs * q <= size or size == args.max_num_batched_tokens, name
+                assert size in [1, 2, 4] + list(range(8, 256, 8)) + list(range(256, size + 1, 16)), (name, size)
             n += 1
     assert n >= 20
 
