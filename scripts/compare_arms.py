@@ -12,7 +12,8 @@ A second table pairs the runs of one deployment at one load measured with and wi
 precision, ISL/OSL, layout, worker counts and concurrency): the measured TPOT speedup of MTP against the one the
 evaluator predicts for the same two rows (``simfront.measured.predict_points``, what `validate` scores), with the
 median of predicted over measured speedup per concurrency bin, so a speculative-decoding gain that the model gets
-right on average but wrong across load is visible.
+right on average but wrong across load is visible. A third pairs aggregated runs that differ only in spreading the
+experts over the ranks (EP) or slicing them (TP): measured and predicted TPOT(EP) / TPOT(TP), by engine and precision.
 
     python scripts/compare_arms.py [FILE] [--gpu B200] [--gpus 16xB200] [--json out.json]
 """
@@ -96,29 +97,66 @@ DEPLOYMENT_FIELDS = ("engine", "mode", "gpu", "precision", "isl", "osl", "tp", "
 CONCURRENCY_BINS = ((8, "1-8"), (32, "9-32"), (128, "33-128"), (float("inf"), ">128"))
 
 
-def paired_spec(points) -> list[dict]:
-    """Deployments measured at one load with and without MTP: measured and predicted TPOT speedup of MTP."""
+# fields that name one aggregated deployment at one load, besides whether it spreads its experts (EP) or slices them (TP)
+EP_PAIR_FIELDS = tuple(f for f in DEPLOYMENT_FIELDS if f != "ep") + ("spec_decoding", "spec_k")
+
+
+def _ep_arm(p) -> str | None:
+    """'ep' or 'tp' for an aggregated run (experts spread over the ranks or sliced across them); None otherwise."""
+    return None if (p.mode or "agg") != "agg" else ("ep" if (p.ep or 1) > 1 else "tp")
+
+
+def _paired(points, arm_of, fields, arms) -> list[tuple[dict, dict]]:
+    """(fields, {arm: [(measured TPOT, predicted TPOT, spec_k, date, engine release), ...]}) of every deployment key
+    (``fields``) measured in both ``arms`` (``arm_of(point)``); predictions are the evaluator's (what validate scores)."""
     preds = predict_points(points)
     groups: dict[tuple, dict[str, list]] = defaultdict(lambda: defaultdict(list))
     for p, pr in zip(points, preds):
-        if not (p.tpot_ms and pr.get("predicted_tpot_ms")):
+        arm = arm_of(p)
+        if arm is None or not (p.tpot_ms and pr.get("predicted_tpot_ms")):
             continue
-        key = tuple(getattr(p, f) for f in DEPLOYMENT_FIELDS)
-        groups[key][_arm_of(p, "spec")].append((p.tpot_ms, pr["predicted_tpot_ms"], p.spec_k, p.measured_on, p.engine_version))
+        groups[tuple(getattr(p, f) for f in fields)][arm].append(
+            (p.tpot_ms, pr["predicted_tpot_ms"], p.spec_k, p.measured_on, p.engine_version))
+    return [(dict(zip(fields, key)), g) for key, g in groups.items() if all(g.get(a) for a in arms)]
+
+
+def _pair_row(f: dict, g: dict, num: str, den: str) -> dict:
+    """Measured and predicted TPOT(num) / TPOT(den) of one pair (repeated runs: their medians), and its campaigns."""
+    med = lambda rows, i: float(np.median([r[i] for r in rows]))  # noqa: E731
+    measured = med(g[num], 0) / med(g[den], 0)
+    pred = med(g[num], 1) / med(g[den], 1)
+    # (date, engine release) of each arm's runs: arms measured apart carry the engine's drift between them
+    runs = {arm: sorted({(r[3] or "?", r[4] or "?") for r in g[arm]}) for arm in (num, den)}
+    return {**f, "measured": round(measured, 3), "predicted": round(pred, 3), "predicted_over_measured": round(pred / measured, 3),
+            "runs": runs, "same_campaign": bool(set(runs[num]) & set(runs[den]))}
+
+
+def paired_spec(points) -> list[dict]:
+    """Deployments measured at one load with and without MTP: measured and predicted TPOT speedup of MTP."""
     out = []
-    for key, arms in groups.items():
-        if not (arms.get("none") and arms.get("mtp")):
-            continue
-        med = lambda rows, i: float(np.median([r[i] for r in rows]))  # noqa: E731 - repeated runs: their median
-        measured = med(arms["none"], 0) / med(arms["mtp"], 0)  # TPOT without / with MTP
-        pred = med(arms["none"], 1) / med(arms["mtp"], 1)
-        f = dict(zip(DEPLOYMENT_FIELDS, key))
-        runs = {arm: sorted({(r[3] or "?", r[4] or "?") for r in rows}) for arm, rows in arms.items() if arm in ("none", "mtp")}
-        out.append({**f, "spec_k": arms["mtp"][0][2], "measured_speedup": round(measured, 3), "predicted_speedup": round(pred, 3),
-                    "predicted_over_measured": round(pred / measured, 3),
-                    # (date, engine release) of each arm's runs: arms measured apart carry the engine's drift between them
-                    "runs_without": runs["none"], "runs_with": runs["mtp"], "same_campaign": bool(set(runs["none"]) & set(runs["mtp"]))})
+    for f, g in _paired(points, lambda p: _arm_of(p, "spec"), DEPLOYMENT_FIELDS, ("none", "mtp")):
+        r = _pair_row(f, g, "none", "mtp")  # TPOT without / with MTP
+        out.append({**f, "spec_k": g["mtp"][0][2], "measured_speedup": r["measured"], "predicted_speedup": r["predicted"],
+                    "predicted_over_measured": r["predicted_over_measured"], "runs_without": r["runs"]["none"],
+                    "runs_with": r["runs"]["mtp"], "same_campaign": r["same_campaign"]})
     return sorted(out, key=lambda r: (r["concurrency"] or 0, str(r["engine"])))
+
+
+def paired_ep(points) -> list[dict]:
+    """Aggregated deployments measured at one load (engine, precision, TP, drafts, clients) with the experts spread over
+    the ranks (EP) and sliced across them (TP): measured and predicted TPOT(EP) / TPOT(TP). The search chooses between
+    the two, so a predicted ratio below the measured one is a knob bias it exploits."""
+    out = [_pair_row(f, g, "ep", "tp") for f, g in _paired(points, _ep_arm, EP_PAIR_FIELDS, ("ep", "tp"))]
+    return sorted(out, key=lambda r: (str(r["engine"]), str(r["precision"]), r["concurrency"] or 0))
+
+
+def pair_summary(pairs: list[dict], keys=("engine", "precision")) -> list[dict]:
+    """Median predicted / measured ratio of paired runs per group (``keys``)."""
+    groups: dict[tuple, list[float]] = defaultdict(list)
+    for r in pairs:
+        groups[tuple(str(r[k]) for k in keys)].append(r["predicted_over_measured"])
+    return [{**dict(zip(keys, k)), "pairs": len(v), "median predicted/measured": round(float(np.median(v)), 2),
+             "min": round(min(v), 2), "max": round(max(v), 2)} for k, v in sorted(groups.items())]
 
 
 def paired_trend(pairs: list[dict]) -> list[dict]:
@@ -170,8 +208,18 @@ def main(argv=None) -> int:
         print(" | ".join(tcols))
         for r in trend:
             print(" | ".join("" if r[c] is None else str(r[c]) for c in tcols))
+    ep_pairs = paired_ep(ing.points)
+    ep_summary = pair_summary(ep_pairs)
+    print(f"\nExperts spread (EP) against sliced (TP) at one aggregated deployment and load ({len(ep_pairs)} pairs, every GPU): "
+          "TPOT(EP) / TPOT(TP), predicted over measured, by engine and precision (below 1: EP priced too cheap)")
+    if ep_summary:
+        scols = list(ep_summary[0])
+        print(" | ".join(scols))
+        for r in ep_summary:
+            print(" | ".join(str(r[c]) for c in scols))
     if a.json_out:
-        Path(a.json_out).write_text(json.dumps({"arms": rows, "mtp_pairs": pairs, "mtp_pair_trend": trend}, indent=1))
+        Path(a.json_out).write_text(json.dumps({"arms": rows, "mtp_pairs": pairs, "mtp_pair_trend": trend,
+                                                "ep_pairs": ep_pairs, "ep_pair_summary": ep_summary}, indent=1, default=str))
     return 0
 
 

@@ -51,3 +51,30 @@ def test_compare_arms_pairs_one_deployment_at_one_load_with_and_without_mtp():
     assert pairs[0]["same_campaign"] and pairs[0]["runs_with"] == [("?", "?")]  # no date or release given: one unknown campaign
     trend = mod.paired_trend(pairs)
     assert [r["concurrency"] for r in trend] == ["1-8"] and trend[0]["pairs"] == 1
+
+
+def test_compare_arms_pairs_experts_spread_against_sliced_at_one_load():
+    """scripts/compare_arms.py's EP table: two aggregated runs of one load that differ only in EP give TPOT(EP) / TPOT(TP)
+    measured and predicted; a disaggregated run or one with no twin is not paired; the summary groups by engine and
+    precision."""
+    import importlib.util
+    from pathlib import Path
+
+    from simfront.ingest.schema import MeasuredPoint
+
+    root = Path(__file__).resolve().parent.parent
+    spec = importlib.util.spec_from_file_location("compare_arms", root / "scripts" / "compare_arms.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    base = dict(model="deepseek-ai/DeepSeek-R1", gpu="B200", num_gpus=8, engine="trtllm", mode="agg", tp=8, attention_dp=1,
+                precision="fp8", isl=1024, osl=1024, concurrency=4, source_file="test.csv", line=1, format="offline_csv")
+    tp = MeasuredPoint(**base, ep=1, tpot_ms=10.0)
+    ep = MeasuredPoint(**base, ep=8, tpot_ms=15.0)
+    lone = MeasuredPoint(**{**base, "concurrency": 64}, ep=8, tpot_ms=30.0)
+    mtp = MeasuredPoint(**base, ep=1, tpot_ms=6.0, spec_decoding="mtp", spec_k=3)  # another deployment: drafts differ
+    pairs = mod.paired_ep([tp, ep, lone, mtp])
+    assert len(pairs) == 1 and pairs[0]["concurrency"] == 4 and pairs[0]["measured"] == 1.5
+    assert 0.5 < pairs[0]["predicted"] < 2.0
+    assert np.isclose(pairs[0]["predicted_over_measured"], pairs[0]["predicted"] / 1.5, atol=1e-3)
+    [summary] = mod.pair_summary(pairs)
+    assert (summary["engine"], summary["precision"], summary["pairs"]) == ("trtllm", "fp8", 1)
