@@ -609,9 +609,17 @@ def _vllm_server(dep, role, lay, ckpt, quant, port, notes, files, sp: EngineSpel
                 f"vLLM {role}: {nodes} nodes; this line runs on the head node (HEAD_IP); on node i>0 add "
                 f"--headless --data-parallel-start-rank {ranks_per_node}*i (unverified)"
             )
+        elif "nnodes" in sp.flags:
+            # the multiprocessing executor over the nodes: what simfront prices (vLLM's async scheduling, the overlap of
+            # one step's CPU work with the last one's GPU work, runs on it and not under Ray)
+            args += [f("nnodes"), nodes, f("node_rank"), _Expand("$NODE_RANK"), f("master_addr"), _Expand("$HEAD_IP")]
+            notes.append(f"vLLM {role}: TP/PP spans {nodes} nodes: run the line on each with NODE_RANK=0..{nodes - 1} and "
+                         f"HEAD_IP = node 0, adding {f('headless')} on nodes 1..{nodes - 1} (vLLM's multiprocessing executor; "
+                         "Ray would run without the async scheduling simfront prices)")
         else:
             notes.append(f"vLLM {role}: TP/PP spans {nodes} nodes: start a Ray cluster over them and run "
-                         "this on the head node (unverified)")
+                         f"this on the head node (unverified); vLLM {sp.since}+ has no multi-node multiprocessing executor, "
+                         "and under Ray each step's CPU work is not overlapped with the GPU's as simfront prices it")
     return args
 
 

@@ -345,7 +345,13 @@ def test_multinode_worker_flags():
     t = launch_commands(dep, "trtllm")
     assert value(t.commands[0], "--gpus_per_node") == "8"
     assert any("nodes" in n for n in t.notes)
-    assert any("Ray" in n for n in launch_commands(dep, "vllm").notes)
+    # vLLM (0.11.1 on): its multiprocessing executor over the nodes, where async scheduling runs as priced (not Ray)
+    v = launch_commands(dep, "vllm")
+    assert value(v.commands[0], "--nnodes") == "2" and value(v.commands[0], "--node-rank") == "$NODE_RANK"
+    assert value(v.commands[0], "--master-addr") == "$HEAD_IP" and "--headless" not in tokens(v.commands[0])
+    assert any("--headless on nodes 1..1" in n for n in v.notes)
+    old = launch_commands(dep, "vllm", engine_version="0.11.0")  # no --nnodes before 0.11.1: Ray, said to be unoverlapped
+    assert "--nnodes" not in tokens(old.commands[0]) and any("Ray" in n and "not overlapped" in n for n in old.notes)
     single = launch_commands(dsr1_adp(), "sglang").commands[0]
     assert "--nnodes" not in tokens(single)
 
@@ -844,6 +850,8 @@ def test_vllm_lines_parse_with_vllm_serve_parser(vllm_cpu_platform):
             assert args.enable_expert_parallel == (lay.ep > 1)
             if args.speculative_config:
                 assert args.speculative_config["method"] in get_args(SpeculativeMethod)
+            if args.nnodes > 1:  # vLLM's own check: the nodes divide the world evenly (vllm/engine/arg_utils.py)
+                assert (lay.tp * lay.pp * lay.attention_dp) % args.nnodes == 0 and args.node_rank < args.nnodes, name
             if role != "prefill":  # the whole decode step is captured, on vLLM's capture grid (vllm/config/vllm.py)
                 q = 1 + (args.speculative_config or {}).get("num_speculative_tokens", 0)
                 size = args.max_cudagraph_capture_size
