@@ -572,6 +572,24 @@ def _vllm_cuda_graph(dep, role, lay, tokens, notes, sp: EngineSpelling) -> list:
     return [sp.flags["cuda_graph_max_tokens"], min(graph_capture_tokens(per_rank, sp.values["cuda_graph_token_steps"]), budget)]
 
 
+def _vllm_async_scheduling(dep, role, lay, notes, sp: EngineSpelling) -> list:
+    """``--async-scheduling`` for a vLLM release where it is off by default (0.10.0-0.13.x) and the worker is one the
+    release runs it on (``async_scheduling_refuses`` in simfront/engines/vllm.yaml: pipelines, some draft methods,
+    workers over several nodes); otherwise a note. simfront prices every vLLM step with its CPU work overlapped
+    (scheduler.yaml ``cpu_overlap``); from 0.14.0 vLLM does so by default wherever it can."""
+    if "async_scheduling" not in sp.flags:
+        return []
+    refuses = sp.values.get("async_scheduling_refuses") or {}
+    why = [w for w, hit in (("pipeline parallelism", refuses.get("pipeline") and lay.pp > 1),
+                            (f"{dep.spec_method} drafts", dep.spec_method in (refuses.get("spec_methods") or ())),
+                            ("a worker over several nodes", refuses.get("nodes") and _nodes(lay, dep.gpus_per_node) > 1)) if hit]
+    if why:
+        notes.append(f"vLLM {sp.since}+ {role}: no async scheduling with {' and '.join(why)} in this release, so each step's "
+                     "CPU work runs between GPU steps, not beside them as simfront prices it")
+        return []
+    return [sp.flags["async_scheduling"]]
+
+
 def _vllm_server(dep, role, lay, ckpt, quant, port, notes, files, sp: EngineSpelling) -> list:
     """``vllm serve`` words for one worker kind (spellings: simfront/engines/vllm.yaml)."""
     f = sp.flag
@@ -587,6 +605,7 @@ def _vllm_server(dep, role, lay, ckpt, quant, port, notes, files, sp: EngineSpel
              f("memory_fraction"), _memory_fraction(dep, "vllm", lay)]
     if role != "prefill":
         args += _vllm_cuda_graph(dep, role, lay, tokens, notes, sp)
+    args += _vllm_async_scheduling(dep, role, lay, notes, sp)
     if quant:
         args += [f("quantization"), quant]
     if dep.spec_method:

@@ -132,14 +132,30 @@ def test_vllm_lines_capture_the_whole_decode_step_per_release():
     assert not any("run eager" in n for n in launch_commands(dep, "vllm", engine_version="0.8.5").notes)
 
 
+def test_vllm_lines_ask_for_async_scheduling_where_it_is_off_by_default():
+    """simfront prices vLLM's CPU work overlapped with the GPU's; vLLM does so by default from 0.14.0, and before that only
+    when asked (--async-scheduling, 0.10.0 on), which 0.11.1-0.13 refuse with pipelines or n-gram drafts and 0.10-0.11.0
+    with any drafts, pipelines or a worker over nodes: there a note says the CPU work is not overlapped."""
+    dep = dsr1_adp(spec_method="mtp", spec_k=2)
+    assert "--async-scheduling" not in tokens(launch_commands(dep, "vllm").commands[0])  # 0.14+: on by default
+    assert "--async-scheduling" in tokens(launch_commands(dep, "vllm", engine_version="0.13.0").commands[0])
+    old = launch_commands(dep, "vllm", engine_version="0.11.0")  # drafts: refused there
+    assert "--async-scheduling" not in tokens(old.commands[0]) and any("no async scheduling with mtp drafts" in n for n in old.notes)
+    assert "--async-scheduling" in tokens(launch_commands(dsr1_adp(), "vllm", engine_version="0.10.0").commands[0])
+    pp = launch_commands(VARIED["l405-tp8-pp2-2node"], "vllm", engine_version="0.12.0")
+    assert "--async-scheduling" not in tokens(pp.commands[0]) and any("pipeline parallelism" in n for n in pp.notes)
+    assert not any("async" in n for n in launch_commands(dsr1_adp(), "vllm", engine_version="0.9.2").notes)  # no such flag
+
+
 def test_engine_table_inheritance_states_only_what_differs():
     from simfront.launch import engine_table, graph_capture_tokens
 
     v = {e["since"]: e for e in engine_table("vllm")["versions"]}
-    assert v["0.11.0"]["server"] == v["0.11.1"]["server"] and "moe_a2a" not in v["0.11.0"]["flags"]
+    assert v["0.11.0"]["server"] == v["0.14.0"]["server"] and "moe_a2a" not in v["0.11.0"]["flags"]
     assert v["0.9.0"]["flags"]["dp_size_local"] == "--data-parallel-size-local"
     assert "dp_size_local" not in v["0.8.0"]["flags"] and v["0.10.0"]["flags"]["cuda_graph_max_tokens"] == "--cuda-graph-sizes"
-    assert v["0.11.0"]["checked"] != v["0.11.1"]["checked"]  # a parser check is never inherited
+    assert v["0.11.0"]["checked"] != v["0.14.0"]["checked"]  # a parser check is never inherited
+    assert "async_scheduling" not in v["0.14.0"]["flags"] and v["0.11.1"]["flags"]["async_scheduling"] == "--async-scheduling"
     grid = [1, 2, 4] + list(range(8, 256, 8)) + list(range(256, 2049, 16))
     for n in range(1, 2049):
         size = graph_capture_tokens(n, {0: 8, 256: 16})
