@@ -694,6 +694,8 @@ def _trtllm_yaml(dep, role, lay, per_rank_batch, per_rank_tokens, notes, sp: Eng
                               "free_gpu_memory_fraction": _memory_fraction(dep, "trtllm", lay)}
     if role != "prefill":
         cfg["cuda_graph_config"] = {"enable_padding": True, "max_batch_size": per_rank_batch}
+    if lay.attention_dp > 1 and role not in ROLE_PORTS:
+        cfg.update(_trtllm_adp_balance(role, notes, sp))
     if dep.isl > per_rank_tokens and role != "decode":
         cfg["enable_chunked_prefill"] = True  # a prompt longer than the budget must be chunked
         notes.append(f"TRT-LLM {role}: isl {dep.isl} > max_num_tokens {per_rank_tokens}: enable_chunked_prefill set")
@@ -711,6 +713,23 @@ def _trtllm_yaml(dep, role, lay, per_rank_batch, per_rank_tokens, notes, sp: Eng
         if role == "prefill":
             cfg["disable_overlap_scheduler"] = True
     return cfg
+
+
+def _trtllm_adp_balance(role, notes, sp: EngineSpelling) -> dict:
+    """The attention-DP balance simfront prices for an aggregated TensorRT-LLM attention-DP server (a new prompt waits,
+    at most ``adp_balance_timeout_iters`` iterations, until every rank has one: ``serving.adp_balance_wait_s``), which
+    TensorRT-LLM runs only when asked (``attention_dp_config``); a release whose table names no key for it gets a note."""
+    from .scheduler import scheduler_settings
+
+    iters = int(scheduler_settings("trtllm", sp.since).adp_balance_timeout_iters)
+    if iters <= 0:
+        return {}
+    key = sp.values.get("adp_balance_config")
+    if key is None:
+        notes.append(f"trtllm {sp.since}+ {role}: simfront/engines/trtllm.yaml names no key for the attention-DP balance "
+                     f"simfront prices ({iters} iterations), so the server schedules prompts without it")
+        return {}
+    return {key: {"enable_balance": True, "timeout_iters": iters, "batching_wait_iters": 0}}
 
 
 def _trtllm_server(dep, role, lay, ckpt, quant, port, notes, files, sp: EngineSpelling) -> list:

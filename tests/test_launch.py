@@ -187,6 +187,13 @@ def test_trtllm_attention_dp_cli_and_yaml():
     assert cfg["kv_cache_config"] == {"dtype": "fp8", "free_gpu_memory_fraction": 0.9}
     assert cfg["cuda_graph_config"] == {"enable_padding": True, "max_batch_size": 64}
     assert "speculative_config" not in cfg and "cache_transceiver_config" not in cfg
+    # the attention-DP balance simfront prices (serving.adp_balance_wait_s, scheduler.yaml adp_balance_timeout_iters)
+    assert cfg["attention_dp_config"] == {"enable_balance": True, "timeout_iters": 60, "batching_wait_iters": 0}
+    old = launch_commands(dsr1_adp(), "trtllm", engine_version="0.21.0")  # no key for it in that release's table
+    assert "attention_dp_config" not in yaml.safe_load(old.files["extra_llm_api_options.yaml"])
+    assert any("attention-DP balance" in n for n in old.notes)
+    tp_only = yaml.safe_load(launch_commands(llama_tp4(), "trtllm").files["extra_llm_api_options.yaml"])
+    assert "attention_dp_config" not in tp_only  # no attention DP: nothing to balance
 
 
 def test_memory_fraction_override_reaches_every_engine():
