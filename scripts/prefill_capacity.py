@@ -6,8 +6,9 @@ InferenceMAX's disaggregated results state the input tokens per second each pref
 the prefill side is the bottleneck (TTFT far above one prompt's prefill) that is the worker's capacity; elsewhere it is
 what the decode side let through, so the table takes each deployment's highest stated value over its loads (a lower
 bound of the capacity) and shows the TTFT of that run. Priced beside it: what the evaluator's busy prefill worker of the
-same layout, batch and token budget completes (``serving.finish_prefill`` ``requests_s_worker`` x the mean prompt,
-under the engine's shipped profile, ``prefill_scale`` included), per prefill GPU. Nothing is fitted.
+same layout, batch and token budget completes (``measured.disagg_prefill_raw`` under the engine's shipped profile,
+as `validate` prices the row: ``requests_s_worker`` x the mean prompt, ``prefill_scale`` included), per prefill GPU.
+Nothing is fitted.
 
     python scripts/prefill_capacity.py [FILE] [--json out.json]
 """
@@ -27,8 +28,8 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from simfront.ingest import load_measurements  # noqa: E402
-from simfront.measured import _get, disagg_rows, resolve  # noqa: E402
-from simfront.serving import engine_profile, finish_prefill, prefill_raw  # noqa: E402
+from simfront.measured import disagg_prefill_raw, disagg_rows, disagg_workload, resolve  # noqa: E402
+from simfront.serving import engine_profile, finish_prefill  # noqa: E402
 
 DEFAULT_FILE = ROOT / "measurements" / "inferencemax_b200_h100.csv"
 STATED = re.compile(r"stated_input_tput_per_prefill_gpu=([\d.]+)")
@@ -49,13 +50,9 @@ def priced_input_per_prefill_gpu(p) -> float | None:
     if r is None:
         return None
     d = disagg_rows([p], [0], r)
-    wl = r.workload()
-    play = d.prefill
-    p_raw = prefill_raw(r.model, r.precision, r.hw, play.tp, play.pp, play.dp, play.ep,
-                        np.maximum(d.prefill_batch / play.dp, 1), wl, d.link_bytes_per_s, chunk_tokens=d.prefill_chunk_tokens)
-    prof = {**engine_profile(r.engine, _get(p, "engine_version")), **dict(r.constants)}
-    res = finish_prefill(*p_raw, prof)
-    return float(np.ravel(res.requests_s_worker)[0] * wl.mean_isl / np.ravel(play.gpus)[0])
+    # the profile the evaluator prices the row with (measured.evaluate): the engine's, with its release's constants
+    res = finish_prefill(*disagg_prefill_raw(d, r), {**engine_profile(r.engine), **dict(r.constants)})
+    return float(np.ravel(res.requests_s_worker)[0] * disagg_workload(r).mean_isl / np.ravel(d.prefill.gpus)[0])
 
 
 def main(argv=None) -> int:

@@ -556,20 +556,21 @@ def graph_capture_tokens(tokens: int, steps: dict) -> int:
     return n
 
 
-def _vllm_cuda_graph(dep, role, lay, tokens, notes, sp: EngineSpelling) -> list:
+def _vllm_cuda_graph(dep, role, per_rank_batch, per_rank_tokens, notes, sp: EngineSpelling) -> list:
     """The flag that makes vLLM capture a CUDA graph for the worker's whole decode step (max requests per rank x
-    (1 + draft tokens), rounded up to vLLM's capture grid), as simfront prices it; vLLM's default stops at 512 tokens
-    (1024 on datacenter Blackwell in late releases) and runs larger decode steps eager (simfront/engines/vllm.yaml)."""
+    (1 + draft tokens), rounded up to vLLM's capture grid, at most the rank's token budget, where vLLM caps it), as
+    simfront prices it; vLLM's default stops at 512 tokens (1024 on datacenter Blackwell in late releases) and runs
+    larger decode steps eager (simfront/engines/vllm.yaml)."""
     q = 1 + (dep.spec_k if dep.spec_method else 0)  # tokens per request in a decode step
-    per_rank = lay.max_batch // max(lay.attention_dp, 1) * q
+    per_rank = per_rank_batch * q
     if "cuda_graph_max_tokens" not in sp.flags:
         if per_rank > VLLM_DEFAULT_GRAPH_TOKENS:
             notes.append(f"vLLM {sp.since}+ {role}: no flag for CUDA-graph capture sizes in simfront/engines/vllm.yaml; "
                          f"decode steps of more than {VLLM_DEFAULT_GRAPH_TOKENS} tokens (this worker's reach {per_rank}) "
                          "run eager, slower than priced")
         return []
-    budget = max(tokens // max(lay.attention_dp, 1), 1)  # vLLM caps the capture size at --max-num-batched-tokens
-    return [sp.flags["cuda_graph_max_tokens"], min(graph_capture_tokens(per_rank, sp.values["cuda_graph_token_steps"]), budget)]
+    return [sp.flags["cuda_graph_max_tokens"],
+            min(graph_capture_tokens(per_rank, sp.values["cuda_graph_token_steps"]), max(per_rank_tokens, 1))]
 
 
 def _vllm_async_scheduling(dep, role, lay, notes, sp: EngineSpelling) -> list:
@@ -598,13 +599,14 @@ def _vllm_server(dep, role, lay, ckpt, quant, port, notes, files, sp: EngineSpel
             f("tp"), lay.tp, f("pp"), lay.pp, f("dp"), lay.attention_dp]
     if lay.ep > 1:
         args.append(f("expert_parallel"))
-    args += [f("max_batch"), _per_rank(lay.max_batch, lay.attention_dp, f"{role}.max_batch", notes),
-             f("max_num_tokens"), _per_rank(tokens, lay.attention_dp, f"{role}.max_num_tokens", notes),
+    batch = _per_rank(lay.max_batch, lay.attention_dp, f"{role}.max_batch", notes)
+    per_rank_tokens = _per_rank(tokens, lay.attention_dp, f"{role}.max_num_tokens", notes)
+    args += [f("max_batch"), batch, f("max_num_tokens"), per_rank_tokens,
              f("context_length"), dep.seq_len,
              f("kv_cache_dtype"), sp.values["kv_cache_dtype"][_kv(dep)],
              f("memory_fraction"), _memory_fraction(dep, "vllm", lay)]
     if role != "prefill":
-        args += _vllm_cuda_graph(dep, role, lay, tokens, notes, sp)
+        args += _vllm_cuda_graph(dep, role, batch, per_rank_tokens, notes, sp)
     args += _vllm_async_scheduling(dep, role, lay, notes, sp)
     if quant:
         args += [f("quantization"), quant]

@@ -506,20 +506,32 @@ def disagg_rows(pts, idx, r: Resolved) -> DisaggRows:
                       layout_errors(arch, ptp, ppp, pdp, pep) | layout_errors(arch, dtp, dpp, ddp, dep))
 
 
+def disagg_workload(r: Resolved) -> Workload:
+    """The workload a disaggregated row is priced with (its lengths as its client drew them)."""
+    return Workload(isl=r.isl, osl=r.osl, length_range_ratio=r.range_ratio)
+
+
+def disagg_prefill_raw(d: DisaggRows, r: Resolved) -> tuple:
+    """:func:`simfront.serving.prefill_raw` of the rows' prefill workers: their layout, the prompts a busy worker steps
+    with per rank, the rows' token budget and the deployment's KV link (what :func:`_group_disagg` prices)."""
+    play = d.prefill
+    return prefill_raw(r.model, r.precision, r.hw, play.tp, play.pp, play.dp, play.ep, np.maximum(d.prefill_batch / play.dp, 1),
+                       disagg_workload(r), d.link_bytes_per_s, chunk_tokens=d.prefill_chunk_tokens)
+
+
 def _group_disagg(pts, idx, r: Resolved) -> PointGroup:
     d = disagg_rows(pts, idx, r)
-    play, dlay, pw, dw, dmem = d.prefill, d.decode, d.prefill_workers, d.decode_workers, d.decode_memory
+    dlay, pw, dw, dmem = d.decode, d.prefill_workers, d.decode_workers, d.decode_memory
     conc = np.array([float(_get(pts[i], "concurrency", 0) or 0) for i in idx])
     bad = d.bad | (conc <= 0)
     conc = np.maximum(conc, 1.0)
     b = running_batch(conc, dw * dlay.ranks, np.where(d.decode_batch > 0, d.decode_batch, np.inf),
                       np.maximum(np.floor(dmem.max_concurrency / dlay.dp / dlay.pp), 1))
     slots = b * dlay.ranks * dw  # decode slots the clients occupy
-    wl = Workload(isl=r.isl, osl=r.osl, length_range_ratio=r.range_ratio)
+    wl = disagg_workload(r)
     d_raw = decode_raw(r.model, r.precision, r.hw, dlay.tp, dlay.pp, dlay.dp, dlay.ep, b, wl, r.spec)
-    total_gpus, link = d.total_gpus, d.link_bytes_per_s
-    p_raw = prefill_raw(r.model, r.precision, r.hw, play.tp, play.pp, play.dp, play.ep, np.maximum(d.prefill_batch / play.dp, 1), wl, link,
-                        chunk_tokens=d.prefill_chunk_tokens)
+    total_gpus = d.total_gpus
+    p_raw = disagg_prefill_raw(d, r)
 
     def metrics(prof):
         m = evaluate_disagg(finish_prefill(*p_raw, prof), pw, finish_decode(*d_raw, wl.mean_osl, prof), slots, conc, wl.mean_osl, total_gpus,
