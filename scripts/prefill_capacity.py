@@ -10,6 +10,17 @@ same layout, batch and token budget completes (``measured.disagg_prefill_raw`` u
 as `validate` prices the row: ``requests_s_worker`` x the mean prompt, ``prefill_scale`` included), per prefill GPU.
 Nothing is fitted.
 
+The stated throughput is the run's total input throughput over its prefill GPUs (InferenceX utils/summarize.py), so
+it measures the prefill side's capacity only where the prefill side limited the run. The run's own record says
+whether it did, with no model: by Little's law its clients spend TTFT / (TTFT + OSL x TPOT) of each request before
+the first token, so ``concurrency`` x that share requests are, on average, queued for or inside a prefill step (less
+those beyond the decode servers' batch caps, which wait for a decode slot); over
+the prompts the prefill servers step at once (workers x attention-DP ranks x prompts per rank, the batch the
+evaluator prices) that is the column ``in_prefill_per_slot``. A prompt that finds its server busy waits for the step
+in progress, so up to about 2 requests per slot is a server keeping up; well above it (``SATURATED_PER_SLOT``) the
+prompts queue and the stated throughput is the capacity. The medians are given over all deployments and over the
+saturated ones alone.
+
     python scripts/prefill_capacity.py [FILE] [--json out.json]
 """
 
@@ -32,6 +43,9 @@ from simfront.measured import disagg_prefill_raw, disagg_rows, disagg_workload, 
 from simfront.serving import engine_profile, finish_prefill  # noqa: E402
 
 DEFAULT_FILE = ROOT / "measurements" / "inferencemax_b200_h100.csv"
+# requests in the prefill stage per prompt slot above which a run's prefill servers were queueing (a prompt arriving
+# at a busy server waits for the step in progress: about 1-2 per slot while the servers keep up)
+SATURATED_PER_SLOT = 2.5
 STATED = re.compile(r"stated_input_tput_per_prefill_gpu=([\d.]+)")
 
 
@@ -42,6 +56,25 @@ def stated_input_per_prefill_gpu(p) -> float | None:
         if m:
             return float(m.group(1))
     return None
+
+
+def in_prefill_per_slot(p) -> float | None:
+    """Requests a run held before their first token (Little's law on its own TTFT and TPOT), per prompt the prefill
+    servers step at once (workers x ranks x prompts per rank as the evaluator prices the row); None where unknown."""
+    r, _ = resolve(p)
+    if r is None or not (p.ttft_ms and p.tpot_ms and p.concurrency):
+        return None
+    d = disagg_rows([p], [0], r)
+    ttft_s, decode_s = p.ttft_ms / 1e3, disagg_workload(r).mean_osl * p.tpot_ms / 1e3
+    before_first = p.concurrency * ttft_s / (ttft_s + decode_s)  # clients before their first token, on average
+    # clients beyond the decode servers' batch caps wait for a decode slot, not for a prefill step
+    cap = float(np.ravel(d.decode_batch)[0])
+    decode_slots = float(np.ravel(d.decode_workers)[0] * np.ravel(d.decode.dp)[0]) * cap if cap > 0 else np.inf
+    in_prefill = max(before_first - max(p.concurrency - decode_slots, 0.0), 0.0)
+    ranks = float(np.ravel(d.prefill.dp)[0])
+    per_rank = max(float(np.ravel(d.prefill_batch)[0]) / ranks, 1.0)  # prompts one rank steps at once (disagg_prefill_raw)
+    slots = float(np.ravel(d.prefill_workers)[0]) * ranks * per_rank
+    return in_prefill / slots
 
 
 def priced_input_per_prefill_gpu(p) -> float | None:
@@ -78,6 +111,7 @@ def main(argv=None) -> int:
         rows.append({"gpu": key[0], "engine": key[1], "precision": key[2], "isl": key[3],
                      "prefill": f"{key[4]}x TP{key[5]}" + (f" DPA{key[6]}" if key[6] > 1 else "") + (f" EP{key[7]}" if key[7] > 1 else ""),
                      "measured_tok_s_per_gpu": round(stated), "at_concurrency": int(p.concurrency or 0), "ttft_ms": round(p.ttft_ms or 0),
+                     "in_prefill_per_slot": None if (q := in_prefill_per_slot(p)) is None else round(q, 1),
                      "priced_tok_s_per_gpu": round(priced) if priced else None,
                      "priced_over_measured": round(priced / stated, 2) if priced else None})
     cols = list(rows[0]) if rows else []
@@ -87,14 +121,23 @@ def main(argv=None) -> int:
     for r in rows:
         print(" | ".join("" if r[c] is None else str(r[c]) for c in cols))
     groups: dict[tuple, list[float]] = defaultdict(list)
+    saturated: dict[tuple, list[float]] = defaultdict(list)
     for r in rows:
         if r["priced_over_measured"]:
-            groups[(r["gpu"], r["engine"], r["precision"])].append(r["priced_over_measured"])
-    print("\nmedian priced / measured by GPU, engine and precision (above 1: the prefill priced faster than it ran)")
-    summary = [{"gpu": g, "engine": e, "precision": pr, "deployments": len(v), "median": round(float(np.median(v)), 2)}
+            key = (r["gpu"], r["engine"], r["precision"])
+            groups[key].append(r["priced_over_measured"])
+            if (r["in_prefill_per_slot"] or 0) >= SATURATED_PER_SLOT:
+                saturated[key].append(r["priced_over_measured"])
+    print("\nmedian priced / measured by GPU, engine and precision (above 1: the prefill priced faster than it ran; "
+          f"saturated: deployments whose best run held >= {SATURATED_PER_SLOT} requests per prefill slot, its prefill "
+          "servers queueing, so that the stated throughput is their capacity)")
+    summary = [{"gpu": g, "engine": e, "precision": pr, "deployments": len(v), "median": round(float(np.median(v)), 2),
+                "saturated_deployments": len(saturated[(g, e, pr)]),
+                "saturated_median": round(float(np.median(saturated[(g, e, pr)])), 2) if saturated[(g, e, pr)] else None}
                for (g, e, pr), v in sorted(groups.items())]
     for s in summary:
-        print(f"  {s['gpu']} {s['engine']} {s['precision']}: {s['deployments']} deployments, {s['median']}")
+        sat = f"saturated {s['saturated_deployments']}, {s['saturated_median']}" if s["saturated_deployments"] else "none saturated"
+        print(f"  {s['gpu']} {s['engine']} {s['precision']}: {s['deployments']} deployments, {s['median']}; {sat}")
     if a.json_out:
         Path(a.json_out).write_text(json.dumps({"rows": rows, "summary": summary}, indent=1))
     return 0
