@@ -572,7 +572,7 @@ def _front_per_size(x: np.ndarray, y: np.ndarray, size: np.ndarray) -> np.ndarra
     x, y = np.asarray(x, dtype=float), np.asarray(y, dtype=float)
     if x.size == 0:
         return np.zeros(0, dtype=bool)
-    fast = _front_per_size_distinct_x(x, y, np.asarray(size, dtype=float))
+    fast = _front_per_size_finite(x, y, np.asarray(size, dtype=float))
     if fast is not None:
         return fast
     _, g = np.unique(size, return_inverse=True)
@@ -587,21 +587,20 @@ def _front_per_size(x: np.ndarray, y: np.ndarray, size: np.ndarray) -> np.ndarra
     return keep
 
 
-def _front_per_size_distinct_x(x: np.ndarray, y: np.ndarray, size: np.ndarray) -> np.ndarray | None:
-    """:func:`_front_per_size` where x and y are finite, the sizes are small whole numbers and no two
-    points of one size have equal x (else None): the same mask from a quicksort by x and a radix sort by
-    size (the order of equal-x points, which needs the slower three-key sort, never matters here) and a
-    running maximum of y over each size's run (a handful of worker sizes)."""
+def _front_per_size_finite(x: np.ndarray, y: np.ndarray, size: np.ndarray) -> np.ndarray | None:
+    """:func:`_front_per_size` where x and y are finite and the sizes are small whole numbers (else None):
+    the same mask from one sort by (x, y) descending, a radix sort by size and a running maximum of y over
+    each size's run (a handful of worker sizes)."""
     if not (np.isfinite(x).all() and np.isfinite(y).all() and size.min() >= 0 and size.max() < 2**15
             and (size == np.floor(size)).all()):
         return None
     g = size.astype(np.int16)
-    by_x = np.argsort(-x)  # x descending (equal x in any order: checked below)
-    order = by_x[np.argsort(g[by_x], kind="stable")]  # by size, x descending within a size
-    xs, gs, ys = x[order], g[order], y[order]
+    # x descending, equal x by y descending, equal points by index (numpy orders complex numbers by real part, then
+    # imaginary part; stable, so that of two equal points the first stays, as in the three-key sort)
+    by_xy = np.argsort(-(x + 1j * y), kind="stable")
+    order = by_xy[np.argsort(g[by_xy], kind="stable")]  # by size, x descending within a size
+    gs, ys = g[order], y[order]
     first = np.concatenate(([True], gs[1:] != gs[:-1]))  # first point of its size
-    if (xs[1:] == xs[:-1])[~first[1:]].any():  # equal x within a size: the y-descending tie order matters
-        return None
     starts = np.flatnonzero(first).tolist()
     best = np.empty_like(ys)  # running maximum of y within each size's run
     for a, b in zip(starts, starts[1:] + [ys.size]):
