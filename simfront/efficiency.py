@@ -36,7 +36,7 @@ from typing import Any, Iterator
 from pydantic import BaseModel, Field
 
 from . import yamlio
-from .kernels import class_swap_notes, fallback_notes
+from .kernels import caveat_notes, class_swap_notes, fallback_notes
 
 
 EFFICIENCY_DIR = Path(__file__).resolve().parent.parent / "hardware" / "efficiency"
@@ -247,6 +247,7 @@ def provenance(hw, kinds: tuple[str, ...] = KERNEL_KINDS, priced=None) -> Proven
         notes.append(f"uncertainty band widened x{widen:.2f} for borrowed parameters"
                      + (" (leave-one-family-out residuals)" if w is not None else " (no leave-one-family-out data: not widened)"))
     notes += fallback_notes(hw, priced)  # ops that run a fallback kernel on this platform
+    notes += caveat_notes(hw, priced)  # priced kernels whose calibration is known not to cover what engines serve
     return Provenance(gpu=hw.id, family=hw.family, params=out, estimated_peaks=est, notes=notes, band_widening=widen)
 
 

@@ -34,6 +34,10 @@ class NativeKernel(BaseModel):
     # CUTLASS path beside it)
     sole_moe_kernel: bool = False
     sole_moe_kernel_source: str | None = None
+    # what the calibration of this kernel does not cover on its platforms (engines that serve the op with another
+    # kernel, measured runs that ran slower than priced): said in a prediction's notes wherever it prices the op
+    caveat: str | None = None
+    caveat_source: str | None = None
 
 
 class Fallback(BaseModel):
@@ -84,6 +88,7 @@ class KernelPath(BaseModel):
     native: bool  # False: the op's fallback path (no native kernel for this platform)
     source: str
     priced: bool | None = None  # whether the prediction it is reported with prices the op (None: not asked)
+    caveat: str | None = None  # what the kernel's calibration does not cover on this platform (None: nothing known)
 
 
 @lru_cache(maxsize=None)
@@ -188,7 +193,7 @@ def kernel_path(op: str, hw, priced=None) -> KernelPath:
     flag = None if priced is None else op_priced(op, priced)
     k = native_kernel(op, hw)
     if k is not None:
-        return KernelPath(op=op, kernel=k.kernel, native=True, source=k.source, priced=flag)
+        return KernelPath(op=op, kernel=k.kernel, native=True, source=k.source, priced=flag, caveat=k.caveat)
     fb = _op(op).fallback
     return KernelPath(op=op, kernel=fb.kernel, native=False, source=fb.source, priced=flag)
 
@@ -231,6 +236,13 @@ def class_swap_notes(kind: str, source_hw, target_hw) -> list[str]:
     """One line per class :func:`class_swaps` replaces, naming both kernels."""
     return [f"{kind} class {c} takes the {sib} values: {target_hw.id} runs {dst} for {op}, the fitted {source_hw.id} ran {src}"
             for c, sib, op, src, dst in _class_swaps(kind, platform_of(source_hw), platform_of(target_hw))]
+
+
+def caveat_notes(hw, priced=None) -> list[str]:
+    """One line per op whose native kernel on ``hw`` carries a caveat and that the prediction prices (``priced``: only
+    the ops those configurations price; None: every op)."""
+    return [f"{hw.id}: {p.op} priced as {p.kernel}, but {p.caveat}" for p in kernel_paths(hw, priced)
+            if p.native and p.caveat and p.priced is not False]
 
 
 def fallback_notes(hw, priced=None) -> list[str]:
