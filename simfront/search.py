@@ -438,8 +438,8 @@ def worker_counts(d_gpus, d_cap, p_gpus, p_cap, n: int) -> tuple[np.ndarray, np.
 
     The served rate rises with y while the prefill workers y needs still fit (rate = y x d_cap) and
     cannot rise after (rate = the prefill workers that fit x p_cap, which shrinks with y), so the best
-    y is the last that fits its prefill need, y_c, or y_c + 1: y_c is found by bisection (about
-    log2(n) vectorised steps instead of one per decode-worker count).
+    y is the last that fits its prefill need, y_c, or y_c + 1: y_c is found by bisection inside a bracket that the
+    continuous relaxation gives (a few vectorised steps instead of one per decode-worker count).
     """
     shape = np.broadcast(d_gpus, d_cap, p_gpus, p_cap).shape
     dg, dc, pg, pc = (np.broadcast_to(np.asarray(v, dtype=float), shape) for v in (d_gpus, d_cap, p_gpus, p_cap))
@@ -448,8 +448,14 @@ def worker_counts(d_gpus, d_cap, p_gpus, p_cap, n: int) -> tuple[np.ndarray, np.
     def fits(y):  # the prefill workers y decode workers need fit beside them
         return np.ceil(y * dc / pc) <= np.floor(np.maximum(n - y * dg, 0) / pg)
 
-    lo, hi = np.zeros(shape), y_max.copy()  # invariant: fits(lo) (y = 0 needs none), y_c <= hi
-    while True:  # about log2(n) vectorised halvings
+    # y_c lies in [(n - 2 pg) / D, n / D], D = dg + pg dc / pc (GPUs one decode worker takes with its share of
+    # prefill workers): fits(y) implies y dc / pc <= (n - y dg) / pg, and y dc / pc + 1 <= (n - y dg) / pg - 1 implies
+    # fits(y) (a ceiling adds under 1, a floor takes off under 1). Bisection starts inside that bracket (one step wider
+    # on each side against rounding), a few halvings where the whole range takes about log2(n).
+    per_decode_gpus = dg + pg * dc / pc
+    lo = np.clip(np.floor((n - 2.0 * pg) / per_decode_gpus) - 1.0, 0.0, y_max)  # invariant: fits(lo) (y = 0 needs none)
+    hi = np.maximum(np.minimum(y_max, np.floor(n / per_decode_gpus) + 1.0), lo)  # invariant: y_c <= hi
+    while True:  # a few vectorised halvings
         open_ = lo < hi
         if not open_.any():
             break

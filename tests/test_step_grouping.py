@@ -203,3 +203,22 @@ def test_memo_does_not_carry_costs_across_efficiency_overrides():
         np.testing.assert_array_equal(slower, sum(forward_step(*args).split()))
     assert (slower > shipped).all()
     np.testing.assert_array_equal(sum(forward_step(*args, memo=memo).split()), shipped)  # and back
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.integers(2, 700), st.lists(st.tuples(st.integers(1, 72), st.floats(0.01, 100.0), st.integers(1, 72), st.floats(0.01, 100.0)),
+                                     min_size=1, max_size=20))
+def test_worker_counts_are_the_best_of_every_decode_worker_count(n, pairs):
+    """worker_counts' bisection (about log2 n halvings) gives what trying every decode-worker count gives: the y that
+    serves the most requests/s (the first such y), with the prefill workers it needs or what fits."""
+    dg, dc, pg, pc = (np.array([p[i] for p in pairs], dtype=float) for i in range(4))
+    x, y = worker_counts(dg, dc, pg, pc, n)
+    for i in range(len(pairs)):
+        best, bx, by = 0.0, 0.0, 0.0
+        for yy in range(1, int((n - 1) // dg[i]) + 1):
+            rem = n - yy * dg[i]
+            xx = min(np.floor(rem / pg[i]), np.ceil(yy * dc[i] / pc[i]))
+            rate = min(xx * pc[i], yy * dc[i])
+            if xx >= 1 and rem > 0 and rate > best:
+                best, bx, by = rate, xx, yy
+        assert (x[i], y[i]) == (bx, by)
