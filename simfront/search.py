@@ -500,13 +500,16 @@ def _disagg(cols, t: WorkerTable, hw, gpus, wl, price, sides: dict | None = None
     n_sides = int(d_cap.size + p_cap.size)
     # Large spaces prune dominated sides before pairing (smaller ones score every pair): a decode
     # configuration slower per token AND serving fewer requests/s per GPU than another of the same
-    # worker size is dropped; likewise for prefill on (TTFT, requests/s per GPU). Under the closed-loop
-    # evaluator this is a heuristic, not exact: a pair's requests/s also depends on its decode slots and
-    # TTFT, so a dropped side could, rarely, have made a frontier pair.
+    # worker size is dropped (a heuristic under the closed-loop evaluator, whose requests/s also depends on
+    # the decode slots: within 0.2 % of every pair's frontier in tests/test_speed_paths.py); a prefill
+    # configuration is dropped only where another of the same worker size is no worse in every quantity the
+    # pair's evaluation reads (_prefill_dominated: exact).
     if d_cap.size * p_cap.size > MAX_FULL_PAIRS:
         keep_d = _front_per_size(1.0 / d_tpot, d_cap / d_gpus, d_gpus)
         if "keep_p" not in side:
-            side["keep_p"] = _front_per_size(1.0 / p_ttft, p_cap / p_gpus, p_gpus)
+            full = pr.ttft_base_s.shape  # the prefill table's (layout, batch) grid, which p_idx indexes
+            pq = (p_ttft, np.broadcast_to(pr.prefill_s, full)[p_idx], np.broadcast_to(pr.shared_extra_s, full)[p_idx], -p_cap)
+            side["keep_p"] = ~_prefill_dominated(np.stack(pq, axis=1), p_gpus)  # lower is better in each column
         keep_p = side["keep_p"]
         di = (di[0][keep_d], di[1][keep_d])
         d_gpus, d_cap = d_gpus[keep_d], d_cap[keep_d]
@@ -567,6 +570,27 @@ def _prefill_side(t: WorkerTable, hw, n: int, sides: dict | None) -> dict:
     if sides is not None:
         sides[key] = side
     return side
+
+
+def _prefill_dominated(cost: np.ndarray, size: np.ndarray) -> np.ndarray:
+    """Mask of prefill configurations another of the same worker size makes redundant in every pairing.
+
+    ``cost`` is (points, quantities), lower better in each: the quantities a disaggregated pair's evaluation
+    reads from its prefill side (idle-worker TTFT, the busy worker's step, the extra of a shared step, and
+    minus the requests/s a worker completes; :func:`simfront.deployment.evaluate_disagg`, :func:`worker_counts`).
+    A point is dominated where another point of its size is no worse in every quantity and better in one, or
+    equal in all and earlier (one of equal points stays). The pair's metrics are monotone in each quantity, so
+    a dominated point never makes a frontier pair its dominator does not make at least as well. Exact, and
+    quadratic in the points of one size (a prefill side holds a few hundred per size)."""
+    out = np.zeros(size.size, dtype=bool)
+    for g in np.unique(size):
+        idx = np.flatnonzero(size == g)
+        c = cost[idx]
+        le = (c[:, None, :] <= c[None, :, :]).all(axis=2)  # le[j, i]: j no worse than i in every quantity
+        lt = (c[:, None, :] < c[None, :, :]).any(axis=2)
+        earlier = np.arange(idx.size)[:, None] < np.arange(idx.size)[None, :]
+        out[idx] = (le & (lt | earlier)).any(axis=0)
+    return out
 
 
 def _front_per_size(x: np.ndarray, y: np.ndarray, size: np.ndarray) -> np.ndarray:
