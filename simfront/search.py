@@ -498,14 +498,18 @@ def _disagg(cols, t: WorkerTable, hw, gpus, wl, price, sides: dict | None = None
     if d_cap.size == 0 or p_cap.size == 0:
         return 0
     n_sides = int(d_cap.size + p_cap.size)
-    # Large spaces prune dominated sides before pairing (smaller ones score every pair): a decode
-    # configuration slower per token AND serving fewer requests/s per GPU than another of the same
-    # worker size is dropped (a heuristic under the closed-loop evaluator, whose requests/s also depends on
-    # the decode slots: within 0.2 % of every pair's frontier in tests/test_speed_paths.py); a prefill
-    # configuration is dropped only where another of the same worker size is no worse in every quantity the
-    # pair's evaluation reads (_prefill_dominated: exact).
+    # Large spaces prune dominated sides before pairing (smaller ones score every pair), each side on the
+    # quantities the pair's evaluation reads from it: a decode configuration slower per token AND holding fewer
+    # slots per worker than another of the same worker size is dropped (its capacity, slots / (TPOT (OSL - 1)),
+    # is then lower too); a prefill configuration where another of the same worker size is no worse in idle
+    # TTFT, busy step, shared-step extra and requests/s (_prefill_dominated). The pair's metrics are monotone
+    # in each, up to the integer worker counts the pairing sizes (tests/test_speed_paths.py: forced on small
+    # sets, the pruned frontier is the full pairing's; 1 % short at one point of 72xGB200).
     if d_cap.size * p_cap.size > MAX_FULL_PAIRS:
-        keep_d = _front_per_size(1.0 / d_tpot, d_cap / d_gpus, d_gpus)
+        # decode slots per worker: a pair's capacity is slots / (TPOT (OSL - 1)) (serving.finish_decode), so (TPOT, slots)
+        # is all the pair's evaluation reads from its decode side
+        d_slots = B[0, di[1]] * ranks[di[0]]
+        keep_d = _front_per_size(1.0 / d_tpot, d_slots, d_gpus)
         if "keep_p" not in side:
             full = pr.ttft_base_s.shape  # the prefill table's (layout, batch) grid, which p_idx indexes
             pq = (p_ttft, np.broadcast_to(pr.prefill_s, full)[p_idx], np.broadcast_to(pr.shared_extra_s, full)[p_idx], -p_cap)
@@ -579,9 +583,10 @@ def _prefill_dominated(cost: np.ndarray, size: np.ndarray) -> np.ndarray:
     reads from its prefill side (idle-worker TTFT, the busy worker's step, the extra of a shared step, and
     minus the requests/s a worker completes; :func:`simfront.deployment.evaluate_disagg`, :func:`worker_counts`).
     A point is dominated where another point of its size is no worse in every quantity and better in one, or
-    equal in all and earlier (one of equal points stays). The pair's metrics are monotone in each quantity, so
-    a dominated point never makes a frontier pair its dominator does not make at least as well. Exact, and
-    quadratic in the points of one size (a prefill side holds a few hundred per size)."""
+    equal in all and earlier (one of equal points stays). The pair's metrics are monotone in each quantity at
+    given worker counts, so a dominated point makes no frontier pair its dominator does not make at least as
+    well, up to the integer sizing of the worker counts (:func:`worker_counts` sizes each pair from its own
+    capacities). Quadratic in the points of one size (a prefill side holds a few hundred per size)."""
     out = np.zeros(size.size, dtype=bool)
     for g in np.unique(size):
         idx = np.flatnonzero(size == g)

@@ -226,10 +226,10 @@ def test_prefill_dominance_drops_only_points_another_beats_everywhere(rows):
 
 
 def test_pruned_pairing_keeps_the_frontier_of_every_pair(monkeypatch):
-    """Large GPU sets prune both sides before pairing. The prefill side's pruning is exact (a dropped configuration is
-    beaten in every quantity the pair's evaluation reads), the decode side's a two-quantity heuristic: forced on a
-    small set, the pruned search's frontier reaches the full pairing's within 1 % at every tok/s/user (the old
-    two-quantity prefill rule lost up to 22 % there: docs/model_changes.md round 28)."""
+    """Large GPU sets prune both sides before pairing, each on the quantities the pair's evaluation reads from it (a
+    dropped configuration is beaten in every one): forced on a small set, the pruned search's frontier reaches the
+    full pairing's within 1 % at every tok/s/user (the old prefill rule on TTFT and requests/s alone lost up to 22 %
+    there: docs/model_changes.md round 28)."""
     import simfront.search as search
     from simfront import api
 
