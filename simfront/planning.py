@@ -31,7 +31,8 @@ from .priced import priced_of
 from .models import Model, apply_precision, get_model
 from .pareto import sla_text
 from .deployment import evaluate_agg, evaluate_disagg
-from .search import SearchSpace, parse_spec_label, spec_label, kv_link_bytes_per_s, precision_options, spec_options, worker_tables
+from .search import (SearchSpace, kv_link_bytes_per_s, parse_spec_label, precision_options, prefill_dominated, spec_label,
+                     spec_options, worker_tables)
 from .serving import DEFAULT_CHUNK_TOKENS, DecodeResult, PrefillResult, Workload, adp_gate_iters, engine_profile, finish_prefill, slot_at_transfer, usd_per_mtok
 from .results import layout_label
 from .sizing import min_gpus as fewest_gpus
@@ -59,6 +60,10 @@ PRE_COLS = ("tp", "ep", "dp", "batch", "prec", "ttft_up_s", "ttft_out_s", "prefi
 # worker rather than a decode worker (the M/D/1 wait is already 2x the service time at 0.8)
 PREFILL_UTILISATION_TARGET = 0.8
 MAX_SIZING_STEPS = 64  # worker additions tried per candidate before giving up on it
+# decode rows of each precision paired with every prefill row of it when sizing a disaggregated deployment: the
+# cheapest by the GPUs their capacity needs for the rate (a decode row's slots also set the prefill queue, so the
+# cheapest alone is not always the pair's best)
+DECODE_CANDIDATES = 8
 
 
 @dataclass
@@ -246,9 +251,46 @@ def _size_disagg(t: _Tables, D: dict, R: dict, a: int, b: int, link: str, x: int
     return None
 
 
+def _size_pairs(t: _Tables, D: dict, R: dict, a: np.ndarray, b: np.ndarray, link: str, rate: float, sla: dict,
+                max_gpus: int, osl: float) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """:func:`_size_disagg` for many (decode row ``a``, prefill row ``b``) pairs at once: each pair's (x prefill, y
+    decode) workers grown from each side's capacity until the deployment evaluator says it serves ``rate`` within
+    the TTFT bound. Returns (sized mask, x, y, GPUs), one entry per pair."""
+    x = np.ceil(rate / R["rate"][b])  # prefill workers at the prefill side's capacity
+    y = np.ceil(rate / D["rate"][a])  # decode workers at the decode side's capacity
+    pre = PrefillResult(R[f"ttft_{link}_s"][b], R["prefill_s"][b], R[f"transfer_{link}_s"][b], R["rate"][b],
+                        t.profile["ttft_scale"], R["shared_s"][b])
+    dec = DecodeResult(D["tpot_s"][a], D["step_s"][a], D["rate"][a])
+    dg, pg = D["tp"][a] * D["dp"][a] * D["pp"][a], R["tp"][b] * R["dp"][b]
+    slots_per_worker = D["batch"][a] * D["dp"][a] * D["pp"][a]
+    sized = np.zeros(a.size, dtype=bool)
+    live = np.ones(a.size, dtype=bool)
+    fewest = float(max_gpus)  # GPUs of the smallest deployment sized so far: a pair already above it cannot win
+    for _ in range(MAX_SIZING_STEPS):  # worker additions, all pairs at once
+        gpus = x * pg + y * dg
+        live &= gpus <= fewest
+        if not live.any():
+            break
+        r = evaluate_disagg(pre, x, dec, y * slots_per_worker, y * slots_per_worker, osl, gpus, 0.0,
+                            slot_at_transfer=slot_at_transfer(t.profile))
+        slow = (r.ttft_s * 1e3 > sla["ttft_ms"]) if sla.get("ttft_ms") is not None else np.zeros(a.size, dtype=bool)
+        done = live & (r.requests_s >= rate) & ~slow
+        sized |= done
+        live &= ~done
+        if done.any():
+            fewest = min(fewest, float(gpus[done].min()))
+        grow_x = slow | (r.requests_s >= PREFILL_UTILISATION_TARGET * x * pre.requests_s_worker)  # the prefill queue binds
+        x = np.where(live & grow_x, x + 1.0, x)
+        y = np.where(live & ~grow_x, y + 1.0, y)
+    return sized, x, y, x * pg + y * dg
+
+
 def _best_disagg(t: _Tables, D: dict, R: dict, rate: float, sla: dict, max_gpus: int, osl: float) -> tuple[dict | None, dict]:
-    """Fewest-GPU disaggregated choice, one precision: each side's cheapest row sized separately,
-    then the pair grown until the deployment evaluator serves the rate within the SLA."""
+    """Fewest-GPU disaggregated choice: the cheapest decode rows of each precision (``DECODE_CANDIDATES``, by the GPUs
+    their capacity needs for the rate) paired with every prefill row of that precision, each pair grown until the
+    deployment evaluator serves the rate within the SLA (:func:`_size_pairs`). A prefill row's own capacity is not
+    what decides it: a busy worker's step sets the queue, so the prefill row of most requests/s per GPU can need
+    many more workers to keep the TTFT bound than one that steps fewer prompts at a time."""
     if D["rate"].size == 0 or R["rate"].size == 0:
         return None, {}
     d_ok = _launchable(t.hw, D["tp"], D["dp"], D["pp"])
@@ -257,27 +299,38 @@ def _best_disagg(t: _Tables, D: dict, R: dict, rate: float, sla: dict, max_gpus:
     d_ok &= _sla_side(sla, tpot_s=D["tpot_s"])
     y = np.ceil(rate / D["rate"])  # decode workers at the decode side's capacity
     d_gpus = y * D["tp"] * D["dp"] * D["pp"]
-    x = np.ceil(rate / R["rate"])  # prefill workers at the prefill side's capacity
-    p_gpus = x * R["tp"] * R["dp"]
     domain = t.hw.scaleup.domain_gpus
-    di = _cheapest_per_precision(d_ok, d_gpus, y * D["rate"], D["prec"])
+    d_cands = _cheapest_rows_per_precision(d_ok, d_gpus, y * D["rate"], D["prec"], DECODE_CANDIDATES)
     best = None
     for link in ("up", "out"):  # the two KV-transfer paths
         pl = p_ok & _sla_side(sla, ttft_s=R[f"ttft_{link}_s"])
-        pi = _cheapest_per_precision(pl, p_gpus, x * R["rate"], R["prec"])
-        for prec in sorted(set(di) & set(pi)):  # a few precisions
-            a, b = di[prec], pi[prec]
-            sized = _size_disagg(t, D, R, a, b, link, int(x[b]), int(y[a]), rate, sla, max_gpus, osl)
-            if sized is None:
+        for prec, da in sorted(d_cands.items()):  # a few precisions
+            pb = np.flatnonzero(pl & (R["prec"] == prec))
+            if pb.size == 0:
                 continue
-            xs, ys, r = sized
-            n = int(r.gpus)
-            if (link == "up") != (n <= domain):
-                continue  # the KV link must be the one a set of n GPUs has
+            # prefill rows another of the same worker size beats in every quantity the sizing reads are left out, as
+            # the search's pairing leaves them out (search.prefill_dominated)
+            cost = np.stack([R[f"ttft_{link}_s"][pb], R["prefill_s"][pb], R["shared_s"][pb], -R["rate"][pb]], axis=1)
+            pb = pb[~prefill_dominated(cost, (R["tp"] * R["dp"])[pb].astype(float))]
+            a, b = np.repeat(da, pb.size), np.tile(pb, da.size)
+            # a pair above the fewest GPUs found so far cannot win (equal counts still compete on capacity)
+            bound = max_gpus if best is None else min(max_gpus, best["num_gpus"])
+            sized, xs, ys, n = _size_pairs(t, D, R, a, b, link, rate, sla, bound, osl)
+            sized &= (n <= domain) == (link == "up")  # the KV link must be the one a set of n GPUs has
+            if not sized.any():
+                continue
+            i = np.flatnonzero(sized)
+            i = i[np.argmin(n[i])]  # fewest GPUs (the first of equals: cheapest decode row, then prefill row order)
+            ai, bi, xi, yi = int(a[i]), int(b[i]), int(xs[i]), int(ys[i])
+            sized_one = _size_disagg(t, D, R, ai, bi, link, xi, yi, rate, sla, max_gpus, osl)  # the pair's metrics
+            if sized_one is None:
+                continue
+            xi, yi, r = sized_one
+            ng = int(r.gpus)
             cap = float(r.requests_s)
-            if best is None or (n, -cap) < (best["num_gpus"], -best["capacity"]):
-                best = {"a": a, "b": b, "x": xs, "y": ys, "m": r, "link": link, "num_gpus": n, "capacity": cap,
-                        "worker_rate": float(D["rate"][a]), "prefill_rate": float(R["rate"][b])}
+            if best is None or (ng, -cap) < (best["num_gpus"], -best["capacity"]):
+                best = {"a": ai, "b": bi, "x": xi, "y": yi, "m": r, "link": link, "num_gpus": ng, "capacity": cap,
+                        "worker_rate": float(D["rate"][ai]), "prefill_rate": float(R["rate"][bi])}
     if best is None:
         return None, reach
     a, b, r = best["a"], best["b"], best["m"]
@@ -292,25 +345,16 @@ def _best_disagg(t: _Tables, D: dict, R: dict, rate: float, sla: dict, max_gpus:
     return best, reach
 
 
-def _cheapest_per_precision(ok: np.ndarray, gpus: np.ndarray, cap: np.ndarray, prec: np.ndarray) -> dict[int, int]:
-    """Index of the fewest-GPU (then highest-capacity) allowed row of each precision."""
+def _cheapest_rows_per_precision(ok: np.ndarray, gpus: np.ndarray, cap: np.ndarray, prec: np.ndarray, k: int) -> dict[int, np.ndarray]:
+    """Indices of the ``k`` fewest-GPU (then highest-capacity) allowed rows of each precision, cheapest first."""
     idx = np.nonzero(ok)[0]
     if idx.size == 0:
         return {}
-    g, c, p = gpus[idx], cap[idx], prec[idx]
-    if not (np.isfinite(g).all() and np.isfinite(c).all() and (p >= 0).all() and (p == np.floor(p)).all()):
-        # the general rule, by one sort: precision, fewest GPUs, most capacity, then the lowest row
-        order = idx[np.lexsort((-c, g, p))]
-        _, first = np.unique(prec[order], return_index=True)
-        return {int(prec[order[j]]): int(order[j]) for j in first}
-    # the same rows without a sort (the precisions are indices into a handful of options): per precision,
-    # the first row of those with its fewest GPUs and, among them, the most capacity
+    order = idx[np.lexsort((-cap[idx], gpus[idx], prec[idx]))]  # by precision, then GPUs, then capacity descending
+    p = prec[order]
     out = {}
-    for q in np.flatnonzero(np.bincount(p.astype(np.intp))):
-        rows = p == q
-        fewest = rows & (g == g[rows].min())
-        j = int(np.argmax(fewest & (c == c[fewest].max())))
-        out[int(q)] = int(idx[j])
+    for v in np.unique(p):
+        out[int(v)] = order[p == v][:k]
     return out
 
 
@@ -322,7 +366,8 @@ def _choose(m: Model, t: _Tables, wl: Workload, space: SearchSpace, rate: float,
         t.parts = _evaluate(m, t, wl, space)
     T = t.parts
     a, ra = _best_agg(t, T["agg"], rate, sla, max_gpus)
-    d, rd = _best_disagg(t, T["dec"], T["pre"], rate, sla, max_gpus, wl.mean_osl)
+    # a disaggregated deployment above the aggregated choice's GPUs cannot win (equal counts compete on capacity)
+    d, rd = _best_disagg(t, T["dec"], T["pre"], rate, sla, max_gpus if a is None else min(max_gpus, a["num_gpus"]), wl.mean_osl)
     cands = [c for c in (a, d) if c is not None]
     best = min(cands, key=lambda c: (c["num_gpus"], -c["capacity"])) if cands else None
     return best, [ra, rd]

@@ -502,7 +502,7 @@ def _disagg(cols, t: WorkerTable, hw, gpus, wl, price, sides: dict | None = None
     # quantities the pair's evaluation reads from it: a decode configuration slower per token AND holding fewer
     # slots per worker than another of the same worker size is dropped (its capacity, slots / (TPOT (OSL - 1)),
     # is then lower too); a prefill configuration where another of the same worker size is no worse in idle
-    # TTFT, busy step, shared-step extra and requests/s (_prefill_dominated). The pair's metrics are monotone
+    # TTFT, busy step, shared-step extra and requests/s (prefill_dominated). The pair's metrics are monotone
     # in each, up to the integer worker counts the pairing sizes (tests/test_speed_paths.py: forced on small
     # sets, the pruned frontier is the full pairing's; 1 % short at one point of 72xGB200).
     if d_cap.size * p_cap.size > MAX_FULL_PAIRS:
@@ -513,7 +513,7 @@ def _disagg(cols, t: WorkerTable, hw, gpus, wl, price, sides: dict | None = None
         if "keep_p" not in side:
             full = pr.ttft_base_s.shape  # the prefill table's (layout, batch) grid, which p_idx indexes
             pq = (p_ttft, np.broadcast_to(pr.prefill_s, full)[p_idx], np.broadcast_to(pr.shared_extra_s, full)[p_idx], -p_cap)
-            side["keep_p"] = ~_prefill_dominated(np.stack(pq, axis=1), p_gpus)  # lower is better in each column
+            side["keep_p"] = ~prefill_dominated(np.stack(pq, axis=1), p_gpus)  # lower is better in each column
         keep_p = side["keep_p"]
         di = (di[0][keep_d], di[1][keep_d])
         d_gpus, d_cap = d_gpus[keep_d], d_cap[keep_d]
@@ -576,7 +576,7 @@ def _prefill_side(t: WorkerTable, hw, n: int, sides: dict | None) -> dict:
     return side
 
 
-def _prefill_dominated(cost: np.ndarray, size: np.ndarray) -> np.ndarray:
+def prefill_dominated(cost: np.ndarray, size: np.ndarray) -> np.ndarray:
     """Mask of prefill configurations another of the same worker size makes redundant in every pairing.
 
     ``cost`` is (points, quantities), lower better in each: the quantities a disaggregated pair's evaluation

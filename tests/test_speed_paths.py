@@ -131,16 +131,22 @@ def _cheapest_by_sort(ok, gpus, cap, prec):
 @settings(max_examples=200, deadline=None)
 @given(st.lists(st.tuples(st.booleans(), st.integers(1, 4), st.integers(0, 3), st.integers(0, 4)), min_size=1, max_size=60),
        st.booleans())
-def test_cheapest_per_precision_matches_the_sort(rows, with_nan):
-    from simfront.planning import _cheapest_per_precision
+def test_cheapest_rows_per_precision_start_with_the_sorts_cheapest(rows, with_nan):
+    """The plan's decode candidates of each precision: the sort's cheapest row first, then the next cheapest, in order."""
+    from simfront.planning import _cheapest_rows_per_precision
 
     ok = np.array([r[0] for r in rows])
     gpus = np.array([r[1] for r in rows], float) * 8
     cap = np.array([r[2] for r in rows], float) * 0.5  # many exact ties on GPUs and capacity
     prec = np.array([r[3] for r in rows], float)
-    if with_nan:  # a non-finite capacity takes the sorting path, with the sort's own NaN order
+    if with_nan:  # a non-finite capacity keeps the sort's own NaN order
         cap[len(rows) // 2] = np.nan
-    assert _cheapest_per_precision(ok, gpus, cap, prec) == _cheapest_by_sort(ok, gpus, cap, prec)
+    got = _cheapest_rows_per_precision(ok, gpus, cap, prec, 3)
+    assert {q: int(v[0]) for q, v in got.items()} == _cheapest_by_sort(ok, gpus, cap, prec)
+    for q, v in got.items():
+        rest = [i for i in np.flatnonzero(ok & (prec == q))]
+        rest.sort(key=lambda i: (gpus[i], -cap[i] if np.isfinite(cap[i]) else np.inf, i))
+        assert len(v) == min(3, len(rest)) and set(v) <= set(rest)
 
 
 def test_planning_add_gathers_like_a_broadcast_copy():
@@ -214,11 +220,11 @@ def test_cli_main_pauses_the_collector_and_pydantic_plugins_for_the_command_only
 def test_prefill_dominance_drops_only_points_another_beats_everywhere(rows):
     """A prefill configuration is dropped exactly where another of its worker size is no worse in every quantity and
     better in one, or equal in all and earlier (of equal points the first stays)."""
-    from simfront.search import _prefill_dominated
+    from simfront.search import prefill_dominated
 
     cost = np.array([r[:4] for r in rows], dtype=float)
     size = np.array([r[4] for r in rows], dtype=float)
-    got = _prefill_dominated(cost, size)
+    got = prefill_dominated(cost, size)
     for i in range(len(rows)):
         want = any(size[j] == size[i] and (cost[j] <= cost[i]).all() and ((cost[j] < cost[i]).any() or j < i)
                    for j in range(len(rows)) if j != i)
