@@ -257,7 +257,9 @@ def _size_pairs(t: _Tables, D: dict, R: dict, a: np.ndarray, b: np.ndarray, link
                 max_gpus: int, osl: float) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """:func:`_size_disagg` for many (decode row ``a``, prefill row ``b``) pairs at once: each pair's (x prefill, y
     decode) workers grown from each side's capacity until the deployment evaluator says it serves ``rate`` within
-    the TTFT bound. Returns (sized mask, x, y, GPUs), one entry per pair."""
+    the TTFT bound, on a set whose KV link is ``link`` (``up``: within one scale-up domain; ``out``: beyond it, a
+    pair that serves the rate inside one domain being the ``up`` sizing's). Returns (sized mask, x, y, GPUs)."""
+    domain = t.hw.scaleup.domain_gpus
     x = np.ceil(rate / R["rate"][b])  # prefill workers at the prefill side's capacity
     y = np.ceil(rate / D["rate"][a])  # decode workers at the decode side's capacity
     pre = PrefillResult(R[f"ttft_{link}_s"][b], R["prefill_s"][b], R[f"transfer_{link}_s"][b], R["rate"][b],
@@ -270,15 +272,16 @@ def _size_pairs(t: _Tables, D: dict, R: dict, a: np.ndarray, b: np.ndarray, link
     fewest = float(max_gpus)  # GPUs of the smallest deployment sized so far: a pair already above it cannot win
     for _ in range(MAX_SIZING_STEPS):  # worker additions, all pairs at once
         gpus = x * pg + y * dg
-        live &= gpus <= fewest
+        live &= (gpus <= fewest) & ((gpus <= domain) if link == "up" else True)  # an up-link set stays in its domain
         if not live.any():
             break
         r = evaluate_disagg(pre, x, dec, y * slots_per_worker, y * slots_per_worker, osl, gpus, 0.0,
                             slot_at_transfer=slot_at_transfer(t.profile))
         slow = (r.ttft_s * 1e3 > sla["ttft_ms"]) if sla.get("ttft_ms") is not None else np.zeros(a.size, dtype=bool)
-        done = live & (r.requests_s >= rate) & ~slow
+        serves = live & (r.requests_s >= rate) & ~slow
+        done = serves & ((gpus > domain) if link == "out" else True)  # within one domain the KV link is the scale-up one
         sized |= done
-        live &= ~done
+        live &= ~serves
         if done.any():
             fewest = min(fewest, float(gpus[done].min()))
         grow_x = slow | (r.requests_s >= PREFILL_UTILISATION_TARGET * x * pre.requests_s_worker)  # the prefill queue binds
@@ -318,7 +321,6 @@ def _best_disagg(t: _Tables, D: dict, R: dict, rate: float, sla: dict, max_gpus:
             # a pair above the fewest GPUs found so far cannot win (equal counts still compete on capacity)
             bound = max_gpus if best is None else min(max_gpus, best["num_gpus"])
             sized, xs, ys, n = _size_pairs(t, D, R, a, b, link, rate, sla, bound, osl)
-            sized &= (n <= domain) == (link == "up")  # the KV link must be the one a set of n GPUs has
             if not sized.any():
                 continue
             i = np.flatnonzero(sized)
