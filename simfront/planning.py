@@ -228,55 +228,35 @@ def _best_agg(t: _Tables, A: dict, rate: float, sla: dict, max_gpus: int) -> tup
             "worker_rate": float(A["rate"][i]), "prefill_rate": None}, reach
 
 
-def _size_disagg(t: _Tables, D: dict, R: dict, a: int, b: int, link: str, x: int, y: int, rate: float, sla: dict,
-                 max_gpus: int, osl: float, wave_share: float = 0.0):
-    """Grow the (x prefill, y decode) workers of one pair until the deployment evaluator says it serves
-    ``rate`` with its decode slots full and meets the TTFT bound; (x, y, metrics) or None."""
-    pre = PrefillResult(R[f"ttft_{link}_s"][b], R["prefill_s"][b], R[f"transfer_{link}_s"][b], R["rate"][b], t.profile["ttft_scale"],
-                        R["shared_s"][b])
+def _pair_metrics(t: _Tables, D: dict, R: dict, a, b, link: str, x, y, osl: float):
+    """The deployment evaluator's metrics of ``x`` prefill workers of row ``b`` and ``y`` decode workers of row ``a``
+    on KV link ``link``, decode slots full (rows and counts: numbers or arrays of pairs), and its GPUs."""
+    pre = PrefillResult(R[f"ttft_{link}_s"][b], R["prefill_s"][b], R[f"transfer_{link}_s"][b], R["rate"][b],
+                        t.profile["ttft_scale"], R["shared_s"][b])
     dec = DecodeResult(D["tpot_s"][a], D["step_s"][a], D["rate"][a])
-    dg, pg = D["tp"][a] * D["dp"][a] * D["pp"][a], R["tp"][b] * R["dp"][b]
-    slots_per_worker = D["batch"][a] * D["dp"][a] * D["pp"][a]
-    for _ in range(MAX_SIZING_STEPS):  # a few worker additions for a handful of candidates
-        gpus = x * pg + y * dg
-        if gpus > max_gpus:
-            return None
-        r = evaluate_disagg(pre, x, dec, y * slots_per_worker, y * slots_per_worker, osl, gpus, wave_share,
-                            slot_at_transfer=slot_at_transfer(t.profile))
-        slow = sla.get("ttft_ms") is not None and float(r.ttft_s) * 1e3 > sla["ttft_ms"]
-        if float(r.requests_s) >= rate and not slow:
-            return x, y, r
-        if slow or float(r.requests_s) >= PREFILL_UTILISATION_TARGET * x * pre.requests_s_worker:
-            x += 1  # the prefill queue binds
-        else:
-            y += 1
-    return None
+    gpus = x * R["tp"][b] * R["dp"][b] + y * D["tp"][a] * D["dp"][a] * D["pp"][a]
+    slots = y * D["batch"][a] * D["dp"][a] * D["pp"][a]
+    return evaluate_disagg(pre, x, dec, slots, slots, osl, gpus, 0.0, slot_at_transfer=slot_at_transfer(t.profile)), gpus
 
 
 def _size_pairs(t: _Tables, D: dict, R: dict, a: np.ndarray, b: np.ndarray, link: str, rate: float, sla: dict,
                 max_gpus: int, osl: float) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """:func:`_size_disagg` for many (decode row ``a``, prefill row ``b``) pairs at once: each pair's (x prefill, y
-    decode) workers grown from each side's capacity until the deployment evaluator says it serves ``rate`` within
-    the TTFT bound, on a set whose KV link is ``link`` (``up``: within one scale-up domain; ``out``: beyond it, a
-    pair that serves the rate inside one domain being the ``up`` sizing's). Returns (sized mask, x, y, GPUs)."""
+    """Many (decode row ``a``, prefill row ``b``) pairs at once: each pair's (x prefill, y decode) workers grown from
+    each side's capacity until the deployment evaluator says it serves ``rate`` within the TTFT bound (one more
+    prefill worker where the prefill queue binds, else one more decode worker), on a set whose KV link is ``link``
+    (``up``: within one scale-up domain; ``out``: beyond it, a pair that serves the rate inside one domain being the
+    ``up`` sizing's). Returns (sized mask, x, y, GPUs)."""
     domain = t.hw.scaleup.domain_gpus
     x = np.ceil(rate / R["rate"][b])  # prefill workers at the prefill side's capacity
     y = np.ceil(rate / D["rate"][a])  # decode workers at the decode side's capacity
-    pre = PrefillResult(R[f"ttft_{link}_s"][b], R["prefill_s"][b], R[f"transfer_{link}_s"][b], R["rate"][b],
-                        t.profile["ttft_scale"], R["shared_s"][b])
-    dec = DecodeResult(D["tpot_s"][a], D["step_s"][a], D["rate"][a])
-    dg, pg = D["tp"][a] * D["dp"][a] * D["pp"][a], R["tp"][b] * R["dp"][b]
-    slots_per_worker = D["batch"][a] * D["dp"][a] * D["pp"][a]
     sized = np.zeros(a.size, dtype=bool)
     live = np.ones(a.size, dtype=bool)
     fewest = float(max_gpus)  # GPUs of the smallest deployment sized so far: a pair already above it cannot win
     for _ in range(MAX_SIZING_STEPS):  # worker additions, all pairs at once
-        gpus = x * pg + y * dg
+        r, gpus = _pair_metrics(t, D, R, a, b, link, x, y, osl)
         live &= (gpus <= fewest) & ((gpus <= domain) if link == "up" else True)  # an up-link set stays in its domain
         if not live.any():
             break
-        r = evaluate_disagg(pre, x, dec, y * slots_per_worker, y * slots_per_worker, osl, gpus, 0.0,
-                            slot_at_transfer=slot_at_transfer(t.profile))
         slow = (r.ttft_s * 1e3 > sla["ttft_ms"]) if sla.get("ttft_ms") is not None else np.zeros(a.size, dtype=bool)
         serves = live & (r.requests_s >= rate) & ~slow
         done = serves & ((gpus > domain) if link == "out" else True)  # within one domain the KV link is the scale-up one
@@ -284,10 +264,10 @@ def _size_pairs(t: _Tables, D: dict, R: dict, a: np.ndarray, b: np.ndarray, link
         live &= ~serves
         if done.any():
             fewest = min(fewest, float(gpus[done].min()))
-        grow_x = slow | (r.requests_s >= PREFILL_UTILISATION_TARGET * x * pre.requests_s_worker)  # the prefill queue binds
+        grow_x = slow | (r.requests_s >= PREFILL_UTILISATION_TARGET * x * R["rate"][b])  # the prefill queue binds
         x = np.where(live & grow_x, x + 1.0, x)
         y = np.where(live & ~grow_x, y + 1.0, y)
-    return sized, x, y, x * pg + y * dg
+    return sized, x, y, x * R["tp"][b] * R["dp"][b] + y * D["tp"][a] * D["dp"][a] * D["pp"][a]
 
 
 def _best_disagg(t: _Tables, D: dict, R: dict, rate: float, sla: dict, max_gpus: int, osl: float) -> tuple[dict | None, dict]:
@@ -315,8 +295,8 @@ def _best_disagg(t: _Tables, D: dict, R: dict, rate: float, sla: dict, max_gpus:
                 continue
             # prefill rows another of the same worker size beats in every quantity the sizing reads are left out, as
             # the search's pairing leaves them out (search.prefill_dominated)
-            cost = np.stack([R[f"ttft_{link}_s"][pb], R["prefill_s"][pb], R["shared_s"][pb], -R["rate"][pb]], axis=1)
-            pb = pb[~prefill_dominated(cost, (R["tp"] * R["dp"])[pb].astype(float))]
+            pb = pb[~prefill_dominated(R[f"ttft_{link}_s"][pb], R["prefill_s"][pb], R["shared_s"][pb], R["rate"][pb],
+                                       (R["tp"] * R["dp"])[pb])]
             a, b = np.repeat(da, pb.size), np.tile(pb, da.size)
             # a pair above the fewest GPUs found so far cannot win (equal counts still compete on capacity)
             bound = max_gpus if best is None else min(max_gpus, best["num_gpus"])
@@ -326,10 +306,7 @@ def _best_disagg(t: _Tables, D: dict, R: dict, rate: float, sla: dict, max_gpus:
             i = np.flatnonzero(sized)
             i = i[np.argmin(n[i])]  # fewest GPUs (the first of equals: cheapest decode row, then prefill row order)
             ai, bi, xi, yi = int(a[i]), int(b[i]), int(xs[i]), int(ys[i])
-            sized_one = _size_disagg(t, D, R, ai, bi, link, xi, yi, rate, sla, max_gpus, osl)  # the pair's metrics
-            if sized_one is None:
-                continue
-            xi, yi, r = sized_one
+            r, _ = _pair_metrics(t, D, R, ai, bi, link, xi, yi, osl)  # the chosen pair's metrics, as numbers
             ng = int(r.gpus)
             cap = float(r.requests_s)
             if best is None or (ng, -cap) < (best["num_gpus"], -best["capacity"]):

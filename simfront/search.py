@@ -512,8 +512,8 @@ def _disagg(cols, t: WorkerTable, hw, gpus, wl, price, sides: dict | None = None
         keep_d = _front_per_size(1.0 / d_tpot, d_slots, d_gpus)
         if "keep_p" not in side:
             full = pr.ttft_base_s.shape  # the prefill table's (layout, batch) grid, which p_idx indexes
-            pq = (p_ttft, np.broadcast_to(pr.prefill_s, full)[p_idx], np.broadcast_to(pr.shared_extra_s, full)[p_idx], -p_cap)
-            side["keep_p"] = ~prefill_dominated(np.stack(pq, axis=1), p_gpus)  # lower is better in each column
+            side["keep_p"] = ~prefill_dominated(p_ttft, np.broadcast_to(pr.prefill_s, full)[p_idx],
+                                                np.broadcast_to(pr.shared_extra_s, full)[p_idx], p_cap, p_gpus)
         keep_p = side["keep_p"]
         di = (di[0][keep_d], di[1][keep_d])
         d_gpus, d_cap = d_gpus[keep_d], d_cap[keep_d]
@@ -576,17 +576,21 @@ def _prefill_side(t: WorkerTable, hw, n: int, sides: dict | None) -> dict:
     return side
 
 
-def prefill_dominated(cost: np.ndarray, size: np.ndarray) -> np.ndarray:
-    """Mask of prefill configurations another of the same worker size makes redundant in every pairing.
+def prefill_dominated(ttft_s, step_s, shared_s, requests_s, size) -> np.ndarray:
+    """Mask of prefill configurations another of the same worker size makes redundant in every pairing: one no worse
+    in each quantity a disaggregated pair's evaluation reads from its prefill side (idle-worker TTFT, the busy worker's
+    step, the extra of a shared step, the requests/s a worker completes; :func:`simfront.deployment.evaluate_disagg`,
+    :func:`worker_counts`). The pair's metrics are monotone in each at given worker counts, so a dominated
+    configuration makes no pair its dominator does not make at least as well, up to the integer sizing of the worker
+    counts (each pair's are sized from its own capacities). The search's pairing and the plan's sizing both use it."""
+    cost = np.stack([np.asarray(v, dtype=float) for v in (ttft_s, step_s, shared_s, -np.asarray(requests_s, dtype=float))], axis=1)
+    return dominated_per_size(cost, np.asarray(size, dtype=float))
 
-    ``cost`` is (points, quantities), lower better in each: the quantities a disaggregated pair's evaluation
-    reads from its prefill side (idle-worker TTFT, the busy worker's step, the extra of a shared step, and
-    minus the requests/s a worker completes; :func:`simfront.deployment.evaluate_disagg`, :func:`worker_counts`).
-    A point is dominated where another point of its size is no worse in every quantity and better in one, or
-    equal in all and earlier (one of equal points stays). The pair's metrics are monotone in each quantity at
-    given worker counts, so a dominated point makes no frontier pair its dominator does not make at least as
-    well, up to the integer sizing of the worker counts (:func:`worker_counts` sizes each pair from its own
-    capacities). Quadratic in the points of one size (a prefill side holds a few hundred per size)."""
+
+def dominated_per_size(cost: np.ndarray, size: np.ndarray) -> np.ndarray:
+    """Mask of points another of the same ``size`` dominates: ``cost`` is (points, quantities), lower better in each;
+    a point is dominated where another is no worse in every quantity and better in one, or equal in all and earlier
+    (one of equal points stays). Quadratic in the points of one size (a prefill side holds a few hundred per size)."""
     out = np.zeros(size.size, dtype=bool)
     for g in np.unique(size):
         idx = np.flatnonzero(size == g)

@@ -220,11 +220,13 @@ def test_cli_main_pauses_the_collector_and_pydantic_plugins_for_the_command_only
 def test_prefill_dominance_drops_only_points_another_beats_everywhere(rows):
     """A prefill configuration is dropped exactly where another of its worker size is no worse in every quantity and
     better in one, or equal in all and earlier (of equal points the first stays)."""
-    from simfront.search import prefill_dominated
+    from simfront.search import dominated_per_size, prefill_dominated
 
     cost = np.array([r[:4] for r in rows], dtype=float)
     size = np.array([r[4] for r in rows], dtype=float)
-    got = prefill_dominated(cost, size)
+    got = dominated_per_size(cost, size)
+    # the prefill side's quantities: TTFT, busy step and shared-step extra lower, requests/s higher
+    np.testing.assert_array_equal(prefill_dominated(cost[:, 0], cost[:, 1], cost[:, 2], -cost[:, 3], size), got)
     for i in range(len(rows)):
         want = any(size[j] == size[i] and (cost[j] <= cost[i]).all() and ((cost[j] < cost[i]).any() or j < i)
                    for j in range(len(rows)) if j != i)
