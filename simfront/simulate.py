@@ -40,7 +40,7 @@ from .deployment import Layouts
 from .errors import SimfrontError
 from .memory import kv_bytes_per_token, plan_memory
 from .scheduler import SchedulerSettings
-from .serving import NO_SPEC, Speculation, _split, step_terms
+from .serving import NO_SPEC, Speculation, _drafted_pair, _drafts, _pipelined, step_terms
 from .step import DEFAULT_ROUTING_ALPHA, StepBatch, forward_step
 
 # Decode-batch grid points of the step table (requests per rank); prompt-token grid points below.
@@ -124,11 +124,13 @@ class _Cells:
         self.ctx_lo, self.ctx_hi = tab.ctx_lo, tab.ctx_hi
         self.inv_span = 1.0 / np.maximum(tab.ctx_hi - tab.ctx_lo, 1.0)
         self.b_inv, self.p_inv = 1.0 / np.diff(tab.b_grid), 1.0 / np.diff(tab.p_grid)
+        # a point's cell: the interior grid points at or below it (0 below the grid, the last cell above it)
+        self.b_inner, self.p_inner = tab.b_grid[1:-1], tab.p_grid[1:-1]
 
     def parts(self, b, p, ctx) -> tuple[np.ndarray, np.ndarray]:
         """(step seconds before the clip at 0, their slope per context token) at (b, p, ctx)."""
-        ib, wb = self._loc(self.b_grid, self.b_inv, b)
-        ip, wp = self._loc(self.p_grid, self.p_inv, p)
+        ib, wb = self._loc(self.b_grid, self.b_inner, self.b_inv, b)
+        ip, wp = self._loc(self.p_grid, self.p_inner, self.p_inv, p)
         c0, c1, c2, c3, c4, c5, c6, c7 = self.coef[self.row + ib * self.ncell_p + ip].T
         bw = wb * wp
         slope = (c4 + c5 * wb + c6 * wp + c7 * bw) * self.inv_span
@@ -136,20 +138,20 @@ class _Cells:
 
     def prefill_only(self, p) -> np.ndarray:
         """Seconds of a step with ``p`` prompt tokens and no decode requests (b = 0, shortest context)."""
-        ip, wp = self._loc(self.p_grid, self.p_inv, p)
+        ip, wp = self._loc(self.p_grid, self.p_inner, self.p_inv, p)
         c = self.coef[self.row + ip]
         return np.maximum(c[:, 0] + c[:, 2] * wp, 0.0)
 
     def decode_only(self, b, ctx) -> tuple[np.ndarray, np.ndarray]:
         """:meth:`parts` of a decode-only step (p = 0)."""
-        ib, wb = self._loc(self.b_grid, self.b_inv, b)
+        ib, wb = self._loc(self.b_grid, self.b_inner, self.b_inv, b)
         c = self.coef[self.row + ib * self.ncell_p]
         slope = (c[:, 4] + c[:, 5] * wb) * self.inv_span
         return c[:, 0] + c[:, 1] * wb + (ctx - self.ctx_lo) * slope, slope
 
     @staticmethod
-    def _loc(grid, inv, x):
-        i = np.minimum(np.maximum(grid.searchsorted(x, side="right") - 1, 0), grid.size - 2)
+    def _loc(grid, inner, inv, x):
+        i = inner.searchsorted(x, side="right")  # the cell, clipped to the grid's first and last
         return i, np.maximum((x - grid[i]) * inv[i], 0.0)
 
     def __call__(self, b, p, ctx) -> np.ndarray:
@@ -202,9 +204,16 @@ def build_step_table(model, precision, hw, lay: Layouts, profile: dict, *, isl_n
     sb = StepBatch(decode_reqs=B, decode_ctx=ctx, q_tokens=q[:, None, None, None] if len(groups) > 1 else q[0],
                    prefill_tokens=P, prefill_seqs=seqs, prefill_prefix=prefix, prefill_ranks=ranks)
     st = forward_step(model, precision, hw, tp, pp, dp, ep, sb, routing_alpha=routing_alpha)
+    # every row's draft passes on the one forward pass (serving._split per speculation, its sums taken once)
+    draft_layers, k, drafts = np.zeros(D), np.zeros(D), np.zeros(D, bool)
+    for rows, sp in groups:
+        draft_layers[rows], k[rows], drafts[rows] = sp.k * sp.draft_layers, sp.k, _drafts(sp)
+    col4 = lambda a: a[:, None, None, None] if len(groups) > 1 else a[0]  # noqa: E731
+    both = _drafted_pair(st, model, col4(draft_layers), col4(k), col4(drafts), _pipelined(st))
+    both = np.broadcast_to(both, (2, D, bg.size, pg.size, CTX_POINTS))
     t = np.zeros((D, bg.size, pg.size, CTX_POINTS))
     for rows, sp in groups:
-        split = np.broadcast_to(_split(st, model, sp), (2, D, bg.size, pg.size, CTX_POINTS))[:, rows]
+        split = both[:, rows]
         # per-request CPU overhead counts the decode requests, and overlaps the GPU step or not, as serving does
         # a pipelined worker's round schedules one micro-batch per stage, each with its own CPU work
         t[rows] = step_terms(split, profile, B, sp.accepted_per_step > 1.0, pp[rows])["engine_s"]
@@ -989,19 +998,29 @@ def simulate_trace(table, plan: RequestPlan, eng: EngineArrays, decode_table=Non
 # --------------------------------------------------------------------------------------------------
 
 
-def _nanpct(x: np.ndarray, mask: np.ndarray, q) -> np.ndarray:
-    """Per-row percentile ``q`` of ``x`` where ``mask`` (linear interpolation, as ``np.nanpercentile``;
-    NaN for a row without values), vectorised over rows."""
-    y = np.sort(np.where(mask & ~np.isnan(x), x, np.inf), axis=1)
-    cnt = (mask & ~np.isnan(x)).sum(axis=1)
-    pos = (np.maximum(cnt, 1) - 1) * (float(q) / 100.0)
-    lo = np.floor(pos).astype(int)
-    hi = np.minimum(lo + 1, np.maximum(cnt - 1, 0))
+def _nanpcts(x: np.ndarray, mask: np.ndarray, qs) -> list[np.ndarray]:
+    """Per-row percentiles ``qs`` of ``x`` where ``mask`` (linear interpolation, as ``np.nanpercentile``;
+    NaN for a row without values), vectorised over rows; one sort serves every percentile."""
+    ok = mask & ~np.isnan(x)
+    y = np.sort(np.where(ok, x, np.inf), axis=1)
+    cnt = ok.sum(axis=1)
     r = np.arange(y.shape[0])
-    a, b = y[r, lo], y[r, hi]
-    with np.errstate(invalid="ignore"):
-        out = a + (b - a) * (pos - lo)
-    return np.where(cnt > 0, np.where(hi == lo, a, out), np.nan)
+    hi_max = np.maximum(cnt - 1, 0)
+    outs = []
+    for q in qs:
+        pos = (np.maximum(cnt, 1) - 1) * (float(q) / 100.0)
+        lo = np.floor(pos).astype(int)
+        hi = np.minimum(lo + 1, hi_max)
+        a, b = y[r, lo], y[r, hi]
+        with np.errstate(invalid="ignore"):
+            out = a + (b - a) * (pos - lo)
+        outs.append(np.where(cnt > 0, np.where(hi == lo, a, out), np.nan))
+    return outs
+
+
+def _nanpct(x: np.ndarray, mask: np.ndarray, q) -> np.ndarray:
+    """Per-row percentile ``q`` of ``x`` where ``mask`` (see :func:`_nanpcts`)."""
+    return _nanpcts(x, mask, (q,))[0]
 
 
 def _nanmean(x, mask):
@@ -1009,18 +1028,21 @@ def _nanmean(x, mask):
     return np.where(n > 0, np.where(mask, x, 0.0).sum(axis=1) / np.maximum(n, 1), np.nan)
 
 
-def _weighted_pct(v: np.ndarray, w: np.ndarray, q: float) -> np.ndarray:
-    """Per-row weighted percentile (rows of values ``v`` with weights ``w``)."""
+def _weighted_pcts(v: np.ndarray, w: np.ndarray, qs) -> list[np.ndarray]:
+    """Per-row weighted percentiles ``qs`` (rows of values ``v`` with weights ``w``); one sort serves
+    every percentile."""
     if v.shape[1] == 0:
-        return np.full(v.shape[0], np.nan)
+        return [np.full(v.shape[0], np.nan) for _ in qs]
     o = np.argsort(v, axis=1)
     vs = np.take_along_axis(v, o, axis=1)
-    ws = np.take_along_axis(w, o, axis=1)
-    c = np.cumsum(ws, axis=1)
+    c = np.cumsum(np.take_along_axis(w, o, axis=1), axis=1)
     tot = c[:, -1:]
-    i = np.argmax(c >= q / 100.0 * np.maximum(tot, 1e-30), axis=1)
-    out = vs[np.arange(v.shape[0]), i]
-    return np.where(tot[:, 0] > 0, out, np.nan)
+    r = np.arange(v.shape[0])
+    outs = []
+    for q in qs:
+        i = np.argmax(c >= q / 100.0 * np.maximum(tot, 1e-30), axis=1)
+        outs.append(np.where(tot[:, 0] > 0, vs[r, i], np.nan))
+    return outs
 
 
 @dataclass
@@ -1094,13 +1116,11 @@ def summarise(tr: SimTrace, scale, concurrency, gpus) -> SimMetrics:
 
     def stats(x):
         out = {"mean": _nanmean(x, m)}
-        for q in PERCENTILES:
-            out[f"p{q}"] = _nanpct(x, m, q)
+        out.update((f"p{q}", p) for q, p in zip(PERCENTILES, _nanpcts(x, m, PERCENTILES)))
         return out
 
     itl = {"mean": np.where(tr.itl_w.sum(axis=1) > 0, (tr.itl_s * tr.itl_w).sum(axis=1) / np.maximum(tr.itl_w.sum(axis=1), 1e-30), np.nan)}
-    for q in PERCENTILES:
-        itl[f"p{q}"] = _weighted_pct(tr.itl_s, tr.itl_w, q)
+    itl.update((f"p{q}", p) for q, p in zip(PERCENTILES, _weighted_pcts(tr.itl_s, tr.itl_w, PERCENTILES)))
     # throughput: counted requests over the time from the first counted send to the last counted end
     start = np.nanmin(np.where(m, tr.t_send, np.nan), axis=1) if m.any() else np.zeros(m.shape[0])
     # warm-up: finished requests left out that were sent before the first counted one (those sent after

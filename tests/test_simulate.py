@@ -9,7 +9,7 @@ from simfront.deployment import Layouts, evaluate_agg, evaluate_disagg
 from simfront.hardware import get_hardware
 from simfront.models import get_model
 from simfront.scheduler import scheduler_settings
-from simfront.serving import NEUTRAL_PROFILE, Workload, aggregated_raw, decode_raw, engine_profile, finish_decode, finish_prefill, prefill_raw
+from simfront.serving import NEUTRAL_PROFILE, NO_SPEC, Workload, aggregated_raw, decode_raw, engine_profile, finish_decode, finish_prefill, prefill_raw
 from simfront.simulate import build_step_table, simulate_agg, simulate_disagg
 
 MODEL = get_model("llama-3.1-8b")
@@ -80,6 +80,21 @@ def test_step_table_reproduces_the_evaluator_step_times():
     want = step_terms(raw.decode_step_s, prof, raw.batch)["engine_s"]  # per-request CPU overhead of the 16 requests included
     got = tab([16], [0], [ISL + OSL / 2])
     assert got[0] == pytest.approx(float(want), rel=0.01)
+
+
+def test_step_table_of_mixed_speculations_equals_one_table_per_speculation():
+    """Rows with different draft settings share one forward pass; each row's step is the one a table built
+    for its speculation alone gives (pipelined rows included)."""
+    from simfront.serving import Speculation
+    specs = [NO_SPEC, Speculation("mtp", 1, 0.7, 1.0), Speculation("mtp", 3, 0.7, 1.0), Speculation("ngram", 2, 0.5)]
+    lay = Layouts.of([1, 2, 2, 4], [1, 2, 1, 1], [1, 1, 1, 1], [1, 1, 1, 1])
+    kw = dict(isl_new=ISL, prefix=0, ctx_lo=0.8 * ISL, ctx_hi=ISL + OSL, b_max=64, p_max=8192)
+    prof = engine_profile("sglang")
+    mixed = build_step_table(MODEL, MODEL.precision, HW, lay, prof, spec=specs, **kw)
+    for i, sp in enumerate(specs):
+        alone = build_step_table(MODEL, MODEL.precision, HW, lay.take([i]), prof, spec=sp, **kw)
+        np.testing.assert_array_equal(mixed.t[i], alone.t[0])
+    assert len({float(mixed.t[i].sum()) for i in range(4)}) == 4
 
 
 def test_more_load_never_lowers_p90_ttft_and_littles_law_holds():
