@@ -136,6 +136,20 @@ class _Cells:
         slope = (c4 + c5 * wb + c6 * wp + c7 * bw) * self.inv_span
         return c0 + c1 * wb + c2 * wp + c3 * bw + (ctx - self.ctx_lo) * slope, slope
 
+    def parts_and_decode(self, n_dec, no_dec, p, ctx) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """:meth:`parts` at (b, p, ctx) with b = 0 where ``no_dec`` else ``n_dec``, and the decode-only step at
+        ``n_dec`` (:meth:`decode_only`, before the clip at 0), sharing the batch axis' cell lookup."""
+        ib_n, wb_n = self._loc(self.b_grid, self.b_inner, self.b_inv, n_dec)
+        ib, wb = np.where(no_dec, 0, ib_n), np.where(no_dec, 0.0, wb_n)  # b = 0 is the first cell's start
+        ip, wp = self._loc(self.p_grid, self.p_inner, self.p_inv, p)
+        c0, c1, c2, c3, c4, c5, c6, c7 = self.coef[self.row + ib * self.ncell_p + ip].T
+        bw = wb * wp
+        dctx = ctx - self.ctx_lo
+        slope = (c4 + c5 * wb + c6 * wp + c7 * bw) * self.inv_span
+        d = self.coef[self.row + ib_n * self.ncell_p]
+        v_dec = d[:, 0] + d[:, 1] * wb_n + dctx * (d[:, 4] + d[:, 5] * wb_n) * self.inv_span
+        return c0 + c1 * wb + c2 * wp + c3 * bw + dctx * slope, slope, v_dec
+
     def prefill_only(self, p) -> np.ndarray:
         """Seconds of a step with ``p`` prompt tokens and no decode requests (b = 0, shortest context)."""
         ip, wp = self._loc(self.p_grid, self.p_inner, self.p_inv, p)
@@ -245,7 +259,7 @@ class EngineArrays:
     kv_tokens: np.ndarray  # context tokens the rank's KV cache holds
     prefill_first: np.ndarray  # bool: a step with prompts carries no decode tokens
     reserve: np.ndarray  # bool: admission reserves prompt + output; no preemption
-    lag_steps: np.ndarray  # steps between last prefill step and first streamed token
+    lag_steps: np.ndarray  # steps after the last prefill step by whose end its first token streams (each the running decode step)
     al: np.ndarray  # tokens emitted per decode step per request (speculation)
     q: np.ndarray  # tokens a decode request puts through the step (1 + drafts)
     ttft_overhead_s: np.ndarray  # per-request API / tokenisation time
@@ -431,6 +445,9 @@ def run_engine(table: StepTable, plan: RequestPlan, eng: EngineArrays, decode_ta
             k = np.where(has_p, 1.0, np.maximum(np.minimum(np.minimum(k_left, k_arr), k_kv), 1.0))
             k = np.where(n_dec > 0, k, np.where(has_p, 1.0, 0.0))
             t_step = table(dec_in, p_tok, ctx_mean + np.where(has_p, 0.0, np.maximum(k - 1.0, 0.0) * eng.al / 2.0))  # step i at ctx + i al
+        # the step after this one decodes the running requests (a prompt finished now joins the batch after it): an
+        # overlap scheduler hands out this step's first tokens by its end (EngineArrays.lag_steps)
+        t_next = table(n_dec.astype(float), 0 * p_tok, ctx_mean)
         k = k * active
         dt = k * t_step
         idle = active & (k == 0)
@@ -462,7 +479,7 @@ def run_engine(table: StepTable, plan: RequestPlan, eng: EngineArrays, decode_ta
                 kv[fr, fs] = 0.0
                 left[fr, fs] = -1.0  # not yet admitted to a decode rank
             else:
-                tf = new_now[fr] + eng.lag_steps[fr] * t_step[fr]
+                tf = new_now[fr] + eng.lag_steps[fr] * t_next[fr]
                 setf = np.isnan(t_first[fr, req])
                 t_first[fr[setf], req[setf]] = tf[setf]
                 ph[fr, fs] = _DECODE
@@ -789,7 +806,7 @@ def _prefill_run(p, avail, rem_head) -> np.ndarray:
     as long as the queue (``avail`` tokens) fills every step; one step when it empties; 0 without prompts."""
     ps = np.maximum(p, 1e-9)
     k = np.maximum(np.minimum(np.ceil(rem_head / ps - 1e-9), np.floor(avail / ps + 1e-9)), 1.0)
-    return np.where(p <= 0, 0.0, np.where(p >= avail, 1.0, k))
+    return np.where(p <= 0, 0.0, k)  # where p takes all of avail, k is 1: floor(avail / p) <= 1
 
 
 def _life_s(table, plan: RequestPlan, eng: EngineArrays, users, decode_table=None, disagg: dict | None = None) -> np.ndarray:
@@ -860,12 +877,13 @@ def _loop_agg(st: _Fast, tab: "_Cells", eng: EngineArrays, max_iterations: int) 
         avail = adm * need - ptok
         p = np.minimum(avail, np.maximum(budget - n_dec * qm, 0.0))
         has_p = p > 0
+        p_only = has_p & pf  # a prefill-first step with prompts: no decode tokens
         k_p = _prefill_run(p, avail, need - (ptok - c * need))
-        dec_in = np.where(has_p & pf, 0.0, n_dec)
+        dec_in = np.where(p_only, 0.0, n_dec)
         ctx = np.where(running, isl + al * (G - st.s_in / np.maximum(n_dec, 1.0)), ctx_lo)
         k_fin = st.k_finish()
         nxt = st.next_arrival()
-        v, slope = tab.parts(dec_in, p, ctx)
+        v, slope, v_next = tab.parts_and_decode(n_dec, p_only, p, ctx)
         k_arr = np.where(adm - e < maxrun, np.ceil(np.maximum(nxt - st.now, 0.0) / np.maximum(v, 1e-12)), np.inf)
         k = np.where(has_p, np.where(mixed & running, np.minimum(k_p, k_fin), k_p),
                      np.where(running, np.maximum(np.minimum(k_fin, k_arr), 1.0), 0.0)) * act
@@ -874,7 +892,8 @@ def _loop_agg(st: _Fast, tab: "_Cells", eng: EngineArrays, max_iterations: int) 
         new_now = np.where(act & (k == 0), np.where(nxt < np.inf, np.maximum(st.now, nxt), st.now), st.now + k * t_step)
         st.ptok = ptok + k * p
         st.G = G + k * adv
-        st.enter(np.minimum(np.floor(st.ptok / need + 1e-9), adm), new_now + lag * t_step)
+        # first tokens: by the end of the next step, the running requests' decode step (see run_engine)
+        st.enter(np.minimum(np.floor(st.ptok / need + 1e-9), adm), new_now + lag * np.maximum(v_next, 0.0))
         st.finish(new_now)
         st.itl_s.append(t_step)  # zero weight where no decode request stepped
         st.itl_w.append(dec_in * k)
@@ -1051,7 +1070,6 @@ class SimMetrics:
 
     ttft_s: dict  # {"mean", "p50", "p90", "p99"}
     tpot_s: dict
-    itl_s: dict
     e2e_s: dict
     requests_s: np.ndarray  # the whole deployment
     output_tok_s: np.ndarray
@@ -1061,6 +1079,15 @@ class SimMetrics:
     iterations: int
     trace: SimTrace = field(repr=False, default=None)
     scale: np.ndarray = field(repr=False, default=None)  # deployment requests/s over the representative's
+    _itl: dict | None = field(repr=False, default=None)
+
+    @property
+    def itl_s(self) -> dict:
+        """Inter-token latency {"mean", "p50", "p90", "p99"}: the step times decode tokens saw, weighted by the
+        tokens (computed from the trace on first use: a sort over every step of every deployment)."""
+        if self._itl is None:
+            self._itl = itl_stats(self.trace)
+        return self._itl
 
     def goodput(self, ttft_s: float | None = None, tpot_s: float | None = None, percentile: float | None = None) -> np.ndarray:
         """Requests/s of the deployment that meet the SLA (TTFT and TPOT each at most the bound).
@@ -1108,6 +1135,14 @@ def request_latencies(tr: SimTrace) -> tuple[np.ndarray, np.ndarray]:
     return ttft, tpot
 
 
+def itl_stats(tr: SimTrace) -> dict:
+    """Mean and percentiles of the inter-token latency of a trace (step seconds weighted by decode tokens)."""
+    w = tr.itl_w.sum(axis=1)
+    itl = {"mean": np.where(w > 0, (tr.itl_s * tr.itl_w).sum(axis=1) / np.maximum(w, 1e-30), np.nan)}
+    itl.update((f"p{q}", p) for q, p in zip(PERCENTILES, _weighted_pcts(tr.itl_s, tr.itl_w, PERCENTILES)))
+    return itl
+
+
 def summarise(tr: SimTrace, scale, concurrency, gpus) -> SimMetrics:
     """Statistics of a trace; ``scale`` = deployment requests/s per representative-server request/s."""
     m = tr.counted
@@ -1119,8 +1154,6 @@ def summarise(tr: SimTrace, scale, concurrency, gpus) -> SimMetrics:
         out.update((f"p{q}", p) for q, p in zip(PERCENTILES, _nanpcts(x, m, PERCENTILES)))
         return out
 
-    itl = {"mean": np.where(tr.itl_w.sum(axis=1) > 0, (tr.itl_s * tr.itl_w).sum(axis=1) / np.maximum(tr.itl_w.sum(axis=1), 1e-30), np.nan)}
-    itl.update((f"p{q}", p) for q, p in zip(PERCENTILES, _weighted_pcts(tr.itl_s, tr.itl_w, PERCENTILES)))
     # throughput: counted requests over the time from the first counted send to the last counted end
     start = np.nanmin(np.where(m, tr.t_send, np.nan), axis=1) if m.any() else np.zeros(m.shape[0])
     # warm-up: finished requests left out that were sent before the first counted one (those sent after
@@ -1136,7 +1169,7 @@ def summarise(tr: SimTrace, scale, concurrency, gpus) -> SimMetrics:
         x_rep = done_in / span
         tok_rep = (np.where(m & (tr.t_end >= start[:, None]), tr.osl, 0.0)).sum(axis=1) / span
     sc = np.asarray(scale, float)
-    return SimMetrics(stats(ttft), stats(tpot), itl, stats(e2e), x_rep * sc, tok_rep * sc,
+    return SimMetrics(stats(ttft), stats(tpot), stats(e2e), x_rep * sc, tok_rep * sc,
                       np.broadcast_to(np.asarray(concurrency, float), x_rep.shape).copy(),
                       np.broadcast_to(np.asarray(gpus, float), x_rep.shape).copy(), tr.preemptions, tr.iterations, tr, sc)
 

@@ -97,6 +97,20 @@ def test_step_table_of_mixed_speculations_equals_one_table_per_speculation():
     assert len({float(mixed.t[i].sum()) for i in range(4)}) == 4
 
 
+def test_first_token_lag_is_the_running_decode_step_not_another_prefill_step():
+    """An overlap scheduler (TensorRT-LLM: one lag step) hands out a prompt's first token by the end of the next
+    step, which decodes the requests already running: a lone request's TTFT is its prefill step plus an empty
+    step, not two prefill steps."""
+    prof, sched = engine_profile("trtllm"), scheduler_settings("trtllm")
+    assert sched.first_token_lag_steps == 1
+    tab = build_step_table(MODEL, MODEL.precision, HW, Layouts.of([1]), prof, isl_new=ISL, prefix=0, ctx_lo=0.8 * ISL,
+                           ctx_hi=ISL + OSL, b_max=4, p_max=8192)
+    prefill_s, empty_s = float(tab([0], [ISL], [ISL])[0]), float(tab([0], [0], [ISL])[0])
+    assert empty_s < 0.5 * prefill_s
+    m = simulate_agg(MODEL, MODEL.precision, HW, Layouts.of([1]), 1, 1, _closed(1), sched=sched, profile=prof, isl=ISL, osl=OSL)
+    assert m.ttft_s["mean"][0] - prof["ttft_overhead_s"] == pytest.approx(prefill_s + empty_s, rel=0.02)
+
+
 def test_more_load_never_lowers_p90_ttft_and_littles_law_holds():
     Cs = np.array([1, 4, 16, 64, 128])
     m = simulate_agg(MODEL, MODEL.precision, HW, Layouts.of(np.ones(5)), 1, Cs, _closed(1, first_wave=True, prompts=4, warm=0, ratio=0.8, osl=256),
