@@ -131,24 +131,16 @@ class _Cells:
         """(step seconds before the clip at 0, their slope per context token) at (b, p, ctx)."""
         ib, wb = self._loc(self.b_grid, self.b_inner, self.b_inv, b)
         ip, wp = self._loc(self.p_grid, self.p_inner, self.p_inv, p)
-        c0, c1, c2, c3, c4, c5, c6, c7 = self.coef[self.row + ib * self.ncell_p + ip].T
-        bw = wb * wp
-        slope = (c4 + c5 * wb + c6 * wp + c7 * bw) * self.inv_span
-        return c0 + c1 * wb + c2 * wp + c3 * bw + (ctx - self.ctx_lo) * slope, slope
+        return self._at(ib, wb, ip, wp, ctx)
 
     def parts_and_decode(self, n_dec, no_dec, p, ctx) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """:meth:`parts` at (b, p, ctx) with b = 0 where ``no_dec`` else ``n_dec``, and the decode-only step at
         ``n_dec`` (:meth:`decode_only`, before the clip at 0), sharing the batch axis' cell lookup."""
         ib_n, wb_n = self._loc(self.b_grid, self.b_inner, self.b_inv, n_dec)
-        ib, wb = np.where(no_dec, 0, ib_n), np.where(no_dec, 0.0, wb_n)  # b = 0 is the first cell's start
         ip, wp = self._loc(self.p_grid, self.p_inner, self.p_inv, p)
-        c0, c1, c2, c3, c4, c5, c6, c7 = self.coef[self.row + ib * self.ncell_p + ip].T
-        bw = wb * wp
-        dctx = ctx - self.ctx_lo
-        slope = (c4 + c5 * wb + c6 * wp + c7 * bw) * self.inv_span
-        d = self.coef[self.row + ib_n * self.ncell_p]
-        v_dec = d[:, 0] + d[:, 1] * wb_n + dctx * (d[:, 4] + d[:, 5] * wb_n) * self.inv_span
-        return c0 + c1 * wb + c2 * wp + c3 * bw + dctx * slope, slope, v_dec
+        # b = 0 is the first cell's start
+        v, slope = self._at(np.where(no_dec, 0, ib_n), np.where(no_dec, 0.0, wb_n), ip, wp, ctx)
+        return v, slope, self._decode_at(ib_n, wb_n, ctx)[0]
 
     def prefill_only(self, p) -> np.ndarray:
         """Seconds of a step with ``p`` prompt tokens and no decode requests (b = 0, shortest context)."""
@@ -159,6 +151,17 @@ class _Cells:
     def decode_only(self, b, ctx) -> tuple[np.ndarray, np.ndarray]:
         """:meth:`parts` of a decode-only step (p = 0)."""
         ib, wb = self._loc(self.b_grid, self.b_inner, self.b_inv, b)
+        return self._decode_at(ib, wb, ctx)
+
+    def _at(self, ib, wb, ip, wp, ctx) -> tuple[np.ndarray, np.ndarray]:
+        """:meth:`parts` in cell (ib, ip) at weights (wb, wp)."""
+        c0, c1, c2, c3, c4, c5, c6, c7 = self.coef[self.row + ib * self.ncell_p + ip].T
+        bw = wb * wp
+        slope = (c4 + c5 * wb + c6 * wp + c7 * bw) * self.inv_span
+        return c0 + c1 * wb + c2 * wp + c3 * bw + (ctx - self.ctx_lo) * slope, slope
+
+    def _decode_at(self, ib, wb, ctx) -> tuple[np.ndarray, np.ndarray]:
+        """:meth:`decode_only` in batch cell ``ib`` at weight ``wb``."""
         c = self.coef[self.row + ib * self.ncell_p]
         slope = (c[:, 4] + c[:, 5] * wb) * self.inv_span
         return c[:, 0] + c[:, 1] * wb + (ctx - self.ctx_lo) * slope, slope
