@@ -438,7 +438,12 @@ def run_engine(table: StepTable, plan: RequestPlan, eng: EngineArrays, decode_ta
         ctx_sum = (kv * dec).sum(axis=1)
         ctx_mean = np.where(n_dec > 0, ctx_sum / np.maximum(n_dec, 1), table.ctx_lo)
         if dis:
-            k = np.where(has_p, 1.0, 0.0)
+            # the two clocks advance in time order: while the decode pool is behind the prefill clock with requests to
+            # run before it, the prefill worker holds (else it would take the requests the pool sends back late, each
+            # as if it had waited for the skew between the clocks, and the skew would grow with every step)
+            dec_due = (ph == _DECODE) & ((left > 0) | (ready <= now[:, None]))
+            held = (dnow < now) & dec_due.any(axis=1)
+            k = np.where(has_p & ~held, 1.0, 0.0)
             t_step = table(0 * p_tok, p_tok, table.ctx_lo)
         else:
             k_left = np.where(dec, left, np.inf).min(axis=1)
@@ -458,6 +463,7 @@ def run_engine(table: StepTable, plan: RequestPlan, eng: EngineArrays, decode_ta
         if dis:
             # an idle prefill worker waits for the next arrival; none pending: for the decode pool
             new_now = np.where(idle & ~np.isfinite(pend), np.maximum(now, dnow), new_now)
+            new_now = np.where(held, now, new_now)
         step_mask = (k > 0)[:, None]
         # ---------------- apply the prefill part ----------------
         got = (alloc > 0) & step_mask
@@ -922,11 +928,16 @@ def _loop_disagg(st: _Fast, ptab: "_Cells", dtab: "_Cells", eng: EngineArrays, d
         adm = np.minimum(st.arr, pre_c + maxrun)
         avail = adm * need - st.ptok
         p = np.minimum(avail, budget)
-        k = _prefill_run(p, avail, need - (st.ptok - pre_c * need))
+        # the two clocks advance in time order: the worker holds while the pool is behind it with requests to run
+        # before its clock (run_engine)
+        pool_due = (st.c > st.e) | (rp > st.c) | ((rb < nrb) & (rb_t[off + np.minimum(rb, W - 1)] <= st.now))
+        held = (dnow < st.now) & pool_due
+        k = np.where(held, 0.0, _prefill_run(p, avail, need - (st.ptok - pre_c * need)))
         t_step = ptab.prefill_only(p)
         nxt = st.next_arrival()
         new_now = np.where(act & (k == 0), np.where(nxt < np.inf, np.maximum(st.now, nxt), np.maximum(st.now, dnow)),
                            st.now + k * t_step)
+        new_now = np.where(held, st.now, new_now)
         st.ptok = st.ptok + k * p
         c_new = np.minimum(np.floor(st.ptok / need + 1e-9), adm)
         i = off + nrb

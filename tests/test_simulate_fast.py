@@ -128,3 +128,24 @@ def test_counted_window_keeps_the_load_up():
     assert np.all(steady.tpot_s["mean"] >= 0.99 * full_step)
     assert fast.iterations <= run_fast(table, cl.plan_closed(cl.ClosedLoop(1, cl.Lengths(1024, 256), num_prompts=3, first_wave=False,
                                                                           warmup=1), np.array(users, float), 2), eng).iterations
+
+
+def test_fast_loop_equals_the_request_slot_loop_disaggregated_with_hundreds_of_users():
+    """Hundreds of users on one prefill worker and one decode pool (the pool's runs, to its next finish, far shorter
+    than a prefill step): both loops hold the prefill worker while the pool is behind its clock, and agree."""
+    D, isl, osl = 2, 1024, 256
+    sched, prof = scheduler_settings("sglang"), engine_profile("sglang")
+    lay = Layouts.of(np.ones(D))
+    ptable = build_step_table(MODEL, MODEL.precision, HW, lay, prof, isl_new=isl, prefix=0.0, ctx_lo=isl, ctx_hi=isl + 1, b_max=1,
+                              p_max=8192)
+    dtable = build_step_table(MODEL, MODEL.precision, HW, lay, prof, isl_new=isl, prefix=0.0, ctx_lo=0.8 * isl, ctx_hi=isl + osl,
+                              b_max=512, p_max=1)
+    c = cl.ClosedLoop(1, cl.Lengths(isl, osl), num_prompts=3, first_wave=True, warmup=1)
+    plan = cl.plan_closed(c, np.array([256.0, 512.0]), D)
+    kv, _ = kv_tokens_per_rank(MODEL, MODEL.precision, HW, lay, isl + osl)
+    eng = EngineArrays.of(D, sched, kv, NO_SPEC, prof)
+    eng.prefill_first[:] = True
+    dis = {"transfer_s": np.full(D, 1e-6), "decode_scale": np.ones(D), "decode_slots": np.array([256.0, 512.0]),
+           "decode_kv_tokens": kv * 8}
+    assert fast_rows(plan, eng, dis).all()
+    _same(run_fast(ptable, plan, eng, dtable, dis), run_engine(ptable, plan, eng, dtable, dis))
