@@ -10,8 +10,8 @@ shipped per-engine serving profiles (the step terms and the per-request TTFT ove
 
     python scripts/validate_simulation.py [--file F --range-ratio R] [--limit N] [--mode disagg] [--fixed-mean]
 
-Prints median predicted/measured TTFT, TTFT MAPE and TPOT MAPE for disaggregated rows and all rows,
-for the simulation and for the analytical evaluator on the same rows.
+Prints median predicted/measured TTFT, TTFT MAPE and TPOT MAPE for disaggregated rows, all rows and each
+engine's rows, for the simulation and for the analytical evaluator on the same rows.
 """
 
 from __future__ import annotations
@@ -150,13 +150,15 @@ def report(path, range_ratio, limit=None, mode=None, fixed_mean=False) -> dict:
     t2 = time.perf_counter()
     rows = []
     for p, a, s in zip(pts, ana, sim):
-        rows.append((p.mode or "agg", p.ttft_ms, p.tpot_ms, a.get("predicted_ttft_ms"), a.get("predicted_tpot_ms"), s.get("ttft_ms"), s.get("tpot_ms")))
+        rows.append((p.mode or "agg", p.ttft_ms, p.tpot_ms, a.get("predicted_ttft_ms"), a.get("predicted_tpot_ms"), s.get("ttft_ms"), s.get("tpot_ms"),
+                     str(p.engine or "?")))
     out = {}
     print(f"{path}: {len(pts)} rows; analytical {t1 - t0:.1f} s, simulation {t2 - t1:.1f} s "
           f"({sum('ttft_ms' in s for s in sim)} simulated)")
-    print(f"{'rows':8} {'metric':5} {'model':11} {'n':>5} {'median pred/meas':>17} {'MAPE %':>8}")
-    for sel in ("disagg", "all"):
-        rs = [x for x in rows if sel == "all" or x[0] == sel]
+    print(f"{'rows':14} {'metric':5} {'model':11} {'n':>5} {'median pred/meas':>17} {'MAPE %':>8}")
+    engines = sorted({x[7] for x in rows})
+    for sel in ("disagg", "all", *(f"engine={e}" for e in engines)):
+        rs = [x for x in rows if sel == "all" or x[0] == sel or sel == f"engine={x[7]}"]
         both = [x for x in rs if x[3] is not None and x[5] is not None]  # rows both models predict
         for metric, mi, ai, si in (("ttft", 1, 3, 5), ("tpot", 2, 4, 6)):
             for name, col in (("analytical", ai), ("simulation", si)):
@@ -164,7 +166,7 @@ def report(path, range_ratio, limit=None, mode=None, fixed_mean=False) -> dict:
                             [x[col] if x[col] is not None else math.nan for x in both])
                 out[(sel, metric, name)] = st
                 if st["n"]:
-                    print(f"{sel:8} {metric:5} {name:11} {st['n']:5d} {st['median_ratio']:17.2f} {st['mape']:8.1f}")
+                    print(f"{sel:14} {metric:5} {name:11} {st['n']:5d} {st['median_ratio']:17.2f} {st['mape']:8.1f}")
     return out
 
 
