@@ -453,9 +453,9 @@ def run_engine(table: StepTable, plan: RequestPlan, eng: EngineArrays, decode_ta
             k = np.where(has_p, 1.0, np.maximum(np.minimum(np.minimum(k_left, k_arr), k_kv), 1.0))
             k = np.where(n_dec > 0, k, np.where(has_p, 1.0, 0.0))
             t_step = table(dec_in, p_tok, ctx_mean + np.where(has_p, 0.0, np.maximum(k - 1.0, 0.0) * eng.al / 2.0))  # step i at ctx + i al
-        # the step after this one decodes the running requests (a prompt finished now joins the batch after it): an
-        # overlap scheduler hands out this step's first tokens by its end (EngineArrays.lag_steps)
-        t_next = table(n_dec.astype(float), 0 * p_tok, ctx_mean)
+            # the step after this one decodes the running requests (a prompt finished now joins the batch after it):
+            # an overlap scheduler hands out this step's first tokens by its end (EngineArrays.lag_steps)
+            t_next = table(n_dec.astype(float), 0 * p_tok, ctx_mean)
         k = k * active
         dt = k * t_step
         idle = active & (k == 0)
@@ -930,7 +930,7 @@ def _loop_disagg(st: _Fast, ptab: "_Cells", dtab: "_Cells", eng: EngineArrays, d
         p = np.minimum(avail, budget)
         # the two clocks advance in time order: the worker holds while the pool is behind it with requests to run
         # before its clock (run_engine)
-        pool_due = (st.c > st.e) | (rp > st.c) | ((rb < nrb) & (rb_t[off + np.minimum(rb, W - 1)] <= st.now))
+        pool_due = (st.c > st.e) | (rp > st.c) | ((rb < nrb) & (rb_t[off + rb] <= st.now))
         held = (dnow < st.now) & pool_due
         k = np.where(held, 0.0, _prefill_run(p, avail, need - (st.ptok - pre_c * need)))
         t_step = ptab.prefill_only(p)

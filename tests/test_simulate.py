@@ -10,7 +10,8 @@ from simfront.hardware import get_hardware
 from simfront.models import get_model
 from simfront.scheduler import scheduler_settings
 from simfront.serving import NEUTRAL_PROFILE, NO_SPEC, Workload, aggregated_raw, decode_raw, engine_profile, finish_decode, finish_prefill, prefill_raw
-from simfront.simulate import EngineArrays, build_step_table, fast_rows, kv_tokens_per_rank, run_engine, simulate_agg, simulate_disagg
+from simfront.simulate import build_step_table, fast_rows, run_engine, simulate_agg, simulate_disagg
+from test_simulate_fast import _disagg_inputs
 
 MODEL = get_model("llama-3.1-8b")
 HW = get_hardware("h100_sxm")
@@ -119,18 +120,8 @@ def test_disaggregated_prefill_worker_never_runs_ahead_of_the_decode_pool():
     loaded in steady state (1,024 users of 256-token prompts and 512-token outputs on eight decode ranks), so a
     request waits about one prefill step: before the clocks were ordered the mean was 2.1 s, now 0.56 s."""
     isl, osl, users, ranks = 256, 512, 1024.0, 8.0
-    sched, prof = scheduler_settings("sglang"), engine_profile("sglang")
-    lay = Layouts.of([1])
-    ptable = build_step_table(MODEL, MODEL.precision, HW, lay, prof, isl_new=isl, prefix=0.0, ctx_lo=isl, ctx_hi=isl + 1, b_max=1,
-                              p_max=8192)
-    dtable = build_step_table(MODEL, MODEL.precision, HW, lay, prof, isl_new=isl, prefix=0.0, ctx_lo=0.8 * isl, ctx_hi=isl + osl,
-                              b_max=users / ranks + 1, p_max=1)
-    plan = cl.plan_closed(cl.ClosedLoop(1, cl.Lengths(isl, osl, 0.8), num_prompts=4, first_wave=True, warmup=1), np.array([users]), 1)
-    kv, _ = kv_tokens_per_rank(MODEL, MODEL.precision, HW, lay, isl + osl)
-    eng = EngineArrays.of(1, sched, kv, NO_SPEC, prof)
-    eng.prefill_first[:] = True
-    dis = {"transfer_s": np.full(1, 1e-6), "decode_scale": np.array([ranks]), "decode_slots": np.array([users]),
-           "decode_kv_tokens": kv * ranks}
+    ptable, dtable, plan, eng, dis = _disagg_inputs("sglang", [users], isl, osl, scale=ranks, slots=[users], kv_ranks=ranks,
+                                                    ratio=0.8, prompts=4)
     assert not fast_rows(plan, eng, dis).any()  # random lengths: the request-slot loop
     tr = run_engine(ptable, plan, eng, dtable, dis)
     full_step_s = float(ptable([0], [8192], [isl])[0])  # a prefill step of the whole token budget (32 prompts)

@@ -33,6 +33,27 @@ def _agg_inputs(engine, users, isl, osl, *, first_wave, prompts=3, think=0.0, pr
     return table, plan, eng
 
 
+def _disagg_inputs(engine, users, isl, osl, *, scale, slots, kv_ranks, first_wave=True, ratio=1.0, prompts=3):
+    """(prefill table, decode table, plan, engine arrays, disagg dict) of one-GPU prefill workers and decode pools of
+    ``scale`` ranks holding ``slots`` requests (per deployment) and ``kv_ranks`` ranks' KV, ``users`` closed-loop
+    clients each sending ``prompts`` prompts (the first a warm-up), lengths in [ratio L, L]."""
+    D = len(users)
+    sched, prof = scheduler_settings(engine), engine_profile(engine)
+    lay = Layouts.of(np.ones(D))
+    ptable = build_step_table(MODEL, MODEL.precision, HW, lay, prof, isl_new=isl, prefix=0.0, ctx_lo=isl, ctx_hi=isl + 1, b_max=1,
+                              p_max=8192)
+    dtable = build_step_table(MODEL, MODEL.precision, HW, lay, prof, isl_new=isl, prefix=0.0, ctx_lo=0.8 * isl, ctx_hi=isl + osl,
+                              b_max=float(np.max(np.asarray(slots) / np.asarray(scale))) + 1, p_max=1)
+    c = cl.ClosedLoop(1, cl.Lengths(isl, osl, ratio), num_prompts=prompts, first_wave=first_wave, warmup=1)
+    plan = cl.plan_closed(c, np.array(users, float), D)
+    kv, _ = kv_tokens_per_rank(MODEL, MODEL.precision, HW, lay, isl + osl)
+    eng = EngineArrays.of(D, sched, kv, NO_SPEC, prof)
+    eng.prefill_first[:] = True
+    dis = {"transfer_s": np.full(D, 1e-6), "decode_scale": np.broadcast_to(np.asarray(scale, float), (D,)).copy(),
+           "decode_slots": np.asarray(slots, float), "decode_kv_tokens": kv * kv_ranks}
+    return ptable, dtable, plan, eng, dis
+
+
 def _same(a, b):
     for f in ("t_send", "t_first", "t_end"):
         x, y = np.sort(getattr(a, f), axis=1), np.sort(getattr(b, f), axis=1)  # the request order may differ, the times not
@@ -62,24 +83,10 @@ def test_fast_loop_equals_the_request_slot_loop_aggregated(engine, first_wave, k
 
 @pytest.mark.parametrize("first_wave", [True, False])
 def test_fast_loop_equals_the_request_slot_loop_disaggregated(first_wave):
-    D = 3
-    sched = scheduler_settings("vllm")
-    prof = engine_profile("vllm")
-    lay = Layouts.of(np.ones(D))
-    ptable = build_step_table(MODEL, MODEL.precision, HW, lay, prof, isl_new=2048, prefix=0.0, ctx_lo=2048, ctx_hi=2049, b_max=1,
-                              p_max=8192)
-    dtable = build_step_table(MODEL, MODEL.precision, HW, lay, prof, isl_new=2048, prefix=0.0, ctx_lo=0.8 * 2048, ctx_hi=2048 + 256,
-                              b_max=64, p_max=1)
-    c = cl.ClosedLoop(1, cl.Lengths(2048, 256), num_prompts=3, first_wave=first_wave, warmup=1)
-    plan = cl.plan_closed(c, np.array([2.0, 16.0, 48.0]), D)
-    kv, _ = kv_tokens_per_rank(MODEL, MODEL.precision, HW, lay, 2048 + 256)
-    eng = EngineArrays.of(D, sched, kv, NO_SPEC, prof)
-    eng.prefill_first[:] = True
-    dis = {"transfer_s": np.full(D, 1e-6), "decode_scale": np.array([1.0, 2.0, 1.0]), "decode_slots": np.array([64.0, 64.0, 32.0]),
-           "decode_kv_tokens": kv * 2}
+    ptable, dtable, plan, eng, dis = _disagg_inputs("vllm", [2, 16, 48], 2048, 256, scale=[1.0, 2.0, 1.0], slots=[64, 64, 32],
+                                                    kv_ranks=2, first_wave=first_wave)
     assert fast_rows(plan, eng, dis).all()
-    pt = ptable
-    _same(run_fast(pt, plan, eng, dtable, dis), run_engine(pt, plan, eng, dtable, dis))
+    _same(run_fast(ptable, plan, eng, dtable, dis), run_engine(ptable, plan, eng, dtable, dis))
 
 
 def test_rows_the_fast_loop_cannot_take_run_on_the_slot_loop():
@@ -133,19 +140,6 @@ def test_counted_window_keeps_the_load_up():
 def test_fast_loop_equals_the_request_slot_loop_disaggregated_with_hundreds_of_users():
     """Hundreds of users on one prefill worker and one decode pool (the pool's runs, to its next finish, far shorter
     than a prefill step): both loops hold the prefill worker while the pool is behind its clock, and agree."""
-    D, isl, osl = 2, 1024, 256
-    sched, prof = scheduler_settings("sglang"), engine_profile("sglang")
-    lay = Layouts.of(np.ones(D))
-    ptable = build_step_table(MODEL, MODEL.precision, HW, lay, prof, isl_new=isl, prefix=0.0, ctx_lo=isl, ctx_hi=isl + 1, b_max=1,
-                              p_max=8192)
-    dtable = build_step_table(MODEL, MODEL.precision, HW, lay, prof, isl_new=isl, prefix=0.0, ctx_lo=0.8 * isl, ctx_hi=isl + osl,
-                              b_max=512, p_max=1)
-    c = cl.ClosedLoop(1, cl.Lengths(isl, osl), num_prompts=3, first_wave=True, warmup=1)
-    plan = cl.plan_closed(c, np.array([256.0, 512.0]), D)
-    kv, _ = kv_tokens_per_rank(MODEL, MODEL.precision, HW, lay, isl + osl)
-    eng = EngineArrays.of(D, sched, kv, NO_SPEC, prof)
-    eng.prefill_first[:] = True
-    dis = {"transfer_s": np.full(D, 1e-6), "decode_scale": np.ones(D), "decode_slots": np.array([256.0, 512.0]),
-           "decode_kv_tokens": kv * 8}
+    ptable, dtable, plan, eng, dis = _disagg_inputs("sglang", [256, 512], 1024, 256, scale=1.0, slots=[256, 512], kv_ranks=8)
     assert fast_rows(plan, eng, dis).all()
     _same(run_fast(ptable, plan, eng, dtable, dis), run_engine(ptable, plan, eng, dtable, dis))
