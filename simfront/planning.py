@@ -234,9 +234,14 @@ def _pair_metrics(t: _Tables, D: dict, R: dict, a, b, link: str, x, y, osl: floa
     pre = PrefillResult(R[f"ttft_{link}_s"][b], R["prefill_s"][b], R[f"transfer_{link}_s"][b], R["rate"][b],
                         t.profile["ttft_scale"], R["shared_s"][b])
     dec = DecodeResult(D["tpot_s"][a], D["step_s"][a], D["rate"][a])
-    gpus = x * R["tp"][b] * R["dp"][b] + y * D["tp"][a] * D["dp"][a] * D["pp"][a]
+    gpus = _pair_gpus(D, R, a, b, x, y)
     slots = y * D["batch"][a] * D["dp"][a] * D["pp"][a]
     return evaluate_disagg(pre, x, dec, slots, slots, osl, gpus, 0.0, slot_at_transfer=slot_at_transfer(t.profile)), gpus
+
+
+def _pair_gpus(D: dict, R: dict, a, b, x, y):
+    """GPUs of ``x`` prefill workers of row ``b`` and ``y`` decode workers of row ``a``."""
+    return x * R["tp"][b] * R["dp"][b] + y * D["tp"][a] * D["dp"][a] * D["pp"][a]
 
 
 def _size_pairs(t: _Tables, D: dict, R: dict, a: np.ndarray, b: np.ndarray, link: str, rate: float, sla: dict,
@@ -267,7 +272,7 @@ def _size_pairs(t: _Tables, D: dict, R: dict, a: np.ndarray, b: np.ndarray, link
         grow_x = slow | (r.requests_s >= PREFILL_UTILISATION_TARGET * x * R["rate"][b])  # the prefill queue binds
         x = np.where(live & grow_x, x + 1.0, x)
         y = np.where(live & ~grow_x, y + 1.0, y)
-    return sized, x, y, x * R["tp"][b] * R["dp"][b] + y * D["tp"][a] * D["dp"][a] * D["pp"][a]
+    return sized, x, y, _pair_gpus(D, R, a, b, x, y)
 
 
 def _best_disagg(t: _Tables, D: dict, R: dict, rate: float, sla: dict, max_gpus: int, osl: float) -> tuple[dict | None, dict]:
