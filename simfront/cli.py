@@ -375,6 +375,7 @@ def validate_cmd(
     engine: Optional[str] = typer.Option(None, "--engine", help="Engine (trtllm, sglang, vllm), for rows that do not say."),
     precision: Optional[str] = typer.Option(None, "--precision", help="Weight precision, for rows that do not say."),
     kv_dtype: Optional[str] = typer.Option(None, "--kv-dtype", help="KV-cache dtype, for rows that do not say."),
+    gpu_memory_fraction: Optional[str] = typer.Option(None, "--gpu-memory-fraction", help="The engine's GPU memory fraction the run set (a number in (0, 1], read as its engine reads it), or 'default' for the engine release's own default, for rows that do not say; without it such rows get the KV pool simfront's launch lines give."),
     rows_out: bool = typer.Option(False, "--rows", help="Print every row, not just the summary."),
     frontier: bool = typer.Option(False, "--frontier", help="Also: median predicted/measured by knob bin, and measured Pareto frontiers against simfront's frontiers on the same GPU counts."),
     frontier_html: Optional[str] = typer.Option(None, "--frontier-html", help="With --frontier: write measured frontiers over predicted ones as an offline page."),
@@ -394,7 +395,8 @@ def validate_cmd(
     if not paths:
         raise SimfrontError("give files to validate or --builtin")
     overrides = {k: v for k, v in dict(model=model, gpu=gpu, num_gpus=num_gpus, tp=tp, pp=pp, ep=ep, attention_dp=attention_dp,
-                                       engine=engine, precision=precision, kv_dtype=kv_dtype).items() if v is not None}
+                                       engine=engine, precision=precision, kv_dtype=kv_dtype,
+                                       gpu_memory_fraction=gpu_memory_fraction).items() if v is not None}
     with progress(f"validating {len(paths)} file{'s' if len(paths) != 1 else ''}", quiet=quiet or as_json):
         res = api.validate(paths, overrides=overrides or None, frontier=frontier or bool(frontier_html))
     if html:

@@ -195,6 +195,22 @@ def check_gpu_name(flag: str, name: Any) -> None:
     get_hardware(str(name))  # unknown GPU: SimfrontError naming the nearest ids
 
 
+def memory_fraction_value(flag: str, value: Any) -> float | str | None:
+    """A GPU memory fraction as a run sets it: a number in (0, 1], or 'default' for the engine's own default."""
+    if value is None:
+        return None
+    if str(value).strip().lower() == "default":
+        return "default"
+    try:
+        f = float(value)
+    except (TypeError, ValueError):
+        f = float("nan")
+    if not 0.0 < f <= 1.0:
+        raise SimfrontError(f"{flag} {value!r} is not a memory fraction; valid: a number in (0, 1] or 'default' (the "
+                            "engine release's own default)")
+    return f
+
+
 def check_model_name(flag: str, name: Any) -> None:
     if name is None:
         return

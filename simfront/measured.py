@@ -24,10 +24,11 @@ import numpy as np
 
 from .bounds import decode_step_floor_s
 from .clients import nominal_length
+from .engine_memory import engine_memory_default
 from .errors import SimfrontError
 from .hardware import get_hardware
 from .ingest.gpu_names import unresolved_reason
-from .ingest.schema import CONFIGURED_LENGTHS
+from .ingest.schema import CONFIGURED_LENGTHS, ENGINE_DEFAULT
 from .layout import layout_errors
 from .memory import KV_CACHE_FRACTION, plan_memory
 from .models import Model, apply_precision, get_model
@@ -83,13 +84,18 @@ class Resolved:
     # the evaluator's scheduler constants of the engine release the row ran (its version, else the release out on
     # its measurement date, else the newest: simfront/engines/scheduler.yaml), as sorted (name, value) pairs
     constants: tuple = ()
-    # (GPU memory fraction, KV memory rule) the KV pool is sized with: the fraction the run recorded, read by its
-    # engine's rule (simfront.serving.engine_kv_memory_rule); else the pool simfront prices every engine with
-    memory: tuple = (KV_CACHE_FRACTION, "free")  # TensorRT-LLM's reading: the pool simfront prices every engine with
+    # (GPU memory fraction, KV memory rule, engine default) the KV pool is sized with: the fraction the run recorded, read
+    # by its engine's rule (simfront.serving.engine_kv_memory_rule); None where the row says it set none ("default"),
+    # for the engine release's own default (simfront.engine_memory), which depends on the layout; not recorded, the
+    # pool simfront's launch lines give every engine
+    memory: tuple = (KV_CACHE_FRACTION, "free", None)  # TensorRT-LLM's reading: the pool simfront prices every engine with
 
     def plan_memory(self, tp, pp, dp, ep, context_tokens):
         """:func:`simfront.memory.plan_memory` of the row's model, formats and GPU with its engine's KV pool."""
-        return plan_memory(self.model, self.precision, self.hw, tp, pp, dp, ep, 1, context_tokens, *self.memory)
+        fraction, rule, default = self.memory
+        if fraction is None:  # the engine release's default for these servers
+            fraction = default.fraction(self.hw.hbm_bytes, tp, pp, dp)
+        return plan_memory(self.model, self.precision, self.hw, tp, pp, dp, ep, 1, context_tokens, fraction, rule)
 
     def workload(self, **kw) -> Workload:
         """The row's workload: its lengths as the client drew them (ISL / OSL the longest when it recorded a
@@ -171,10 +177,13 @@ def resolve(p) -> tuple[Resolved | None, str | None]:
     if _get(p, "spec_overlap") is not None:  # the run said whether its speculative decoding was overlapped
         consts["cpu_overlap_spec"] = float(bool(_get(p, "spec_overlap")))
     consts = tuple(sorted(consts.items()))
-    memory = Resolved.memory
-    if _get(p, "gpu_memory_fraction"):  # the run's own fraction, read as its engine reads it
-        memory = (float(_get(p, "gpu_memory_fraction")),
-                  engine_kv_memory_rule(_get(p, "engine"), _get(p, "engine_version"), _get(p, "measured_on")))
+    memory = Resolved.memory  # not recorded: the pool simfront's launch lines give every engine
+    frac = _get(p, "gpu_memory_fraction")
+    if frac:  # the run's own fraction, read as its engine reads it
+        rule = engine_kv_memory_rule(_get(p, "engine"), _get(p, "engine_version"), _get(p, "measured_on"))
+        memory = (float(frac), rule, None) if frac != ENGINE_DEFAULT else (  # "default": the run set none
+            None, rule, engine_memory_default(_get(p, "engine"), _get(p, "engine_version"), _get(p, "measured_on"),
+                                              hw.hbm_bytes, spec.k > 0, model.arch.attention.kind == "mla"))
     ratio = None if ratio is None else float(ratio)
     # the workload names the longest of a client's range (Workload.isl): a measured-point CSV row's configured lengths
     # are that already; a client result's are the mean tokens its requests carried

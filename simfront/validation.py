@@ -159,20 +159,22 @@ def _summary(rows: list[dict]) -> dict:
     return out
 
 
-# Fields that --model / --gpu fill only where a row does not name its own (the file knows best what
-# it measured); every other override sets the field on every row, with a warning where it changes one.
-FILL_ONLY = ("model", "gpu")
+# Fields that --model / --gpu / --gpu-memory-fraction fill only where a row does not name its own (the file knows
+# best what it measured); every other override sets the field on every row, with a warning where it changes one.
+FILL_ONLY = ("model", "gpu", "gpu_memory_fraction")
 _NAN_TEXT = {"nan", "+nan", "-nan"}  # spellings of a non-number in a CSV cell
 
 
 def _fill_only(overrides: dict | None) -> tuple[dict, dict]:
     """(overrides, fill-only defaults): --gpu / --model checked against the catalogs first."""
-    from .inputs import check_gpu_name, check_model_name
+    from .inputs import check_gpu_name, check_model_name, memory_fraction_value
 
     rest = dict(overrides or {})
     fill = {k: rest.pop(k) for k in FILL_ONLY if rest.get(k) is not None}
     check_gpu_name("--gpu", fill.get("gpu"))
     check_model_name("--model", fill.get("model"))
+    if "gpu_memory_fraction" in fill:
+        fill["gpu_memory_fraction"] = memory_fraction_value("--gpu-memory-fraction", fill["gpu_memory_fraction"])
     return rest, fill
 
 

@@ -107,8 +107,10 @@ class MeasuredPoint(BaseModel):
     request_rate: Positive | None = None  # req/s offered; inf = all requests at once
     token_budget: Count | None = None  # engine token budget per step per attention rank (chunked-prefill size)
     # the engine's GPU memory fraction as the engine reads it (vLLM --gpu-memory-utilization, SGLang --mem-fraction-static,
-    # TensorRT-LLM free_gpu_memory_fraction; simfront/engines/scheduler.yaml kv_memory_rule): sizes its KV pool
-    gpu_memory_fraction: Annotated[float, Field(gt=0, le=1)] | None = None
+    # TensorRT-LLM free_gpu_memory_fraction; simfront/engines/scheduler.yaml kv_memory_rule): sizes its KV pool;
+    # "default": the run set none, so its engine release's own default (simfront.engine_memory); absent: not known,
+    # priced with the pool simfront's launch lines give every engine
+    gpu_memory_fraction: Annotated[float, Field(gt=0, le=1)] | Literal["default"] | None = None
     num_prompts: Count | None = None  # requests the benchmark client sent in all (its first `concurrency` at once)
     startup_wave_share: NonNegative | None = None  # share of requests in a synchronised start-up wave (0: steady state)
     # the client's lengths: uniform in [r L, L] (--random-range-ratio r); 1 = every request exactly ISL / OSL tokens
@@ -172,6 +174,9 @@ CONFIG_FIELDS = tuple(
 )
 INT_FIELDS = frozenset(f for f, info in MeasuredPoint.model_fields.items() if "int" in str(info.annotation))
 BOOL_FIELDS = frozenset(f for f, info in MeasuredPoint.model_fields.items() if "bool" in str(info.annotation))
+# the value a field typed "number or 'default'" takes for "the engine's own default" (gpu_memory_fraction)
+ENGINE_DEFAULT = "default"
+DEFAULT_ALLOWED = frozenset(f for f, info in MeasuredPoint.model_fields.items() if "'default'" in str(info.annotation))
 FLOAT_FIELDS = frozenset(
     f for f, info in MeasuredPoint.model_fields.items() if "float" in str(info.annotation)
 )

@@ -1,0 +1,128 @@
+"""The GPU memory fraction an engine release hands its KV pool when a run does not set one.
+
+A measured run that records its fraction (``--gpu-memory-utilization``, ``--mem-fraction-static``,
+``free_gpu_memory_fraction``) is priced with the pool that fraction gives (``simfront.memory.kv_budget_bytes``
+under the engine's ``kv_memory_rule``). A run that does not record one ran with its engine's default, which
+is a constant for vLLM and TensorRT-LLM and, for SGLang, a heuristic of the GPU's memory, the server's
+parallel sizes, its chunked-prefill size, its CUDA-graph batch sizes and speculative decoding
+(``sglang/srt/server_args.py``). The defaults are data in ``simfront/engines/scheduler.yaml``
+(``memory_default`` of each release family, with their sources); this module turns them into fractions,
+vectorised over layouts.
+
+Kinds of ``memory_default``:
+  fixed                  ``fraction``: the engine's constant default
+  by_parallel            ``table`` [[GPUs per stage at least, fraction], ...]: SGLang before June 2025
+  reserve_by_gpu_mem     (GPU memory - reserve) / GPU memory, the reserve in GiB per GPU-memory bucket plus a
+                         share per GPU of the server, more with speculative decoding or attention DP (SGLang
+                         June - September 2025, sgl-project/sglang#7054)
+  reserve_by_activation  (GPU memory - reserve) / GPU memory, the reserve in MiB for a chunked-prefill step's
+                         activations, the CUDA graphs and the parallel sizes (SGLang from sgl-project/sglang#10975
+                         and #11076, September 2025; piecewise CUDA graphs from v0.5.10)
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+
+import numpy as np
+
+from .errors import SimfrontError
+from .scheduler import engine_key, release_family, scheduler_settings
+from .units import GiB, MiB
+
+KINDS = ("fixed", "by_parallel", "reserve_by_gpu_mem", "reserve_by_activation")
+
+
+def _bucket(table, gpu_mem_gib: float) -> list:
+    """The row of a ``[[below GiB, values...], ...]`` table that holds a GPU of ``gpu_mem_gib``."""
+    for row in table:
+        if gpu_mem_gib < float(row[0]):
+            return list(row[1:])
+    return list(table[-1][1:])
+
+
+def piecewise_graph_sizes(max_tokens: float) -> int:
+    """Token counts SGLang captures piecewise CUDA graphs at, up to ``max_tokens``
+    (server_args.py ``_generate_piecewise_cuda_graph_tokens``: 4-32 by 4, 48-256 by 16, 288-512 by 32, 576-1024 by
+    64, 1280-4096 by 256, then by 512)."""
+    sizes = (list(range(4, 33, 4)) + list(range(48, 257, 16)) + list(range(288, 513, 32)) + list(range(576, 1025, 64))
+             + list(range(1280, 4097, 256)) + list(range(4608, int(max_tokens) + 1, 512)))
+    return sum(1 for s in sizes if s <= max_tokens)
+
+
+def default_memory_fraction(memory_default: dict, gpu_mem_bytes: float, gpus_per_stage, pp, dp, token_budget: float,
+                            speculative: bool, mla: bool = False) -> np.ndarray:
+    """The engine's default GPU memory fraction for servers of ``gpus_per_stage`` GPUs (attention TP x attention-DP
+    ranks: SGLang's ``--tp``) x ``pp`` stages with ``dp`` attention-DP ranks, on a GPU of ``gpu_mem_bytes``, whose
+    default chunked-prefill size is ``token_budget`` (the whole server's), with or without speculative decoding;
+    ``mla`` (the model uses multi-head latent attention) sets SGLang's piecewise-graph token range. Broadcasts."""
+    g, pp, dp = (np.asarray(x, dtype=np.float64) for x in (gpus_per_stage, pp, dp))
+    kind = memory_default.get("kind")
+    mem_mib = gpu_mem_bytes / MiB  # SGLang reads the GPU's total memory in MiB (nvidia-smi)
+    if kind == "fixed":
+        return np.broadcast_to(float(memory_default["fraction"]), np.broadcast(g, pp, dp).shape).astype(np.float64)
+    if kind == "by_parallel":
+        out = np.zeros(np.broadcast(g, pp, dp).shape)
+        size = np.broadcast_to(g, out.shape)
+        for least, frac in sorted(memory_default["table"], key=lambda r: r[0]):  # largest matching bound last
+            out = np.where(size >= float(least), float(frac), out)
+        return out
+    if kind == "reserve_by_gpu_mem":
+        base_gib, per_gpu_gib = (float(v) for v in _bucket(memory_default["reserve_gib_by_gpu_mem_gib"], gpu_mem_bytes / GiB))
+        reserve_mib = (base_gib + per_gpu_gib * g * pp) * 1024.0  # activations + CUDA graphs, grown with the server
+        reserve_mib = reserve_mib + (float(memory_default["speculative_gib"]) * 1024.0 if speculative else 0.0)
+        reserve_mib = reserve_mib + np.where(dp > 1, float(memory_default["dp_attention_gib"]) * 1024.0, 0.0)
+        return np.round((mem_mib - reserve_mib) / mem_mib, 3)
+    if kind == "reserve_by_activation":
+        q = memory_default
+        small, large = (float(v) for v in _bucket(q["cuda_graph_max_bs_by_gpu_mem_gib"], gpu_mem_bytes / GiB))
+        graph_bs = np.where(g < float(q["cuda_graph_large_from_tp"]), small, large)  # SGLang: 'tp_size < 4'
+        # MiB: constant metadata + one chunked-prefill step's activations + the CUDA graphs' buffers + a share per GPU
+        reserve = (float(q["base_mib"]) + float(q["per_chunk_token_mib"]) * max(token_budget, float(q["min_chunk_tokens"]))
+                   + float(q["per_graph_bs_mib"]) * graph_bs + float(q["per_parallel_gpu_mib"]) * g * pp)
+        # attention DP pads every rank's graphs: more per captured batch and rank, more again for large graphs
+        dpa = float(q["dp_per_graph_bs_rank_mib"]) + np.where(graph_bs > float(q["dp_large_graph_bs"]),
+                                                              float(q["dp_large_per_graph_bs_rank_mib"]), 0.0)
+        reserve = reserve + np.where(dp > 1, dpa * graph_bs * dp, 0.0)
+        if q.get("piecewise_graph_mib"):  # piecewise CUDA graphs (default on from v0.5.10): their non-torch memory
+            tokens = float(q["piecewise_mla_max_tokens"]) if mla else token_budget
+            reserve = reserve + float(q["piecewise_graph_mib"]) * piecewise_graph_sizes(tokens)
+        if mem_mib > float(q["floor_above_gpu_mem_gib"]) * 1024.0:
+            reserve = np.maximum(reserve, float(q["floor_mib"]))
+        reserve = reserve + (float(q["speculative_mib"]) if speculative else 0.0)  # draft model and its graphs
+        return np.round((mem_mib - reserve) / mem_mib, 3)
+    raise SimfrontError(f"memory_default kind {kind!r} unknown; valid: {', '.join(KINDS)}")
+
+
+@dataclass(frozen=True)
+class EngineMemoryDefault:
+    """An engine release's default memory fraction for one model and GPU, evaluated per layout (hashable, so measured
+    rows that share it share one evaluation group)."""
+
+    memory_default_json: str  # the release family's ``memory_default`` (simfront/engines/scheduler.yaml)
+    token_budget: float  # the server's default chunked-prefill size on this GPU
+    speculative: bool  # the run drafts tokens (EAGLE / MTP reserve)
+    mla: bool  # the model uses multi-head latent attention
+
+    def fraction(self, gpu_mem_bytes: float, tp, pp, dp) -> np.ndarray:
+        """The default fraction of servers of attention TP ``tp`` x ``dp`` attention-DP ranks x ``pp`` stages."""
+        tp, pp, dp = (np.asarray(x, dtype=np.float64) for x in (tp, pp, dp))
+        return default_memory_fraction(json.loads(self.memory_default_json), gpu_mem_bytes, tp * dp, pp, dp,
+                                       self.token_budget, self.speculative, self.mla)
+
+
+def engine_memory_default(engine: str | None, version: str | None, measured_on: str | None, gpu_mem_bytes: float,
+                          speculative: bool, mla: bool) -> EngineMemoryDefault:
+    """The default memory fraction of ``engine`` at release ``version`` (or the release out on ``measured_on``; the
+    newest without either, the default engine's for an engine the table does not know)."""
+    try:
+        key = engine_key(engine)
+    except SimfrontError:
+        key = "default"
+    fam = release_family(key, version, measured_on)
+    budget = scheduler_settings(key, version, gpu_mem_gib=gpu_mem_bytes / GiB, measured_on=measured_on).token_budget
+    return EngineMemoryDefault(json.dumps(fam["memory_default"], sort_keys=True), float(budget), bool(speculative), bool(mla))
+
+
+__all__ = ["default_memory_fraction", "engine_memory_default", "EngineMemoryDefault", "piecewise_graph_sizes", "KINDS"]

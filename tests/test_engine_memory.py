@@ -1,0 +1,109 @@
+"""The GPU memory fraction each engine release takes when a run sets none (simfront.engine_memory, the
+``memory_default`` of simfront/engines/scheduler.yaml), and how a measured row asks for it."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from simfront.engine_memory import default_memory_fraction, engine_memory_default, piecewise_graph_sizes
+from simfront.scheduler import release_family, release_families
+from simfront.units import GiB, MiB
+from simfront.validation import validate_files
+from cli_runner import run_cli
+
+H100_MEM = 81559 * MiB  # what nvidia-smi reports for an H100 SXM 80GB, the figure SGLang divides by
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _sglang(version, gpu_mem=H100_MEM, gpus=1, pp=1, dp=1, budget=8192, spec=False, mla=False):
+    return float(default_memory_fraction(release_family("sglang", version)["memory_default"], gpu_mem, gpus, pp, dp,
+                                         budget, spec, mla))
+
+
+def test_sglang_default_matches_what_a_user_saw_on_an_h100():
+    """sgl-project/sglang#29092 (2026-06): SGLang chose 0.828 for Qwen3-32B on one H100. The heuristic of that time
+    (chunk 8192, CUDA graphs to 256, piecewise graphs up to 8192 tokens) gives 0.830; without the piecewise graphs
+    (before v0.5.10) 0.835."""
+    assert _sglang("0.5.12") == pytest.approx(0.828, abs=0.003)
+    assert _sglang("0.5.8") == pytest.approx(0.835, abs=0.001)
+    assert piecewise_graph_sizes(8192) == 58 and piecewise_graph_sizes(2048) == 42
+
+
+def test_sglang_families_follow_its_source_history():
+    fams = {f["since"]: f["memory_default"]["kind"] for f in release_families("sglang")}
+    assert fams["0.4"] == "by_parallel" and fams["0.4.8"] == "reserve_by_gpu_mem" and fams["0.5.3"] == "reserve_by_activation"
+    # the same function picks the chunked-prefill size by GPU memory, 4,096 on 35-60 GiB parts from 0.5.3
+    from simfront.scheduler import scheduler_settings
+    assert [scheduler_settings("sglang", v, gpu_mem_gib=48).token_budget for v in ("0.5.1", "0.5.8")] == [8192, 4096]
+    # before June 2025: by the server's GPU count alone
+    assert [_sglang("0.4.6", gpus=g) for g in (1, 2, 4, 8, 16)] == [0.88, 0.87, 0.85, 0.81, 0.79]
+    # June - September 2025 on an 80 GB part: (9.5 + 0.5 x GPUs) GiB reserved, 2 GiB more for drafts, 4 for attention DP
+    assert _sglang("0.5.1", gpus=8) == pytest.approx(round(1 - 13.5 * 1024 / 81559, 3))
+    assert _sglang("0.5.1", gpus=8, spec=True, dp=8) == pytest.approx(round(1 - 19.5 * 1024 / 81559, 3))
+
+
+def test_sglang_reserve_grows_with_what_it_reserves_for():
+    """More drafts, attention-DP ranks, GPUs per server or a larger chunk never leave a larger static share (the
+    June 2025 heuristic reserves a flat 32 GiB on parts above 160 GiB, whatever the server's size)."""
+    for v in ("0.5.1", "0.5.8", "0.5.12"):
+        base = _sglang(v, gpu_mem=180 * GiB, gpus=8, budget=16384)
+        assert _sglang(v, gpu_mem=180 * GiB, gpus=8, budget=16384, spec=True) < base
+        assert _sglang(v, gpu_mem=180 * GiB, gpus=8, budget=16384, dp=8) < base
+        assert _sglang(v, gpu_mem=180 * GiB, gpus=16, budget=16384) <= base
+        assert _sglang(v, gpus=16) < _sglang(v, gpus=8)
+    assert _sglang("0.5.8", gpu_mem=180 * GiB, budget=32768) < _sglang("0.5.8", gpu_mem=180 * GiB, budget=16384)
+
+
+def test_fractions_are_fractions_on_every_catalog_gpu_and_layout():
+    from simfront.hardware import catalog
+
+    gpus = np.array([1, 2, 4, 8, 16, 32, 64])
+    for hw in catalog().values():
+        for engine in ("vllm", "sglang", "trtllm", "default"):
+            for fam in release_families(engine):
+                for dp in (1, 8):
+                    f = default_memory_fraction(fam["memory_default"], hw.hbm_bytes, gpus, 1, dp, 8192, True, True)
+                    assert np.all(np.isfinite(f)) and np.all(f > 0.0) and np.all(f < 1.0), (hw.id, engine, fam["since"])
+
+
+def test_vllm_and_trtllm_defaults_are_their_constants():
+    for engine in ("vllm", "trtllm"):
+        d = engine_memory_default(engine, None, None, 80 * GiB, False, False)
+        assert np.all(d.fraction(80 * GiB, np.array([1, 8]), 1, 1) == 0.9)
+
+
+def _qwen_row(tmp_path, sidecar: str | None, *cli):
+    """Qwen3-32B BF16 on one H100 with SGLang 0.5.8.post1, 2,048 / 512 tokens at 16 users (measured_serving.csv):
+    the KV pool binds, so the pool the run was given decides how long prompts queue."""
+    src = (ROOT / "measurements" / "measured_serving.csv").read_text().splitlines()
+    row = next(line for line in src if "Qwen/Qwen3-32B" in line and ",sglang,0.5.8.post1," in line
+               and ",2048,512," in line)
+    (tmp_path / "run.csv").write_text(src[0] + "\n" + row + "\n")
+    side = tmp_path / "run.csv.simfront.yaml"
+    if sidecar is None:
+        side.unlink(missing_ok=True)
+    else:
+        side.write_text(sidecar)
+    return validate_files([str(tmp_path / "run.csv")], *cli)["serving"]["rows"][0]
+
+
+def test_a_row_that_says_default_gets_its_engine_releases_pool(tmp_path):
+    unknown = _qwen_row(tmp_path, None)
+    default = _qwen_row(tmp_path, "gpu_memory_fraction: default\n")
+    fixed = _qwen_row(tmp_path, "gpu_memory_fraction: 0.835\n")  # the 0.5.8 default for this server, written out
+    assert default["gpu_memory_fraction"] == "default" and unknown.get("gpu_memory_fraction") is None
+    # SGLang's own default keeps ~13 GB for activations and graphs: a smaller pool than simfront's launch lines give
+    assert default["predicted_ttft_ms"] > 2 * unknown["predicted_ttft_ms"]
+    assert default["predicted_ttft_ms"] == pytest.approx(fixed["predicted_ttft_ms"], rel=0.05)
+    filled = _qwen_row(tmp_path, None, {"gpu_memory_fraction": "default"})  # --gpu-memory-fraction default
+    assert filled["predicted_ttft_ms"] == pytest.approx(default["predicted_ttft_ms"])
+
+
+def test_gpu_memory_fraction_option_errors_in_one_line(capsys):
+    for bad in ("1.5", "0", "lots"):
+        code, out, err = run_cli(["validate", ROOT / "measurements" / "measured_serving.csv", "--gpu-memory-fraction", bad], capsys)
+        assert code != 0 and "Traceback" not in out + err
+        assert "not a memory fraction" in err and "'default'" in err and len(err.strip().splitlines()) == 1
