@@ -77,8 +77,11 @@ def list_hardware() -> list[dict]:
 
 
 def memory(model: str, gpus: str | GpuSet, precision: str = "native", kv_dtype: str = "native", isl: int = 1024, osl: int = 1024,
-           tp: int | None = None, pp: int = 1, ep: int = 1, attention_dp: int = 1) -> MemoryVerdict:
-    """The memory verdict (``fits``, ``weights_bytes_per_gpu``, ``min_gpus`` ...) as a typed result."""
+           tp: int | None = None, pp: int = 1, ep: int = 1, attention_dp: int = 1, engine: str | None = None,
+           engine_version: str | None = None, gpu_memory_fraction: float | str | None = None) -> MemoryVerdict:
+    """The memory verdict (``fits``, ``weights_bytes_per_gpu``, ``min_gpus`` ...) as a typed result. The KV pool is the
+    one simfront's launch lines give; with ``engine``, the one that engine allocates with its release's default memory
+    fraction (``engine_version``: which release; the newest without it) or with ``gpu_memory_fraction`` in its terms."""
     inputs.check_memory(model, gpus, isl=isl, osl=osl, tp=tp, pp=pp, ep=ep, attention_dp=attention_dp)
     check_lengths(isl=isl, osl=osl)
     m = get_model(model)
@@ -87,7 +90,8 @@ def memory(model: str, gpus: str | GpuSet, precision: str = "native", kv_dtype: 
     layout = None
     if tp is not None:
         layout = inputs.worker_layout(tp, pp, attention_dp, ep, g.count)
-    v = memory_verdict(m, prec, g, isl, osl, layout=layout)
+    v = memory_verdict(m, prec, g, isl, osl, layout=layout,
+                       memory=inputs.engine_memory(engine, engine_version, gpu_memory_fraction, g.hardware, m))
     return MemoryVerdict(**v.to_json())
 
 

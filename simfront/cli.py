@@ -166,12 +166,16 @@ def memory_cmd(
     pp: int = typer.Option(1, "--pp", help="Pipeline-parallel size."),
     ep: int = typer.Option(1, "--ep", help="Expert-parallel size (MoE)."),
     attention_dp: int = typer.Option(1, "--attention-dp", help="Attention data-parallel size."),
+    engine: Optional[str] = typer.Option(None, "--engine", help="Size the KV pool as this engine does (vllm, sglang, trtllm) with its release's default memory fraction, or --gpu-memory-fraction; default: the pool simfront's launch lines give."),
+    engine_version: Optional[str] = typer.Option(None, "--engine-version", help="The --engine release whose default fraction applies (default: the newest simfront knows)."),
+    gpu_memory_fraction: Optional[str] = typer.Option(None, "--gpu-memory-fraction", help="With --engine: the fraction the engine is launched with, in its own terms (vLLM --gpu-memory-utilization, SGLang --mem-fraction-static, TensorRT-LLM free_gpu_memory_fraction), or 'default'."),
     as_json: bool = JsonOpt,
 ) -> None:
     """Does the model fit? Weights per GPU, KV bytes per token, KV capacity, fewest GPUs that fit."""
     from . import api, report
 
-    v = api.memory(model, gpus, precision=precision, kv_dtype=kv_dtype, isl=isl, osl=osl, tp=tp, pp=pp, ep=ep, attention_dp=attention_dp)
+    v = api.memory(model, gpus, precision=precision, kv_dtype=kv_dtype, isl=isl, osl=osl, tp=tp, pp=pp, ep=ep, attention_dp=attention_dp,
+                   engine=engine, engine_version=engine_version, gpu_memory_fraction=gpu_memory_fraction)
     if as_json:
         return _emit_json(v)
     report.print_memory(v)

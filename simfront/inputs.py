@@ -211,6 +211,30 @@ def memory_fraction_value(flag: str, value: Any) -> float | str | None:
     return f
 
 
+def engine_memory(engine: Any, engine_version: Any, gpu_memory_fraction: Any, hw, model):
+    """The :class:`simfront.sizing.EngineMemory` of ``--engine`` (its release's default fraction, or
+    ``--gpu-memory-fraction`` in its terms), or None (simfront's pool) without ``--engine``."""
+    fraction = memory_fraction_value("--gpu-memory-fraction", gpu_memory_fraction)
+    if engine is None:
+        if fraction is not None:
+            raise SimfrontError("--gpu-memory-fraction needs --engine: each engine reads its fraction its own way (vLLM of "
+                                "the whole GPU, SGLang of weights + KV pool, TensorRT-LLM of the free memory)")
+        if engine_version is not None:
+            raise SimfrontError(f"--engine-version {engine_version} needs --engine (vllm, sglang, trtllm)")
+        return None
+    from .engine_memory import engine_memory_default
+    from .scheduler import scheduler_settings
+    from .sizing import EngineMemory
+
+    eng = check_engine(engine)
+    version = check_engine_version(engine_version)
+    rule = scheduler_settings(eng, version).kv_memory_rule
+    if fraction is not None and fraction != "default":
+        return EngineMemory(eng, rule, float(fraction))
+    default = engine_memory_default(eng, version, None, hw.hbm_bytes, False, model.arch.attention.kind == "mla")
+    return EngineMemory(eng, rule, None, default)
+
+
 def check_model_name(flag: str, name: Any) -> None:
     if name is None:
         return

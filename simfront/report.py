@@ -30,7 +30,7 @@ def print_memory(v: dict) -> None:
     print(f"  weights (one copy)   {v['weights_bytes'] / 1e9:,.1f} GB")
     print(f"  weights per GPU      {gib(v['weights_bytes_per_gpu'])}")
     print(f"  runtime reserve/GPU  {gib(v['reserve_bytes_per_gpu'])}  (CUDA context and graphs 3.5 GiB, comm buffers, activations, logits)")
-    print(f"  KV budget per GPU    {gib(v['kv_budget_bytes_per_gpu'])}")
+    print(f"  KV budget per GPU    {gib(v['kv_budget_bytes_per_gpu'])}" + _memory_source(v))
     print(f"  KV bytes per token   {v['kv_bytes_per_token']:,.0f} B (model-wide, one copy); {v['kv_bytes_per_token_per_gpu']:,.0f} B per GPU")
     if v["kv_state_bytes_per_seq"]:
         print(f"  recurrent state/seq  {v['kv_state_bytes_per_seq'] / 1e6:,.0f} MB (linear-attention layers, one copy)")
@@ -43,6 +43,17 @@ def print_memory(v: dict) -> None:
     print(f"  fewest GPUs          {v['min_gpus'] if v['min_gpus'] else 'none up to 512'}" + (f" x {v['gpus'].split('x', 1)[1]}" if v["min_gpus"] else ""))
     if v.get("alternatives"):
         print(f"  also fits on         {', '.join(v['alternatives'])}")
+
+
+_RULE_READS = {"free": "of the memory free after weights and runtime", "total": "of the GPU for weights, runtime and KV",
+               "total_static": "of the GPU for weights and KV pool"}
+
+
+def _memory_source(v: dict) -> str:
+    """Which fraction sized the KV pool: an engine's (--engine) or the one simfront's launch lines give."""
+    f, rule = v.get("memory_fraction"), v.get("kv_memory_rule") or "free"
+    share = "" if f is None else f"{f:.3f} {_RULE_READS.get(rule, rule)}"
+    return f"  ({v['engine']}: {share})" if v.get("engine") else f"  (simfront's launch lines: {share})"
 
 
 def _plain(x):

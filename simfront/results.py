@@ -208,6 +208,9 @@ class MemoryVerdict(Result):
     min_gpus: int | None
     reason: str | None = None
     alternatives: list[str] = []
+    engine: str | None = None  # --engine: the engine whose memory fraction sized the KV pool (None: simfront's pool)
+    memory_fraction: float | None = None  # that fraction under the chosen layout, in the engine's own terms
+    kv_memory_rule: str | None = None  # free | total | total_static: how the fraction reads (README)
 
 
 class ValidationReport(Result):

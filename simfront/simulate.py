@@ -1293,9 +1293,10 @@ def simulate_agg(model, precision, hw, lay: Layouts, workers, concurrency, plan_
 def simulate_disagg(model, precision, hw, prefill: Layouts, prefill_workers, decode: Layouts, decode_workers, concurrency,
                     plan_fn, *, sched: SchedulerSettings, profile: dict, spec: Speculation = NO_SPEC, link_bytes_per_s,
                     decode_max_batch=None, prefill_budget=None, isl: float, osl: float, prefix: float = 0.0,
-                    routing_alpha=DEFAULT_ROUTING_ALPHA) -> SimMetrics:
+                    decode_kv_tokens=None, routing_alpha=DEFAULT_ROUTING_ALPHA) -> SimMetrics:
     """Simulate disaggregated deployments (arrays of length D): ``prefill_workers`` x prefill layout,
-    ``decode_workers`` x decode layout, KV moved over ``link_bytes_per_s``; see :func:`simulate_agg`."""
+    ``decode_workers`` x decode layout, KV moved over ``link_bytes_per_s``; ``decode_kv_tokens``: context tokens a decode
+    rank's KV pool holds (default simfront's pool); see :func:`simulate_agg`."""
     D = np.asarray(decode.tp).reshape(-1).size
     P = Layouts(*(_col(a, D) for a in (prefill.tp, prefill.pp, prefill.dp, prefill.ep)))
     Dl = Layouts(*(_col(a, D) for a in (decode.tp, decode.pp, decode.dp, decode.ep)))
@@ -1305,7 +1306,7 @@ def simulate_disagg(model, precision, hw, prefill: Layouts, prefill_workers, dec
     users = np.maximum(np.ceil(C / x - 1e-9), 1.0)
     dranks = y * Dl.dp * Dl.pp / x  # decode ranks per representative prefill worker
     dmax = _col(sched.max_running if decode_max_batch is None else decode_max_batch, D)
-    dkv = _kv_per_rank(model, precision, hw, Dl, isl + osl, D)
+    dkv = _kv_per_rank(model, precision, hw, Dl, isl + osl, D) if decode_kv_tokens is None else _col(decode_kv_tokens, D)
     pkv = _kv_per_rank(model, precision, hw, P, isl + osl, D)
     pbudget = _col(sched.token_budget if prefill_budget is None else prefill_budget, D) * P.dp  # every prefill rank's budget
     ptable = _tables(model, precision, hw, P, profile, NO_SPEC, D, isl_new=max(isl - prefix, 1.0), prefix=prefix, ctx_lo=isl,

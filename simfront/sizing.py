@@ -14,7 +14,7 @@ import numpy as np
 from . import hardware as hwmod
 from .hardware import GpuSet, Hardware
 from .layout import Layout, check_layout, enumerate_layouts
-from .memory import plan_memory
+from .memory import KV_CACHE_FRACTION, plan_memory
 from .models import Model, Precision
 
 # GPU counts tried when searching for the fewest GPUs that hold a model: single nodes, then whole
@@ -43,6 +43,9 @@ class MemoryVerdict:
     min_gpus: int | None
     reason: str | None = None
     alternatives: list[str] = field(default_factory=list)
+    engine: str | None = None  # the engine whose memory fraction sized the KV pool (None: simfront's launch lines' pool)
+    memory_fraction: float | None = KV_CACHE_FRACTION  # that fraction under the chosen layout, in the engine's terms
+    kv_memory_rule: str = "free"  # how the fraction reads (simfront.scheduler.KV_MEMORY_RULES)
 
     def to_json(self) -> dict:
         d = dict(self.__dict__)
@@ -62,35 +65,64 @@ def _layout_arrays(model: Model, gpus: GpuSet, layout: Layout | None) -> dict[st
     return enumerate_layouts(model.arch, gpus.count, max_tp=gpus.hardware.scaleup.domain_gpus)
 
 
-def best_fit(model: Model, precision: Precision, gpus: GpuSet, context_tokens: int, layout: Layout | None = None):
+@dataclass(frozen=True)
+class EngineMemory:
+    """The memory fraction an engine sizes its KV pool with: a number in its own terms, or (``fraction`` None) its
+    release's default (:class:`simfront.engine_memory.EngineMemoryDefault`), read by its ``rule``."""
+
+    engine: str
+    rule: str
+    fraction: float | None = None
+    default: object | None = None
+
+    def fractions(self, hw: Hardware, lay: dict) -> np.ndarray:
+        """The fraction of each layout of ``lay`` (arrays tp, pp, dp)."""
+        if self.fraction is not None:
+            return np.full(np.shape(lay["tp"]), float(self.fraction))
+        return self.default.fraction(hw.hbm_bytes, lay["tp"], lay["pp"], lay["dp"])
+
+
+def _plan(model: Model, precision: Precision, hw: Hardware, lay: dict, context_tokens: int, memory: EngineMemory | None):
+    if memory is None:  # the pool simfront's launch lines give every engine
+        return plan_memory(model, precision, hw, lay["tp"], lay["pp"], lay["dp"], lay["ep"], lay["replicas"], context_tokens)
+    return plan_memory(model, precision, hw, lay["tp"], lay["pp"], lay["dp"], lay["ep"], lay["replicas"], context_tokens,
+                       memory.fractions(hw, lay), memory.rule)
+
+
+def best_fit(model: Model, precision: Precision, gpus: GpuSet, context_tokens: int, layout: Layout | None = None,
+             memory: EngineMemory | None = None):
     """(plan arrays, index of the layout with the largest concurrency) or (plan, None) if none is valid."""
     lay = _layout_arrays(model, gpus, layout)
     if lay["tp"].size == 0:
         return lay, None, None
-    plan = plan_memory(model, precision, gpus.hardware, lay["tp"], lay["pp"], lay["dp"], lay["ep"], lay["replicas"], context_tokens)
+    plan = _plan(model, precision, gpus.hardware, lay, context_tokens, memory)
     # prefer layouts that fit, then fewer idle GPUs, then the most concurrent sequences; among
     # layouts that do not fit, the one closest to fitting
     score = np.where(plan.fits, plan.max_concurrency - 1e9 * lay["idle"], -plan.weights_bytes_per_gpu - 1e15)
     return lay, plan, int(np.argmax(score))
 
 
-def min_gpus(model: Model, precision: Precision, hw: Hardware, context_tokens: int) -> int | None:
+def min_gpus(model: Model, precision: Precision, hw: Hardware, context_tokens: int, memory: EngineMemory | None = None) -> int | None:
     """Fewest GPUs of type ``hw`` that hold the model and at least one sequence, or None."""
     for n in CANDIDATE_COUNTS:
-        lay, plan, i = best_fit(model, precision, GpuSet(count=n, hardware=hw), context_tokens)
+        lay, plan, i = best_fit(model, precision, GpuSet(count=n, hardware=hw), context_tokens, memory=memory)
         if i is not None and plan.fits[i]:
             return n
     return None
 
 
-def memory_verdict(model: Model, precision: Precision, gpus: GpuSet, isl: int, osl: int, layout: Layout | None = None, alternatives: bool = True) -> MemoryVerdict:
+def memory_verdict(model: Model, precision: Precision, gpus: GpuSet, isl: int, osl: int, layout: Layout | None = None,
+                   alternatives: bool = True, memory: EngineMemory | None = None) -> MemoryVerdict:
+    """The verdict with the KV pool of simfront's launch lines, or with ``memory``: an engine's own fraction or default."""
     ctx = int(isl + osl)
-    lay, plan, i = best_fit(model, precision, gpus, ctx, layout)
+    lay, plan, i = best_fit(model, precision, gpus, ctx, layout, memory)
     hw = gpus.hardware
-    mg = min_gpus(model, precision, hw, ctx)
+    mg = min_gpus(model, precision, hw, ctx, memory)
     if i is None:
         return MemoryVerdict(model.id, gpus.label, precision.label, precision.kv, False, None, 0, 0, 0, 0, 0, 0, 0, 0, 0, ctx, mg,
-                             reason=f"no valid parallel layout of {model.id} over {gpus.count} GPUs (heads/experts/layers do not divide)")
+                             reason=f"no valid parallel layout of {model.id} over {gpus.count} GPUs (heads/experts/layers do not divide)",
+                             engine=None if memory is None else memory.engine, kv_memory_rule="free" if memory is None else memory.rule,
+                             memory_fraction=KV_CACHE_FRACTION if memory is None else memory.fraction)
     lo = Layout(int(lay["tp"][i]), int(lay["pp"][i]), int(lay["dp"][i]), int(lay["ep"][i]), int(lay["replicas"][i]), int(lay["idle"][i]))
     fits = bool(plan.fits[i])
     reason = None
@@ -108,7 +140,7 @@ def memory_verdict(model: Model, precision: Precision, gpus: GpuSet, isl: int, o
         for other in hwmod.catalog().values():
             if other.id == hw.id:
                 continue
-            n = min_gpus(model, precision, other, ctx)
+            n = min_gpus(model, precision, other, ctx, memory)
             if n is not None and n <= max(gpus.count, 8):
                 alts.append(f"{n}x{other.id}")
     return MemoryVerdict(
@@ -119,4 +151,6 @@ def memory_verdict(model: Model, precision: Precision, gpus: GpuSet, isl: int, o
         kv_state_bytes_per_seq=float(model.arch.linear.state_bytes_per_seq_layer * model.arch.count(mixer="linear")) if model.arch.linear else 0.0,
         kv_capacity_tokens=float(plan.kv_capacity_tokens[i]), max_concurrency=int(plan.max_concurrency[i]),
         context_tokens=ctx, min_gpus=mg, reason=reason, alternatives=alts,
+        engine=None if memory is None else memory.engine, kv_memory_rule="free" if memory is None else memory.rule,
+        memory_fraction=KV_CACHE_FRACTION if memory is None else float(memory.fractions(hw, {k: v[i:i + 1] for k, v in lay.items()})[0]),
     )

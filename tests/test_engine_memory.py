@@ -107,3 +107,34 @@ def test_gpu_memory_fraction_option_errors_in_one_line(capsys):
         code, out, err = run_cli(["validate", ROOT / "measurements" / "measured_serving.csv", "--gpu-memory-fraction", bad], capsys)
         assert code != 0 and "Traceback" not in out + err
         assert "not a memory fraction" in err and "'default'" in err and len(err.strip().splitlines()) == 1
+
+
+def test_memory_sizes_the_pool_as_the_named_engine_does():
+    """`simfront memory --engine E`: the KV pool engine E allocates with its release's default fraction (or the fraction
+    given in its own terms), instead of the pool simfront's launch lines write; the verdict says which."""
+    from simfront import api
+
+    kw = dict(precision="bf16", isl=2048, osl=512)
+    ours = api.memory("qwen3-32b", "1xH100", **kw)
+    sglang = api.memory("qwen3-32b", "1xH100", engine="sglang", **kw)
+    older = api.memory("qwen3-32b", "1xH100", engine="sglang", engine_version="0.5.1", **kw)
+    vllm = api.memory("qwen3-32b", "1xH100", engine="vllm", gpu_memory_fraction=0.95, **kw)
+    assert (ours.engine, ours.kv_memory_rule, ours.memory_fraction) == (None, "free", 0.9)
+    assert (sglang.engine, sglang.kv_memory_rule) == ("sglang", "total_static") and sglang.memory_fraction == pytest.approx(0.830, abs=0.001)
+    # SGLang keeps ~13 GiB for activations and graphs: the pool is what 0.83 x 80 GiB leaves beside the weights
+    assert sglang.kv_budget_bytes_per_gpu == pytest.approx(0.830 * 80 * GiB - sglang.weights_bytes_per_gpu, rel=1e-3)
+    assert sglang.max_concurrency < older.max_concurrency < ours.max_concurrency
+    assert vllm.memory_fraction == 0.95 and vllm.kv_budget_bytes_per_gpu == pytest.approx(
+        0.95 * 80 * GiB - vllm.weights_bytes_per_gpu - vllm.reserve_bytes_per_gpu, rel=1e-6)
+    assert api.memory("qwen3-32b", "1xH100", engine="sglang", gpu_memory_fraction="default", **kw) == sglang
+    assert set(("engine", "memory_fraction", "kv_memory_rule")) <= set(sglang.to_json())
+
+
+def test_memory_engine_options_error_in_one_line(capsys):
+    base = ["memory", "-m", "qwen3-32b", "-g", "1xH100"]
+    for extra, says in ((["--gpu-memory-fraction", "0.8"], "needs --engine"), (["--engine-version", "0.5.8"], "needs --engine"),
+                        (["--engine", "foo"], "unknown engine"), (["--engine", "vllm", "--gpu-memory-fraction", "2"], "not a memory fraction")):
+        code, out, err = run_cli(base + extra, capsys)
+        assert code != 0 and says in err and len(err.strip().splitlines()) == 1 and "Traceback" not in out + err
+    code, out, _ = run_cli(base + ["--engine", "sglang"], capsys)
+    assert code == 0 and "(sglang: 0.8" in out
