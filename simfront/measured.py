@@ -45,6 +45,8 @@ BENCHMARK_PROMPTS_PER_CLIENT = 10.0
 # (simfront.bounds): the floor's mean context and checkpoint byte counts are estimates, so 10 % of
 # slack keeps a row that merely sits near the floor (measured rows reach ~0.6-0.8 of it at best).
 FLOOR_SLACK = 0.9
+# Resolved.memory's third member for a row that does not record its GPU memory fraction (priced with simfront's pool)
+UNRECORDED = "unrecorded"
 METRICS = ("ttft_ms", "tpot_ms", "tok_s_per_user", "output_tok_s_total", "output_tok_s_per_gpu", "request_throughput")
 
 
@@ -87,8 +89,9 @@ class Resolved:
     # (GPU memory fraction, KV memory rule, engine default) the KV pool is sized with: the fraction the run recorded, read
     # by its engine's rule (simfront.serving.engine_kv_memory_rule); None where the row says it set none ("default"),
     # for the engine release's own default (simfront.engine_memory), which depends on the layout; not recorded, the
-    # pool simfront's launch lines give every engine
-    memory: tuple = (KV_CACHE_FRACTION, "free", None)  # TensorRT-LLM's reading: the pool simfront prices every engine with
+    # pool simfront's launch lines give every engine, with (UNRECORDED, the engine's rule, its default) kept aside to
+    # say where the prediction rests on it
+    memory: tuple = (KV_CACHE_FRACTION, "free", None)  # TensorRT-LLM's reading: the pool simfront's launch lines give
 
     def plan_memory(self, tp, pp, dp, ep, context_tokens):
         """:func:`simfront.memory.plan_memory` of the row's model, formats and GPU with its engine's KV pool."""
@@ -177,13 +180,16 @@ def resolve(p) -> tuple[Resolved | None, str | None]:
     if _get(p, "spec_overlap") is not None:  # the run said whether its speculative decoding was overlapped
         consts["cpu_overlap_spec"] = float(bool(_get(p, "spec_overlap")))
     consts = tuple(sorted(consts.items()))
-    memory = Resolved.memory  # not recorded: the pool simfront's launch lines give every engine
     frac = _get(p, "gpu_memory_fraction")
-    if frac:  # the run's own fraction, read as its engine reads it
-        rule = engine_kv_memory_rule(_get(p, "engine"), _get(p, "engine_version"), _get(p, "measured_on"))
-        memory = (float(frac), rule, None) if frac != ENGINE_DEFAULT else (  # "default": the run set none
-            None, rule, engine_memory_default(_get(p, "engine"), _get(p, "engine_version"), _get(p, "measured_on"),
-                                              hw.hbm_bytes, spec.k > 0, model.arch.attention.kind == "mla"))
+    rule = engine_kv_memory_rule(_get(p, "engine"), _get(p, "engine_version"), _get(p, "measured_on"))
+    default = engine_memory_default(_get(p, "engine"), _get(p, "engine_version"), _get(p, "measured_on"), hw.hbm_bytes,
+                                    spec.k > 0, model.arch.attention.kind == "mla")
+    if not frac:  # not recorded: the pool simfront's launch lines give every engine (the engine's own default kept aside)
+        memory = (KV_CACHE_FRACTION, "free", (UNRECORDED, rule, default))
+    elif frac == ENGINE_DEFAULT:  # the run set none: its engine release's default
+        memory = (None, rule, default)
+    else:  # the run's own fraction, read as its engine reads it
+        memory = (float(frac), rule, None)
     ratio = None if ratio is None else float(ratio)
     # the workload names the longest of a client's range (Workload.isl): a measured-point CSV row's configured lengths
     # are that already; a client result's are the mean tokens its requests carried
@@ -223,6 +229,8 @@ class PointGroup:
     # ``measurement_flag`` and stay out of error statistics and fits (calibration README: flag, exclude, count)
     flags: dict = field(default_factory=dict)
     constants: dict = field(default_factory=dict)  # scheduler constants of the engine release the points ran
+    # point index -> what its prediction assumes that the row does not record and that moves it (``assumptions``)
+    notes: dict = field(default_factory=dict)
 
 
 def build_groups(points: Iterable[Any]) -> tuple[list[PointGroup], list[dict]]:
@@ -278,6 +286,8 @@ def build_groups(points: Iterable[Any]) -> tuple[list[PointGroup], list[dict]]:
         groups[-1].constants = dict(r.constants)
         for i, why in groups[-1].flags.items():
             out[i]["measurement_flag"] = why
+        for i, note in groups[-1].notes.items():
+            out[i].setdefault("assumptions", []).append(note)
     return groups, out
 
 
@@ -377,7 +387,29 @@ def _group_agg(pts, idx, r: Resolved) -> PointGroup:
     ok = ~bad & mem.fits
     why = ["layout invalid for the model" if bad[j] else "does not fit in memory" for j in range(len(idx))]
     flags = _below_floor(pts, idx, r, tp, pp, dp, ep, b, ok)
-    return PointGroup(idx, r.engine, ok, why, metrics, "agg", flags)
+    load = running_batch(conc, workers * lay.ranks, np.where(max_b > 0, max_b, np.inf))  # per rank without the KV cap
+    notes = _unrecorded_pool_notes(idx, r, tp, pp, dp, ep, wl.mean_isl + wl.mean_osl, kv_b, load, ok)
+    return PointGroup(idx, r.engine, ok, why, metrics, "agg", flags, notes=notes)
+
+
+def _unrecorded_pool_notes(idx, r: Resolved, tp, pp, dp, ep, context_tokens, kv_b, load, ok) -> dict:
+    """{point index: note} for the predicted rows that record no memory fraction and whose KV pool binds at their load
+    under simfront's pool or under their engine release's default (:mod:`simfront.engine_memory`) with a different
+    number of requests per rank: the prediction rests on a fraction the row does not give."""
+    aside = r.memory[2]
+    if not (isinstance(aside, tuple) and aside[0] == UNRECORDED) or not r.engine:
+        return {}
+    alt = replace(r, memory=(None, aside[1], aside[2])).plan_memory(tp, pp, dp, ep, context_tokens)
+    kv_alt = np.maximum(np.floor(alt.max_concurrency / dp / pp), 1)
+    # binds under either pool and they differ; where the default would not even load the weights, the run set a
+    # fraction of its own, and only simfront's pool binding matters
+    binds = ok & np.where(alt.fits, (np.minimum(kv_b, kv_alt) < load) & (kv_alt != kv_b), kv_b < load)
+    return {i: ("the KV pool binds at this load and the row records no GPU memory fraction: "
+                f"{kv_b[j]:.0f} requests per rank in the pool simfront's launch lines give, "
+                + (f"{kv_alt[j]:.0f} under {r.engine}'s default fraction (gpu_memory_fraction: default)" if alt.fits[j] else
+                   f"and {r.engine}'s default fraction would not load the weights (the run set its own)")
+                + "; its gpu_memory_fraction decides the queue")
+            for j, i in enumerate(idx) if binds[j]}
 
 
 def _below_floor(pts, idx, r: Resolved, tp, pp, dp, ep, batch, ok) -> dict:

@@ -238,6 +238,11 @@ def print_validation(res: dict, rows: bool = False) -> None:
                   f"{r['concurrency']:g}): their clients spent most of each request before its first token, queued outside "
                   f"the engine's batch (a client holding fewer connections, a batch or KV cap) or waiting on prefill; "
                   f"measured_in_decode in --json")
+        assumed = [r for r in res["serving"]["rows"] if r.get("assumptions") and "duplicate_of" not in r]
+        if assumed:  # predictions that rest on what the rows do not record
+            r = assumed[0]
+            print(f"{len(assumed)} row(s) whose prediction rests on what the row does not record (e.g. {r.get('source_file')}:"
+                  f"{r.get('line')}: {r['assumptions'][0]}); assumptions in --json")
         missing: dict[str, int] = {}
         for r in res["serving"]["rows"]:
             for f in r.get("missing") or []:

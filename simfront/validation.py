@@ -100,6 +100,8 @@ def _serving_rows(points: list, preds: list[dict]) -> list[dict]:
             d["measurement_flag"] = pr["measurement_flag"]
         if "measured_in_decode" in pr:
             d["measured_in_decode"] = pr["measured_in_decode"]
+        if pr.get("assumptions"):  # what the prediction rests on that the row does not record
+            d["assumptions"] = pr["assumptions"]
         if "reason" in pr:
             d["reason"] = pr["reason"]
         elif not any_metric:

@@ -138,3 +138,18 @@ def test_memory_engine_options_error_in_one_line(capsys):
         assert code != 0 and says in err and len(err.strip().splitlines()) == 1 and "Traceback" not in out + err
     code, out, _ = run_cli(base + ["--engine", "sglang"], capsys)
     assert code == 0 and "(sglang: 0.8" in out
+
+
+def test_a_prediction_that_rests_on_an_unrecorded_fraction_says_so(tmp_path):
+    """Where the KV pool binds and the row gives no fraction, simfront's pool and the engine's default hold different
+    numbers of requests: the row's prediction rests on the missing fact, and its ``assumptions`` say so; a row that
+    records its fraction (or says it used the default) carries no such note, nor one whose pool does not bind."""
+    unknown = _qwen_row(tmp_path, None)
+    (note,) = unknown["assumptions"]
+    assert "binds" in note and "gpu_memory_fraction" in note and "sglang's default" in note
+    for side in ("gpu_memory_fraction: default\n", "gpu_memory_fraction: 0.9\n"):
+        assert "assumptions" not in _qwen_row(tmp_path, side)
+    src = (ROOT / "measurements" / "measured_serving.csv").read_text().splitlines()
+    light = next(line for line in src if line.startswith("qwen_qwen3_32b_qwen_qwen3_32b_h100_sxm_sglang_agg_1024x128_c16_tp4"))
+    (tmp_path / "light.csv").write_text(src[0] + "\n" + light + "\n")
+    assert "assumptions" not in validate_files([str(tmp_path / "light.csv")])["serving"]["rows"][0]
