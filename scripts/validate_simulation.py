@@ -33,7 +33,7 @@ from simfront.deployment import Layouts  # noqa: E402
 from simfront.errors import SimfrontError  # noqa: E402
 from simfront.ingest import load_measurements  # noqa: E402
 from simfront.layout import layout_errors  # noqa: E402
-from simfront.measured import _get, _int, _layout, disagg_rows, predict_points, resolve  # noqa: E402
+from simfront.measured import _get, _given_gpus, _layout, agg_workers, disagg_rows, predict_points, resolve  # noqa: E402
 from simfront.scheduler import scheduler_settings  # noqa: E402
 from simfront.serving import engine_profile  # noqa: E402
 from simfront.simulate import simulate_agg, simulate_disagg  # noqa: E402
@@ -113,9 +113,8 @@ def _agg(pts, idx, r, sched, prof, conc, plan_fn):
     bad = layout_errors(r.model.arch, tp, pp, dp, ep)
     lay = Layouts.of(tp, pp, dp, ep)
     max_b = np.array([float(_get(pts[i], "batch_size", 0) or 0) for i in idx])
-    given = np.array([_int(pts[i], "num_gpus", 0) for i in idx])
-    need = np.where(max_b > 0, np.ceil(conc / np.maximum(max_b * lay.ranks, 1)), 1)
-    workers = np.maximum(np.maximum(given // lay.gpus, 1), need)
+    given = np.array([_given_gpus(pts[i]) for i in idx])
+    workers = agg_workers(conc, max_b, given, lay.gpus, lay.ranks)
     mem = r.plan_memory(tp, pp, dp, ep, r.isl + r.osl)  # the KV pool the row's engine had (its recorded fraction)
     ok = ~bad & mem.fits
     maxb = np.where(max_b > 0, max_b, sched.max_running)

@@ -35,7 +35,7 @@ from .models import Model, apply_precision, get_model
 from .precision import normalize_format as _normalize_kv, resolve_format
 from .deployment import Layouts, evaluate_agg, evaluate_disagg, running_batch
 from .search import BATCH_SIZES, kv_link_bytes_per_s, make_spec
-from .serving import engine_constants, engine_kv_memory_rule, DEFAULT_CHUNK_TOKENS, NO_SPEC, Workload, aggregated_raw, decode_raw, engine_profile, finish_decode, finish_prefill, prefill_raw, slot_at_transfer
+from .serving import engine_constants, engine_kv_memory_rule, engine_settings, DEFAULT_CHUNK_TOKENS, NO_SPEC, Workload, aggregated_raw, decode_raw, engine_profile, finish_decode, finish_prefill, prefill_raw, slot_at_transfer
 
 # prompts per client of a benchmark run that does not record its count: InferenceX / InferenceMAX and the
 # vLLM and SGLang serving-benchmark recipes send num_prompts = 10 x concurrency (calibration README,
@@ -45,6 +45,9 @@ BENCHMARK_PROMPTS_PER_CLIENT = 10.0
 # (simfront.bounds): the floor's mean context and checkpoint byte counts are estimates, so 10 % of
 # slack keeps a row that merely sits near the floor (measured rows reach ~0.6-0.8 of it at best).
 FLOOR_SLACK = 0.9
+# A row's own Little's-law count of requests in decode is read as contradicting its batch cap only above this multiple of
+# the cap (the count rests on mean TTFT and TPOT over a run with a start-up wave and random lengths)
+CAP_SLACK = 1.1
 # Resolved.memory's third member for a row that does not record its GPU memory fraction (priced with simfront's pool)
 UNRECORDED = "unrecorded"
 METRICS = ("ttft_ms", "tpot_ms", "tok_s_per_user", "output_tok_s_total", "output_tok_s_per_gpu", "request_throughput")
@@ -92,6 +95,9 @@ class Resolved:
     # pool simfront's launch lines give every engine, with (UNRECORDED, the engine's rule, its default) kept aside to
     # say where the prediction rests on it
     memory: tuple = (KV_CACHE_FRACTION, "free", None)  # TensorRT-LLM's reading: the pool simfront's launch lines give
+    # the engine release's cap on running requests when a run sets none (simfront/engines/scheduler.yaml), as
+    # (engine name, without drafts, with drafts, divided over attention-DP ranks): said in ``assumptions``, not priced
+    default_cap: tuple = ("", float("inf"), float("inf"), False)
 
     def plan_memory(self, tp, pp, dp, ep, context_tokens):
         """:func:`simfront.memory.plan_memory` of the row's model, formats and GPU with its engine's KV pool."""
@@ -195,8 +201,10 @@ def resolve(p) -> tuple[Resolved | None, str | None]:
     # are that already; a client result's are the mean tokens its requests carried
     if _get(p, "format") not in CONFIGURED_LENGTHS | {None}:
         isl, osl = nominal_length(float(isl), ratio), nominal_length(float(osl), ratio)
+    sched = engine_settings(_get(p, "engine"), _get(p, "engine_version"), _get(p, "measured_on"))
+    cap = (sched.engine, sched.max_running, sched.max_running_with_spec, sched.dp_divides_max_running)
     return Resolved(model, hw, prec, _get(p, "engine"), float(isl), float(osl), spec, budget, wave_share(p), ratio,
-                    float(_get(p, "scheduler_recv_interval") or 1), consts, memory), None
+                    float(_get(p, "scheduler_recv_interval") or 1), consts, memory, cap), None
 
 
 def wave_share(p) -> float:
@@ -266,7 +274,7 @@ def build_groups(points: Iterable[Any]) -> tuple[list[PointGroup], list[dict]]:
         # whole prompts: they are not one group even where the default budget equals the given one
         budget_given = mode == "disagg" and _get(p, "token_budget") is not None
         key = (r.model.id, r.hw.id, r.precision, r.engine, r.isl, r.osl, r.spec, mode, offline, r.token_budget, budget_given,
-               r.wave_share, r.range_ratio, r.recv_interval, r.constants, r.memory)
+               r.wave_share, r.range_ratio, r.recv_interval, r.constants, r.memory, r.default_cap)
         keyed.setdefault(key, []).append(i)
     groups = []
     for key, idx in keyed.items():
@@ -369,11 +377,10 @@ def _group_agg(pts, idx, r: Resolved) -> PointGroup:
     worker = lay.gpus
     conc = np.array([float(_get(pts[i], "concurrency", 1) or 1) for i in idx])
     max_b = np.array([float(_get(pts[i], "batch_size", 0) or 0) for i in idx])
-    given = np.array([_int(pts[i], "num_gpus", 0) for i in idx])
-    # Workers: from the GPU count when the row gives one; else as many as the client load needs at
-    # the engine's max batch per rank (rows with concurrency = workers x batch x DP).
-    need = np.where(max_b > 0, np.ceil(conc / np.maximum(max_b * lay.ranks, 1)), 1)
-    workers = np.maximum(np.maximum(given // worker, 1), need)
+    given = np.array([_given_gpus(pts[i]) for i in idx])
+    # Workers: from the GPU count when the row gives one (clients beyond their batch caps queue); else as many as the
+    # client load needs at the engine's max batch per rank (rows with concurrency = workers x batch x DP).
+    workers = agg_workers(conc, max_b, given, worker, lay.ranks)
     wl = r.workload(startup_wave_share=r.wave_share, recv_interval_steps=r.recv_interval)
     mem = r.plan_memory(tp, pp, dp, ep, wl.mean_isl + wl.mean_osl)
     kv_b = np.maximum(np.floor(mem.max_concurrency / dp / pp), 1)
@@ -386,10 +393,53 @@ def _group_agg(pts, idx, r: Resolved) -> PointGroup:
 
     ok = ~bad & mem.fits
     why = ["layout invalid for the model" if bad[j] else "does not fit in memory" for j in range(len(idx))]
-    flags = _below_floor(pts, idx, r, tp, pp, dp, ep, b, ok)
+    flags = {**_beyond_cap(pts, idx, r, workers * lay.ranks * max_b, ok), **_below_floor(pts, idx, r, tp, pp, dp, ep, b, ok)}
     load = running_batch(conc, workers * lay.ranks, np.where(max_b > 0, max_b, np.inf))  # per rank without the KV cap
     notes = _unrecorded_pool_notes(idx, r, tp, pp, dp, ep, wl.mean_isl + wl.mean_osl, kv_b, load, ok)
+    for i, note in _unrecorded_cap_notes(idx, r, dp, np.minimum(load, kv_b), max_b, ok).items():
+        notes[i] = notes[i] + "; " + note if i in notes else note
     return PointGroup(idx, r.engine, ok, why, metrics, "agg", flags, notes=notes)
+
+
+def _unrecorded_cap_notes(idx, r: Resolved, dp, running, max_b, ok) -> dict:
+    """{point index: note} for the predicted rows that record no running-request cap (``batch_size``) and run more
+    requests per rank than their engine release's own default cap allows: SGLang with drafts runs at most 48 a server
+    unless --max-running-requests is set, and a run that kept that default queued the rest."""
+    engine, plain, with_spec, divided = r.default_cap
+    cap = min(plain, with_spec) if r.spec.k > 0 else plain
+    per_rank = np.maximum(np.floor(cap / np.maximum(dp, 1)), 1.0) if divided else np.full(np.shape(dp), cap)
+    over = ok & (max_b <= 0) & (running > per_rank)
+    return {i: (f"{running[j]:.0f} requests per rank run at once and the row records no cap (batch_size), where "
+                f"{engine} by default runs at most {cap:g} a server{' with drafts' if r.spec.k > 0 and with_spec < plain else ''}"
+                f" ({per_rank[j]:.0f} per rank): priced with every client running, as a run that set its cap higher")
+            for j, i in enumerate(idx) if over[j]}
+
+
+def _given_gpus(p) -> int:
+    """The GPU count a row's file (or sidecar, or option) gives; 0 where the reader derived it from one worker's layout."""
+    notes = _get(p, "notes") or {}
+    return 0 if str(notes.get("num_gpus", "")).startswith("derived") else _int(p, "num_gpus", 0)
+
+
+def agg_workers(concurrency, max_batch, given_gpus, worker_gpus, ranks) -> np.ndarray:
+    """Workers of aggregated rows: the GPU count over the worker's GPUs where the row gives one; else (a row that gives
+    its engine's max batch per rank but no GPU count) as many as its client load needs at that batch."""
+    need = np.where(max_batch > 0, np.ceil(concurrency / np.maximum(max_batch * ranks, 1)), 1)
+    return np.where(given_gpus > 0, np.maximum(given_gpus // worker_gpus, 1), need)
+
+
+def _beyond_cap(pts, idx, r: Resolved, cap, ok) -> dict:
+    """{point index: why} for the predicted rows whose own TTFT and TPOT put more requests in decode at once (Little's
+    law, :func:`measured_in_decode`) than their GPU count and batch cap allow: the ``batch_size`` the row gives is not the
+    cap its engine ran with (a per-GPU figure, or a batch of another meaning), so the row is not that configuration."""
+    out = {}
+    for j, i in enumerate(idx):
+        n = measured_in_decode(pts[i], r.workload().mean_osl)
+        if ok[j] and cap[j] > 0 and n is not None and n > CAP_SLACK * cap[j]:
+            out[i] = (f"its own TTFT and TPOT put {n:.0f} requests in decode at once (Little's law), above the {cap[j]:.0f} "
+                      f"its GPUs x batch_size {_get(pts[i], 'batch_size'):g} per rank allow: batch_size is not the cap its "
+                      "engine ran with")
+    return out
 
 
 def _unrecorded_pool_notes(idx, r: Resolved, tp, pp, dp, ep, context_tokens, kv_b, load, ok) -> dict:

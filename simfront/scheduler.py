@@ -11,6 +11,8 @@ from dataclasses import dataclass, replace
 from functools import lru_cache
 from pathlib import Path
 
+import numpy as np
+
 
 from . import yamlio
 from .errors import SimfrontError
@@ -47,6 +49,15 @@ class SchedulerSettings:
     kv_memory_rule: str = "free"  # how the engine's own GPU memory fraction sizes its KV pool (KV_MEMORY_RULES)
     max_prefill_tokens: float = float("inf")  # prompt tokens one prefill step takes per rank, besides the budget
     dp_divides_token_budget: bool = False  # the engine splits its (whole-server) token budget over attention-DP ranks
+    max_running_with_spec: float = float("inf")  # requests a server runs at once with drafts and no cap set (inf: max_running)
+    dp_divides_max_running: bool = False  # the running-request cap is the whole server's, split over attention-DP ranks
+
+    def running_cap_per_rank(self, attention_dp=1, speculative: bool = False):
+        """Requests one attention-DP rank runs at once when the run sets no cap: the engine's default (with drafts, the
+        lower of it and ``max_running_with_spec``), over the ranks where the engine divides a server's cap."""
+        cap = min(self.max_running, self.max_running_with_spec) if speculative else self.max_running
+        dp = np.maximum(np.asarray(attention_dp, dtype=np.float64), 1.0)
+        return np.maximum(np.floor(cap / dp), 1.0) if self.dp_divides_max_running else np.full(dp.shape, cap)
 
     def prefill_tokens_per_rank(self, attention_dp: float = 1) -> float:
         """Prompt tokens one prefill step of an attention-DP rank takes by default: the token budget (over the DP size
@@ -147,7 +158,8 @@ def scheduler_settings(engine: str | None = None, version: str | None = None, gp
                           float(fam.get("adp_balance_timeout_iters", 0)), bool(fam.get("cpu_overlap", False)),
                           bool(fam.get("cpu_overlap_with_spec", False)), str(fam.get("decode_slot_at", "prefill")),
                           str(fam["kv_memory_rule"]), float(fam.get("max_prefill_tokens", float("inf"))),
-                          bool(fam.get("dp_divides_token_budget", False)))
+                          bool(fam.get("dp_divides_token_budget", False)),
+                          float(fam.get("max_running_with_spec", float("inf"))), bool(fam.get("dp_divides_max_running", False)))
     _check(s)
     return s
 

@@ -160,7 +160,7 @@ def engine_profile(engine: str | None = None, version: str | None = None) -> dic
     return {**engine_constants(engine, version), **{k: float(p.get(k, v)) for k, v in NEUTRAL_PROFILE.items()}}
 
 
-def _engine_settings(engine: str | None, version: str | None, measured_on: str | None):
+def engine_settings(engine: str | None, version: str | None = None, measured_on: str | None = None):
     """Scheduler settings of ``engine`` at ``version`` (or the release out on ``measured_on``); an engine the table
     does not know takes the default engine's."""
     try:
@@ -174,14 +174,14 @@ def engine_kv_memory_rule(engine: str | None = None, version: str | None = None,
     """How ``engine`` reads its own GPU memory fraction to size its KV pool (simfront/engines/scheduler.yaml
     ``kv_memory_rule``, :func:`simfront.memory.kv_budget_bytes`), the engine and release resolved as
     :func:`engine_constants` does."""
-    return _engine_settings(engine, version, measured_on).kv_memory_rule
+    return engine_settings(engine, version, measured_on).kv_memory_rule
 
 
 def engine_constants(engine: str | None = None, version: str | None = None, measured_on: str | None = None) -> dict:
     """Scheduler settings of ``engine`` (simfront/engines/scheduler.yaml) that the analytical evaluator uses, for
     its release ``version`` (or the release out on the date ``measured_on``; the newest family when neither is
     given); an engine the table does not know takes the default engine's."""
-    sched = _engine_settings(engine, version, measured_on)
+    sched = engine_settings(engine, version, measured_on)
     # prefill_first: a step with admissible prompts prefills only, and the running requests decode after it
     return {"adp_balance_timeout_iters": sched.adp_balance_timeout_iters, "prefill_first": float(sched.policy == "prefill_first"),
             # the engine's CPU work per step runs beside the GPU step (overlap scheduler), without and with speculation

@@ -80,3 +80,36 @@ def test_measured_in_decode_is_littles_law_and_absent_without_decode():
     assert measured_in_decode(row, 101.0) == pytest.approx(8 * 1000.0 / 1100.0)  # 100 decode steps of 10 ms per cycle
     assert measured_in_decode(row, 1.0) is None  # one output token: nothing decodes
     assert measured_in_decode({"concurrency": 8, "tpot_ms": 10.0}, 101.0) is None  # no TTFT
+
+
+def _cap_csv(tmp_path, num_gpus, batch, ttft_ms, tpot_ms, name="cap.csv"):
+    header = ("source,model,gpu,num_gpus,tp,pp,ep,dp_attention,disagg,engine,precision_weights,precision_act,precision_kv,"
+              "isl,osl,concurrency,batch_size,metric_tpot_ms,metric_ttft_ms,notes")
+    path = tmp_path / name
+    path.write_text(header + f"\ntest,meta-llama/Llama-3.1-70B,h100_sxm,{num_gpus},8,1,1,,,vllm,fp8,,,1024,1024,64,{batch},"
+                    f"{tpot_ms},{ttft_ms},\n")
+    return str(path)
+
+
+def test_a_batch_cap_below_the_load_queues_clients_on_the_gpus_the_row_gives(tmp_path):
+    """Llama-3.1-70B FP8 on 8xH100 (one TP8 worker) at 64 clients with a max batch of 16: the row gives its GPU count,
+    so 16 requests run and 48 wait for a slot (the GPU count is the row's, not 4 workers the load would need); without
+    a GPU count the batch is read the aiconfigurator way (concurrency = workers x batch) and the load spreads over 4."""
+    # measured as such a run would be: 16 of 64 clients decoding (Little's law: 64 x 20.5 s / (61.4 s + 20.5 s) = 16)
+    capped = api.validate([_cap_csv(tmp_path, 8, 16, 61400.0, 20.0)])["serving"]["rows"][0]
+    free = api.validate([_cap_csv(tmp_path, 8, 64, 61400.0, 20.0)])["serving"]["rows"][0]
+    spread = api.validate([_cap_csv(tmp_path, "", 16, 61400.0, 20.0)])["serving"]["rows"][0]
+    assert capped["predicted_ttft_ms"] > 3 * free["predicted_ttft_ms"]  # three of four clients wait a whole request
+    assert capped["predicted_tpot_ms"] < free["predicted_tpot_ms"]  # a batch of 16, not 64
+    assert spread["predicted_tpot_ms"] == pytest.approx(capped["predicted_tpot_ms"], rel=1e-6)
+    assert spread["predicted_ttft_ms"] < 0.5 * capped["predicted_ttft_ms"]
+    assert "measurement_flag" not in capped and "measurement_flag" not in free
+
+
+def test_a_row_whose_own_latencies_exceed_its_batch_cap_is_flagged(tmp_path):
+    """The same row measuring a 300 ms TTFT and 30 ms TPOT: Little's law puts 64 x 30.7 s / 31 s = 63 requests in decode,
+    which 16 slots cannot hold: its batch_size is not the cap its engine ran with; kept, flagged, left out."""
+    res = api.validate([_cap_csv(tmp_path, 8, 16, 300.0, 30.0)])["serving"]
+    (row,) = res["rows"]
+    assert "batch_size is not the cap" in row["measurement_flag"] and "above the 16" in row["measurement_flag"]
+    assert res["summary"]["flagged_rows"] == 1 and row["predicted_ttft_ms"] > 0

@@ -153,3 +153,31 @@ def test_a_prediction_that_rests_on_an_unrecorded_fraction_says_so(tmp_path):
     light = next(line for line in src if line.startswith("qwen_qwen3_32b_qwen_qwen3_32b_h100_sxm_sglang_agg_1024x128_c16_tp4"))
     (tmp_path / "light.csv").write_text(src[0] + "\n" + light + "\n")
     assert "assumptions" not in validate_files([str(tmp_path / "light.csv")])["serving"]["rows"][0]
+
+
+def test_sglang_with_drafts_runs_48_requests_a_server_unless_told_otherwise():
+    from simfront.scheduler import scheduler_settings
+
+    sglang = scheduler_settings("sglang", "0.5.12")
+    assert sglang.running_cap_per_rank(1, True) == 48 and sglang.running_cap_per_rank(8, True) == 6  # split over DP ranks
+    assert sglang.running_cap_per_rank(1, False) == sglang.max_running
+    assert scheduler_settings("vllm").running_cap_per_rank(1, True) == scheduler_settings("vllm").max_running
+
+
+def _sglang_mtp_row(tmp_path, batch, notes="spec_decoding=mtp"):
+    header = ("source,model,gpu,num_gpus,tp,pp,ep,dp_attention,disagg,engine,engine_version,precision_weights,precision_act,"
+              "precision_kv,isl,osl,concurrency,batch_size,metric_tpot_ms,metric_ttft_ms,notes")
+    path = tmp_path / f"mtp{batch}{len(notes)}.csv"
+    path.write_text(header + f"\ntest,deepseek-ai/DeepSeek-R1-0528,B200,8,8,1,1,,,sglang,0.5.12,fp8,,fp8,1024,1024,256,{batch},"
+                    f"40.0,2500.0,{notes}\n")
+    return validate_files([str(path)])["serving"]["rows"][0]
+
+
+def test_a_row_above_its_engines_default_running_cap_says_so(tmp_path):
+    """SGLang DeepSeek-R1 MTP on 8xB200 at 256 users with no --max-running-requests recorded: SGLang's own default would
+    run 48 and queue the rest; the prediction runs all 256 (as the recipes that set 256-512 did) and says what it rests
+    on. A recorded cap, or no drafts (a 1,024 default), leaves no such note."""
+    (note,) = _sglang_mtp_row(tmp_path, "")["assumptions"]
+    assert "records no cap" in note and "at most 48 a server with drafts" in note
+    assert "assumptions" not in _sglang_mtp_row(tmp_path, 256)
+    assert "assumptions" not in _sglang_mtp_row(tmp_path, "", notes="")
