@@ -91,7 +91,7 @@ def memory(model: str, gpus: str | GpuSet, precision: str = "native", kv_dtype: 
     if tp is not None:
         layout = inputs.worker_layout(tp, pp, attention_dp, ep, g.count)
     v = memory_verdict(m, prec, g, isl, osl, layout=layout,
-                       memory=inputs.engine_memory(engine, engine_version, gpu_memory_fraction, g.hardware, m))
+                       memory=inputs.engine_memory(engine, engine_version, gpu_memory_fraction, m))
     return MemoryVerdict(**v.to_json())
 
 

@@ -211,7 +211,7 @@ def memory_fraction_value(flag: str, value: Any) -> float | str | None:
     return f
 
 
-def engine_memory(engine: Any, engine_version: Any, gpu_memory_fraction: Any, hw, model):
+def engine_memory(engine: Any, engine_version: Any, gpu_memory_fraction: Any, model):
     """The :class:`simfront.sizing.EngineMemory` of ``--engine`` (its release's default fraction, or
     ``--gpu-memory-fraction`` in its terms), or None (simfront's pool) without ``--engine``."""
     fraction = memory_fraction_value("--gpu-memory-fraction", gpu_memory_fraction)
@@ -222,7 +222,6 @@ def engine_memory(engine: Any, engine_version: Any, gpu_memory_fraction: Any, hw
         if engine_version is not None:
             raise SimfrontError(f"--engine-version {engine_version} needs --engine (vllm, sglang, trtllm)")
         return None
-    from .engine_memory import engine_memory_default
     from .scheduler import scheduler_settings
     from .sizing import EngineMemory
 
@@ -231,8 +230,7 @@ def engine_memory(engine: Any, engine_version: Any, gpu_memory_fraction: Any, hw
     rule = scheduler_settings(eng, version).kv_memory_rule
     if fraction is not None and fraction != "default":
         return EngineMemory(eng, rule, float(fraction))
-    default = engine_memory_default(eng, version, None, hw.hbm_bytes, False, model.arch.attention.kind == "mla")
-    return EngineMemory(eng, rule, None, default)
+    return EngineMemory(eng, rule, None, version, model.arch.attention.kind == "mla")  # its default on each GPU
 
 
 def check_model_name(flag: str, name: Any) -> None:

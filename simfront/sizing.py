@@ -68,18 +68,22 @@ def _layout_arrays(model: Model, gpus: GpuSet, layout: Layout | None) -> dict[st
 @dataclass(frozen=True)
 class EngineMemory:
     """The memory fraction an engine sizes its KV pool with: a number in its own terms, or (``fraction`` None) its
-    release's default (:class:`simfront.engine_memory.EngineMemoryDefault`), read by its ``rule``."""
+    release's default on each GPU (:func:`simfront.engine_memory.engine_memory_default`), read by its ``rule``."""
 
     engine: str
     rule: str
     fraction: float | None = None
-    default: object | None = None
+    version: str | None = None  # the release whose default applies (None: the newest)
+    mla: bool = False  # the model uses multi-head latent attention (SGLang's piecewise-graph range)
 
     def fractions(self, hw: Hardware, lay: dict) -> np.ndarray:
-        """The fraction of each layout of ``lay`` (arrays tp, pp, dp)."""
+        """The fraction of each layout of ``lay`` (arrays tp, pp, dp) on GPU ``hw``."""
         if self.fraction is not None:
             return np.full(np.shape(lay["tp"]), float(self.fraction))
-        return self.default.fraction(hw.hbm_bytes, lay["tp"], lay["pp"], lay["dp"])
+        from .engine_memory import engine_memory_default
+
+        default = engine_memory_default(self.engine, self.version, None, hw.hbm_bytes, False, self.mla)
+        return default.fraction(hw.hbm_bytes, lay["tp"], lay["pp"], lay["dp"])
 
 
 def _plan(model: Model, precision: Precision, hw: Hardware, lay: dict, context_tokens: int, memory: EngineMemory | None):

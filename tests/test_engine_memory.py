@@ -128,6 +128,10 @@ def test_memory_sizes_the_pool_as_the_named_engine_does():
         0.95 * 80 * GiB - vllm.weights_bytes_per_gpu - vllm.reserve_bytes_per_gpu, rel=1e-6)
     assert api.memory("qwen3-32b", "1xH100", engine="sglang", gpu_memory_fraction="default", **kw) == sglang
     assert set(("engine", "memory_fraction", "kv_memory_rule")) <= set(sglang.to_json())
+    # the GPUs it would fit on are judged by the engine's default on each of them (SGLang reserves more on a B200)
+    assert not api.memory("deepseek-r1", "4xB200", engine="sglang").fits
+    alts = api.memory("deepseek-r1", "8xH100", engine="sglang").alternatives
+    assert "8xb200_sxm" in alts and "4xb200_sxm" not in alts
 
 
 def test_memory_engine_options_error_in_one_line(capsys):
