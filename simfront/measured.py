@@ -401,7 +401,7 @@ def _group_agg(pts, idx, r: Resolved) -> PointGroup:
     return PointGroup(idx, r.engine, ok, why, metrics, "agg", flags, notes=notes)
 
 
-def _unrecorded_cap_notes(idx, r: Resolved, dp, running, max_b, ok) -> dict:
+def _unrecorded_cap_notes(idx, r: Resolved, dp, running, max_b, ok, field: str = "batch_size") -> dict:
     """{point index: note} for the predicted rows that record no running-request cap (``batch_size``) and run more
     requests per rank than their engine release's own default cap allows: SGLang with drafts runs at most 48 a server
     unless --max-running-requests is set, and a run that kept that default queued the rest."""
@@ -409,7 +409,7 @@ def _unrecorded_cap_notes(idx, r: Resolved, dp, running, max_b, ok) -> dict:
     cap = min(plain, with_spec) if r.spec.k > 0 else plain
     per_rank = np.maximum(np.floor(cap / np.maximum(dp, 1)), 1.0) if divided else np.full(np.shape(dp), cap)
     over = ok & (max_b <= 0) & (running > per_rank)
-    return {i: (f"{running[j]:.0f} requests per rank run at once and the row records no cap (batch_size), where "
+    return {i: (f"{running[j]:.0f} requests per rank run at once and the row records no cap ({field}), where "
                 f"{engine} by default runs at most {cap:g} a server{' with drafts' if r.spec.k > 0 and with_spec < plain else ''}"
                 f" ({per_rank[j]:.0f} per rank): priced with every client running, as a run that set its cap higher")
             for j, i in enumerate(idx) if over[j]}
@@ -630,4 +630,6 @@ def _group_disagg(pts, idx, r: Resolved) -> PointGroup:
         return _metric_dict(m)
 
     ok = ~bad & dmem.fits
-    return PointGroup(idx, r.engine, ok, ["layout invalid, no concurrency, or decode worker does not fit in memory"] * len(idx), metrics, "disagg")
+    notes = _unrecorded_cap_notes(idx, r, dlay.dp, b, d.decode_batch, ok, "decode_batch")  # the decode servers' cap
+    return PointGroup(idx, r.engine, ok, ["layout invalid, no concurrency, or decode worker does not fit in memory"] * len(idx), metrics,
+                      "disagg", notes=notes)

@@ -185,3 +185,12 @@ def test_a_row_above_its_engines_default_running_cap_says_so(tmp_path):
     assert "records no cap" in note and "at most 48 a server with drafts" in note
     assert "assumptions" not in _sglang_mtp_row(tmp_path, 256)
     assert "assumptions" not in _sglang_mtp_row(tmp_path, "", notes="")
+
+
+def test_a_disaggregated_decode_server_without_a_recorded_cap_says_so_too():
+    """The InferenceMAX SGLang MTP disaggregated row whose decode cap the recipes do not give: its decode servers run
+    more requests per rank than SGLang's 48-a-server default with drafts, split over 8 attention-DP ranks."""
+    rows = validate_files([str(ROOT / "measurements" / "inferencemax_b200_h100.csv")])["serving"]["rows"]
+    noted = [r for r in rows if r.get("mode") == "disagg" and r.get("assumptions")]
+    assert noted and all(r.get("decode_batch") is None and r.get("spec_decoding") == "mtp" for r in noted)
+    assert all("records no cap (decode_batch)" in r["assumptions"][0] and "(6 per rank)" in r["assumptions"][0] for r in noted)

@@ -250,3 +250,18 @@ def test_prefill_first_waves_of_fixed_length_clients_match_the_simulation(isl, o
     a, b = (evaluate_agg(aggregated_raw(m, m.precision, hw, tp, 1, 1, 1, C, Workload(isl, osl, length_range_ratio=f)), vprof, 1, tp, C)
             for f in (1.0, None))
     assert float(a.ttft_s) == float(b.ttft_s) and float(a.tpot_s) == float(b.tpot_s)
+
+
+def test_a_smaller_decode_kv_pool_holds_fewer_requests_and_queues_the_rest():
+    """``decode_kv_tokens``: the context tokens a decode rank's pool holds (a measured run's own pool). Room for
+    8 whole requests on one decode rank at 64 users keeps the others waiting for KV, a pool that holds them all
+    does not, and the default is simfront's own pool."""
+    C = 64
+    link = HW.scaleup.bandwidth_bytes_per_s
+    kw = dict(sched=scheduler_settings("sglang"), profile=engine_profile("sglang"), link_bytes_per_s=link, isl=ISL, osl=OSL)
+    run = lambda kv: simulate_disagg(MODEL, MODEL.precision, HW, Layouts.of([1]), 1, Layouts.of([1]), 1, C,  # noqa: E731
+                                     _closed(C, prompts=4, warm=1), decode_kv_tokens=kv, **kw)
+    small, large, default = run(8 * (ISL + OSL)), run(4 * C * (ISL + OSL)), run(None)
+    assert small.ttft_s["mean"][0] > 3 * large.ttft_s["mean"][0]
+    assert small.tpot_s["mean"][0] < large.tpot_s["mean"][0]  # a smaller decode batch
+    assert default.ttft_s["mean"][0] == pytest.approx(large.ttft_s["mean"][0], rel=0.05)  # llama-3.1-8b holds 64 here
