@@ -644,6 +644,33 @@ def _vllm_server(dep, role, lay, ckpt, quant, port, notes, files, sp: EngineSpel
     return args
 
 
+# A written --mem-fraction-static this much above SGLang's own default for the server is said in the notes
+SGLANG_FRACTION_NOTE_MARGIN = 0.02
+
+
+def _sglang_memory_note(dep, role: str, lay, fraction: float, version: str | None) -> str | None:
+    """A note where the line's --mem-fraction-static leaves less memory outside the static pools than SGLang's own
+    default would keep for activations and CUDA graphs (simfront.engine_memory), or None (unknown GPU or model too)."""
+    from .engine_memory import engine_memory_default
+    from .hardware import get_hardware
+    from .models import get_model
+
+    if not dep.gpu:
+        return None
+    try:
+        hw, m = get_hardware(dep.gpu), get_model(dep.model_id)
+    except SimfrontError:
+        return None
+    default = float(engine_memory_default("sglang", version, None, hw.hbm_bytes, bool(dep.spec_method),
+                                          m.arch.attention.kind == "mla").fraction(hw.hbm_bytes, lay.tp, lay.pp, lay.attention_dp))
+    if fraction <= default + SGLANG_FRACTION_NOTE_MARGIN:
+        return None
+    keep, want = (1.0 - fraction) * hw.hbm_bytes / 2**30, (1.0 - default) * hw.hbm_bytes / 2**30
+    return (f"SGLang {role}: --mem-fraction-static {fraction:g} gives the KV pool simfront priced and leaves {keep:.1f} GiB "
+            f"per GPU for activations and CUDA graphs, where SGLang's own default ({default:.3f}) keeps {want:.1f}; if the "
+            "server runs out of memory, lower it (the KV pool shrinks by the difference)")
+
+
 def _sglang_server(dep, role, lay, ckpt, quant, port, notes, files, sp: EngineSpelling) -> list:
     """SGLang server words for one worker kind (spellings: simfront/engines/sglang.yaml)."""
     f = sp.flag
@@ -664,6 +691,9 @@ def _sglang_server(dep, role, lay, ckpt, quant, port, notes, files, sp: EngineSp
              f("context_length"), dep.seq_len,
              f("kv_cache_dtype"), sp.values["kv_cache_dtype"][_kv(dep)],
              f("memory_fraction"), _memory_fraction(dep, "sglang", lay)]
+    note = _sglang_memory_note(dep, role, lay, _memory_fraction(dep, "sglang", lay), sp.since)
+    if note:
+        notes.append(note)
     if role != "prefill":
         args += [f("cuda_graph_max_bs"), _per_rank(lay.max_batch, lay.attention_dp, f"{role}.max_batch", notes)]
     if quant:

@@ -205,6 +205,19 @@ def test_memory_fraction_override_reaches_every_engine():
     assert yaml.safe_load(plan.files["extra_llm_api_options.yaml"])["kv_cache_config"]["free_gpu_memory_fraction"] == 0.75
 
 
+def test_an_sglang_fraction_above_sglangs_own_default_says_what_it_leaves_outside_the_pools():
+    """Qwen3-32B FP8 on one H100: the line writes the fraction that gives simfront's KV pool (0.89), which keeps less
+    for activations and CUDA graphs than SGLang's own default (0.83, ~13.6 GiB); the note says so and how to back
+    off. A fraction at or below the default (here set by hand) carries no such note; vLLM lines never do."""
+    dep = Deployment("Qwen/Qwen3-32B", tp=1, max_batch=24, max_num_tokens=8192, kv_dtype="fp8", weight_precision="fp8_block",
+                     num_gpus=1, isl=1024, osl=1024, concurrency=24, gpu="h100_sxm")
+    note = [n for n in launch_commands(dep, "sglang").notes if "SGLang's own default" in n]
+    assert len(note) == 1 and "--mem-fraction-static 0.89" in note[0] and "lower it" in note[0]
+    low = Deployment(**{**dep.__dict__, "gpu_memory_fraction": 0.8})
+    assert not [n for n in launch_commands(low, "sglang").notes if "SGLang's own default" in n]
+    assert not [n for n in launch_commands(dep, "vllm").notes if "own default" in n]
+
+
 # --- MTP ------------------------------------------------------------------------------------
 
 
