@@ -36,7 +36,7 @@ from simfront.layout import layout_errors  # noqa: E402
 from simfront.measured import _get, _given_gpus, _layout, agg_workers, disagg_rows, predict_points, resolve  # noqa: E402
 from simfront.scheduler import scheduler_settings  # noqa: E402
 from simfront.serving import engine_profile  # noqa: E402
-from simfront.simulate import simulate_agg, simulate_disagg  # noqa: E402
+from simfront.simulate import kv_tokens_of, simulate_agg, simulate_disagg  # noqa: E402
 
 INFERENCEMAX = ROOT / "measurements" / "inferencemax_b200_h100.csv"  # the calibration file, with its sidecar of recipe facts
 SERVING = ROOT / "measurements" / "measured_serving.csv"
@@ -103,11 +103,6 @@ def simulate_points(pts, range_ratio: float, prompts_per_user: float = cl.BENCHM
     return out
 
 
-def _kv_tokens(mem, dp, pp, context_tokens):
-    """Context tokens one attention-DP rank's KV pool holds (simfront.simulate.kv_tokens_per_rank from a row's own pool)."""
-    return np.floor(mem.max_concurrency / np.asarray(dp, float) / np.asarray(pp, float)) * context_tokens
-
-
 def _agg(pts, idx, r, sched, prof, conc, plan_fn):
     tp, pp, dp, ep = _layout(pts, idx, dense=not r.model.arch.is_moe)
     bad = layout_errors(r.model.arch, tp, pp, dp, ep)
@@ -119,7 +114,7 @@ def _agg(pts, idx, r, sched, prof, conc, plan_fn):
     ok = ~bad & mem.fits
     maxb = np.where(max_b > 0, max_b, sched.max_running)
     m = simulate_agg(r.model, r.precision, r.hw, lay, workers, conc, plan_fn, sched=sched, profile=prof, spec=r.spec,
-                     max_batch=maxb, isl=r.isl, osl=r.osl, kv_tokens=_kv_tokens(mem, dp, pp, r.isl + r.osl))
+                     max_batch=maxb, isl=r.isl, osl=r.osl, kv_tokens=kv_tokens_of(mem, dp, pp, r.isl + r.osl))
     return ok, m
 
 
@@ -128,7 +123,7 @@ def _disagg(pts, idx, r, sched, prof, conc, plan_fn):
     m = simulate_disagg(r.model, r.precision, r.hw, d.prefill, d.prefill_workers, d.decode, d.decode_workers, conc, plan_fn,
                         sched=sched, profile=prof, spec=r.spec, link_bytes_per_s=d.link_bytes_per_s,
                         decode_max_batch=np.where(d.decode_batch > 0, d.decode_batch, sched.max_running), isl=r.isl, osl=r.osl,
-                        decode_kv_tokens=_kv_tokens(r.plan_memory(d.decode.tp, d.decode.pp, d.decode.dp, d.decode.ep,
+                        decode_kv_tokens=kv_tokens_of(r.plan_memory(d.decode.tp, d.decode.pp, d.decode.dp, d.decode.ep,
                                                                   r.isl + r.osl), d.decode.dp, d.decode.pp, r.isl + r.osl))
     return ~d.bad & d.decode_memory.fits, m
 

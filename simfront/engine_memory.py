@@ -22,7 +22,6 @@ Kinds of ``memory_default``:
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 
 import numpy as np
@@ -96,33 +95,47 @@ def default_memory_fraction(memory_default: dict, gpu_mem_bytes: float, gpus_per
 
 
 @dataclass(frozen=True)
-class EngineMemoryDefault:
-    """An engine release's default memory fraction for one model and GPU, evaluated per layout (hashable, so measured
-    rows that share it share one evaluation group)."""
+class EngineFraction:
+    """The memory fraction an engine sizes its KV pool with, read by its ``rule`` (simfront.scheduler.KV_MEMORY_RULES):
+    ``fraction`` as a run set it, or (None) its release's own default for each GPU and server (hashable, so measured
+    rows that share one share an evaluation group)."""
 
-    memory_default_json: str  # the release family's ``memory_default`` (simfront/engines/scheduler.yaml)
-    token_budget: float  # the server's default chunked-prefill size on this GPU
-    speculative: bool  # the run drafts tokens (EAGLE / MTP reserve)
-    mla: bool  # the model uses multi-head latent attention
+    rule: str
+    fraction: float | None = None
+    engine: str | None = None  # for the default: the engine (None: the default engine), its release or measurement date
+    version: str | None = None
+    measured_on: str | None = None
+    speculative: bool = False  # the run drafts tokens (EAGLE / MTP reserve)
+    mla: bool = False  # the model uses multi-head latent attention (SGLang's piecewise-graph range)
 
-    def fraction(self, gpu_mem_bytes: float, tp, pp, dp) -> np.ndarray:
-        """The default fraction of servers of attention TP ``tp`` x ``dp`` attention-DP ranks x ``pp`` stages."""
+    def fractions(self, gpu_mem_bytes: float, tp, pp, dp) -> np.ndarray:
+        """The fraction of servers of attention TP ``tp`` x ``dp`` attention-DP ranks x ``pp`` stages on a GPU of
+        ``gpu_mem_bytes`` (broadcasts)."""
         tp, pp, dp = (np.asarray(x, dtype=np.float64) for x in (tp, pp, dp))
-        return default_memory_fraction(json.loads(self.memory_default_json), gpu_mem_bytes, tp * dp, pp, dp,
-                                       self.token_budget, self.speculative, self.mla)
+        if self.fraction is not None:
+            return np.broadcast_to(float(self.fraction), np.broadcast(tp, pp, dp).shape).astype(np.float64)
+        key = _engine(self.engine)
+        fam = release_family(key, self.version, self.measured_on)
+        # the server's default chunked-prefill size on this GPU (SGLang's reserve grows with it)
+        budget = scheduler_settings(key, self.version, gpu_mem_gib=gpu_mem_bytes / GiB, measured_on=self.measured_on).token_budget
+        return default_memory_fraction(fam["memory_default"], gpu_mem_bytes, tp * dp, pp, dp, float(budget), self.speculative,
+                                       self.mla)
 
 
-def engine_memory_default(engine: str | None, version: str | None, measured_on: str | None, gpu_mem_bytes: float,
-                          speculative: bool, mla: bool) -> EngineMemoryDefault:
-    """The default memory fraction of ``engine`` at release ``version`` (or the release out on ``measured_on``; the
-    newest without either, the default engine's for an engine the table does not know)."""
+def _engine(engine: str | None) -> str:
+    """The scheduler table's key of ``engine``; the default engine's for one the table does not know."""
     try:
-        key = engine_key(engine)
+        return engine_key(engine)
     except SimfrontError:
-        key = "default"
-    fam = release_family(key, version, measured_on)
-    budget = scheduler_settings(key, version, gpu_mem_gib=gpu_mem_bytes / GiB, measured_on=measured_on).token_budget
-    return EngineMemoryDefault(json.dumps(fam["memory_default"], sort_keys=True), float(budget), bool(speculative), bool(mla))
+        return "default"
 
 
-__all__ = ["default_memory_fraction", "engine_memory_default", "EngineMemoryDefault", "piecewise_graph_sizes", "KINDS"]
+def engine_default(engine: str | None, version: str | None = None, measured_on: str | None = None,
+                   speculative: bool = False, mla: bool = False) -> EngineFraction:
+    """The default memory fraction of ``engine`` at release ``version`` (or the release out on ``measured_on``; the
+    newest without either), read by that release's rule."""
+    rule = scheduler_settings(_engine(engine), version, measured_on=measured_on).kv_memory_rule
+    return EngineFraction(rule, None, engine, version, measured_on, bool(speculative), bool(mla))
+
+
+__all__ = ["default_memory_fraction", "engine_default", "EngineFraction", "piecewise_graph_sizes", "KINDS"]

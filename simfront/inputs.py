@@ -197,10 +197,12 @@ def check_gpu_name(flag: str, name: Any) -> None:
 
 def memory_fraction_value(flag: str, value: Any) -> float | str | None:
     """A GPU memory fraction as a run sets it: a number in (0, 1], or 'default' for the engine's own default."""
+    from .ingest.schema import ENGINE_DEFAULT
+
     if value is None:
         return None
-    if str(value).strip().lower() == "default":
-        return "default"
+    if str(value).strip().lower() == ENGINE_DEFAULT:
+        return ENGINE_DEFAULT
     try:
         f = float(value)
     except (TypeError, ValueError):
@@ -212,8 +214,8 @@ def memory_fraction_value(flag: str, value: Any) -> float | str | None:
 
 
 def engine_memory(engine: Any, engine_version: Any, gpu_memory_fraction: Any, model):
-    """The :class:`simfront.sizing.EngineMemory` of ``--engine`` (its release's default fraction, or
-    ``--gpu-memory-fraction`` in its terms), or None (simfront's pool) without ``--engine``."""
+    """The :class:`simfront.engine_memory.EngineFraction` of ``--engine`` (its release's default fraction on each GPU,
+    or ``--gpu-memory-fraction`` in its terms), or None (simfront's pool) without ``--engine``."""
     fraction = memory_fraction_value("--gpu-memory-fraction", gpu_memory_fraction)
     if engine is None:
         if fraction is not None:
@@ -222,15 +224,13 @@ def engine_memory(engine: Any, engine_version: Any, gpu_memory_fraction: Any, mo
         if engine_version is not None:
             raise SimfrontError(f"--engine-version {engine_version} needs --engine (vllm, sglang, trtllm)")
         return None
-    from .scheduler import scheduler_settings
-    from .sizing import EngineMemory
+    from dataclasses import replace
 
-    eng = check_engine(engine)
-    version = check_engine_version(engine_version)
-    rule = scheduler_settings(eng, version).kv_memory_rule
-    if fraction is not None and fraction != "default":
-        return EngineMemory(eng, rule, float(fraction))
-    return EngineMemory(eng, rule, None, version, model.arch.attention.kind == "mla")  # its default on each GPU
+    from .engine_memory import engine_default
+    from .ingest.schema import ENGINE_DEFAULT
+
+    default = engine_default(check_engine(engine), check_engine_version(engine_version), mla=model.arch.attention.kind == "mla")
+    return default if fraction in (None, ENGINE_DEFAULT) else replace(default, fraction=float(fraction))
 
 
 def check_model_name(flag: str, name: Any) -> None:

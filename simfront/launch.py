@@ -651,7 +651,7 @@ SGLANG_FRACTION_NOTE_MARGIN = 0.02
 def _sglang_memory_note(dep, role: str, lay, fraction: float, version: str | None) -> str | None:
     """A note where the line's --mem-fraction-static leaves less memory outside the static pools than SGLang's own
     default would keep for activations and CUDA graphs (simfront.engine_memory), or None (unknown GPU or model too)."""
-    from .engine_memory import engine_memory_default
+    from .engine_memory import engine_default
     from .hardware import get_hardware
     from .models import get_model
 
@@ -661,8 +661,8 @@ def _sglang_memory_note(dep, role: str, lay, fraction: float, version: str | Non
         hw, m = get_hardware(dep.gpu), get_model(dep.model_id)
     except SimfrontError:
         return None
-    default = float(engine_memory_default("sglang", version, None, hw.hbm_bytes, bool(dep.spec_method),
-                                          m.arch.attention.kind == "mla").fraction(hw.hbm_bytes, lay.tp, lay.pp, lay.attention_dp))
+    default = float(engine_default("sglang", version, speculative=bool(dep.spec_method), mla=m.arch.attention.kind == "mla")
+                    .fractions(hw.hbm_bytes, lay.tp, lay.pp, lay.attention_dp))
     if fraction <= default + SGLANG_FRACTION_NOTE_MARGIN:
         return None
     keep, want = (1.0 - fraction) * hw.hbm_bytes / 2**30, (1.0 - default) * hw.hbm_bytes / 2**30
@@ -675,6 +675,7 @@ def _sglang_server(dep, role, lay, ckpt, quant, port, notes, files, sp: EngineSp
     """SGLang server words for one worker kind (spellings: simfront/engines/sglang.yaml)."""
     f = sp.flag
     tokens = _tokens(dep, lay)
+    fraction = _memory_fraction(dep, "sglang", lay)
     args = [*sp.server, f("model"), ckpt, f("host"), "0.0.0.0", f("port"), port,
             f("tp"), lay.tp * lay.attention_dp]  # SGLang's TP size is the whole stage (§8.2)
     if lay.pp > 1:
@@ -690,8 +691,8 @@ def _sglang_server(dep, role, lay, ckpt, quant, port, notes, files, sp: EngineSp
              f("max_prefill_tokens"), tokens,
              f("context_length"), dep.seq_len,
              f("kv_cache_dtype"), sp.values["kv_cache_dtype"][_kv(dep)],
-             f("memory_fraction"), _memory_fraction(dep, "sglang", lay)]
-    note = _sglang_memory_note(dep, role, lay, _memory_fraction(dep, "sglang", lay), sp.since)
+             f("memory_fraction"), fraction]
+    note = _sglang_memory_note(dep, role, lay, fraction, sp.since)
     if note:
         notes.append(note)
     if role != "prefill":

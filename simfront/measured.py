@@ -24,18 +24,18 @@ import numpy as np
 
 from .bounds import decode_step_floor_s
 from .clients import nominal_length
-from .engine_memory import engine_memory_default
+from .engine_memory import EngineFraction, engine_default
 from .errors import SimfrontError
 from .hardware import get_hardware
 from .ingest.gpu_names import unresolved_reason
-from .ingest.schema import CONFIGURED_LENGTHS, ENGINE_DEFAULT
+from .ingest.schema import CONFIGURED_LENGTHS, DERIVED_NOTE, ENGINE_DEFAULT
 from .layout import layout_errors
 from .memory import KV_CACHE_FRACTION, plan_memory
 from .models import Model, apply_precision, get_model
 from .precision import normalize_format as _normalize_kv, resolve_format
 from .deployment import Layouts, evaluate_agg, evaluate_disagg, running_batch
 from .search import BATCH_SIZES, kv_link_bytes_per_s, make_spec
-from .serving import engine_constants, engine_kv_memory_rule, engine_settings, DEFAULT_CHUNK_TOKENS, NO_SPEC, Workload, aggregated_raw, decode_raw, engine_profile, finish_decode, finish_prefill, prefill_raw, slot_at_transfer
+from .serving import engine_constants, engine_settings, DEFAULT_CHUNK_TOKENS, NO_SPEC, Workload, aggregated_raw, decode_raw, engine_profile, finish_decode, finish_prefill, prefill_raw, slot_at_transfer
 
 # prompts per client of a benchmark run that does not record its count: InferenceX / InferenceMAX and the
 # vLLM and SGLang serving-benchmark recipes send num_prompts = 10 x concurrency (calibration README,
@@ -48,8 +48,9 @@ FLOOR_SLACK = 0.9
 # A row's own Little's-law count of requests in decode is read as contradicting its batch cap only above this multiple of
 # the cap (the count rests on mean TTFT and TPOT over a run with a start-up wave and random lengths)
 CAP_SLACK = 1.1
-# Resolved.memory's third member for a row that does not record its GPU memory fraction (priced with simfront's pool)
-UNRECORDED = "unrecorded"
+# the KV pool simfront's launch lines give every engine (TensorRT-LLM's reading of its fraction), which prices a row that
+# records no fraction
+SIMFRONT_POOL = EngineFraction("free", KV_CACHE_FRACTION)
 METRICS = ("ttft_ms", "tpot_ms", "tok_s_per_user", "output_tok_s_total", "output_tok_s_per_gpu", "request_throughput")
 
 
@@ -89,22 +90,19 @@ class Resolved:
     # the evaluator's scheduler constants of the engine release the row ran (its version, else the release out on
     # its measurement date, else the newest: simfront/engines/scheduler.yaml), as sorted (name, value) pairs
     constants: tuple = ()
-    # (GPU memory fraction, KV memory rule, engine default) the KV pool is sized with: the fraction the run recorded, read
-    # by its engine's rule (simfront.serving.engine_kv_memory_rule); None where the row says it set none ("default"),
-    # for the engine release's own default (simfront.engine_memory), which depends on the layout; not recorded, the
-    # pool simfront's launch lines give every engine, with (UNRECORDED, the engine's rule, its default) kept aside to
-    # say where the prediction rests on it
-    memory: tuple = (KV_CACHE_FRACTION, "free", None)  # TensorRT-LLM's reading: the pool simfront's launch lines give
+    # the memory fraction the KV pool is sized with: the one the run recorded, read by its engine's rule; its engine
+    # release's default where the row says it set none ("default"); not recorded, the pool simfront's launch lines give
+    memory: EngineFraction = SIMFRONT_POOL
+    # a row that records no fraction: its engine release's default, kept aside to say where the prediction rests on it
+    unrecorded: EngineFraction | None = None
     # the engine release's cap on running requests when a run sets none (simfront/engines/scheduler.yaml), as
     # (engine name, without drafts, with drafts, divided over attention-DP ranks): said in ``assumptions``, not priced
     default_cap: tuple = ("", float("inf"), float("inf"), False)
 
     def plan_memory(self, tp, pp, dp, ep, context_tokens):
         """:func:`simfront.memory.plan_memory` of the row's model, formats and GPU with its engine's KV pool."""
-        fraction, rule, default = self.memory
-        if fraction is None:  # the engine release's default for these servers
-            fraction = default.fraction(self.hw.hbm_bytes, tp, pp, dp)
-        return plan_memory(self.model, self.precision, self.hw, tp, pp, dp, ep, 1, context_tokens, fraction, rule)
+        return plan_memory(self.model, self.precision, self.hw, tp, pp, dp, ep, 1, context_tokens,
+                           self.memory.fractions(self.hw.hbm_bytes, tp, pp, dp), self.memory.rule)
 
     def workload(self, **kw) -> Workload:
         """The row's workload: its lengths as the client drew them (ISL / OSL the longest when it recorded a
@@ -187,15 +185,15 @@ def resolve(p) -> tuple[Resolved | None, str | None]:
         consts["cpu_overlap_spec"] = float(bool(_get(p, "spec_overlap")))
     consts = tuple(sorted(consts.items()))
     frac = _get(p, "gpu_memory_fraction")
-    rule = engine_kv_memory_rule(_get(p, "engine"), _get(p, "engine_version"), _get(p, "measured_on"))
-    default = engine_memory_default(_get(p, "engine"), _get(p, "engine_version"), _get(p, "measured_on"), hw.hbm_bytes,
-                                    spec.k > 0, model.arch.attention.kind == "mla")
+    default = engine_default(_get(p, "engine"), _get(p, "engine_version"), _get(p, "measured_on"), spec.k > 0,
+                             model.arch.attention.kind == "mla")
+    unrecorded = None
     if not frac:  # not recorded: the pool simfront's launch lines give every engine (the engine's own default kept aside)
-        memory = (KV_CACHE_FRACTION, "free", (UNRECORDED, rule, default))
+        memory, unrecorded = SIMFRONT_POOL, default
     elif frac == ENGINE_DEFAULT:  # the run set none: its engine release's default
-        memory = (None, rule, default)
+        memory = default
     else:  # the run's own fraction, read as its engine reads it
-        memory = (float(frac), rule, None)
+        memory = EngineFraction(default.rule, float(frac))
     ratio = None if ratio is None else float(ratio)
     # the workload names the longest of a client's range (Workload.isl): a measured-point CSV row's configured lengths
     # are that already; a client result's are the mean tokens its requests carried
@@ -204,7 +202,7 @@ def resolve(p) -> tuple[Resolved | None, str | None]:
     sched = engine_settings(_get(p, "engine"), _get(p, "engine_version"), _get(p, "measured_on"))
     cap = (sched.engine, sched.max_running, sched.max_running_with_spec, sched.dp_divides_max_running)
     return Resolved(model, hw, prec, _get(p, "engine"), float(isl), float(osl), spec, budget, wave_share(p), ratio,
-                    float(_get(p, "scheduler_recv_interval") or 1), consts, memory, cap), None
+                    float(_get(p, "scheduler_recv_interval") or 1), consts, memory, unrecorded, cap), None
 
 
 def wave_share(p) -> float:
@@ -274,7 +272,7 @@ def build_groups(points: Iterable[Any]) -> tuple[list[PointGroup], list[dict]]:
         # whole prompts: they are not one group even where the default budget equals the given one
         budget_given = mode == "disagg" and _get(p, "token_budget") is not None
         key = (r.model.id, r.hw.id, r.precision, r.engine, r.isl, r.osl, r.spec, mode, offline, r.token_budget, budget_given,
-               r.wave_share, r.range_ratio, r.recv_interval, r.constants, r.memory, r.default_cap)
+               r.wave_share, r.range_ratio, r.recv_interval, r.constants, r.memory, r.unrecorded, r.default_cap)
         keyed.setdefault(key, []).append(i)
     groups = []
     for key, idx in keyed.items():
@@ -418,7 +416,7 @@ def _unrecorded_cap_notes(idx, r: Resolved, dp, running, max_b, ok, field: str =
 def _given_gpus(p) -> int:
     """The GPU count a row's file (or sidecar, or option) gives; 0 where the reader derived it from one worker's layout."""
     notes = _get(p, "notes") or {}
-    return 0 if str(notes.get("num_gpus", "")).startswith("derived") else _int(p, "num_gpus", 0)
+    return 0 if str(notes.get("num_gpus", "")).startswith(DERIVED_NOTE) else _int(p, "num_gpus", 0)
 
 
 def agg_workers(concurrency, max_batch, given_gpus, worker_gpus, ranks) -> np.ndarray:
@@ -446,10 +444,9 @@ def _unrecorded_pool_notes(idx, r: Resolved, tp, pp, dp, ep, context_tokens, kv_
     """{point index: note} for the predicted rows that record no memory fraction and whose KV pool binds at their load
     under simfront's pool or under their engine release's default (:mod:`simfront.engine_memory`) with a different
     number of requests per rank: the prediction rests on a fraction the row does not give."""
-    aside = r.memory[2]
-    if not (isinstance(aside, tuple) and aside[0] == UNRECORDED) or not r.engine:
+    if r.unrecorded is None or not r.engine:
         return {}
-    alt = replace(r, memory=(None, aside[1], aside[2])).plan_memory(tp, pp, dp, ep, context_tokens)
+    alt = replace(r, memory=r.unrecorded).plan_memory(tp, pp, dp, ep, context_tokens)
     kv_alt = np.maximum(np.floor(alt.max_concurrency / dp / pp), 1)
     # binds under either pool and they differ; where the default would not even load the weights, the run set a
     # fraction of its own, and only simfront's pool binding matters

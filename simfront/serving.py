@@ -170,13 +170,6 @@ def engine_settings(engine: str | None, version: str | None = None, measured_on:
     return scheduler_settings(key, version, measured_on=measured_on)
 
 
-def engine_kv_memory_rule(engine: str | None = None, version: str | None = None, measured_on: str | None = None) -> str:
-    """How ``engine`` reads its own GPU memory fraction to size its KV pool (simfront/engines/scheduler.yaml
-    ``kv_memory_rule``, :func:`simfront.memory.kv_budget_bytes`), the engine and release resolved as
-    :func:`engine_constants` does."""
-    return engine_settings(engine, version, measured_on).kv_memory_rule
-
-
 def engine_constants(engine: str | None = None, version: str | None = None, measured_on: str | None = None) -> dict:
     """Scheduler settings of ``engine`` (simfront/engines/scheduler.yaml) that the analytical evaluator uses, for
     its release ``version`` (or the release out on the date ``measured_on``; the newest family when neither is

@@ -1202,8 +1202,13 @@ def kv_tokens_per_rank(model, precision, hw, lay: Layouts, context_tokens: float
     cache; whether the layout fits), from :func:`simfront.memory.plan_memory` at ``context_tokens``
     per sequence (fixed per-sequence state of linear-attention layers included)."""
     mem = plan_memory(model, precision, hw, lay.tp, lay.pp, lay.dp, lay.ep, 1, context_tokens)
-    seqs = np.floor(mem.max_concurrency / lay.dp / lay.pp)
-    return seqs * context_tokens, mem.fits
+    return kv_tokens_of(mem, lay.dp, lay.pp, context_tokens), mem.fits
+
+
+def kv_tokens_of(mem, dp, pp, context_tokens: float) -> np.ndarray:
+    """Context tokens one attention-DP rank's KV pool holds under the memory plan ``mem`` (sequences of
+    ``context_tokens``), for layouts of ``dp`` ranks and ``pp`` stages."""
+    return np.floor(mem.max_concurrency / np.asarray(dp, float) / np.asarray(pp, float)) * context_tokens
 
 
 def _per_row(x, D: int) -> list[tuple[np.ndarray, object]]:
@@ -1330,4 +1335,4 @@ def simulate_disagg(model, precision, hw, prefill: Layouts, prefill_workers, dec
 
 __all__ = ["StepTable", "build_step_table", "EngineArrays", "SimTrace", "SimMetrics", "run_engine", "run_fast", "fast_rows",
            "simulate_trace", "summarise",
-           "simulate_agg", "simulate_disagg", "kv_tokens_per_rank", "B_GRID", "P_GRID"]
+           "simulate_agg", "simulate_disagg", "kv_tokens_per_rank", "kv_tokens_of", "B_GRID", "P_GRID"]

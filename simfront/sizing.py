@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from . import hardware as hwmod
+from .engine_memory import EngineFraction
 from .hardware import GpuSet, Hardware
 from .layout import Layout, check_layout, enumerate_layouts
 from .memory import KV_CACHE_FRACTION, plan_memory
@@ -65,36 +66,15 @@ def _layout_arrays(model: Model, gpus: GpuSet, layout: Layout | None) -> dict[st
     return enumerate_layouts(model.arch, gpus.count, max_tp=gpus.hardware.scaleup.domain_gpus)
 
 
-@dataclass(frozen=True)
-class EngineMemory:
-    """The memory fraction an engine sizes its KV pool with: a number in its own terms, or (``fraction`` None) its
-    release's default on each GPU (:func:`simfront.engine_memory.engine_memory_default`), read by its ``rule``."""
-
-    engine: str
-    rule: str
-    fraction: float | None = None
-    version: str | None = None  # the release whose default applies (None: the newest)
-    mla: bool = False  # the model uses multi-head latent attention (SGLang's piecewise-graph range)
-
-    def fractions(self, hw: Hardware, lay: dict) -> np.ndarray:
-        """The fraction of each layout of ``lay`` (arrays tp, pp, dp) on GPU ``hw``."""
-        if self.fraction is not None:
-            return np.full(np.shape(lay["tp"]), float(self.fraction))
-        from .engine_memory import engine_memory_default
-
-        default = engine_memory_default(self.engine, self.version, None, hw.hbm_bytes, False, self.mla)
-        return default.fraction(hw.hbm_bytes, lay["tp"], lay["pp"], lay["dp"])
-
-
-def _plan(model: Model, precision: Precision, hw: Hardware, lay: dict, context_tokens: int, memory: EngineMemory | None):
+def _plan(model: Model, precision: Precision, hw: Hardware, lay: dict, context_tokens: int, memory: EngineFraction | None):
     if memory is None:  # the pool simfront's launch lines give every engine
         return plan_memory(model, precision, hw, lay["tp"], lay["pp"], lay["dp"], lay["ep"], lay["replicas"], context_tokens)
     return plan_memory(model, precision, hw, lay["tp"], lay["pp"], lay["dp"], lay["ep"], lay["replicas"], context_tokens,
-                       memory.fractions(hw, lay), memory.rule)
+                       memory.fractions(hw.hbm_bytes, lay["tp"], lay["pp"], lay["dp"]), memory.rule)
 
 
 def best_fit(model: Model, precision: Precision, gpus: GpuSet, context_tokens: int, layout: Layout | None = None,
-             memory: EngineMemory | None = None):
+             memory: EngineFraction | None = None):
     """(plan arrays, index of the layout with the largest concurrency) or (plan, None) if none is valid."""
     lay = _layout_arrays(model, gpus, layout)
     if lay["tp"].size == 0:
@@ -106,7 +86,7 @@ def best_fit(model: Model, precision: Precision, gpus: GpuSet, context_tokens: i
     return lay, plan, int(np.argmax(score))
 
 
-def min_gpus(model: Model, precision: Precision, hw: Hardware, context_tokens: int, memory: EngineMemory | None = None) -> int | None:
+def min_gpus(model: Model, precision: Precision, hw: Hardware, context_tokens: int, memory: EngineFraction | None = None) -> int | None:
     """Fewest GPUs of type ``hw`` that hold the model and at least one sequence, or None."""
     for n in CANDIDATE_COUNTS:
         lay, plan, i = best_fit(model, precision, GpuSet(count=n, hardware=hw), context_tokens, memory=memory)
@@ -116,7 +96,7 @@ def min_gpus(model: Model, precision: Precision, hw: Hardware, context_tokens: i
 
 
 def memory_verdict(model: Model, precision: Precision, gpus: GpuSet, isl: int, osl: int, layout: Layout | None = None,
-                   alternatives: bool = True, memory: EngineMemory | None = None) -> MemoryVerdict:
+                   alternatives: bool = True, memory: EngineFraction | None = None) -> MemoryVerdict:
     """The verdict with the KV pool of simfront's launch lines, or with ``memory``: an engine's own fraction or default."""
     ctx = int(isl + osl)
     lay, plan, i = best_fit(model, precision, gpus, ctx, layout, memory)
@@ -156,5 +136,5 @@ def memory_verdict(model: Model, precision: Precision, gpus: GpuSet, isl: int, o
         kv_capacity_tokens=float(plan.kv_capacity_tokens[i]), max_concurrency=int(plan.max_concurrency[i]),
         context_tokens=ctx, min_gpus=mg, reason=reason, alternatives=alts,
         engine=None if memory is None else memory.engine, kv_memory_rule="free" if memory is None else memory.rule,
-        memory_fraction=KV_CACHE_FRACTION if memory is None else float(memory.fractions(hw, {k: v[i:i + 1] for k, v in lay.items()})[0]),
+        memory_fraction=KV_CACHE_FRACTION if memory is None else float(memory.fractions(hw.hbm_bytes, lo.tp, lo.pp, lo.dp)),
     )

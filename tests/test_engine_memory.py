@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from simfront.engine_memory import default_memory_fraction, engine_memory_default, piecewise_graph_sizes
+from simfront.engine_memory import default_memory_fraction, engine_default, piecewise_graph_sizes
 from simfront.scheduler import release_family, release_families
 from simfront.units import GiB, MiB
 from simfront.validation import validate_files
@@ -71,8 +71,8 @@ def test_fractions_are_fractions_on_every_catalog_gpu_and_layout():
 
 def test_vllm_and_trtllm_defaults_are_their_constants():
     for engine in ("vllm", "trtllm"):
-        d = engine_memory_default(engine, None, None, 80 * GiB, False, False)
-        assert np.all(d.fraction(80 * GiB, np.array([1, 8]), 1, 1) == 0.9)
+        d = engine_default(engine)
+        assert np.all(d.fractions(80 * GiB, np.array([1, 8]), 1, 1) == 0.9)
 
 
 def _qwen_row(tmp_path, sidecar: str | None, *cli):

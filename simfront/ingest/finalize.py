@@ -19,7 +19,7 @@ from ..units import MS
 from .common import Problem, Record, RecordError, coerce, normalize_spec
 from .datasets import benchmark_named, dataset_lengths
 from .gpu_names import check_gpu
-from .schema import CONFIG_FIELDS, METRIC_FIELDS, MeasuredPoint
+from .schema import CONFIG_FIELDS, DERIVED_NOTE, METRIC_FIELDS, MeasuredPoint
 
 ALWAYS_NEEDED = ("model", "gpu", "num_gpus", "engine", "mode", "precision", "isl", "osl")
 AGG_NEEDED = ("tp", "pp")
@@ -230,7 +230,7 @@ def _derive_gpus(f: dict, notes: dict, warnings: list) -> None:
     if derived is None:
         return
     if f.get("num_gpus") is None:
-        f["num_gpus"], notes["num_gpus"] = derived, f"derived {how}"
+        f["num_gpus"], notes["num_gpus"] = derived, f"{DERIVED_NOTE} {how}"
     elif f.get("mode") != "disagg" and f["num_gpus"] % derived == 0:
         notes.setdefault("num_gpus", f"num_gpus={f['num_gpus']}: {f['num_gpus'] // derived} replicas of {how} = {derived}")
     elif f["num_gpus"] != derived:

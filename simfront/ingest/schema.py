@@ -174,6 +174,8 @@ CONFIG_FIELDS = tuple(
 )
 INT_FIELDS = frozenset(f for f, info in MeasuredPoint.model_fields.items() if "int" in str(info.annotation))
 BOOL_FIELDS = frozenset(f for f, info in MeasuredPoint.model_fields.items() if "bool" in str(info.annotation))
+# how a reader's note on a field it derived (num_gpus from one worker's layout ...) begins: the file did not give it
+DERIVED_NOTE = "derived"
 # the value a field typed "number or 'default'" takes for "the engine's own default" (gpu_memory_fraction)
 ENGINE_DEFAULT = "default"
 DEFAULT_ALLOWED = frozenset(f for f, info in MeasuredPoint.model_fields.items() if "'default'" in str(info.annotation))
