@@ -34,6 +34,7 @@ from .memory import KV_CACHE_FRACTION, plan_memory
 from .models import Model, apply_precision, get_model
 from .precision import normalize_format as _normalize_kv, resolve_format
 from .deployment import Layouts, evaluate_agg, evaluate_disagg, running_batch
+from .scheduler import SchedulerSettings
 from .search import BATCH_SIZES, kv_link_bytes_per_s, make_spec
 from .serving import engine_constants, engine_settings, DEFAULT_CHUNK_TOKENS, NO_SPEC, Workload, aggregated_raw, decode_raw, engine_profile, finish_decode, finish_prefill, prefill_raw, slot_at_transfer
 
@@ -95,9 +96,9 @@ class Resolved:
     memory: EngineFraction = SIMFRONT_POOL
     # a row that records no fraction: its engine release's default, kept aside to say where the prediction rests on it
     unrecorded: EngineFraction | None = None
-    # the engine release's cap on running requests when a run sets none (simfront/engines/scheduler.yaml), as
-    # (engine name, without drafts, with drafts, divided over attention-DP ranks): said in ``assumptions``, not priced
-    default_cap: tuple = ("", float("inf"), float("inf"), False)
+    # the scheduler settings of the engine release the row ran (simfront/engines/scheduler.yaml): its default cap on
+    # running requests is said in ``assumptions``, not priced
+    sched: SchedulerSettings | None = None
 
     def plan_memory(self, tp, pp, dp, ep, context_tokens):
         """:func:`simfront.memory.plan_memory` of the row's model, formats and GPU with its engine's KV pool."""
@@ -200,9 +201,8 @@ def resolve(p) -> tuple[Resolved | None, str | None]:
     if _get(p, "format") not in CONFIGURED_LENGTHS | {None}:
         isl, osl = nominal_length(float(isl), ratio), nominal_length(float(osl), ratio)
     sched = engine_settings(_get(p, "engine"), _get(p, "engine_version"), _get(p, "measured_on"))
-    cap = (sched.engine, sched.max_running, sched.max_running_with_spec, sched.dp_divides_max_running)
     return Resolved(model, hw, prec, _get(p, "engine"), float(isl), float(osl), spec, budget, wave_share(p), ratio,
-                    float(_get(p, "scheduler_recv_interval") or 1), consts, memory, unrecorded, cap), None
+                    float(_get(p, "scheduler_recv_interval") or 1), consts, memory, unrecorded, sched), None
 
 
 def wave_share(p) -> float:
@@ -272,7 +272,7 @@ def build_groups(points: Iterable[Any]) -> tuple[list[PointGroup], list[dict]]:
         # whole prompts: they are not one group even where the default budget equals the given one
         budget_given = mode == "disagg" and _get(p, "token_budget") is not None
         key = (r.model.id, r.hw.id, r.precision, r.engine, r.isl, r.osl, r.spec, mode, offline, r.token_budget, budget_given,
-               r.wave_share, r.range_ratio, r.recv_interval, r.constants, r.memory, r.unrecorded, r.default_cap)
+               r.wave_share, r.range_ratio, r.recv_interval, r.constants, r.memory, r.unrecorded, r.sched)
         keyed.setdefault(key, []).append(i)
     groups = []
     for key, idx in keyed.items():
@@ -403,12 +403,14 @@ def _unrecorded_cap_notes(idx, r: Resolved, dp, running, max_b, ok, field: str =
     """{point index: note} for the predicted rows that record no running-request cap (``batch_size``) and run more
     requests per rank than their engine release's own default cap allows: SGLang with drafts runs at most 48 a server
     unless --max-running-requests is set, and a run that kept that default queued the rest."""
-    engine, plain, with_spec, divided = r.default_cap
-    cap = min(plain, with_spec) if r.spec.k > 0 else plain
-    per_rank = np.maximum(np.floor(cap / np.maximum(dp, 1)), 1.0) if divided else np.full(np.shape(dp), cap)
+    sched, drafts = r.sched, r.spec.k > 0
+    if sched is None:
+        return {}
+    cap, per_rank = sched.running_cap(drafts), np.broadcast_to(sched.running_cap_per_rank(dp, drafts), np.shape(dp))
     over = ok & (max_b <= 0) & (running > per_rank)
+    with_drafts = " with drafts" if drafts and sched.max_running_with_spec < sched.max_running else ""
     return {i: (f"{running[j]:.0f} requests per rank run at once and the row records no cap ({field}), where "
-                f"{engine} by default runs at most {cap:g} a server{' with drafts' if r.spec.k > 0 and with_spec < plain else ''}"
+                f"{sched.engine} by default runs at most {cap:g} a server{with_drafts}"
                 f" ({per_rank[j]:.0f} per rank): priced with every client running, as a run that set its cap higher")
             for j, i in enumerate(idx) if over[j]}
 

@@ -52,10 +52,14 @@ class SchedulerSettings:
     max_running_with_spec: float = float("inf")  # requests a server runs at once with drafts and no cap set (inf: max_running)
     dp_divides_max_running: bool = False  # the running-request cap is the whole server's, split over attention-DP ranks
 
+    def running_cap(self, speculative: bool = False) -> float:
+        """Requests one server runs at once when the run sets no cap: the engine's default, with drafts the lower of it
+        and ``max_running_with_spec``."""
+        return min(self.max_running, self.max_running_with_spec) if speculative else self.max_running
+
     def running_cap_per_rank(self, attention_dp=1, speculative: bool = False):
-        """Requests one attention-DP rank runs at once when the run sets no cap: the engine's default (with drafts, the
-        lower of it and ``max_running_with_spec``), over the ranks where the engine divides a server's cap."""
-        cap = min(self.max_running, self.max_running_with_spec) if speculative else self.max_running
+        """:meth:`running_cap` per attention-DP rank: over the ranks where the engine divides a server's cap."""
+        cap = self.running_cap(speculative)
         dp = np.maximum(np.asarray(attention_dp, dtype=np.float64), 1.0)
         return np.maximum(np.floor(cap / dp), 1.0) if self.dp_divides_max_running else np.full(dp.shape, cap)
 
