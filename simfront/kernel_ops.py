@@ -115,7 +115,7 @@ def predict_moe_paths(cols: dict, hw, p: dict) -> np.ndarray:
         paths = moe.moe_path_costs(
             _f(cols, "num_tokens", sel), _f(cols, "hidden_size", sel), _f(cols, "inter_size", sel), _f(cols, "topk", sel),
             _f(cols, "num_experts", sel), _f(cols, "moe_tp_size", sel), _f(cols, "moe_ep_size", sel), csv_format(key[0], hw), hw,
-            alpha=routing_alpha(key[1]), gated=bool(key[2]), p=p, spread_balanced=True, collector_router=True,
+            alpha=routing_alpha(key[1]), gated=bool(key[2]), p=p, spread_balanced=True, collector_router=True, timed_kernel=True,
         )
         n = int(np.sum(sel))
         return np.stack([np.broadcast_to(paths[name].time_s, (n,)) if name in paths else np.full(n, np.inf) for name in MOE_PATHS], axis=1)

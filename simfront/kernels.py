@@ -38,6 +38,10 @@ class NativeKernel(BaseModel):
     # kernel, measured runs that ran slower than priced): said in a prediction's notes wherever it prices the op
     caveat: str | None = None
     caveat_source: str | None = None
+    # MoE kernels timed by the calibration whose platform's engines serve the op with a kernel that routes on the
+    # device and builds no per-expert groups: serving prices carry no setup per held expert (moe local_expert_s)
+    served_without_group_setup: bool = False
+    served_without_group_setup_source: str | None = None
 
 
 class Fallback(BaseModel):
@@ -165,6 +169,18 @@ def sole_moe_kernel(op: str, hw) -> bool:
     (``sole_moe_kernel`` in hardware/kernels.yaml); False where ``hw`` has no native kernel."""
     k = native_kernel(op, hw)
     return bool(k is not None and k.sole_moe_kernel)
+
+
+def served_without_group_setup(kind: str, cls: str, hw) -> bool:
+    """Whether engines on ``hw`` serve experts of efficiency class ``cls`` with a kernel that builds no per-expert
+    groups (``served_without_group_setup`` on the native kernel of the op whose ``efficiency_class`` is
+    (``kind``, ``cls``) in hardware/kernels.yaml), although the kernel the calibration timed there does."""
+    for name, spec in table().items():
+        ec = spec.efficiency_class
+        if ec is not None and ec.kind == kind and ec.cls == cls:
+            k = native_kernel(name, hw)
+            return bool(k is not None and k.served_without_group_setup)
+    return False
 
 
 def fallback(op: str) -> dict[str, Any]:

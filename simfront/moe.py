@@ -52,6 +52,11 @@ PARAMS: dict[str, tuple[float, float, float]] = {
     **{f"launch_s_{c}": (15e-6, 1e-6, 2e-4) for c in MOE_CLASSES},
     # fixed cost per expert with tokens (per-group setup in the grouped GEMM scheduler)
     **{f"expert_overhead_s_{c}": (0.1e-6, 1e-9, 5e-6) for c in MOE_CLASSES},
+    # fixed cost per expert HELD by the rank, with tokens or not: the grouped GEMM's per-group problem
+    # shapes, pointers and strides (and block-scale layouts) are built for every local expert, and a
+    # persistent tile scheduler walks every group to find its tiles. Visible where few of many local
+    # experts have tokens (decode without expert parallelism: 256-512 local experts, 1-16 tokens)
+    **{f"local_expert_s_{c}": (0.01e-6, 1e-10, 2e-6) for c in MOE_CLASSES},
     # fraction of the partial last wave not recovered (grouped GEMMs run persistent tile schedulers)
     "wave_quantization": (0.5, 0.0, 1.0),
     # tile geometry of the grouped GEMM (CUTLASS grouped GEMM 128x128; decode-size experts run
@@ -109,7 +114,8 @@ CLASS_FALLBACK = {"fp4": "fp8", "mxfp4": "fp8", "wonly": "bf16", "fp8_block": "f
 # expert's scale-factor layout, and the quantize / expand passes compute and write swizzled scale
 # factors (the eta_aux comment above). Both families show it: expert_overhead_s of fp8_block is 2.4x
 # (Hopper) and 2.9x (Blackwell) that of per-tensor fp8 (hardware/efficiency/moe.yaml).
-PARAM_CLASS_FALLBACK = {cls: {"expert_overhead_s": "fp8_block", "eta_aux": "fp8_block"} for cls in ("fp4", "mxfp4")}
+PARAM_CLASS_FALLBACK = {cls: {"expert_overhead_s": "fp8_block", "local_expert_s": "fp8_block", "eta_aux": "fp8_block"}
+                        for cls in ("fp4", "mxfp4")}
 
 # Formats whose fused-MoE kernel is its own efficiency class (the GEMM module folds them into another):
 # W4A8 MXFP4 x MXFP8 experts run a mixed-input kernel with 32-element block scales (trtllm-gen on sm_100/103,
@@ -363,7 +369,7 @@ def moe_cost(num_tokens, hidden, inter, topk, num_experts, moe_tp, moe_ep, fmt, 
 
 
 def moe_path_costs(num_tokens, hidden, inter, topk, num_experts, moe_tp, moe_ep, fmt, hw, alpha=None, gated=True, p=None, *,
-                   spread_balanced=False, collector_router=False) -> dict[str, Cost]:
+                   spread_balanced=False, collector_router=False, timed_kernel=False) -> dict[str, Cost]:
     """Each MoE kernel's cost for the same work: ``{"grouped": ..., "fused": ...}`` (arguments as ``moe_cost``).
 
     ``grouped``: routing, permute, CUTLASS grouped expert GEMMs and finalize as separate kernels (every
@@ -373,6 +379,10 @@ def moe_path_costs(num_tokens, hidden, inter, topk, num_experts, moe_tp, moe_ep,
     selections, no per-expert group setup), with its own fixed cost, tensor rate and launch grid
     (``fused_*`` parameters, ``FUSED_TILE_TOKENS``). Calibration fits both on unlabelled rows
     (``kernel_ops.predict_moe_paths``); ``moe_cost`` is what an engine runs, the faster of them.
+
+    ``timed_kernel``: price the grouped kernel the calibration benchmark timed on ``hw``. Otherwise (serving) a
+    platform whose engines serve the class with a kernel that builds no per-expert groups
+    (``kernels.served_without_group_setup``) pays no setup per held expert.
     """
     f = get_format(fmt)
     cls = moe_class(f, hw)
@@ -448,7 +458,12 @@ def moe_path_costs(num_tokens, hidden, inter, topk, num_experts, moe_tp, moe_ep,
     gemm_s = soft_max(c1, m1, q["roofline_sharpness"]) + soft_max(c2, m2, q["roofline_sharpness"])
     # router top-k over every token entering the op (local experts or not)
     routing_s = T * k * E * q["topk_scan_s"]
-    time_s = q["launch_s"] + touched * q["expert_overhead_s"] + gemm_s + aux_s + routing_s
+    # per-group setup of every expert the rank holds, unless its engines serve the class without grouped problem lists
+    held_s = local * q["local_expert_s"]
+    if not timed_kernel and kernels.served_without_group_setup("moe", cls, hw):
+        held_s = np.zeros_like(held_s)
+    # fixed cost, per-group setup of the experts with tokens and of the held ones, GEMMs, token passes, router
+    time_s = q["launch_s"] + touched * q["expert_overhead_s"] + held_s + gemm_s + aux_s + routing_s
     # FLOPs reported are the rank's share of the useful work (balanced routing): the time above is
     # set by the busiest rank, but skew does not create work, it only moves it
     useful_flops = 2.0 * mean_pairs * (up_width * H + H * inter_local)
