@@ -175,10 +175,15 @@ def served_without_group_setup(kind: str, cls: str, hw) -> bool:
     """Whether engines on ``hw`` serve experts of efficiency class ``cls`` with a kernel that builds no per-expert
     groups (``served_without_group_setup`` on the native kernel of the op whose ``efficiency_class`` is
     (``kind``, ``cls``) in hardware/kernels.yaml), although the kernel the calibration timed there does."""
-    for name, spec in table().items():
+    return _served_without_group_setup(kind, cls, platform_of(hw))
+
+
+@lru_cache(maxsize=None)
+def _served_without_group_setup(kind: str, cls: str, platform: str | None) -> bool:
+    for spec in table().values():
         ec = spec.efficiency_class
         if ec is not None and ec.kind == kind and ec.cls == cls:
-            k = native_kernel(name, hw)
+            k = next((k for k in spec.native if platform in k.platforms), None)
             return bool(k is not None and k.served_without_group_setup)
     return False
 
