@@ -27,7 +27,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .errors import SimfrontError
-from .scheduler import engine_key, release_family, scheduler_settings
+from .scheduler import release_family, scheduler_settings, settings_key
 from .units import GiB, MiB
 
 KINDS = ("fixed", "by_parallel", "reserve_by_gpu_mem", "reserve_by_activation")
@@ -114,7 +114,7 @@ class EngineFraction:
         tp, pp, dp = (np.asarray(x, dtype=np.float64) for x in (tp, pp, dp))
         if self.fraction is not None:
             return np.broadcast_to(float(self.fraction), np.broadcast(tp, pp, dp).shape).astype(np.float64)
-        key = _engine(self.engine)
+        key = settings_key(self.engine)
         fam = release_family(key, self.version, self.measured_on)
         # the server's default chunked-prefill size on this GPU (SGLang's reserve grows with it)
         budget = scheduler_settings(key, self.version, gpu_mem_gib=gpu_mem_bytes / GiB, measured_on=self.measured_on).token_budget
@@ -122,19 +122,11 @@ class EngineFraction:
                                        self.mla)
 
 
-def _engine(engine: str | None) -> str:
-    """The scheduler table's key of ``engine``; the default engine's for one the table does not know."""
-    try:
-        return engine_key(engine)
-    except SimfrontError:
-        return "default"
-
-
 def engine_default(engine: str | None, version: str | None = None, measured_on: str | None = None,
                    speculative: bool = False, mla: bool = False) -> EngineFraction:
     """The default memory fraction of ``engine`` at release ``version`` (or the release out on ``measured_on``; the
     newest without either), read by that release's rule."""
-    rule = scheduler_settings(_engine(engine), version, measured_on=measured_on).kv_memory_rule
+    rule = scheduler_settings(settings_key(engine), version, measured_on=measured_on).kv_memory_rule
     return EngineFraction(rule, None, engine, version, measured_on, bool(speculative), bool(mla))
 
 

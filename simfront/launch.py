@@ -654,6 +654,7 @@ def _sglang_memory_note(dep, role: str, lay, fraction: float, version: str | Non
     from .engine_memory import engine_default
     from .hardware import get_hardware
     from .models import get_model
+    from .units import GiB
 
     if not dep.gpu:
         return None
@@ -665,7 +666,7 @@ def _sglang_memory_note(dep, role: str, lay, fraction: float, version: str | Non
                     .fractions(hw.hbm_bytes, lay.tp, lay.pp, lay.attention_dp))
     if fraction <= default + SGLANG_FRACTION_NOTE_MARGIN:
         return None
-    keep, want = (1.0 - fraction) * hw.hbm_bytes / 2**30, (1.0 - default) * hw.hbm_bytes / 2**30
+    keep, want = (1.0 - fraction) * hw.hbm_bytes / GiB, (1.0 - default) * hw.hbm_bytes / GiB
     return (f"SGLang {role}: --mem-fraction-static {fraction:g} gives the KV pool simfront priced and leaves {keep:.1f} GiB "
             f"per GPU for activations and CUDA graphs, where SGLang's own default ({default:.3f}) keeps {want:.1f}; if the "
             "server runs out of memory, lower it (the KV pool shrinks by the difference)")

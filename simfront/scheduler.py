@@ -121,6 +121,15 @@ def engine_key(engine: str | None) -> str:
     raise SimfrontError(f"unknown engine {engine!r} for scheduler settings; valid: vllm, sglang, trtllm")
 
 
+def settings_key(engine: str | None) -> str:
+    """:func:`engine_key` of ``engine``, or the default engine's key for one the scheduler table does not know (its
+    settings stand in for it)."""
+    try:
+        return engine_key(engine)
+    except SimfrontError:
+        return "default"
+
+
 @lru_cache(maxsize=None)
 def release_families(key: str) -> tuple:
     """Release families of engine ``key``, oldest first, each completed with what it inherits from the one before."""

@@ -33,7 +33,7 @@ from .clients import mean_length
 from .hardware import Hardware
 from .memory import kv_bytes_per_token
 from .models import Model, Precision
-from .scheduler import engine_key, scheduler_settings
+from .scheduler import scheduler_settings, settings_key
 from .step import DEFAULT_ROUTING_ALPHA, StepBatch, forward_step
 
 # Default engine token budget per step (max_num_batched_tokens / max_num_tokens; 8192 is the
@@ -163,11 +163,7 @@ def engine_profile(engine: str | None = None, version: str | None = None) -> dic
 def engine_settings(engine: str | None, version: str | None = None, measured_on: str | None = None):
     """Scheduler settings of ``engine`` at ``version`` (or the release out on ``measured_on``); an engine the table
     does not know takes the default engine's."""
-    try:
-        key = engine_key(engine)
-    except Exception:  # noqa: BLE001 - an unknown engine string: the default engine's settings
-        key = "default"
-    return scheduler_settings(key, version, measured_on=measured_on)
+    return scheduler_settings(settings_key(engine), version, measured_on=measured_on)
 
 
 def engine_constants(engine: str | None = None, version: str | None = None, measured_on: str | None = None) -> dict:

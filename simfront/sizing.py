@@ -73,6 +73,15 @@ def _plan(model: Model, precision: Precision, hw: Hardware, lay: dict, context_t
                        memory.fractions(hw.hbm_bytes, lay["tp"], lay["pp"], lay["dp"]), memory.rule)
 
 
+def _pool_fields(memory: EngineFraction | None, hw: Hardware, layout: Layout | None = None) -> dict:
+    """The verdict's ``engine``, ``kv_memory_rule`` and ``memory_fraction``: simfront's pool (no ``memory``), or the
+    engine's fraction under ``layout`` (without one, the fraction the run set; None for a per-server default)."""
+    if memory is None:
+        return {"engine": None, "kv_memory_rule": "free", "memory_fraction": KV_CACHE_FRACTION}
+    frac = memory.fraction if layout is None else float(memory.fractions(hw.hbm_bytes, layout.tp, layout.pp, layout.dp))
+    return {"engine": memory.engine, "kv_memory_rule": memory.rule, "memory_fraction": frac}
+
+
 def best_fit(model: Model, precision: Precision, gpus: GpuSet, context_tokens: int, layout: Layout | None = None,
              memory: EngineFraction | None = None):
     """(plan arrays, index of the layout with the largest concurrency) or (plan, None) if none is valid."""
@@ -105,8 +114,7 @@ def memory_verdict(model: Model, precision: Precision, gpus: GpuSet, isl: int, o
     if i is None:
         return MemoryVerdict(model.id, gpus.label, precision.label, precision.kv, False, None, 0, 0, 0, 0, 0, 0, 0, 0, 0, ctx, mg,
                              reason=f"no valid parallel layout of {model.id} over {gpus.count} GPUs (heads/experts/layers do not divide)",
-                             engine=None if memory is None else memory.engine, kv_memory_rule="free" if memory is None else memory.rule,
-                             memory_fraction=KV_CACHE_FRACTION if memory is None else memory.fraction)
+                             **_pool_fields(memory, gpus.hardware))
     lo = Layout(int(lay["tp"][i]), int(lay["pp"][i]), int(lay["dp"][i]), int(lay["ep"][i]), int(lay["replicas"][i]), int(lay["idle"][i]))
     fits = bool(plan.fits[i])
     reason = None
@@ -135,6 +143,5 @@ def memory_verdict(model: Model, precision: Precision, gpus: GpuSet, isl: int, o
         kv_state_bytes_per_seq=float(model.arch.linear.state_bytes_per_seq_layer * model.arch.count(mixer="linear")) if model.arch.linear else 0.0,
         kv_capacity_tokens=float(plan.kv_capacity_tokens[i]), max_concurrency=int(plan.max_concurrency[i]),
         context_tokens=ctx, min_gpus=mg, reason=reason, alternatives=alts,
-        engine=None if memory is None else memory.engine, kv_memory_rule="free" if memory is None else memory.rule,
-        memory_fraction=KV_CACHE_FRACTION if memory is None else float(memory.fractions(hw.hbm_bytes, lo.tp, lo.pp, lo.dp)),
+        **_pool_fields(memory, hw, lo),
     )
