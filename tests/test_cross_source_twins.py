@@ -50,3 +50,24 @@ def test_equal_metrics_inside_one_file_are_not_cross_source_twins(tmp_path):
     one = _file(tmp_path, "one.csv", [(8, 1, "trtllm", 4, 10.3, 189.0, ""), (4, 1, "trtllm", 4, 10.3, 189.0, "")])
     res = load_measurements([one])
     assert not any("the same run as" in m for m in _messages(res))
+
+
+def _rows(tmp_path, name, models):
+    path = tmp_path / name
+    path.write_text("\n".join([HEADER] + [f"t,{m},B200,8,8,1,1,,,trtllm,fp8,,,1024,1024,4,4,10.3,189.0," for m in models]) + "\n")
+    return str(path)
+
+
+def test_one_run_under_two_names_of_one_architecture_in_one_file_counts_once(tmp_path):
+    # an R1 run filed again as V3 (the same architecture, config.json for config.json): one measurement
+    res = load_measurements([_rows(tmp_path, "one.csv", ["deepseek-ai/DeepSeek-R1", "deepseek-ai/DeepSeek-V3"])])
+    assert [p.model for p in res.points] == ["deepseek-ai/DeepSeek-R1"]
+    dup = next(s for s in res.skipped if "the same run as" in s["message"])
+    assert dup["line"] == 3 and dup["duplicate_of"]["line"] == 2 and "counted once" in dup["message"]
+
+
+def test_equal_metrics_of_two_architectures_stay_two_rows_with_a_warning(tmp_path):
+    # equal numbers for models of different architectures cannot be one run of one model: both kept, flagged
+    res = load_measurements([_rows(tmp_path, "two.csv", ["deepseek-ai/DeepSeek-R1", "Qwen/Qwen3-235B-A22B"])])
+    assert len(res.points) == 2
+    assert any("recorded twice?" in w for p in res.points for w in p.warnings)

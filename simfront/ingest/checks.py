@@ -188,6 +188,14 @@ def duplicates(points: list[MeasuredPoint]) -> tuple[dict[int, tuple[int, str]],
         if metrics in seen_metrics:
             first = points[seen_metrics[metrics]]
             differ = [n for n in all_fields if n not in METRIC_FIELDS and getattr(first, n) != getattr(p, n)]
+            if differ == ["model"] and _canonical("model", first.model) == _canonical("model", p.model):
+                # one architecture under two names (an R1 run filed again as V3), nothing else different: one run, as
+                # cross_source_twins counts such a pair across files; counted twice it would weigh double and, in a
+                # leave-one-model-out fit, sit on both sides of the split
+                dups[i] = (seen_metrics[metrics], f"the same run as {first.source_file}:{first.line} (every measured metric, "
+                                                  f"configuration and architecture the same; this row names the model {p.model}, "
+                                                  f"that row {first.model}); counted once, as that row")
+                continue
             twins[i] = (f"same metrics as {first.source_file}:{first.line} but different "
                         f"{', '.join(differ[:6])}{'...' if len(differ) > 6 else ''}: the same run recorded twice?")
         else:
