@@ -118,7 +118,10 @@ class _Cells:
         t00, t10, t01, t11 = t[:, :-1, :-1], t[:, 1:, :-1], t[:, :-1, 1:], t[:, 1:, 1:]
         a = np.stack([t00, t10 - t00, t01 - t00, t11 - t10 - t01 + t00], axis=-1)  # (D, nb-1, np-1, 2 ctx, 4)
         c = np.concatenate([a[..., 0, :], a[..., 1, :] - a[..., 0, :]], axis=-1)  # (D, nb-1, np-1, 8)
-        self.coef = c.reshape(-1, 8)
+        # coefficient-major (8, cells): one take gathers a cell's eight coefficients as eight contiguous rows
+        self.coef = np.ascontiguousarray(c.reshape(-1, 8).T)
+        # the decode-only coefficients (1, wb at the shortest context; the same per context span) apart, for their own take
+        self.coef_dec = np.ascontiguousarray(self.coef[[0, 1, 4, 5]])
         self.b_grid, self.p_grid = tab.b_grid, tab.p_grid
         self.ncell_p, self.row = npp - 1, np.arange(D) * (nb - 1) * (npp - 1)
         self.ctx_lo, self.ctx_hi = tab.ctx_lo, tab.ctx_hi
@@ -126,6 +129,7 @@ class _Cells:
         self.b_inv, self.p_inv = 1.0 / np.diff(tab.b_grid), 1.0 / np.diff(tab.p_grid)
         # a point's cell: the interior grid points at or below it (0 below the grid, the last cell above it)
         self.b_inner, self.p_inner = tab.b_grid[1:-1], tab.p_grid[1:-1]
+        self.finite = bool(np.isfinite(self.coef).all())
 
     def parts(self, b, p, ctx) -> tuple[np.ndarray, np.ndarray]:
         """(step seconds before the clip at 0, their slope per context token) at (b, p, ctx)."""
@@ -133,38 +137,25 @@ class _Cells:
         ip, wp = self._loc(self.p_grid, self.p_inner, self.p_inv, p)
         return self._at(ib, wb, ip, wp, ctx)
 
-    def parts_and_decode(self, n_dec, no_dec, p, ctx) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """:meth:`parts` at (b, p, ctx) with b = 0 where ``no_dec`` else ``n_dec``, and the decode-only step at
-        ``n_dec`` (:meth:`decode_only`, before the clip at 0), sharing the batch axis' cell lookup."""
-        ib_n, wb_n = self._loc(self.b_grid, self.b_inner, self.b_inv, n_dec)
-        ip, wp = self._loc(self.p_grid, self.p_inner, self.p_inv, p)
-        # b = 0 is the first cell's start
-        v, slope = self._at(np.where(no_dec, 0, ib_n), np.where(no_dec, 0.0, wb_n), ip, wp, ctx)
-        return v, slope, self._decode_at(ib_n, wb_n, ctx)[0]
-
     def prefill_only(self, p) -> np.ndarray:
         """Seconds of a step with ``p`` prompt tokens and no decode requests (b = 0, shortest context)."""
         ip, wp = self._loc(self.p_grid, self.p_inner, self.p_inv, p)
-        c = self.coef[self.row + ip]
-        return np.maximum(c[:, 0] + c[:, 2] * wp, 0.0)
+        cell = self.row + ip
+        return np.maximum(self.coef[0].take(cell) + self.coef[2].take(cell) * wp, 0.0)
 
     def decode_only(self, b, ctx) -> tuple[np.ndarray, np.ndarray]:
         """:meth:`parts` of a decode-only step (p = 0)."""
         ib, wb = self._loc(self.b_grid, self.b_inner, self.b_inv, b)
-        return self._decode_at(ib, wb, ctx)
+        c0, c1, c4, c5 = self.coef_dec.take(self.row + ib * self.ncell_p, axis=1)
+        slope = (c4 + c5 * wb) * self.inv_span  # step seconds per context token
+        return c0 + c1 * wb + (ctx - self.ctx_lo) * slope, slope
 
     def _at(self, ib, wb, ip, wp, ctx) -> tuple[np.ndarray, np.ndarray]:
         """:meth:`parts` in cell (ib, ip) at weights (wb, wp)."""
-        c0, c1, c2, c3, c4, c5, c6, c7 = self.coef[self.row + ib * self.ncell_p + ip].T
+        c0, c1, c2, c3, c4, c5, c6, c7 = self.coef.take(self.row + ib * self.ncell_p + ip, axis=1)
         bw = wb * wp
-        slope = (c4 + c5 * wb + c6 * wp + c7 * bw) * self.inv_span
+        slope = (c4 + c5 * wb + c6 * wp + c7 * bw) * self.inv_span  # step seconds per context token
         return c0 + c1 * wb + c2 * wp + c3 * bw + (ctx - self.ctx_lo) * slope, slope
-
-    def _decode_at(self, ib, wb, ctx) -> tuple[np.ndarray, np.ndarray]:
-        """:meth:`decode_only` in batch cell ``ib`` at weight ``wb``."""
-        c = self.coef[self.row + ib * self.ncell_p]
-        slope = (c[:, 4] + c[:, 5] * wb) * self.inv_span
-        return c[:, 0] + c[:, 1] * wb + (ctx - self.ctx_lo) * slope, slope
 
     @staticmethod
     def _loc(grid, inner, inv, x):
@@ -677,7 +668,8 @@ def _rows_of(hi: np.ndarray, m: np.ndarray) -> np.ndarray:
 class _Fast:
     """State of the fast loop (see the section comment): (D,) counters, and per row flat batch arrays
     of width ``W`` (row ``d`` at ``d W``): arrivals (cumulative arrived, first-round arrived), first
-    tokens (cumulative, time), decode groups (cumulative, entry step, finish time)."""
+    tokens (cumulative, time), decode groups (cumulative, entry step, finish time). The batch pointers
+    (``nab``, ``nfb``, ``ng``, ``gp``, ``bg``) are flat indices into those arrays (row ``d``'s count plus ``d W``)."""
 
     def __init__(self, plan: RequestPlan, eng: EngineArrays, spacing: np.ndarray):
         D, R = plan.isl.shape
@@ -703,36 +695,42 @@ class _Fast:
         z = lambda: np.zeros(D)  # noqa: E731
         self.now, self.G, self.s_in, self.ptok, self.arr, self.c, self.e = z(), z(), z(), z(), z(), z(), z()
         self.a_ptr, self.b_ptr = z(), z()
-        zi = lambda: np.zeros(D, int)  # noqa: E731
-        self.nab, self.nfb, self.ng, self.gp, self.bg = zi(), zi(), zi(), zi(), zi()
+        self.nab, self.nfb, self.ng, self.gp, self.bg = (self.off.copy() for _ in range(5))
+        self.last = self.off + (self.W - 1)  # each row's last batch
         self.think0 = not bool(np.any(self.think > 0))
+        self.first_round = True  # first-round requests still to be sent (somewhere)
         self.itl_s, self.itl_w = [], []
 
     def arrive(self) -> None:
         """Requests sent by ``now`` join the queue: first-round ones, then those of users whose last
         request finished (at once without think time)."""
-        self.a_ptr = np.minimum(np.floor(self.now * self.inv_sp + 1e-9) + self.a_base, self.U)
+        if self.first_round:  # once every row has sent them all, a_ptr stays U (the clocks do not go back)
+            self.a_ptr = np.minimum(np.floor(self.now * self.inv_sp + 1e-9) + self.a_base, self.U)
+            self.first_round = bool(np.count_nonzero(self.a_ptr < self.U))
         if self.think0:
             self.b_ptr = np.minimum(self.e, self.nB)
         else:
             while True:
-                gi = self.off + self.bg
-                due = (self.bg < self.gp) & (self.b_ptr < self.nB) & (self.g_end[gi] + self.think <= self.now)
+                gi = self.bg
+                due = (gi < self.gp) & (self.b_ptr < self.nB) & (self.g_end[gi] + self.think <= self.now)
                 if not due.any():
                     break
                 self.b_ptr = np.where(due, np.minimum(self.g_hi[gi], self.nB), self.b_ptr)
-                self.bg = self.bg + due
+                self.bg = gi + due
         arr = self.a_ptr + self.b_ptr
-        i = self.off + self.nab
-        self.ab_hi[i] = arr
-        self.ab_a[i] = self.a_ptr
+        self.ab_hi[self.nab] = arr
+        self.ab_a[self.nab] = self.a_ptr
         self.nab = self.nab + (arr > self.arr)
         self.arr = arr
+
+    def arrivals_pending(self) -> bool:
+        """Whether a request can be sent other than at a finish: a first-round one, or one after think time."""
+        return self.first_round or not self.think0
 
     def next_arrival(self) -> np.ndarray:
         t = np.where(self.a_ptr < self.U, self.a_ptr * self.spacing, np.inf)
         if not self.think0:
-            gi = self.off + np.minimum(self.bg, self.W - 1)
+            gi = np.minimum(self.bg, self.last)
             t = np.minimum(t, np.where((self.bg < self.gp) & (self.b_ptr < self.nB), self.g_end[gi] + self.think, np.inf))
         return t
 
@@ -742,34 +740,36 @@ class _Fast:
         new = upto > self.c
         if t_first is not None:
             self.first_token(upto, t_first, new)
-        last = self.off + np.maximum(self.ng - 1, 0)
-        merge = new & (self.ng > self.gp) & (self.g_in[last] == self.G) & self.k_pos
-        idx = np.where(merge, last, self.off + self.ng)
-        self.g_in[idx] = self.G
-        self.g_hi[idx] = upto
-        self.ng = self.ng + (new & ~merge)
+        ng, G = self.ng, self.G
+        # joins the last group where that one still decodes and entered at this step (its index ng - 1 is read
+        # only where a group is running: ng > gp)
+        merge = new & (ng > self.gp) & (self.g_in[ng - 1] == G) & self.k_pos
+        i = ng - merge  # the group's index: the last one's where merged, else the next
+        self.g_in[i] = G
+        self.g_hi[i] = upto
+        self.ng = i + new
         self.s_in = self.s_in + (upto - self.c) * self.G
         self.c = upto
 
     def first_token(self, upto, t_first, new) -> None:
-        i = self.off + self.nfb
+        i = self.nfb
         self.fb_hi[i] = upto
         self.fb_t[i] = t_first
-        self.nfb = self.nfb + new
+        self.nfb = i + new
 
     def finish(self, when) -> None:
         """The oldest decode group finishes once the decode steps reach its entry step + K."""
-        gi = self.off + self.gp
+        gi = self.gp
         g0 = self.g_in[gi]
-        due = (self.gp < self.ng) & (self.G >= g0 + self.K)
+        due = (gi < self.ng) & (self.G >= g0 + self.K)
         hi = self.g_hi[gi]
         self.g_end[gi] = when  # read only once the group has finished
         self.s_in = self.s_in - due * (hi - self.e) * g0
         self.e = np.where(due, hi, self.e)
-        self.gp = self.gp + due
+        self.gp = gi + due
 
     def k_finish(self) -> np.ndarray:
-        return np.where(self.gp < self.ng, self.g_in[self.off + self.gp] + self.K - self.G, np.inf)
+        return np.where(self.gp < self.ng, self.g_in[self.gp] + self.K - self.G, np.inf)
 
     def trace(self, eng: EngineArrays, plan: RequestPlan, iterations: int) -> SimTrace:
         D, R, W = self.D, self.R, self.W
@@ -813,9 +813,14 @@ def _in_window(rid, plan: RequestPlan) -> np.ndarray:
 def _prefill_run(p, avail, rem_head) -> np.ndarray:
     """Identical steps of ``p`` prompt tokens until the head prompt (``rem_head`` tokens left) finishes,
     as long as the queue (``avail`` tokens) fills every step; one step when it empties; 0 without prompts."""
+    return np.where(p <= 0, 0.0, _prefill_steps(p, avail, rem_head))
+
+
+def _prefill_steps(p, avail, rem_head) -> np.ndarray:
+    """:func:`_prefill_run` where ``p`` > 0 (elsewhere at least 1, for callers that mask it themselves)."""
     ps = np.maximum(p, 1e-9)
-    k = np.maximum(np.minimum(np.ceil(rem_head / ps - 1e-9), np.floor(avail / ps + 1e-9)), 1.0)
-    return np.where(p <= 0, 0.0, k)  # where p takes all of avail, k is 1: floor(avail / p) <= 1
+    # where p takes all of avail, k is 1: floor(avail / p) <= 1
+    return np.maximum(np.minimum(np.ceil(rem_head / ps - 1e-9), np.floor(avail / ps + 1e-9)), 1.0)
 
 
 def _life_s(table, plan: RequestPlan, eng: EngineArrays, users, decode_table=None, disagg: dict | None = None) -> np.ndarray:
@@ -864,7 +869,7 @@ def _iterations(st: _Fast, max_iterations: int):
     """(iteration number, deployments still running) of an engine loop, arrivals taken at each; stops when
     every deployment's requests are done, fails past ``max_iterations``."""
     it = 0
-    while (act := st.e < st.stop).any():
+    while np.count_nonzero(act := st.e < st.stop):
         it += 1
         if it > max_iterations:
             _too_long(max_iterations)
@@ -874,35 +879,46 @@ def _iterations(st: _Fast, max_iterations: int):
 
 def _loop_agg(st: _Fast, tab: "_Cells", eng: EngineArrays, max_iterations: int) -> int:
     pf, mixed = eng.prefill_first, ~eng.prefill_first
+    any_pf = bool(pf.any())  # without prefill-first rows every step carries the running requests' decode tokens
     qm = eng.q * mixed  # decode tokens take budget only in mixed steps
     budget, maxrun, half_al, al, lag = eng.token_budget, eng.max_running, eng.al / 2.0, eng.al, eng.lag_steps
+    finite = tab.finite  # finite step times (the shortcuts below rely on it)
+    # first tokens wait for the next decode step only on an overlap scheduler (lag 0 adds 0 s to finite step times)
+    lagged = bool(np.any(lag != 0)) or not finite
     need, isl, ctx_lo = st.need, st.isl, tab.ctx_lo
     it = 0
     for it, act in _iterations(st, max_iterations):
-        c, e, ptok, G = st.c, st.e, st.ptok, st.G
+        c, e, ptok, G, now = st.c, st.e, st.ptok, st.G, st.now
         adm = np.minimum(st.arr, e + maxrun)  # admitted (FCFS) while the engine has room
         n_dec = c - e
         running = n_dec > 0
         avail = adm * need - ptok
         p = np.minimum(avail, np.maximum(budget - n_dec * qm, 0.0))
         has_p = p > 0
-        p_only = has_p & pf  # a prefill-first step with prompts: no decode tokens
-        k_p = _prefill_run(p, avail, need - (ptok - c * need))
-        dec_in = np.where(p_only, 0.0, n_dec)
+        # decode requests in the step: none in a prefill-first step with prompts
+        dec_in = np.where(has_p & pf, 0.0, n_dec) if any_pf else n_dec
+        k_p = _prefill_steps(p, avail, need - (ptok - c * need))  # read only where has_p
         ctx = np.where(running, isl + al * (G - st.s_in / np.maximum(n_dec, 1.0)), ctx_lo)
         k_fin = st.k_finish()
-        nxt = st.next_arrival()
-        v, slope, v_next = tab.parts_and_decode(n_dec, p_only, p, ctx)
-        k_arr = np.where(adm - e < maxrun, np.ceil(np.maximum(nxt - st.now, 0.0) / np.maximum(v, 1e-12)), np.inf)
-        k = np.where(has_p, np.where(mixed & running, np.minimum(k_p, k_fin), k_p),
-                     np.where(running, np.maximum(np.minimum(k_fin, k_arr), 1.0), 0.0)) * act
+        v, slope = tab.parts(dec_in, p, ctx)
+        if finite and not st.arrivals_pending():
+            # requests come only at finishes, where runs end anyway (k_arr would be inf: inf / finite v), and an
+            # idle row has nothing to wait for
+            k_dec, idle_to = np.maximum(k_fin, 1.0), now
+        else:
+            nxt = st.next_arrival()
+            # decode steps until the next arrival (while the engine has room for it)
+            k_arr = np.where(adm - e < maxrun, np.ceil(np.maximum(nxt - now, 0.0) / np.maximum(v, 1e-12)), np.inf)
+            k_dec, idle_to = np.maximum(np.minimum(k_fin, k_arr), 1.0), np.where(nxt < np.inf, np.maximum(now, nxt), now)
+        k = np.where(has_p, np.where(mixed & running, np.minimum(k_p, k_fin), k_p), np.where(running, k_dec, 0.0)) * act
         adv = dec_in > 0
         t_step = np.maximum(v + slope * (np.maximum(k - 1.0, 0.0) * half_al * adv), 0.0)  # the run's mean context
-        new_now = np.where(act & (k == 0), np.where(nxt < np.inf, np.maximum(st.now, nxt), st.now), st.now + k * t_step)
-        st.ptok = ptok + k * p
+        new_now = np.where(act & (k == 0), idle_to, now + k * t_step)
+        st.ptok = ptok = ptok + k * p
         st.G = G + k * adv
         # first tokens: by the end of the next step, the running requests' decode step (see run_engine)
-        st.enter(np.minimum(np.floor(st.ptok / need + 1e-9), adm), new_now + lag * np.maximum(v_next, 0.0))
+        t_first = new_now + lag * np.maximum(tab.decode_only(n_dec, ctx)[0], 0.0) if lagged else new_now
+        st.enter(np.minimum(np.floor(ptok / need + 1e-9), adm), t_first)
         st.finish(new_now)
         st.itl_s.append(t_step)  # zero weight where no decode request stepped
         st.itl_w.append(dec_in * k)
