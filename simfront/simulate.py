@@ -657,11 +657,18 @@ def fast_rows(plan: RequestPlan, eng: EngineArrays, decode: dict | None = None) 
     return ok
 
 
-def _rows_of(hi: np.ndarray, m: np.ndarray) -> np.ndarray:
-    """Per row, the index of the first batch whose cumulative end ``hi[d, i]`` exceeds position ``m[d, j]``."""
+def _rows_of(hi: np.ndarray, R: int) -> np.ndarray:
+    """(D, R): per row, the index of the first batch whose cumulative end ``hi[d, i]`` (non-decreasing along the row)
+    exceeds position m = 0 .. R - 1, clipped to the row's last batch."""
     D, I = hi.shape
-    off = (np.arange(D) * _BIG_ROWS)[:, None]
-    i = np.searchsorted((hi + off).ravel(), (m + off).ravel(), side="right").reshape(m.shape) - (np.arange(D) * I)[:, None]
+    if np.array_equal(hi, np.floor(hi)):
+        # whole ends (request counts): the batches ending at or below m are the ends counted by value up to m
+        at = np.clip(hi, 0, R).astype(np.intp) + (np.arange(D) * (R + 1))[:, None]
+        i = np.cumsum(np.bincount(at.ravel(), minlength=D * (R + 1)).reshape(D, R + 1)[:, :R], axis=1)
+    else:  # a sorted search of every row at once (rows kept apart by a large offset)
+        off = (np.arange(D) * _BIG_ROWS)[:, None]
+        m = np.arange(R, dtype=float)[None, :] + off
+        i = np.searchsorted((hi + off).ravel(), m.ravel(), side="right").reshape(D, R) - (np.arange(D) * I)[:, None]
     return np.clip(i, 0, I - 1)
 
 
@@ -713,7 +720,7 @@ class _Fast:
             while True:
                 gi = self.bg
                 due = (gi < self.gp) & (self.b_ptr < self.nB) & (self.g_end[gi] + self.think <= self.now)
-                if not due.any():
+                if not np.count_nonzero(due):
                     break
                 self.b_ptr = np.where(due, np.minimum(self.g_hi[gi], self.nB), self.b_ptr)
                 self.bg = gi + due
@@ -728,11 +735,15 @@ class _Fast:
         return self.first_round or not self.think0
 
     def next_arrival(self) -> np.ndarray:
-        t = np.where(self.a_ptr < self.U, self.a_ptr * self.spacing, np.inf)
+        """Send time of the next request (inf where it comes only at a finish)."""
+        # the next first-round request (none left anywhere once first_round is False)
+        t = np.where(self.a_ptr < self.U, self.a_ptr * self.spacing, np.inf) if self.first_round else None
         if not self.think0:
             gi = np.minimum(self.bg, self.last)
-            t = np.minimum(t, np.where((self.bg < self.gp) & (self.b_ptr < self.nB), self.g_end[gi] + self.think, np.inf))
-        return t
+            # the next request of a user whose last one finished, after its think time
+            back = np.where((self.bg < self.gp) & (self.b_ptr < self.nB), self.g_end[gi] + self.think, np.inf)
+            t = back if t is None else np.minimum(t, back)
+        return np.full(self.D, np.inf) if t is None else t
 
     def enter(self, upto, t_first=None) -> None:
         """Requests up to position ``upto`` decode from step ``G`` on (requests entering at the same step
@@ -777,10 +788,10 @@ class _Fast:
         valid = m < self.n[:, None]
         rows = np.arange(D)[:, None]
         v = lambda a: a.reshape(D, W)  # noqa: E731
-        t_end = np.where(valid, v(self.g_end)[rows, _rows_of(v(self.g_hi), m)], np.nan)
-        t_first = np.where(valid, v(self.fb_t)[rows, _rows_of(v(self.fb_hi), m)], np.nan)
+        t_end = np.where(valid, v(self.g_end)[rows, _rows_of(v(self.g_hi), R)], np.nan)
+        t_first = np.where(valid, v(self.fb_t)[rows, _rows_of(v(self.fb_hi), R)], np.nan)
         ab_hi, ab_a = v(self.ab_hi), v(self.ab_a)
-        i = _rows_of(ab_hi, m)
+        i = _rows_of(ab_hi, R)
         prev = np.maximum(i - 1, 0)
         before = np.where(i > 0, ab_hi[rows, prev], 0.0)
         a_lo = np.where(i > 0, ab_a[rows, prev], 0.0)
@@ -933,65 +944,65 @@ def _loop_disagg(st: _Fast, ptab: "_Cells", dtab: "_Cells", eng: EngineArrays, d
     inv_scale = 1.0 / np.maximum(dis["decode_scale"], 1e-9)
     dslots, ready_after = dis["decode_slots"], dis["transfer_s"] * isl
     d_ctx_lo, k_pos = dtab.ctx_lo, st.k_pos
-    # prefill-done batches (cumulative prefilled, KV ready at); the decode pool's own pointers
+    # prefill-done batches (cumulative prefilled, KV ready at); the decode pool's own pointers (flat indices, as _Fast's)
     top = float(st.R + 1)
-    rb_hi, rb_t, nrb = np.full(D * W, top), np.zeros(D * W), np.zeros(D, int)
-    rb, rp, pre_c = np.zeros(D, int), np.zeros(D), np.zeros(D)
+    rb_hi, rb_t, nrb = np.full(D * W, top), np.zeros(D * W), off.copy()
+    rb, rp, pre_c = off.copy(), np.zeros(D), np.zeros(D)
     dnow = np.zeros(D)
     it = 0
     for it, act in _iterations(st, max_iterations):
-        # ---- prefill worker (clock st.now): prefill-only steps of the queued prompts (arrivals taken) ----
+        now, c, e, ptok = st.now, st.c, st.e, st.ptok
+        # ---- prefill worker (clock now): prefill-only steps of the queued prompts (arrivals taken) ----
         adm = np.minimum(st.arr, pre_c + maxrun)
-        avail = adm * need - st.ptok
+        avail = adm * need - ptok
         p = np.minimum(avail, budget)
         # the two clocks advance in time order: the worker holds while the pool is behind it with requests to run
         # before its clock (run_engine)
-        pool_due = (st.c > st.e) | (rp > st.c) | ((rb < nrb) & (rb_t[off + rb] <= st.now))
-        held = (dnow < st.now) & pool_due
-        k = np.where(held, 0.0, _prefill_run(p, avail, need - (st.ptok - pre_c * need)))
+        pool_due = (c > e) | (rp > c) | ((rb < nrb) & (rb_t[rb] <= now))
+        held = (dnow < now) & pool_due
+        k = np.where(held, 0.0, _prefill_run(p, avail, need - (ptok - pre_c * need)))
         t_step = ptab.prefill_only(p)
         nxt = st.next_arrival()
-        new_now = np.where(act & (k == 0), np.where(nxt < np.inf, np.maximum(st.now, nxt), np.maximum(st.now, dnow)),
-                           st.now + k * t_step)
-        new_now = np.where(held, st.now, new_now)
-        st.ptok = st.ptok + k * p
-        c_new = np.minimum(np.floor(st.ptok / need + 1e-9), adm)
-        i = off + nrb
-        rb_hi[i] = c_new
-        rb_t[i] = new_now + ready_after
+        new_now = np.where(act & (k == 0), np.where(nxt < np.inf, np.maximum(now, nxt), np.maximum(now, dnow)),
+                           now + k * t_step)
+        new_now = np.where(held, now, new_now)
+        st.ptok = ptok = ptok + k * p
+        c_new = np.minimum(np.floor(ptok / need + 1e-9), adm)
+        rb_hi[nrb] = c_new
+        rb_t[nrb] = new_now + ready_after
         nrb = nrb + (c_new > pre_c)
         pre_c = c_new
-        st.now = new_now
+        st.now = now = new_now
         # ---- decode pool (clock dnow): admit ready requests FCFS, run to the next event ----
         while True:
-            ri = off + rb
-            due = (rb < nrb) & (rb_t[ri] <= dnow)
-            if not due.any():
+            due = (rb < nrb) & (rb_t[rb] <= dnow)
+            if not np.count_nonzero(due):
                 break
-            rp = np.where(due, rb_hi[ri], rp)
+            rp = np.where(due, rb_hi[rb], rp)
             rb = rb + due
-        n_r = st.c - st.e
-        upto = st.c + np.maximum(np.minimum(rp - st.c, dslots - n_r), 0.0)
-        n_r = upto - st.e
+        n_r = c - e
+        upto = c + np.maximum(np.minimum(rp - c, dslots - n_r), 0.0)
+        n_r = upto - e
         running = n_r > 0
-        nxt_ready = np.where(rb < nrb, rb_t[off + rb], np.inf)
-        h_p = np.where(st.arr > pre_c, st.now, nxt)
+        nxt_ready = np.where(rb < nrb, rb_t[rb], np.inf)
+        h_p = np.where(st.arr > pre_c, now, nxt)
         horizon = np.minimum(h_p, nxt_ready)
         b_rank = n_r * inv_scale
-        new = upto > st.c
+        new = upto > c
         st.enter(upto)  # entering requests count from this step
-        ctx = np.where(running, isl + al * (st.G - st.s_in / np.maximum(n_r, 1.0)), d_ctx_lo)
+        G = st.G
+        ctx = np.where(running, isl + al * (G - st.s_in / np.maximum(n_r, 1.0)), d_ctx_lo)
         v, slope = dtab.decode_only(b_rank, ctx)
         k_h = np.ceil(np.maximum(horizon - dnow, 0.0) / np.maximum(v, 1e-12))
         kd = np.where(running, np.maximum(np.minimum(st.k_finish(), k_h), 1.0), 0.0)
         td = np.maximum(v + slope * (np.maximum(kd - 1.0, 0.0) * half_al), 0.0)
         st.first_token(upto, dnow + np.maximum(v, 0.0) * k_pos, new)  # first token: the run's first step
-        st.G = st.G + kd
+        st.G = G + kd
         when = dnow + kd * td
         st.itl_s.append(td)  # zero weight where the pool did not step
         st.itl_w.append(b_rank * kd)
         idle_to = np.where(nxt_ready < np.inf, np.minimum(nxt_ready, np.where(h_p < np.inf, np.maximum(h_p, dnow), nxt_ready)),
-                           np.maximum(dnow, st.now))
+                           np.maximum(dnow, now))
         dnow = np.where(kd > 0, when, np.maximum(dnow, idle_to))
         st.finish(when)
     return it
