@@ -118,10 +118,12 @@ class _Cells:
         t00, t10, t01, t11 = t[:, :-1, :-1], t[:, 1:, :-1], t[:, :-1, 1:], t[:, 1:, 1:]
         a = np.stack([t00, t10 - t00, t01 - t00, t11 - t10 - t01 + t00], axis=-1)  # (D, nb-1, np-1, 2 ctx, 4)
         c = np.concatenate([a[..., 0, :], a[..., 1, :] - a[..., 0, :]], axis=-1)  # (D, nb-1, np-1, 8)
-        # coefficient-major (8, cells): one take gathers a cell's eight coefficients as eight contiguous rows
-        self.coef = np.ascontiguousarray(c.reshape(-1, 8).T)
-        # the decode-only coefficients (1, wb at the shortest context; the same per context span) apart, for their own take
-        self.coef_dec = np.ascontiguousarray(self.coef[[0, 1, 4, 5]])
+        # cell-major (cells, 8): a deployment's evaluation reads one cache line of eight coefficients
+        self.coef = c.reshape(-1, 8)
+        # the decode-only ones (1, wb at the shortest context; the same per context span) and the prefill-only ones
+        # (1, wp at the shortest context) apart, for their own gathers
+        self.coef_dec = np.ascontiguousarray(self.coef[:, [0, 1, 4, 5]])
+        self.coef_pre = np.ascontiguousarray(self.coef[:, [0, 2]])
         self.b_grid, self.p_grid = tab.b_grid, tab.p_grid
         self.ncell_p, self.row = npp - 1, np.arange(D) * (nb - 1) * (npp - 1)
         self.ctx_lo, self.ctx_hi = tab.ctx_lo, tab.ctx_hi
@@ -140,19 +142,19 @@ class _Cells:
     def prefill_only(self, p) -> np.ndarray:
         """Seconds of a step with ``p`` prompt tokens and no decode requests (b = 0, shortest context)."""
         ip, wp = self._loc(self.p_grid, self.p_inner, self.p_inv, p)
-        cell = self.row + ip
-        return np.maximum(self.coef[0].take(cell) + self.coef[2].take(cell) * wp, 0.0)
+        c0, c2 = self.coef_pre.take(self.row + ip, axis=0).T
+        return np.maximum(c0 + c2 * wp, 0.0)
 
     def decode_only(self, b, ctx) -> tuple[np.ndarray, np.ndarray]:
         """:meth:`parts` of a decode-only step (p = 0)."""
         ib, wb = self._loc(self.b_grid, self.b_inner, self.b_inv, b)
-        c0, c1, c4, c5 = self.coef_dec.take(self.row + ib * self.ncell_p, axis=1)
+        c0, c1, c4, c5 = self.coef_dec.take(self.row + ib * self.ncell_p, axis=0).T
         slope = (c4 + c5 * wb) * self.inv_span  # step seconds per context token
         return c0 + c1 * wb + (ctx - self.ctx_lo) * slope, slope
 
     def _at(self, ib, wb, ip, wp, ctx) -> tuple[np.ndarray, np.ndarray]:
         """:meth:`parts` in cell (ib, ip) at weights (wb, wp)."""
-        c0, c1, c2, c3, c4, c5, c6, c7 = self.coef.take(self.row + ib * self.ncell_p + ip, axis=1)
+        c0, c1, c2, c3, c4, c5, c6, c7 = self.coef.take(self.row + ib * self.ncell_p + ip, axis=0).T
         bw = wb * wp
         slope = (c4 + c5 * wb + c6 * wp + c7 * bw) * self.inv_span  # step seconds per context token
         return c0 + c1 * wb + c2 * wp + c3 * bw + (ctx - self.ctx_lo) * slope, slope
