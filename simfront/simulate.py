@@ -125,7 +125,8 @@ class _Cells:
         self.coef_dec = np.ascontiguousarray(self.coef[:, [0, 1, 4, 5]])
         self.coef_pre = np.ascontiguousarray(self.coef[:, [0, 2]])
         self.b_grid, self.p_grid = tab.b_grid, tab.p_grid
-        self.ncell_p, self.row = npp - 1, np.arange(D) * (nb - 1) * (npp - 1)
+        self.row = np.arange(D) * (nb - 1) * (npp - 1)  # each deployment's first cell
+        self.b_off = np.arange(nb - 1) * (npp - 1)  # a batch cell's first cell within the deployment's
         self.ctx_lo, self.ctx_hi = tab.ctx_lo, tab.ctx_hi
         self.inv_span = 1.0 / np.maximum(tab.ctx_hi - tab.ctx_lo, 1.0)
         self.b_inv, self.p_inv = 1.0 / np.diff(tab.b_grid), 1.0 / np.diff(tab.p_grid)
@@ -134,38 +135,41 @@ class _Cells:
         self.finite = bool(np.isfinite(self.coef).all())
 
     def parts(self, b, p, ctx) -> tuple[np.ndarray, np.ndarray]:
-        """(step seconds before the clip at 0, their slope per context token) at (b, p, ctx)."""
-        ib, wb = self._loc(self.b_grid, self.b_inner, self.b_inv, b)
-        ip, wp = self._loc(self.p_grid, self.p_inner, self.p_inv, p)
-        return self._at(ib, wb, ip, wp, ctx)
-
-    def prefill_only(self, p) -> np.ndarray:
-        """Seconds of a step with ``p`` prompt tokens and no decode requests (b = 0, shortest context)."""
-        ip, wp = self._loc(self.p_grid, self.p_inner, self.p_inv, p)
-        c0, c2 = self.coef_pre.take(self.row + ip, axis=0).T
-        return np.maximum(c0 + c2 * wp, 0.0)
-
-    def decode_only(self, b, ctx) -> tuple[np.ndarray, np.ndarray]:
-        """:meth:`parts` of a decode-only step (p = 0)."""
-        ib, wb = self._loc(self.b_grid, self.b_inner, self.b_inv, b)
-        c0, c1, c4, c5 = self.coef_dec.take(self.row + ib * self.ncell_p, axis=0).T
-        slope = (c4 + c5 * wb) * self.inv_span  # step seconds per context token
-        return c0 + c1 * wb + (ctx - self.ctx_lo) * slope, slope
-
-    def _at(self, ib, wb, ip, wp, ctx) -> tuple[np.ndarray, np.ndarray]:
-        """:meth:`parts` in cell (ib, ip) at weights (wb, wp)."""
-        c0, c1, c2, c3, c4, c5, c6, c7 = self.coef.take(self.row + ib * self.ncell_p + ip, axis=0).T
+        """(step seconds before the clip at 0, their slope per context token) at (b, p, ctx); ``b`` >= 0."""
+        cell, wb = self._b_cell(b)
+        ip, wp = self._p_cell(p)
+        c0, c1, c2, c3, c4, c5, c6, c7 = self.coef.take(cell + ip, axis=0).T
         bw = wb * wp
         slope = (c4 + c5 * wb + c6 * wp + c7 * bw) * self.inv_span  # step seconds per context token
         return c0 + c1 * wb + c2 * wp + c3 * bw + (ctx - self.ctx_lo) * slope, slope
 
-    @staticmethod
-    def _loc(grid, inner, inv, x):
-        i = inner.searchsorted(x, side="right")  # the cell, clipped to the grid's first and last
-        return i, np.maximum((x - grid[i]) * inv[i], 0.0)
+    def prefill_only(self, p) -> np.ndarray:
+        """Seconds of a step with ``p`` prompt tokens and no decode requests (b = 0, shortest context)."""
+        ip, wp = self._p_cell(p)
+        c0, c2 = self.coef_pre.take(self.row + ip, axis=0).T
+        return np.maximum(c0 + c2 * wp, 0.0)
+
+    def decode_only(self, b, ctx) -> tuple[np.ndarray, np.ndarray]:
+        """:meth:`parts` of a decode-only step (p = 0); ``b`` >= 0."""
+        cell, wb = self._b_cell(b)
+        c0, c1, c4, c5 = self.coef_dec.take(cell, axis=0).T
+        slope = (c4 + c5 * wb) * self.inv_span  # step seconds per context token
+        return c0 + c1 * wb + (ctx - self.ctx_lo) * slope, slope
+
+    def _b_cell(self, b) -> tuple[np.ndarray, np.ndarray]:
+        """(first cell of the batch cell of ``b`` decode requests, weight of ``b`` in it). Decode requests are never
+        below the grid's first point (0), so the weight needs no clip there."""
+        i = self.b_inner.searchsorted(b, side="right")  # the cell, clipped to the grid's last
+        return self.row + self.b_off[i], (b - self.b_grid[i]) * self.b_inv[i]
+
+    def _p_cell(self, p) -> tuple[np.ndarray, np.ndarray]:
+        """(prompt-token cell of ``p``, weight of ``p`` in it; 0 below the grid)."""
+        i = self.p_inner.searchsorted(p, side="right")  # the cell, clipped to the grid's first and last
+        return i, np.maximum((p - self.p_grid[i]) * self.p_inv[i], 0.0)
 
     def __call__(self, b, p, ctx) -> np.ndarray:
-        return np.maximum(self.parts(np.asarray(b, float), np.asarray(p, float), np.asarray(ctx, float))[0], 0.0)
+        b = np.maximum(np.asarray(b, float), 0.0)  # below the grid: its first point's value, as StepTable gives
+        return np.maximum(self.parts(b, np.asarray(p, float), np.asarray(ctx, float))[0], 0.0)
 
 
 def _locate(grid: np.ndarray, x) -> tuple[np.ndarray, np.ndarray]:
@@ -694,6 +698,7 @@ class _Fast:
         self.think = plan.after_s[:, 0].astype(float)
         self.K = np.ceil(np.maximum(self.osl - 1.0, 0.0) / eng.al)  # decode steps of one request
         self.k_pos = self.K > 0
+        self.all_k_pos = bool(self.k_pos.all())
         self.spacing = spacing
         self.inv_sp = np.where(spacing > 0, 1.0 / np.where(spacing > 0, spacing, 1.0), 0.0)
         self.a_base = np.where(spacing > 0, 1.0, np.inf)  # a synchronised first wave arrives at once
@@ -705,7 +710,6 @@ class _Fast:
         self.now, self.G, self.s_in, self.ptok, self.arr, self.c, self.e = z(), z(), z(), z(), z(), z(), z()
         self.a_ptr, self.b_ptr = z(), z()
         self.nab, self.nfb, self.ng, self.gp, self.bg = (self.off.copy() for _ in range(5))
-        self.last = self.off + (self.W - 1)  # each row's last batch
         self.think0 = not bool(np.any(self.think > 0))
         self.first_round = True  # first-round requests still to be sent (somewhere)
         self.itl_s, self.itl_w = [], []
@@ -721,11 +725,15 @@ class _Fast:
         else:
             while True:
                 gi = self.bg
-                due = (gi < self.gp) & (self.b_ptr < self.nB) & (self.g_end[gi] + self.think <= self.now)
+                waiting = (gi < self.gp) & (self.b_ptr < self.nB)  # a finished group's users not all sent again
+                t_back = self.g_end[gi] + self.think  # when they send (after their think time)
+                due = waiting & (t_back <= self.now)
                 if not np.count_nonzero(due):
                     break
                 self.b_ptr = np.where(due, np.minimum(self.g_hi[gi], self.nB), self.b_ptr)
                 self.bg = gi + due
+            # the next such request's send time, for next_arrival (no state it reads changes before it is called)
+            self.t_back = np.where(waiting, t_back, np.inf)
         arr = self.a_ptr + self.b_ptr
         self.ab_hi[self.nab] = arr
         self.ab_a[self.nab] = self.a_ptr
@@ -740,28 +748,28 @@ class _Fast:
         """Send time of the next request (inf where it comes only at a finish)."""
         # the next first-round request (none left anywhere once first_round is False)
         t = np.where(self.a_ptr < self.U, self.a_ptr * self.spacing, np.inf) if self.first_round else None
-        if not self.think0:
-            gi = np.minimum(self.bg, self.last)
-            # the next request of a user whose last one finished, after its think time
-            back = np.where((self.bg < self.gp) & (self.b_ptr < self.nB), self.g_end[gi] + self.think, np.inf)
-            t = back if t is None else np.minimum(t, back)
+        if not self.think0:  # the next request of a user whose last one finished, after its think time (arrive)
+            t = self.t_back if t is None else np.minimum(t, self.t_back)
         return np.full(self.D, np.inf) if t is None else t
 
-    def enter(self, upto, t_first=None) -> None:
+    def enter(self, upto, t_first=None, running=None) -> None:
         """Requests up to position ``upto`` decode from step ``G`` on (requests entering at the same step
-        form one group); their first token at ``t_first`` (or given later with :meth:`first_token`)."""
-        new = upto > self.c
+        form one group); their first token at ``t_first`` (or given later with :meth:`first_token`).
+        ``running``: where a group still decodes (c > e), when the caller has it."""
+        c, ng, G = self.c, self.ng, self.G
+        new = upto > c
         if t_first is not None:
             self.first_token(upto, t_first, new)
-        ng, G = self.ng, self.G
-        # joins the last group where that one still decodes and entered at this step (its index ng - 1 is read
-        # only where a group is running: ng > gp)
-        merge = new & (ng > self.gp) & (self.g_in[ng - 1] == G) & self.k_pos
+        # joins the last group where that one still decodes (ng > gp, i.e. c > e: group ends only grow, so the
+        # index ng - 1 is read only there) and entered at this step
+        merge = new & (ng > self.gp if running is None else running) & (self.g_in[ng - 1] == G)
+        if not self.all_k_pos:
+            merge &= self.k_pos
         i = ng - merge  # the group's index: the last one's where merged, else the next
         self.g_in[i] = G
         self.g_hi[i] = upto
         self.ng = i + new
-        self.s_in = self.s_in + (upto - self.c) * self.G
+        self.s_in = self.s_in + (upto - c) * G
         self.c = upto
 
     def first_token(self, upto, t_first, new) -> None:
@@ -777,12 +785,15 @@ class _Fast:
         due = (gi < self.ng) & (self.G >= g0 + self.K)
         hi = self.g_hi[gi]
         self.g_end[gi] = when  # read only once the group has finished
-        self.s_in = self.s_in - due * (hi - self.e) * g0
-        self.e = np.where(due, hi, self.e)
+        e = self.e
+        self.e = e_new = np.where(due, hi, e)
+        self.s_in = self.s_in - (e_new - e) * g0  # the finished requests' entry steps (0 where none finished)
         self.gp = gi + due
 
     def k_finish(self) -> np.ndarray:
-        return np.where(self.gp < self.ng, self.g_in[self.gp] + self.K - self.G, np.inf)
+        """Decode steps until the oldest running group finishes: read only where a group runs (c > e; elsewhere
+        ``gp`` is the next group's slot)."""
+        return self.g_in[self.gp] + self.K - self.G
 
     def trace(self, eng: EngineArrays, plan: RequestPlan, iterations: int) -> SimTrace:
         D, R, W = self.D, self.R, self.W
@@ -914,7 +925,8 @@ def _loop_agg(st: _Fast, tab: "_Cells", eng: EngineArrays, max_iterations: int) 
         ctx = np.where(running, isl + al * (G - st.s_in / np.maximum(n_dec, 1.0)), ctx_lo)
         k_fin = st.k_finish()
         v, slope = tab.parts(dec_in, p, ctx)
-        if finite and not st.arrivals_pending():
+        quiet = finite and not st.arrivals_pending()
+        if quiet:
             # requests come only at finishes, where runs end anyway (k_arr would be inf: inf / finite v), and an
             # idle row has nothing to wait for
             k_dec, idle_to = np.maximum(k_fin, 1.0), now
@@ -923,15 +935,18 @@ def _loop_agg(st: _Fast, tab: "_Cells", eng: EngineArrays, max_iterations: int) 
             # decode steps until the next arrival (while the engine has room for it)
             k_arr = np.where(adm - e < maxrun, np.ceil(np.maximum(nxt - now, 0.0) / np.maximum(v, 1e-12)), np.inf)
             k_dec, idle_to = np.maximum(np.minimum(k_fin, k_arr), 1.0), np.where(nxt < np.inf, np.maximum(now, nxt), now)
-        k = np.where(has_p, np.where(mixed & running, np.minimum(k_p, k_fin), k_p), np.where(running, k_dec, 0.0)) * act
-        adv = dec_in > 0
+        # a run with prompts stops where the head prompt finishes, or a mixed step's decode group does
+        k = np.where(has_p, np.where(mixed & running if any_pf else running, np.minimum(k_p, k_fin), k_p),
+                     np.where(running, k_dec, 0.0)) * act
+        adv = dec_in > 0 if any_pf else running  # decode tokens in the step
         t_step = np.maximum(v + slope * (np.maximum(k - 1.0, 0.0) * half_al * adv), 0.0)  # the run's mean context
-        new_now = np.where(act & (k == 0), idle_to, now + k * t_step)
+        # idle and finished rows (k = 0) stay at their clock (0 x a finite step adds 0 s), or wait for the next arrival
+        new_now = now + k * t_step if quiet else np.where(act & (k == 0), idle_to, now + k * t_step)
         st.ptok = ptok = ptok + k * p
         st.G = G + k * adv
         # first tokens: by the end of the next step, the running requests' decode step (see run_engine)
         t_first = new_now + lag * np.maximum(tab.decode_only(n_dec, ctx)[0], 0.0) if lagged else new_now
-        st.enter(np.minimum(np.floor(ptok / need + 1e-9), adm), t_first)
+        st.enter(np.minimum(np.floor(ptok / need + 1e-9), adm), t_first, running)
         st.finish(new_now)
         st.itl_s.append(t_step)  # zero weight where no decode request stepped
         st.itl_w.append(dec_in * k)
