@@ -187,7 +187,7 @@ def _grid(grid: np.ndarray, top: float) -> np.ndarray:
 
 def build_step_table(model, precision, hw, lay: Layouts, profile: dict, *, isl_new: float, prefix: float, ctx_lo, ctx_hi,
                      b_max: float, p_max: float, spec=NO_SPEC, routing_alpha=DEFAULT_ROUTING_ALPHA,
-                     worker_prompts: bool = False) -> StepTable:
+                     worker_prompts: bool = False, memo: dict | None = None) -> StepTable:
     """Engine step times of the deployments' workers (``lay`` holds (D,) layout arrays) on the
     (decode requests, prompt tokens, context) grid, with the serving profile applied exactly as
     :mod:`simfront.serving` does (:func:`simfront.serving.step_terms`). ``isl_new`` sets how many
@@ -196,7 +196,8 @@ def build_step_table(model, precision, hw, lay: Layouts, profile: dict, *, isl_n
     (one forward pass with each row's draft tokens per request). ``routing_alpha``: the workload's MoE routing
     skew (:class:`simfront.serving.Workload`), as the evaluator takes it. ``worker_prompts``: the prompt-token axis
     is the whole worker's (a disaggregated prefill worker), dealt to its attention-DP ranks a whole prompt at a time
-    (:func:`worker_prompt_ranks`), rather than every rank's."""
+    (:func:`worker_prompt_ranks`), rather than every rank's. ``memo``: :func:`simfront.step.forward_step`'s op memo
+    (ops repeated with the same inputs, as the attention of a model's dense and MoE layer groups, are costed once)."""
     bg = _grid(B_GRID, b_max)
     pg = _grid(P_GRID, p_max)
     D = np.asarray(lay.tp).reshape(-1).size
@@ -217,7 +218,7 @@ def build_step_table(model, precision, hw, lay: Layouts, profile: dict, *, isl_n
         q[rows] = sp.k + 1
     sb = StepBatch(decode_reqs=B, decode_ctx=ctx, q_tokens=q[:, None, None, None] if len(groups) > 1 else q[0],
                    prefill_tokens=P, prefill_seqs=seqs, prefill_prefix=prefix, prefill_ranks=ranks)
-    st = forward_step(model, precision, hw, tp, pp, dp, ep, sb, routing_alpha=routing_alpha)
+    st = forward_step(model, precision, hw, tp, pp, dp, ep, sb, routing_alpha=routing_alpha, memo={} if memo is None else memo)
     # every row's draft passes on the one forward pass (serving._split per speculation, its sums taken once)
     draft_layers, k, drafts = np.zeros(D), np.zeros(D), np.zeros(D, bool)
     for rows, sp in groups:
@@ -1284,11 +1285,13 @@ def _tables(model, precision, hw, lay: Layouts, profile, spec, D: int, **kw) -> 
     ctx = {k: np.broadcast_to(np.asarray(kw[k], float), (D,)) for k in ("ctx_lo", "ctx_hi")}
     key = np.stack([lay.tp, lay.pp, lay.dp, lay.ep, spec_id, ctx["ctx_lo"], ctx["ctx_hi"]], axis=1)
     parts = []
+    memo: dict = {}  # one op memo for this call's forward passes (precisions that differ only in the KV format share ops)
     for rows, prec in _per_row(precision, D):
         uniq, first, inv = np.unique(key[rows], axis=0, return_index=True, return_inverse=True)
         u = rows[first]  # one representative row per distinct key
         sp = [spec[i] for i in u] if isinstance(spec, (list, tuple)) else spec
-        tab = build_step_table(model, prec, hw, lay.take(u), profile, spec=sp, **{**kw, "ctx_lo": ctx["ctx_lo"][u], "ctx_hi": ctx["ctx_hi"][u]})
+        tab = build_step_table(model, prec, hw, lay.take(u), profile, spec=sp, memo=memo,
+                               **{**kw, "ctx_lo": ctx["ctx_lo"][u], "ctx_hi": ctx["ctx_hi"][u]})
         parts.append((rows, tab.take(np.asarray(inv).reshape(-1))))
     return StepTable.stack(parts, D)
 
