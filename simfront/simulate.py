@@ -134,9 +134,14 @@ class _Cells:
         self.b_inner, self.p_inner = tab.b_grid[1:-1], tab.p_grid[1:-1]
         self.finite = bool(np.isfinite(self.coef).all())
 
-    def parts(self, b, p, ctx) -> tuple[np.ndarray, np.ndarray]:
-        """(step seconds before the clip at 0, their slope per context token) at (b, p, ctx); ``b`` >= 0."""
-        cell, wb = self._b_cell(b)
+    def parts(self, b, p, ctx, whole_b=None) -> tuple[np.ndarray, np.ndarray]:
+        """(step seconds before the clip at 0, their slope per context token) at (b, p, ctx); ``b`` >= 0.
+        ``whole_b``: :meth:`whole_batches` covering ``b``, when ``b`` holds whole numbers."""
+        if whole_b is None:
+            cell, wb = self._b_cell(b)
+        else:  # the same cell and weight, looked up
+            bi = b.astype(np.intp)
+            cell, wb = self.row + whole_b[0][bi], whole_b[1][bi]
         ip, wp = self._p_cell(p)
         c0, c1, c2, c3, c4, c5, c6, c7 = self.coef.take(cell + ip, axis=0).T
         bw = wb * wp
@@ -155,6 +160,13 @@ class _Cells:
         c0, c1, c4, c5 = self.coef_dec.take(cell, axis=0).T
         slope = (c4 + c5 * wb) * self.inv_span  # step seconds per context token
         return c0 + c1 * wb + (ctx - self.ctx_lo) * slope, slope
+
+    def whole_batches(self, top: int) -> tuple[np.ndarray, np.ndarray]:
+        """(cell offset within a deployment's cells, weight) of the batch cell of each whole batch size 0 .. ``top``,
+        worked out as :meth:`_b_cell` does."""
+        b = np.arange(top + 1, dtype=float)
+        i = self.b_inner.searchsorted(b, side="right")
+        return self.b_off[i], (b - self.b_grid[i]) * self.b_inv[i]
 
     def _b_cell(self, b) -> tuple[np.ndarray, np.ndarray]:
         """(first cell of the batch cell of ``b`` decode requests, weight of ``b`` in it). Decode requests are never
@@ -911,6 +923,10 @@ def _loop_agg(st: _Fast, tab: "_Cells", eng: EngineArrays, max_iterations: int) 
     # first tokens wait for the next decode step only on an overlap scheduler (lag 0 adds 0 s to finite step times)
     lagged = bool(np.any(lag != 0)) or not finite
     need, isl, ctx_lo = st.need, st.isl, tab.ctx_lo
+    # whole users, budgets of running requests and returning users keep every request count whole (sums, floors and
+    # minima of whole numbers), so the decode batch (c - e, at most min(U, max running)) looks its cell up
+    whole = all(np.array_equal(x, np.floor(x)) for x in (st.U, st.nB, maxrun))
+    whole_b = tab.whole_batches(int(np.max(np.minimum(st.U, maxrun)))) if whole else None
     it = 0
     for it, act in _iterations(st, max_iterations):
         c, e, ptok, G, now = st.c, st.e, st.ptok, st.G, st.now
@@ -925,7 +941,7 @@ def _loop_agg(st: _Fast, tab: "_Cells", eng: EngineArrays, max_iterations: int) 
         k_p = _prefill_steps(p, avail, need - (ptok - c * need))  # read only where has_p
         ctx = np.where(running, isl + al * (G - st.s_in / np.maximum(n_dec, 1.0)), ctx_lo)
         k_fin = st.k_finish()
-        v, slope = tab.parts(dec_in, p, ctx)
+        v, slope = tab.parts(dec_in, p, ctx, whole_b)
         quiet = finite and not st.arrivals_pending()
         if quiet:
             # requests come only at finishes, where runs end anyway (k_arr would be inf: inf / finite v), and an
