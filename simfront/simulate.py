@@ -52,6 +52,10 @@ CTX_POINTS = 2  # decode attention is linear in context: two points (shortest, l
 MAX_LOOP_ITERATIONS = 2_000_000
 PERCENTILES = (50, 90, 99)
 
+# 0-d float64 operands for the fast loops' per-iteration arithmetic: a ufunc converts a Python float anew on every
+# call, which costs about as much as the operation itself on a few hundred deployments (same values either way)
+_ZERO, _ONE, _TOL, _TINY, _INF = (np.array(x) for x in (0.0, 1.0, 1e-9, 1e-12, np.inf))
+
 # phases of a request slot
 _PENDING, _QUEUED, _PREFILL, _DECODE, _DONE = 0, 1, 2, 3, 4
 
@@ -152,7 +156,7 @@ class _Cells:
         """Seconds of a step with ``p`` prompt tokens and no decode requests (b = 0, shortest context)."""
         ip, wp = self._p_cell(p)
         c0, c2 = self.coef_pre.take(self.row + ip, axis=0).T
-        return np.maximum(c0 + c2 * wp, 0.0)
+        return np.maximum(c0 + c2 * wp, _ZERO)
 
     def decode_only(self, b, ctx) -> tuple[np.ndarray, np.ndarray]:
         """:meth:`parts` of a decode-only step (p = 0); ``b`` >= 0."""
@@ -177,7 +181,7 @@ class _Cells:
     def _p_cell(self, p) -> tuple[np.ndarray, np.ndarray]:
         """(prompt-token cell of ``p``, weight of ``p`` in it; 0 below the grid)."""
         i = self.p_inner.searchsorted(p, side="right")  # the cell, clipped to the grid's first and last
-        return i, np.maximum((p - self.p_grid[i]) * self.p_inv[i], 0.0)
+        return i, np.maximum((p - self.p_grid[i]) * self.p_inv[i], _ZERO)
 
     def __call__(self, b, p, ctx) -> np.ndarray:
         b = np.maximum(np.asarray(b, float), 0.0)  # below the grid: its first point's value, as StepTable gives
@@ -746,7 +750,7 @@ class _Fast:
                 self.b_ptr = np.where(due, np.minimum(self.g_hi[gi], self.nB), self.b_ptr)
                 self.bg = gi + due
             # the next such request's send time, for next_arrival (no state it reads changes before it is called)
-            self.t_back = np.where(waiting, t_back, np.inf)
+            self.t_back = np.where(waiting, t_back, _INF)
         arr = self.a_ptr + self.b_ptr
         self.ab_hi[self.nab] = arr
         self.ab_a[self.nab] = self.a_ptr
@@ -850,14 +854,14 @@ def _in_window(rid, plan: RequestPlan) -> np.ndarray:
 def _prefill_run(p, avail, rem_head) -> np.ndarray:
     """Identical steps of ``p`` prompt tokens until the head prompt (``rem_head`` tokens left) finishes,
     as long as the queue (``avail`` tokens) fills every step; one step when it empties; 0 without prompts."""
-    return np.where(p <= 0, 0.0, _prefill_steps(p, avail, rem_head))
+    return np.where(p <= _ZERO, _ZERO, _prefill_steps(p, avail, rem_head))
 
 
 def _prefill_steps(p, avail, rem_head) -> np.ndarray:
     """:func:`_prefill_run` where ``p`` > 0 (elsewhere at least 1, for callers that mask it themselves)."""
-    ps = np.maximum(p, 1e-9)
+    ps = np.maximum(p, _TOL)
     # where p takes all of avail, k is 1: floor(avail / p) <= 1
-    return np.maximum(np.minimum(np.ceil(rem_head / ps - 1e-9), np.floor(avail / ps + 1e-9)), 1.0)
+    return np.maximum(np.minimum(np.ceil(rem_head / ps - _TOL), np.floor(avail / ps + _TOL)), _ONE)
 
 
 def _life_s(table, plan: RequestPlan, eng: EngineArrays, users, decode_table=None, disagg: dict | None = None) -> np.ndarray:
@@ -932,38 +936,38 @@ def _loop_agg(st: _Fast, tab: "_Cells", eng: EngineArrays, max_iterations: int) 
         c, e, ptok, G, now = st.c, st.e, st.ptok, st.G, st.now
         adm = np.minimum(st.arr, e + maxrun)  # admitted (FCFS) while the engine has room
         n_dec = c - e
-        running = n_dec > 0
+        running = n_dec > _ZERO
         avail = adm * need - ptok
-        p = np.minimum(avail, np.maximum(budget - n_dec * qm, 0.0))
-        has_p = p > 0
+        p = np.minimum(avail, np.maximum(budget - n_dec * qm, _ZERO))
+        has_p = p > _ZERO
         # decode requests in the step: none in a prefill-first step with prompts
-        dec_in = np.where(has_p & pf, 0.0, n_dec) if any_pf else n_dec
+        dec_in = np.where(has_p & pf, _ZERO, n_dec) if any_pf else n_dec
         k_p = _prefill_steps(p, avail, need - (ptok - c * need))  # read only where has_p
-        ctx = np.where(running, isl + al * (G - st.s_in / np.maximum(n_dec, 1.0)), ctx_lo)
+        ctx = np.where(running, isl + al * (G - st.s_in / np.maximum(n_dec, _ONE)), ctx_lo)
         k_fin = st.k_finish()
         v, slope = tab.parts(dec_in, p, ctx, whole_b)
         quiet = finite and not st.arrivals_pending()
         if quiet:
             # requests come only at finishes, where runs end anyway (k_arr would be inf: inf / finite v), and an
             # idle row has nothing to wait for
-            k_dec, idle_to = np.maximum(k_fin, 1.0), now
+            k_dec, idle_to = np.maximum(k_fin, _ONE), now
         else:
             nxt = st.next_arrival()
             # decode steps until the next arrival (while the engine has room for it)
-            k_arr = np.where(adm - e < maxrun, np.ceil(np.maximum(nxt - now, 0.0) / np.maximum(v, 1e-12)), np.inf)
-            k_dec, idle_to = np.maximum(np.minimum(k_fin, k_arr), 1.0), np.where(nxt < np.inf, np.maximum(now, nxt), now)
+            k_arr = np.where(adm - e < maxrun, np.ceil(np.maximum(nxt - now, _ZERO) / np.maximum(v, _TINY)), _INF)
+            k_dec, idle_to = np.maximum(np.minimum(k_fin, k_arr), _ONE), np.where(nxt < _INF, np.maximum(now, nxt), now)
         # a run with prompts stops where the head prompt finishes, or a mixed step's decode group does
         k = np.where(has_p, np.where(mixed & running if any_pf else running, np.minimum(k_p, k_fin), k_p),
-                     np.where(running, k_dec, 0.0)) * act
-        adv = dec_in > 0 if any_pf else running  # decode tokens in the step
-        t_step = np.maximum(v + slope * (np.maximum(k - 1.0, 0.0) * half_al * adv), 0.0)  # the run's mean context
+                     np.where(running, k_dec, _ZERO)) * act
+        adv = dec_in > _ZERO if any_pf else running  # decode tokens in the step
+        t_step = np.maximum(v + slope * (np.maximum(k - _ONE, _ZERO) * half_al * adv), _ZERO)  # the run's mean context
         # idle and finished rows (k = 0) stay at their clock (0 x a finite step adds 0 s), or wait for the next arrival
-        new_now = now + k * t_step if quiet else np.where(act & (k == 0), idle_to, now + k * t_step)
+        new_now = now + k * t_step if quiet else np.where(act & (k == _ZERO), idle_to, now + k * t_step)
         st.ptok = ptok = ptok + k * p
         st.G = G + k * adv
         # first tokens: by the end of the next step, the running requests' decode step (see run_engine)
-        t_first = new_now + lag * np.maximum(tab.decode_only(n_dec, ctx)[0], 0.0) if lagged else new_now
-        st.enter(np.minimum(np.floor(ptok / need + 1e-9), adm), t_first, running)
+        t_first = new_now + lag * np.maximum(tab.decode_only(n_dec, ctx)[0], _ZERO) if lagged else new_now
+        st.enter(np.minimum(np.floor(ptok / need + _TOL), adm), t_first, running)
         st.finish(new_now)
         st.itl_s.append(t_step)  # zero weight where no decode request stepped
         st.itl_w.append(dec_in * k)
@@ -994,14 +998,14 @@ def _loop_disagg(st: _Fast, ptab: "_Cells", dtab: "_Cells", eng: EngineArrays, d
         # before its clock (run_engine)
         pool_due = (c > e) | (rp > c) | ((rb < nrb) & (rb_t[rb] <= now))
         held = (dnow < now) & pool_due
-        k = np.where(held, 0.0, _prefill_run(p, avail, need - (ptok - pre_c * need)))
+        k = np.where(held, _ZERO, _prefill_run(p, avail, need - (ptok - pre_c * need)))
         t_step = ptab.prefill_only(p)
         nxt = st.next_arrival()
-        new_now = np.where(act & (k == 0), np.where(nxt < np.inf, np.maximum(now, nxt), np.maximum(now, dnow)),
+        new_now = np.where(act & (k == _ZERO), np.where(nxt < _INF, np.maximum(now, nxt), np.maximum(now, dnow)),
                            now + k * t_step)
         new_now = np.where(held, now, new_now)
         st.ptok = ptok = ptok + k * p
-        c_new = np.minimum(np.floor(ptok / need + 1e-9), adm)
+        c_new = np.minimum(np.floor(ptok / need + _TOL), adm)
         rb_hi[nrb] = c_new
         rb_t[nrb] = new_now + ready_after
         nrb = nrb + (c_new > pre_c)
@@ -1009,33 +1013,35 @@ def _loop_disagg(st: _Fast, ptab: "_Cells", dtab: "_Cells", eng: EngineArrays, d
         st.now = now = new_now
         # ---- decode pool (clock dnow): admit ready requests FCFS, run to the next event ----
         while True:
-            due = (rb < nrb) & (rb_t[rb] <= dnow)
+            pending, t_ready = rb < nrb, rb_t[rb]  # the oldest prefilled batch not yet at the pool, its KV ready at
+            due = pending & (t_ready <= dnow)
             if not np.count_nonzero(due):
                 break
             rp = np.where(due, rb_hi[rb], rp)
             rb = rb + due
         n_r = c - e
-        upto = c + np.maximum(np.minimum(rp - c, dslots - n_r), 0.0)
+        upto = c + np.maximum(np.minimum(rp - c, dslots - n_r), _ZERO)
         n_r = upto - e
-        running = n_r > 0
-        nxt_ready = np.where(rb < nrb, rb_t[rb], np.inf)
+        running = n_r > _ZERO
+        nxt_ready = np.where(pending, t_ready, _INF)  # the next KV to arrive
         h_p = np.where(st.arr > pre_c, now, nxt)
         horizon = np.minimum(h_p, nxt_ready)
         b_rank = n_r * inv_scale
         new = upto > c
         st.enter(upto)  # entering requests count from this step
         G = st.G
-        ctx = np.where(running, isl + al * (G - st.s_in / np.maximum(n_r, 1.0)), d_ctx_lo)
+        ctx = np.where(running, isl + al * (G - st.s_in / np.maximum(n_r, _ONE)), d_ctx_lo)
         v, slope = dtab.decode_only(b_rank, ctx)
-        k_h = np.ceil(np.maximum(horizon - dnow, 0.0) / np.maximum(v, 1e-12))
-        kd = np.where(running, np.maximum(np.minimum(st.k_finish(), k_h), 1.0), 0.0)
-        td = np.maximum(v + slope * (np.maximum(kd - 1.0, 0.0) * half_al), 0.0)
-        st.first_token(upto, dnow + np.maximum(v, 0.0) * k_pos, new)  # first token: the run's first step
+        k_h = np.ceil(np.maximum(horizon - dnow, _ZERO) / np.maximum(v, _TINY))
+        kd = np.where(running, np.maximum(np.minimum(st.k_finish(), k_h), _ONE), _ZERO)
+        td = np.maximum(v + slope * (np.maximum(kd - _ONE, _ZERO) * half_al), _ZERO)
+        # first token: the run's first step (at admission where the request has no decode step)
+        st.first_token(upto, dnow + (np.maximum(v, _ZERO) if st.all_k_pos else np.maximum(v, _ZERO) * k_pos), new)
         st.G = G + kd
         when = dnow + kd * td
         st.itl_s.append(td)  # zero weight where the pool did not step
         st.itl_w.append(b_rank * kd)
-        idle_to = np.where(nxt_ready < np.inf, np.minimum(nxt_ready, np.where(h_p < np.inf, np.maximum(h_p, dnow), nxt_ready)),
+        idle_to = np.where(nxt_ready < _INF, np.minimum(nxt_ready, np.where(h_p < _INF, np.maximum(h_p, dnow), nxt_ready)),
                            np.maximum(dnow, now))
         dnow = np.where(kd > 0, when, np.maximum(dnow, idle_to))
         st.finish(when)
