@@ -138,15 +138,20 @@ class _Cells:
         self.b_inner, self.p_inner = tab.b_grid[1:-1], tab.p_grid[1:-1]
         self.finite = bool(np.isfinite(self.coef).all())
 
-    def parts(self, b, p, ctx, whole_b=None) -> tuple[np.ndarray, np.ndarray]:
+    def parts(self, b, p, ctx, whole_b=None, whole_p=None) -> tuple[np.ndarray, np.ndarray]:
         """(step seconds before the clip at 0, their slope per context token) at (b, p, ctx); ``b`` >= 0.
-        ``whole_b``: :meth:`whole_batches` covering ``b``, when ``b`` holds whole numbers."""
+        ``whole_b`` / ``whole_p``: :meth:`whole_batches` / :meth:`whole_prompts` covering ``b`` / ``p``, where those
+        hold whole numbers (the same cells and weights, looked up)."""
         if whole_b is None:
             cell, wb = self._b_cell(b)
-        else:  # the same cell and weight, looked up
+        else:
             bi = b.astype(np.intp)
             cell, wb = self.row + whole_b[0][bi], whole_b[1][bi]
-        ip, wp = self._p_cell(p)
+        if whole_p is None:
+            ip, wp = self._p_cell(p)
+        else:
+            pi = p.astype(np.intp)
+            ip, wp = whole_p[0][pi], whole_p[1][pi]
         c0, c1, c2, c3, c4, c5, c6, c7 = self.coef.take(cell + ip, axis=0).T
         bw = wb * wp
         slope = (c4 + c5 * wb + c6 * wp + c7 * bw) * self.inv_span  # step seconds per context token
@@ -171,6 +176,10 @@ class _Cells:
         b = np.arange(top + 1, dtype=float)
         i = self.b_inner.searchsorted(b, side="right")
         return self.b_off[i], (b - self.b_grid[i]) * self.b_inv[i]
+
+    def whole_prompts(self, top: int) -> tuple[np.ndarray, np.ndarray]:
+        """(cell, weight) of the prompt-token cell of each whole token count 0 .. ``top``, as :meth:`_p_cell` gives."""
+        return self._p_cell(np.arange(top + 1, dtype=float))
 
     def _b_cell(self, b) -> tuple[np.ndarray, np.ndarray]:
         """(first cell of the batch cell of ``b`` decode requests, weight of ``b`` in it). Decode requests are never
@@ -918,6 +927,14 @@ def _iterations(st: _Fast, max_iterations: int):
         yield it, act
 
 
+_LOOKUP_TOKENS = 1 << 16  # the largest token budget whose prompt-token cells the aggregated loop tabulates
+
+
+def _whole(x) -> bool:
+    """Whether every value of ``x`` is a whole number (or infinite)."""
+    return np.array_equal(x, np.floor(x))
+
+
 def _loop_agg(st: _Fast, tab: "_Cells", eng: EngineArrays, max_iterations: int) -> int:
     pf, mixed = eng.prefill_first, ~eng.prefill_first
     any_pf = bool(pf.any())  # without prefill-first rows every step carries the running requests' decode tokens
@@ -927,10 +944,16 @@ def _loop_agg(st: _Fast, tab: "_Cells", eng: EngineArrays, max_iterations: int) 
     # first tokens wait for the next decode step only on an overlap scheduler (lag 0 adds 0 s to finite step times)
     lagged = bool(np.any(lag != 0)) or not finite
     need, isl, ctx_lo = st.need, st.isl, tab.ctx_lo
-    # whole users, budgets of running requests and returning users keep every request count whole (sums, floors and
+    # whole users, caps of running requests and returning users keep every request count whole (sums, floors and
     # minima of whole numbers), so the decode batch (c - e, at most min(U, max running)) looks its cell up
-    whole = all(np.array_equal(x, np.floor(x)) for x in (st.U, st.nB, maxrun))
+    whole = all(_whole(x) for x in (st.U, st.nB, maxrun))
     whole_b = tab.whole_batches(int(np.max(np.minimum(st.U, maxrun)))) if whole else None
+    # with whole prompts, token budgets and decode tokens too, steps and prompt tokens stay whole, and a step's prompt
+    # tokens are at most the budget and never below 0 (a run of k steps takes k p <= avail tokens: the 1e-9 in
+    # _prefill_steps cannot lift floor(avail / p) for whole numbers below 1e9), so they look their cell up as well
+    p_top = float(np.max(budget))
+    whole_p = (tab.whole_prompts(int(p_top)) if whole and p_top <= _LOOKUP_TOKENS and all(_whole(x) for x in (need, budget, qm))
+               else None)
     it = 0
     for it, act in _iterations(st, max_iterations):
         c, e, ptok, G, now = st.c, st.e, st.ptok, st.G, st.now
@@ -945,7 +968,7 @@ def _loop_agg(st: _Fast, tab: "_Cells", eng: EngineArrays, max_iterations: int) 
         k_p = _prefill_steps(p, avail, need - (ptok - c * need))  # read only where has_p
         ctx = np.where(running, isl + al * (G - st.s_in / np.maximum(n_dec, _ONE)), ctx_lo)
         k_fin = st.k_finish()
-        v, slope = tab.parts(dec_in, p, ctx, whole_b)
+        v, slope = tab.parts(dec_in, p, ctx, whole_b, whole_p)
         quiet = finite and not st.arrivals_pending()
         if quiet:
             # requests come only at finishes, where runs end anyway (k_arr would be inf: inf / finite v), and an
