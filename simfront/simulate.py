@@ -841,9 +841,9 @@ class _Fast:
         kb = np.clip(off - n_a + (before - a_lo), 0, R - 1).astype(int)  # B requests of earlier batches: before - a_lo
         t_send = np.where(is_a, j * self.spacing[:, None], np.take_along_axis(t_end, kb, axis=1) + self.think[:, None])
         rid = np.where(is_a, j, self.U[:, None] + kb)
-        # requests that joined the queue in the same step are served in the order they were sent
-        o = np.lexsort((t_send, i), axis=-1)
-        t_send, rid = np.take_along_axis(t_send, o, axis=1), np.take_along_axis(rid, o, axis=1)
+        # requests that joined the queue in the same step are served in the order they were sent: a stable sort by
+        # (batch, send time), of the rows not in that order already (closed loops without think time are)
+        t_send, rid = _in_send_order(t_send, rid, i)
         t_send = np.where(valid, t_send, np.nan)
         counted = valid & (rid >= plan.warmup[:, None]) & np.isfinite(t_end) & _in_window(rid, plan)
         full = lambda x: np.broadcast_to(x[:, None], (D, R)).copy()  # noqa: E731
@@ -851,6 +851,21 @@ class _Fast:
                         np.array(self.itl_s).T if self.itl_s else np.zeros((D, 0)),
                         np.array(self.itl_w).T if self.itl_w else np.zeros((D, 0)), eng.ttft_overhead_s, iterations,
                         np.zeros(D), self.ptok.copy())
+
+
+def _in_send_order(t_send: np.ndarray, rid: np.ndarray, batch: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(t_send, rid) with each row's entries stably sorted by (batch, t_send) (NaN send times last), as
+    ``np.lexsort((t_send, batch))`` orders them; rows already in that order are left as they are."""
+    t0, t1, b0, b1 = t_send[:, :-1], t_send[:, 1:], batch[:, :-1], batch[:, 1:]
+    # an entry the sort moves: after a later batch, or in the same batch after a later send (NaN counts as latest)
+    out_of_order = (b1 < b0) | ((b1 == b0) & ((t1 < t0) | (np.isnan(t0) & ~np.isnan(t1))))
+    rows = np.nonzero(out_of_order.any(axis=1))[0]
+    if rows.size:
+        t_send, rid = t_send.copy(), rid.copy()
+        o = np.lexsort((t_send[rows], batch[rows]), axis=-1)
+        t_send[rows] = np.take_along_axis(t_send[rows], o, axis=1)
+        rid[rows] = np.take_along_axis(rid[rows], o, axis=1)
+    return t_send, rid
 
 
 def _in_window(rid, plan: RequestPlan) -> np.ndarray:
