@@ -696,7 +696,7 @@ def _rows_of(hi: np.ndarray, R: int) -> np.ndarray:
     if np.array_equal(hi, np.floor(hi)):
         # whole ends (request counts): the batches ending at or below m are the ends counted by value up to m
         at = np.clip(hi, 0, R).astype(np.intp) + (np.arange(D) * (R + 1))[:, None]
-        i = np.cumsum(np.bincount(at.ravel(), minlength=D * (R + 1)).reshape(D, R + 1)[:, :R], axis=1)
+        i = np.cumsum(np.bincount(at.ravel(order="K"), minlength=D * (R + 1)).reshape(D, R + 1)[:, :R], axis=1)
     else:  # a sorted search of every row at once (rows kept apart by a large offset)
         off = (np.arange(D) * _BIG_ROWS)[:, None]
         m = np.arange(R, dtype=float)[None, :] + off
@@ -705,10 +705,11 @@ def _rows_of(hi: np.ndarray, R: int) -> np.ndarray:
 
 
 class _Fast:
-    """State of the fast loop (see the section comment): (D,) counters, and per row flat batch arrays
-    of width ``W`` (row ``d`` at ``d W``): arrivals (cumulative arrived, first-round arrived), first
-    tokens (cumulative, time), decode groups (cumulative, entry step, finish time). The batch pointers
-    (``nab``, ``nfb``, ``ng``, ``gp``, ``bg``) are flat indices into those arrays (row ``d``'s count plus ``d W``)."""
+    """State of the fast loop (see the section comment): (D,) counters; per row flat arrays of the decode groups
+    (cumulative, entry step, finish time) of width ``W`` (row ``d`` at ``d W``), whose pointers (``ng``, ``gp``,
+    ``bg``) are flat indices (row ``d``'s count plus ``d W``); and per-iteration logs of the arrivals (cumulative
+    arrived, first-round arrived) and first tokens (cumulative, time), which :meth:`trace` turns into batches
+    (:func:`_batches`) once the loop is done (the loop never reads them back)."""
 
     def __init__(self, plan: RequestPlan, eng: EngineArrays, spacing: np.ndarray):
         D, R = plan.isl.shape
@@ -729,13 +730,12 @@ class _Fast:
         self.inv_sp = np.where(spacing > 0, 1.0 / np.where(spacing > 0, spacing, 1.0), 0.0)
         self.a_base = np.where(spacing > 0, 1.0, np.inf)  # a synchronised first wave arrives at once
         N, top = D * self.W, float(R + 1)
-        self.ab_hi, self.ab_a = np.full(N, top), np.zeros(N)
-        self.fb_hi, self.fb_t = np.full(N, top), np.zeros(N)
+        self.arr_log, self.a_log, self.first_log, self.t_first_log = [], [], [], []
         self.g_hi, self.g_in, self.g_end = np.full(N, top), np.zeros(N), np.zeros(N)
         z = lambda: np.zeros(D)  # noqa: E731
         self.now, self.G, self.s_in, self.ptok, self.arr, self.c, self.e = z(), z(), z(), z(), z(), z(), z()
         self.a_ptr, self.b_ptr = z(), z()
-        self.nab, self.nfb, self.ng, self.gp, self.bg = (self.off.copy() for _ in range(5))
+        self.ng, self.gp, self.bg = (self.off.copy() for _ in range(3))
         self.think0 = not bool(np.any(self.think > 0))
         self.first_round = True  # first-round requests still to be sent (somewhere)
         self.itl_s, self.itl_w = [], []
@@ -760,11 +760,9 @@ class _Fast:
                 self.bg = gi + due
             # the next such request's send time, for next_arrival (no state it reads changes before it is called)
             self.t_back = np.where(waiting, t_back, _INF)
-        arr = self.a_ptr + self.b_ptr
-        self.ab_hi[self.nab] = arr
-        self.ab_a[self.nab] = self.a_ptr
-        self.nab = self.nab + (arr > self.arr)
-        self.arr = arr
+        self.arr = arr = self.a_ptr + self.b_ptr
+        self.arr_log.append(arr)
+        self.a_log.append(self.a_ptr)
 
     def arrivals_pending(self) -> bool:
         """Whether a request can be sent other than at a finish: a first-round one, or one after think time."""
@@ -785,7 +783,7 @@ class _Fast:
         c, ng, G = self.c, self.ng, self.G
         new = upto > c
         if t_first is not None:
-            self.first_token(upto, t_first, new)
+            self.first_token(upto, t_first)
         # joins the last group where that one still decodes (ng > gp, i.e. c > e: group ends only grow, so the
         # index ng - 1 is read only there) and entered at this step
         merge = new & (ng > self.gp if running is None else running) & (self.g_in[ng - 1] == G)
@@ -798,11 +796,10 @@ class _Fast:
         self.s_in = self.s_in + (upto - c) * G
         self.c = upto
 
-    def first_token(self, upto, t_first, new) -> None:
-        i = self.nfb
-        self.fb_hi[i] = upto
-        self.fb_t[i] = t_first
-        self.nfb = i + new
+    def first_token(self, upto, t_first) -> None:
+        """The requests up to position ``upto`` have their first token by ``t_first`` (those before: already)."""
+        self.first_log.append(upto)
+        self.t_first_log.append(t_first)
 
     def finish(self, when) -> None:
         """The oldest decode group finishes once the decode steps reach its entry step + K."""
@@ -828,8 +825,11 @@ class _Fast:
         rows = np.arange(D)[:, None]
         v = lambda a: a.reshape(D, W)  # noqa: E731
         t_end = np.where(valid, v(self.g_end)[rows, _rows_of(v(self.g_hi), R)], np.nan)
-        t_first = np.where(valid, v(self.fb_t)[rows, _rows_of(v(self.fb_hi), R)], np.nan)
-        ab_hi, ab_a = v(self.ab_hi), v(self.ab_a)
+        # first tokens and arrivals from their logs: a request's first token is the one logged at the first iteration
+        # whose cumulative count passes its position (a count stays put between the iterations where it grows, so
+        # the iteration before holds the previous batch's counts)
+        t_first = np.where(valid, _by_row(self.t_first_log, D, 0.0)[rows, _rows_of(_by_row(self.first_log, D, R + 1), R)], np.nan)
+        ab_hi, ab_a = _by_row(self.arr_log, D, R + 1), _by_row(self.a_log, D, 0.0)
         i = _rows_of(ab_hi, R)
         prev = np.maximum(i - 1, 0)
         before = np.where(i > 0, ab_hi[rows, prev], 0.0)
@@ -851,6 +851,12 @@ class _Fast:
                         np.array(self.itl_s).T if self.itl_s else np.zeros((D, 0)),
                         np.array(self.itl_w).T if self.itl_w else np.zeros((D, 0)), eng.ttft_overhead_s, iterations,
                         np.zeros(D), self.ptok.copy())
+
+
+def _by_row(log: list, D: int, last: float) -> np.ndarray:
+    """(D, iterations + 1): a per-iteration log of (D,) arrays, row by row, and ``last`` after the last iteration
+    (a transposed view of the log)."""
+    return np.array(log + [np.full(D, last)]).T
 
 
 def _in_send_order(t_send: np.ndarray, rid: np.ndarray, batch: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -1065,7 +1071,6 @@ def _loop_disagg(st: _Fast, ptab: "_Cells", dtab: "_Cells", eng: EngineArrays, d
         h_p = np.where(st.arr > pre_c, now, nxt)
         horizon = np.minimum(h_p, nxt_ready)
         b_rank = n_r * inv_scale
-        new = upto > c
         st.enter(upto)  # entering requests count from this step
         G = st.G
         ctx = np.where(running, isl + al * (G - st.s_in / np.maximum(n_r, _ONE)), d_ctx_lo)
@@ -1074,7 +1079,7 @@ def _loop_disagg(st: _Fast, ptab: "_Cells", dtab: "_Cells", eng: EngineArrays, d
         kd = np.where(running, np.maximum(np.minimum(st.k_finish(), k_h), _ONE), _ZERO)
         td = np.maximum(v + slope * (np.maximum(kd - _ONE, _ZERO) * half_al), _ZERO)
         # first token: the run's first step (at admission where the request has no decode step)
-        st.first_token(upto, dnow + (np.maximum(v, _ZERO) if st.all_k_pos else np.maximum(v, _ZERO) * k_pos), new)
+        st.first_token(upto, dnow + (np.maximum(v, _ZERO) if st.all_k_pos else np.maximum(v, _ZERO) * k_pos))
         st.G = G + kd
         when = dnow + kd * td
         st.itl_s.append(td)  # zero weight where the pool did not step
