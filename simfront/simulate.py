@@ -708,8 +708,7 @@ class _Fast:
     """State of the fast loop (see the section comment): (D,) counters; per row flat arrays of the decode groups
     (cumulative, entry step, finish time) of width ``W`` (row ``d`` at ``d W``), whose pointers (``ng``, ``gp``,
     ``bg``) are flat indices (row ``d``'s count plus ``d W``); and per-iteration logs of the arrivals (cumulative
-    arrived, first-round arrived) and first tokens (cumulative, time), which :meth:`trace` turns into batches
-    (:func:`_batches`) once the loop is done (the loop never reads them back)."""
+    arrived, first-round arrived) and first tokens (cumulative, time), which only :meth:`trace` reads."""
 
     def __init__(self, plan: RequestPlan, eng: EngineArrays, spacing: np.ndarray):
         D, R = plan.isl.shape
@@ -825,10 +824,11 @@ class _Fast:
         rows = np.arange(D)[:, None]
         v = lambda a: a.reshape(D, W)  # noqa: E731
         t_end = np.where(valid, v(self.g_end)[rows, _rows_of(v(self.g_hi), R)], np.nan)
-        # first tokens and arrivals from their logs: a request's first token is the one logged at the first iteration
-        # whose cumulative count passes its position (a count stays put between the iterations where it grows, so
-        # the iteration before holds the previous batch's counts)
-        t_first = np.where(valid, _by_row(self.t_first_log, D, 0.0)[rows, _rows_of(_by_row(self.first_log, D, R + 1), R)], np.nan)
+        # first tokens and arrivals from their logs, by iteration: a request's batch is the first iteration whose
+        # cumulative count passes its position (a count stays put between the iterations where it grows, so the
+        # iteration before holds the previous batch's counts; the column after the last stands for none)
+        fb_hi, fb_t = _by_row(self.first_log, D, R + 1), _by_row(self.t_first_log, D, 0.0)
+        t_first = np.where(valid, fb_t[rows, _rows_of(fb_hi, R)], np.nan)
         ab_hi, ab_a = _by_row(self.arr_log, D, R + 1), _by_row(self.a_log, D, 0.0)
         i = _rows_of(ab_hi, R)
         prev = np.maximum(i - 1, 0)
