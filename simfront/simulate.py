@@ -52,6 +52,10 @@ CTX_POINTS = 2  # decode attention is linear in context: two points (shortest, l
 MAX_LOOP_ITERATIONS = 2_000_000
 PERCENTILES = (50, 90, 99)
 
+# 0-d float64 operands for the fast loops' per-iteration arithmetic: a ufunc converts a Python float anew on every
+# call, which costs about as much as the operation itself on a few hundred deployments (same values either way)
+_ZERO, _ONE, _TOL, _TINY, _INF = (np.array(x) for x in (0.0, 1.0, 1e-9, 1e-12, np.inf))
+
 # phases of a request slot
 _PENDING, _QUEUED, _PREFILL, _DECODE, _DONE = 0, 1, 2, 3, 4
 
@@ -118,61 +122,79 @@ class _Cells:
         t00, t10, t01, t11 = t[:, :-1, :-1], t[:, 1:, :-1], t[:, :-1, 1:], t[:, 1:, 1:]
         a = np.stack([t00, t10 - t00, t01 - t00, t11 - t10 - t01 + t00], axis=-1)  # (D, nb-1, np-1, 2 ctx, 4)
         c = np.concatenate([a[..., 0, :], a[..., 1, :] - a[..., 0, :]], axis=-1)  # (D, nb-1, np-1, 8)
+        # cell-major (cells, 8): a deployment's evaluation reads one cache line of eight coefficients
         self.coef = c.reshape(-1, 8)
+        # the decode-only ones (1, wb at the shortest context; the same per context span) and the prefill-only ones
+        # (1, wp at the shortest context) apart, for their own gathers
+        self.coef_dec = np.ascontiguousarray(self.coef[:, [0, 1, 4, 5]])
+        self.coef_pre = np.ascontiguousarray(self.coef[:, [0, 2]])
         self.b_grid, self.p_grid = tab.b_grid, tab.p_grid
-        self.ncell_p, self.row = npp - 1, np.arange(D) * (nb - 1) * (npp - 1)
+        self.row = np.arange(D) * (nb - 1) * (npp - 1)  # each deployment's first cell
+        self.b_off = np.arange(nb - 1) * (npp - 1)  # a batch cell's first cell within the deployment's
         self.ctx_lo, self.ctx_hi = tab.ctx_lo, tab.ctx_hi
         self.inv_span = 1.0 / np.maximum(tab.ctx_hi - tab.ctx_lo, 1.0)
         self.b_inv, self.p_inv = 1.0 / np.diff(tab.b_grid), 1.0 / np.diff(tab.p_grid)
         # a point's cell: the interior grid points at or below it (0 below the grid, the last cell above it)
         self.b_inner, self.p_inner = tab.b_grid[1:-1], tab.p_grid[1:-1]
+        self.finite = bool(np.isfinite(self.coef).all())
 
-    def parts(self, b, p, ctx) -> tuple[np.ndarray, np.ndarray]:
-        """(step seconds before the clip at 0, their slope per context token) at (b, p, ctx)."""
-        ib, wb = self._loc(self.b_grid, self.b_inner, self.b_inv, b)
-        ip, wp = self._loc(self.p_grid, self.p_inner, self.p_inv, p)
-        return self._at(ib, wb, ip, wp, ctx)
-
-    def parts_and_decode(self, n_dec, no_dec, p, ctx) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """:meth:`parts` at (b, p, ctx) with b = 0 where ``no_dec`` else ``n_dec``, and the decode-only step at
-        ``n_dec`` (:meth:`decode_only`, before the clip at 0), sharing the batch axis' cell lookup."""
-        ib_n, wb_n = self._loc(self.b_grid, self.b_inner, self.b_inv, n_dec)
-        ip, wp = self._loc(self.p_grid, self.p_inner, self.p_inv, p)
-        # b = 0 is the first cell's start
-        v, slope = self._at(np.where(no_dec, 0, ib_n), np.where(no_dec, 0.0, wb_n), ip, wp, ctx)
-        return v, slope, self._decode_at(ib_n, wb_n, ctx)[0]
+    def parts(self, b, p, ctx, whole_b=None, whole_p=None) -> tuple[np.ndarray, np.ndarray]:
+        """(step seconds before the clip at 0, their slope per context token) at (b, p, ctx); ``b`` >= 0.
+        ``whole_b`` / ``whole_p``: :meth:`whole_batches` / :meth:`whole_prompts` covering ``b`` / ``p``, where those
+        hold whole numbers (the same cells and weights, looked up)."""
+        if whole_b is None:
+            cell, wb = self._b_cell(b)
+        else:
+            bi = b.astype(np.intp)
+            cell, wb = self.row + whole_b[0][bi], whole_b[1][bi]
+        if whole_p is None:
+            ip, wp = self._p_cell(p)
+        else:
+            pi = p.astype(np.intp)
+            ip, wp = whole_p[0][pi], whole_p[1][pi]
+        c0, c1, c2, c3, c4, c5, c6, c7 = self.coef.take(cell + ip, axis=0).T
+        bw = wb * wp
+        slope = (c4 + c5 * wb + c6 * wp + c7 * bw) * self.inv_span  # step seconds per context token
+        return c0 + c1 * wb + c2 * wp + c3 * bw + (ctx - self.ctx_lo) * slope, slope
 
     def prefill_only(self, p) -> np.ndarray:
         """Seconds of a step with ``p`` prompt tokens and no decode requests (b = 0, shortest context)."""
-        ip, wp = self._loc(self.p_grid, self.p_inner, self.p_inv, p)
-        c = self.coef[self.row + ip]
-        return np.maximum(c[:, 0] + c[:, 2] * wp, 0.0)
+        ip, wp = self._p_cell(p)
+        c0, c2 = self.coef_pre.take(self.row + ip, axis=0).T
+        return np.maximum(c0 + c2 * wp, _ZERO)
 
     def decode_only(self, b, ctx) -> tuple[np.ndarray, np.ndarray]:
-        """:meth:`parts` of a decode-only step (p = 0)."""
-        ib, wb = self._loc(self.b_grid, self.b_inner, self.b_inv, b)
-        return self._decode_at(ib, wb, ctx)
+        """:meth:`parts` of a decode-only step (p = 0); ``b`` >= 0."""
+        cell, wb = self._b_cell(b)
+        c0, c1, c4, c5 = self.coef_dec.take(cell, axis=0).T
+        slope = (c4 + c5 * wb) * self.inv_span  # step seconds per context token
+        return c0 + c1 * wb + (ctx - self.ctx_lo) * slope, slope
 
-    def _at(self, ib, wb, ip, wp, ctx) -> tuple[np.ndarray, np.ndarray]:
-        """:meth:`parts` in cell (ib, ip) at weights (wb, wp)."""
-        c0, c1, c2, c3, c4, c5, c6, c7 = self.coef[self.row + ib * self.ncell_p + ip].T
-        bw = wb * wp
-        slope = (c4 + c5 * wb + c6 * wp + c7 * bw) * self.inv_span
-        return c0 + c1 * wb + c2 * wp + c3 * bw + (ctx - self.ctx_lo) * slope, slope
+    def whole_batches(self, top: int) -> tuple[np.ndarray, np.ndarray]:
+        """(cell offset within a deployment's cells, weight) of the batch cell of each whole batch size 0 .. ``top``,
+        worked out as :meth:`_b_cell` does."""
+        b = np.arange(top + 1, dtype=float)
+        i = self.b_inner.searchsorted(b, side="right")
+        return self.b_off[i], (b - self.b_grid[i]) * self.b_inv[i]
 
-    def _decode_at(self, ib, wb, ctx) -> tuple[np.ndarray, np.ndarray]:
-        """:meth:`decode_only` in batch cell ``ib`` at weight ``wb``."""
-        c = self.coef[self.row + ib * self.ncell_p]
-        slope = (c[:, 4] + c[:, 5] * wb) * self.inv_span
-        return c[:, 0] + c[:, 1] * wb + (ctx - self.ctx_lo) * slope, slope
+    def whole_prompts(self, top: int) -> tuple[np.ndarray, np.ndarray]:
+        """(cell, weight) of the prompt-token cell of each whole token count 0 .. ``top``, as :meth:`_p_cell` gives."""
+        return self._p_cell(np.arange(top + 1, dtype=float))
 
-    @staticmethod
-    def _loc(grid, inner, inv, x):
-        i = inner.searchsorted(x, side="right")  # the cell, clipped to the grid's first and last
-        return i, np.maximum((x - grid[i]) * inv[i], 0.0)
+    def _b_cell(self, b) -> tuple[np.ndarray, np.ndarray]:
+        """(first cell of the batch cell of ``b`` decode requests, weight of ``b`` in it). Decode requests are never
+        below the grid's first point (0), so the weight needs no clip there."""
+        i = self.b_inner.searchsorted(b, side="right")  # the cell, clipped to the grid's last
+        return self.row + self.b_off[i], (b - self.b_grid[i]) * self.b_inv[i]
+
+    def _p_cell(self, p) -> tuple[np.ndarray, np.ndarray]:
+        """(prompt-token cell of ``p``, weight of ``p`` in it; 0 below the grid)."""
+        i = self.p_inner.searchsorted(p, side="right")  # the cell, clipped to the grid's first and last
+        return i, np.maximum((p - self.p_grid[i]) * self.p_inv[i], _ZERO)
 
     def __call__(self, b, p, ctx) -> np.ndarray:
-        return np.maximum(self.parts(np.asarray(b, float), np.asarray(p, float), np.asarray(ctx, float))[0], 0.0)
+        b = np.maximum(np.asarray(b, float), 0.0)  # below the grid: its first point's value, as StepTable gives
+        return np.maximum(self.parts(b, np.asarray(p, float), np.asarray(ctx, float))[0], 0.0)
 
 
 def _locate(grid: np.ndarray, x) -> tuple[np.ndarray, np.ndarray]:
@@ -190,7 +212,7 @@ def _grid(grid: np.ndarray, top: float) -> np.ndarray:
 
 def build_step_table(model, precision, hw, lay: Layouts, profile: dict, *, isl_new: float, prefix: float, ctx_lo, ctx_hi,
                      b_max: float, p_max: float, spec=NO_SPEC, routing_alpha=DEFAULT_ROUTING_ALPHA,
-                     worker_prompts: bool = False) -> StepTable:
+                     worker_prompts: bool = False, memo: dict | None = None) -> StepTable:
     """Engine step times of the deployments' workers (``lay`` holds (D,) layout arrays) on the
     (decode requests, prompt tokens, context) grid, with the serving profile applied exactly as
     :mod:`simfront.serving` does (:func:`simfront.serving.step_terms`). ``isl_new`` sets how many
@@ -199,7 +221,8 @@ def build_step_table(model, precision, hw, lay: Layouts, profile: dict, *, isl_n
     (one forward pass with each row's draft tokens per request). ``routing_alpha``: the workload's MoE routing
     skew (:class:`simfront.serving.Workload`), as the evaluator takes it. ``worker_prompts``: the prompt-token axis
     is the whole worker's (a disaggregated prefill worker), dealt to its attention-DP ranks a whole prompt at a time
-    (:func:`worker_prompt_ranks`), rather than every rank's."""
+    (:func:`worker_prompt_ranks`), rather than every rank's. ``memo``: :func:`simfront.step.forward_step`'s op memo
+    (ops repeated with the same inputs, as the attention of a model's dense and MoE layer groups, are costed once)."""
     bg = _grid(B_GRID, b_max)
     pg = _grid(P_GRID, p_max)
     D = np.asarray(lay.tp).reshape(-1).size
@@ -220,7 +243,7 @@ def build_step_table(model, precision, hw, lay: Layouts, profile: dict, *, isl_n
         q[rows] = sp.k + 1
     sb = StepBatch(decode_reqs=B, decode_ctx=ctx, q_tokens=q[:, None, None, None] if len(groups) > 1 else q[0],
                    prefill_tokens=P, prefill_seqs=seqs, prefill_prefix=prefix, prefill_ranks=ranks)
-    st = forward_step(model, precision, hw, tp, pp, dp, ep, sb, routing_alpha=routing_alpha)
+    st = forward_step(model, precision, hw, tp, pp, dp, ep, sb, routing_alpha=routing_alpha, memo={} if memo is None else memo)
     # every row's draft passes on the one forward pass (serving._split per speculation, its sums taken once)
     draft_layers, k, drafts = np.zeros(D), np.zeros(D), np.zeros(D, bool)
     for rows, sp in groups:
@@ -666,18 +689,26 @@ def fast_rows(plan: RequestPlan, eng: EngineArrays, decode: dict | None = None) 
     return ok
 
 
-def _rows_of(hi: np.ndarray, m: np.ndarray) -> np.ndarray:
-    """Per row, the index of the first batch whose cumulative end ``hi[d, i]`` exceeds position ``m[d, j]``."""
+def _rows_of(hi: np.ndarray, R: int) -> np.ndarray:
+    """(D, R): per row, the index of the first batch whose cumulative end ``hi[d, i]`` (non-decreasing along the row)
+    exceeds position m = 0 .. R - 1, clipped to the row's last batch."""
     D, I = hi.shape
-    off = (np.arange(D) * _BIG_ROWS)[:, None]
-    i = np.searchsorted((hi + off).ravel(), (m + off).ravel(), side="right").reshape(m.shape) - (np.arange(D) * I)[:, None]
+    if np.array_equal(hi, np.floor(hi)):
+        # whole ends (request counts): the batches ending at or below m are the ends counted by value up to m
+        at = np.clip(hi, 0, R).astype(np.intp) + (np.arange(D) * (R + 1))[:, None]
+        i = np.cumsum(np.bincount(at.ravel(order="K"), minlength=D * (R + 1)).reshape(D, R + 1)[:, :R], axis=1)
+    else:  # a sorted search of every row at once (rows kept apart by a large offset)
+        off = (np.arange(D) * _BIG_ROWS)[:, None]
+        m = np.arange(R, dtype=float)[None, :] + off
+        i = np.searchsorted((hi + off).ravel(), m.ravel(), side="right").reshape(D, R) - (np.arange(D) * I)[:, None]
     return np.clip(i, 0, I - 1)
 
 
 class _Fast:
-    """State of the fast loop (see the section comment): (D,) counters, and per row flat batch arrays
-    of width ``W`` (row ``d`` at ``d W``): arrivals (cumulative arrived, first-round arrived), first
-    tokens (cumulative, time), decode groups (cumulative, entry step, finish time)."""
+    """State of the fast loop (see the section comment): (D,) counters; per row flat arrays of the decode groups
+    (cumulative, entry step, finish time) of width ``W`` (row ``d`` at ``d W``), whose pointers (``ng``, ``gp``,
+    ``bg``) are flat indices (row ``d``'s count plus ``d W``); and per-iteration logs of the arrivals (cumulative
+    arrived, first-round arrived) and first tokens (cumulative, time), which only :meth:`trace` reads."""
 
     def __init__(self, plan: RequestPlan, eng: EngineArrays, spacing: np.ndarray):
         D, R = plan.isl.shape
@@ -693,83 +724,98 @@ class _Fast:
         self.think = plan.after_s[:, 0].astype(float)
         self.K = np.ceil(np.maximum(self.osl - 1.0, 0.0) / eng.al)  # decode steps of one request
         self.k_pos = self.K > 0
+        self.all_k_pos = bool(self.k_pos.all())
         self.spacing = spacing
         self.inv_sp = np.where(spacing > 0, 1.0 / np.where(spacing > 0, spacing, 1.0), 0.0)
         self.a_base = np.where(spacing > 0, 1.0, np.inf)  # a synchronised first wave arrives at once
         N, top = D * self.W, float(R + 1)
-        self.ab_hi, self.ab_a = np.full(N, top), np.zeros(N)
-        self.fb_hi, self.fb_t = np.full(N, top), np.zeros(N)
+        self.arr_log, self.a_log, self.first_log, self.t_first_log = [], [], [], []
         self.g_hi, self.g_in, self.g_end = np.full(N, top), np.zeros(N), np.zeros(N)
         z = lambda: np.zeros(D)  # noqa: E731
         self.now, self.G, self.s_in, self.ptok, self.arr, self.c, self.e = z(), z(), z(), z(), z(), z(), z()
         self.a_ptr, self.b_ptr = z(), z()
-        zi = lambda: np.zeros(D, int)  # noqa: E731
-        self.nab, self.nfb, self.ng, self.gp, self.bg = zi(), zi(), zi(), zi(), zi()
+        self.ng, self.gp, self.bg = (self.off.copy() for _ in range(3))
         self.think0 = not bool(np.any(self.think > 0))
+        self.first_round = True  # first-round requests still to be sent (somewhere)
         self.itl_s, self.itl_w = [], []
 
     def arrive(self) -> None:
         """Requests sent by ``now`` join the queue: first-round ones, then those of users whose last
         request finished (at once without think time)."""
-        self.a_ptr = np.minimum(np.floor(self.now * self.inv_sp + 1e-9) + self.a_base, self.U)
+        if self.first_round:  # once every row has sent them all, a_ptr stays U (the clocks do not go back)
+            self.a_ptr = np.minimum(np.floor(self.now * self.inv_sp + 1e-9) + self.a_base, self.U)
+            self.first_round = bool(np.count_nonzero(self.a_ptr < self.U))
         if self.think0:
             self.b_ptr = np.minimum(self.e, self.nB)
         else:
             while True:
-                gi = self.off + self.bg
-                due = (self.bg < self.gp) & (self.b_ptr < self.nB) & (self.g_end[gi] + self.think <= self.now)
-                if not due.any():
+                gi = self.bg
+                waiting = (gi < self.gp) & (self.b_ptr < self.nB)  # a finished group's users not all sent again
+                t_back = self.g_end[gi] + self.think  # when they send (after their think time)
+                due = waiting & (t_back <= self.now)
+                if not np.count_nonzero(due):
                     break
                 self.b_ptr = np.where(due, np.minimum(self.g_hi[gi], self.nB), self.b_ptr)
-                self.bg = self.bg + due
-        arr = self.a_ptr + self.b_ptr
-        i = self.off + self.nab
-        self.ab_hi[i] = arr
-        self.ab_a[i] = self.a_ptr
-        self.nab = self.nab + (arr > self.arr)
-        self.arr = arr
+                self.bg = gi + due
+            # the next such request's send time, for next_arrival (no state it reads changes before it is called)
+            self.t_back = np.where(waiting, t_back, _INF)
+        self.arr = arr = self.a_ptr + self.b_ptr
+        self.arr_log.append(arr)
+        self.a_log.append(self.a_ptr)
+
+    def arrivals_pending(self) -> bool:
+        """Whether a request can be sent other than at a finish: a first-round one, or one after think time."""
+        return self.first_round or not self.think0
 
     def next_arrival(self) -> np.ndarray:
-        t = np.where(self.a_ptr < self.U, self.a_ptr * self.spacing, np.inf)
-        if not self.think0:
-            gi = self.off + np.minimum(self.bg, self.W - 1)
-            t = np.minimum(t, np.where((self.bg < self.gp) & (self.b_ptr < self.nB), self.g_end[gi] + self.think, np.inf))
-        return t
+        """Send time of the next request (inf where it comes only at a finish)."""
+        # the next first-round request (none left anywhere once first_round is False)
+        t = np.where(self.a_ptr < self.U, self.a_ptr * self.spacing, np.inf) if self.first_round else None
+        if not self.think0:  # the next request of a user whose last one finished, after its think time (arrive)
+            t = self.t_back if t is None else np.minimum(t, self.t_back)
+        return np.full(self.D, np.inf) if t is None else t
 
-    def enter(self, upto, t_first=None) -> None:
+    def enter(self, upto, t_first=None, running=None) -> None:
         """Requests up to position ``upto`` decode from step ``G`` on (requests entering at the same step
-        form one group); their first token at ``t_first`` (or given later with :meth:`first_token`)."""
-        new = upto > self.c
+        form one group); their first token at ``t_first`` (or given later with :meth:`first_token`).
+        ``running``: where a group still decodes (c > e), when the caller has it."""
+        c, ng, G = self.c, self.ng, self.G
+        new = upto > c
         if t_first is not None:
-            self.first_token(upto, t_first, new)
-        last = self.off + np.maximum(self.ng - 1, 0)
-        merge = new & (self.ng > self.gp) & (self.g_in[last] == self.G) & self.k_pos
-        idx = np.where(merge, last, self.off + self.ng)
-        self.g_in[idx] = self.G
-        self.g_hi[idx] = upto
-        self.ng = self.ng + (new & ~merge)
-        self.s_in = self.s_in + (upto - self.c) * self.G
+            self.first_token(upto, t_first)
+        # joins the last group where that one still decodes (ng > gp, i.e. c > e: group ends only grow, so the
+        # index ng - 1 is read only there) and entered at this step
+        merge = new & (ng > self.gp if running is None else running) & (self.g_in[ng - 1] == G)
+        if not self.all_k_pos:
+            merge &= self.k_pos
+        i = ng - merge  # the group's index: the last one's where merged, else the next
+        self.g_in[i] = G
+        self.g_hi[i] = upto
+        self.ng = i + new
+        self.s_in = self.s_in + (upto - c) * G
         self.c = upto
 
-    def first_token(self, upto, t_first, new) -> None:
-        i = self.off + self.nfb
-        self.fb_hi[i] = upto
-        self.fb_t[i] = t_first
-        self.nfb = self.nfb + new
+    def first_token(self, upto, t_first) -> None:
+        """The requests up to position ``upto`` have their first token by ``t_first`` (those before: already)."""
+        self.first_log.append(upto)
+        self.t_first_log.append(t_first)
 
     def finish(self, when) -> None:
         """The oldest decode group finishes once the decode steps reach its entry step + K."""
-        gi = self.off + self.gp
+        gi = self.gp
         g0 = self.g_in[gi]
-        due = (self.gp < self.ng) & (self.G >= g0 + self.K)
+        due = (gi < self.ng) & (self.G >= g0 + self.K)
         hi = self.g_hi[gi]
         self.g_end[gi] = when  # read only once the group has finished
-        self.s_in = self.s_in - due * (hi - self.e) * g0
-        self.e = np.where(due, hi, self.e)
-        self.gp = self.gp + due
+        e = self.e
+        self.e = e_new = np.where(due, hi, e)
+        self.s_in = self.s_in - (e_new - e) * g0  # the finished requests' entry steps (0 where none finished)
+        self.gp = gi + due
 
     def k_finish(self) -> np.ndarray:
-        return np.where(self.gp < self.ng, self.g_in[self.off + self.gp] + self.K - self.G, np.inf)
+        """Decode steps until the oldest running group finishes: read only where a group runs (c > e; elsewhere
+        ``gp`` is the next group's slot)."""
+        return self.g_in[self.gp] + self.K - self.G
 
     def trace(self, eng: EngineArrays, plan: RequestPlan, iterations: int) -> SimTrace:
         D, R, W = self.D, self.R, self.W
@@ -777,10 +823,14 @@ class _Fast:
         valid = m < self.n[:, None]
         rows = np.arange(D)[:, None]
         v = lambda a: a.reshape(D, W)  # noqa: E731
-        t_end = np.where(valid, v(self.g_end)[rows, _rows_of(v(self.g_hi), m)], np.nan)
-        t_first = np.where(valid, v(self.fb_t)[rows, _rows_of(v(self.fb_hi), m)], np.nan)
-        ab_hi, ab_a = v(self.ab_hi), v(self.ab_a)
-        i = _rows_of(ab_hi, m)
+        t_end = np.where(valid, v(self.g_end)[rows, _rows_of(v(self.g_hi), R)], np.nan)
+        # first tokens and arrivals from their logs, by iteration: a request's batch is the first iteration whose
+        # cumulative count passes its position (a count stays put between the iterations where it grows, so the
+        # iteration before holds the previous batch's counts; the column after the last stands for none)
+        fb_hi, fb_t = _by_row(self.first_log, D, R + 1), _by_row(self.t_first_log, D, 0.0)
+        t_first = np.where(valid, fb_t[rows, _rows_of(fb_hi, R)], np.nan)
+        ab_hi, ab_a = _by_row(self.arr_log, D, R + 1), _by_row(self.a_log, D, 0.0)
+        i = _rows_of(ab_hi, R)
         prev = np.maximum(i - 1, 0)
         before = np.where(i > 0, ab_hi[rows, prev], 0.0)
         a_lo = np.where(i > 0, ab_a[rows, prev], 0.0)
@@ -791,9 +841,9 @@ class _Fast:
         kb = np.clip(off - n_a + (before - a_lo), 0, R - 1).astype(int)  # B requests of earlier batches: before - a_lo
         t_send = np.where(is_a, j * self.spacing[:, None], np.take_along_axis(t_end, kb, axis=1) + self.think[:, None])
         rid = np.where(is_a, j, self.U[:, None] + kb)
-        # requests that joined the queue in the same step are served in the order they were sent
-        o = np.lexsort((t_send, i), axis=-1)
-        t_send, rid = np.take_along_axis(t_send, o, axis=1), np.take_along_axis(rid, o, axis=1)
+        # requests that joined the queue in the same step are served in the order they were sent: a stable sort by
+        # (batch, send time), of the rows not in that order already (closed loops without think time are)
+        t_send, rid = _in_send_order(t_send, rid, i)
         t_send = np.where(valid, t_send, np.nan)
         counted = valid & (rid >= plan.warmup[:, None]) & np.isfinite(t_end) & _in_window(rid, plan)
         full = lambda x: np.broadcast_to(x[:, None], (D, R)).copy()  # noqa: E731
@@ -801,6 +851,27 @@ class _Fast:
                         np.array(self.itl_s).T if self.itl_s else np.zeros((D, 0)),
                         np.array(self.itl_w).T if self.itl_w else np.zeros((D, 0)), eng.ttft_overhead_s, iterations,
                         np.zeros(D), self.ptok.copy())
+
+
+def _by_row(log: list, D: int, last: float) -> np.ndarray:
+    """(D, iterations + 1): a per-iteration log of (D,) arrays, row by row, and ``last`` after the last iteration
+    (a transposed view of the log)."""
+    return np.array(log + [np.full(D, last)]).T
+
+
+def _in_send_order(t_send: np.ndarray, rid: np.ndarray, batch: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(t_send, rid) with each row's entries stably sorted by (batch, t_send) (NaN send times last), as
+    ``np.lexsort((t_send, batch))`` orders them; rows already in that order are left as they are."""
+    t0, t1, b0, b1 = t_send[:, :-1], t_send[:, 1:], batch[:, :-1], batch[:, 1:]
+    # an entry the sort moves: after a later batch, or in the same batch after a later send (NaN counts as latest)
+    out_of_order = (b1 < b0) | ((b1 == b0) & ((t1 < t0) | (np.isnan(t0) & ~np.isnan(t1))))
+    rows = np.nonzero(out_of_order.any(axis=1))[0]
+    if rows.size:
+        t_send, rid = t_send.copy(), rid.copy()
+        o = np.lexsort((t_send[rows], batch[rows]), axis=-1)
+        t_send[rows] = np.take_along_axis(t_send[rows], o, axis=1)
+        rid[rows] = np.take_along_axis(rid[rows], o, axis=1)
+    return t_send, rid
 
 
 def _in_window(rid, plan: RequestPlan) -> np.ndarray:
@@ -813,9 +884,14 @@ def _in_window(rid, plan: RequestPlan) -> np.ndarray:
 def _prefill_run(p, avail, rem_head) -> np.ndarray:
     """Identical steps of ``p`` prompt tokens until the head prompt (``rem_head`` tokens left) finishes,
     as long as the queue (``avail`` tokens) fills every step; one step when it empties; 0 without prompts."""
-    ps = np.maximum(p, 1e-9)
-    k = np.maximum(np.minimum(np.ceil(rem_head / ps - 1e-9), np.floor(avail / ps + 1e-9)), 1.0)
-    return np.where(p <= 0, 0.0, k)  # where p takes all of avail, k is 1: floor(avail / p) <= 1
+    return np.where(p <= _ZERO, _ZERO, _prefill_steps(p, avail, rem_head))
+
+
+def _prefill_steps(p, avail, rem_head) -> np.ndarray:
+    """:func:`_prefill_run` where ``p`` > 0 (elsewhere at least 1, for callers that mask it themselves)."""
+    ps = np.maximum(p, _TOL)
+    # where p takes all of avail, k is 1: floor(avail / p) <= 1
+    return np.maximum(np.minimum(np.ceil(rem_head / ps - _TOL), np.floor(avail / ps + _TOL)), _ONE)
 
 
 def _life_s(table, plan: RequestPlan, eng: EngineArrays, users, decode_table=None, disagg: dict | None = None) -> np.ndarray:
@@ -864,7 +940,7 @@ def _iterations(st: _Fast, max_iterations: int):
     """(iteration number, deployments still running) of an engine loop, arrivals taken at each; stops when
     every deployment's requests are done, fails past ``max_iterations``."""
     it = 0
-    while (act := st.e < st.stop).any():
+    while np.count_nonzero(act := st.e < st.stop):
         it += 1
         if it > max_iterations:
             _too_long(max_iterations)
@@ -872,37 +948,70 @@ def _iterations(st: _Fast, max_iterations: int):
         yield it, act
 
 
+_LOOKUP_TOKENS = 1 << 16  # the largest token budget whose prompt-token cells the aggregated loop tabulates
+
+
+def _whole(x) -> bool:
+    """Whether every value of ``x`` is a whole number (or infinite)."""
+    return np.array_equal(x, np.floor(x))
+
+
 def _loop_agg(st: _Fast, tab: "_Cells", eng: EngineArrays, max_iterations: int) -> int:
     pf, mixed = eng.prefill_first, ~eng.prefill_first
+    any_pf = bool(pf.any())  # without prefill-first rows every step carries the running requests' decode tokens
     qm = eng.q * mixed  # decode tokens take budget only in mixed steps
     budget, maxrun, half_al, al, lag = eng.token_budget, eng.max_running, eng.al / 2.0, eng.al, eng.lag_steps
+    finite = tab.finite  # finite step times (the shortcuts below rely on it)
+    # first tokens wait for the next decode step only on an overlap scheduler (lag 0 adds 0 s to finite step times)
+    lagged = bool(np.any(lag != 0)) or not finite
     need, isl, ctx_lo = st.need, st.isl, tab.ctx_lo
+    # whole users, caps of running requests and returning users keep every request count whole (sums, floors and
+    # minima of whole numbers), so the decode batch (c - e, at most min(U, max running)) looks its cell up
+    whole = all(_whole(x) for x in (st.U, st.nB, maxrun))
+    whole_b = tab.whole_batches(int(np.max(np.minimum(st.U, maxrun)))) if whole else None
+    # with whole prompts, token budgets and decode tokens too, steps and prompt tokens stay whole, and a step's prompt
+    # tokens are at most the budget and never below 0 (a run of k steps takes k p <= avail tokens: the 1e-9 in
+    # _prefill_steps cannot lift floor(avail / p) for whole numbers below 1e9), so they look their cell up as well
+    p_top = float(np.max(budget))
+    whole_p = (tab.whole_prompts(int(p_top)) if whole and p_top <= _LOOKUP_TOKENS and all(_whole(x) for x in (need, budget, qm))
+               else None)
     it = 0
     for it, act in _iterations(st, max_iterations):
-        c, e, ptok, G = st.c, st.e, st.ptok, st.G
+        c, e, ptok, G, now = st.c, st.e, st.ptok, st.G, st.now
         adm = np.minimum(st.arr, e + maxrun)  # admitted (FCFS) while the engine has room
         n_dec = c - e
-        running = n_dec > 0
+        running = n_dec > _ZERO
         avail = adm * need - ptok
-        p = np.minimum(avail, np.maximum(budget - n_dec * qm, 0.0))
-        has_p = p > 0
-        p_only = has_p & pf  # a prefill-first step with prompts: no decode tokens
-        k_p = _prefill_run(p, avail, need - (ptok - c * need))
-        dec_in = np.where(p_only, 0.0, n_dec)
-        ctx = np.where(running, isl + al * (G - st.s_in / np.maximum(n_dec, 1.0)), ctx_lo)
+        p = np.minimum(avail, np.maximum(budget - n_dec * qm, _ZERO))
+        has_p = p > _ZERO
+        # decode requests in the step: none in a prefill-first step with prompts
+        dec_in = np.where(has_p & pf, _ZERO, n_dec) if any_pf else n_dec
+        k_p = _prefill_steps(p, avail, need - (ptok - c * need))  # read only where has_p
+        ctx = np.where(running, isl + al * (G - st.s_in / np.maximum(n_dec, _ONE)), ctx_lo)
         k_fin = st.k_finish()
-        nxt = st.next_arrival()
-        v, slope, v_next = tab.parts_and_decode(n_dec, p_only, p, ctx)
-        k_arr = np.where(adm - e < maxrun, np.ceil(np.maximum(nxt - st.now, 0.0) / np.maximum(v, 1e-12)), np.inf)
-        k = np.where(has_p, np.where(mixed & running, np.minimum(k_p, k_fin), k_p),
-                     np.where(running, np.maximum(np.minimum(k_fin, k_arr), 1.0), 0.0)) * act
-        adv = dec_in > 0
-        t_step = np.maximum(v + slope * (np.maximum(k - 1.0, 0.0) * half_al * adv), 0.0)  # the run's mean context
-        new_now = np.where(act & (k == 0), np.where(nxt < np.inf, np.maximum(st.now, nxt), st.now), st.now + k * t_step)
-        st.ptok = ptok + k * p
+        v, slope = tab.parts(dec_in, p, ctx, whole_b, whole_p)
+        quiet = finite and not st.arrivals_pending()
+        if quiet:
+            # requests come only at finishes, where runs end anyway (k_arr would be inf: inf / finite v), and an
+            # idle row has nothing to wait for
+            k_dec, idle_to = np.maximum(k_fin, _ONE), now
+        else:
+            nxt = st.next_arrival()
+            # decode steps until the next arrival (while the engine has room for it)
+            k_arr = np.where(adm - e < maxrun, np.ceil(np.maximum(nxt - now, _ZERO) / np.maximum(v, _TINY)), _INF)
+            k_dec, idle_to = np.maximum(np.minimum(k_fin, k_arr), _ONE), np.where(nxt < _INF, np.maximum(now, nxt), now)
+        # a run with prompts stops where the head prompt finishes, or a mixed step's decode group does
+        k = np.where(has_p, np.where(mixed & running if any_pf else running, np.minimum(k_p, k_fin), k_p),
+                     np.where(running, k_dec, _ZERO)) * act
+        adv = dec_in > _ZERO if any_pf else running  # decode tokens in the step
+        t_step = np.maximum(v + slope * (np.maximum(k - _ONE, _ZERO) * half_al * adv), _ZERO)  # the run's mean context
+        # idle and finished rows (k = 0) stay at their clock (0 x a finite step adds 0 s), or wait for the next arrival
+        new_now = now + k * t_step if quiet else np.where(act & (k == _ZERO), idle_to, now + k * t_step)
+        st.ptok = ptok = ptok + k * p
         st.G = G + k * adv
         # first tokens: by the end of the next step, the running requests' decode step (see run_engine)
-        st.enter(np.minimum(np.floor(st.ptok / need + 1e-9), adm), new_now + lag * np.maximum(v_next, 0.0))
+        t_first = new_now + lag * np.maximum(tab.decode_only(n_dec, ctx)[0], _ZERO) if lagged else new_now
+        st.enter(np.minimum(np.floor(ptok / need + _TOL), adm), t_first, running)
         st.finish(new_now)
         st.itl_s.append(t_step)  # zero weight where no decode request stepped
         st.itl_w.append(dec_in * k)
@@ -917,65 +1026,66 @@ def _loop_disagg(st: _Fast, ptab: "_Cells", dtab: "_Cells", eng: EngineArrays, d
     inv_scale = 1.0 / np.maximum(dis["decode_scale"], 1e-9)
     dslots, ready_after = dis["decode_slots"], dis["transfer_s"] * isl
     d_ctx_lo, k_pos = dtab.ctx_lo, st.k_pos
-    # prefill-done batches (cumulative prefilled, KV ready at); the decode pool's own pointers
+    # prefill-done batches (cumulative prefilled, KV ready at); the decode pool's own pointers (flat indices, as _Fast's)
     top = float(st.R + 1)
-    rb_hi, rb_t, nrb = np.full(D * W, top), np.zeros(D * W), np.zeros(D, int)
-    rb, rp, pre_c = np.zeros(D, int), np.zeros(D), np.zeros(D)
+    rb_hi, rb_t, nrb = np.full(D * W, top), np.zeros(D * W), off.copy()
+    rb, rp, pre_c = off.copy(), np.zeros(D), np.zeros(D)
     dnow = np.zeros(D)
     it = 0
     for it, act in _iterations(st, max_iterations):
-        # ---- prefill worker (clock st.now): prefill-only steps of the queued prompts (arrivals taken) ----
+        now, c, e, ptok = st.now, st.c, st.e, st.ptok
+        # ---- prefill worker (clock now): prefill-only steps of the queued prompts (arrivals taken) ----
         adm = np.minimum(st.arr, pre_c + maxrun)
-        avail = adm * need - st.ptok
+        avail = adm * need - ptok
         p = np.minimum(avail, budget)
         # the two clocks advance in time order: the worker holds while the pool is behind it with requests to run
         # before its clock (run_engine)
-        pool_due = (st.c > st.e) | (rp > st.c) | ((rb < nrb) & (rb_t[off + rb] <= st.now))
-        held = (dnow < st.now) & pool_due
-        k = np.where(held, 0.0, _prefill_run(p, avail, need - (st.ptok - pre_c * need)))
+        pool_due = (c > e) | (rp > c) | ((rb < nrb) & (rb_t[rb] <= now))
+        held = (dnow < now) & pool_due
+        k = np.where(held, _ZERO, _prefill_run(p, avail, need - (ptok - pre_c * need)))
         t_step = ptab.prefill_only(p)
         nxt = st.next_arrival()
-        new_now = np.where(act & (k == 0), np.where(nxt < np.inf, np.maximum(st.now, nxt), np.maximum(st.now, dnow)),
-                           st.now + k * t_step)
-        new_now = np.where(held, st.now, new_now)
-        st.ptok = st.ptok + k * p
-        c_new = np.minimum(np.floor(st.ptok / need + 1e-9), adm)
-        i = off + nrb
-        rb_hi[i] = c_new
-        rb_t[i] = new_now + ready_after
+        new_now = np.where(act & (k == _ZERO), np.where(nxt < _INF, np.maximum(now, nxt), np.maximum(now, dnow)),
+                           now + k * t_step)
+        new_now = np.where(held, now, new_now)
+        st.ptok = ptok = ptok + k * p
+        c_new = np.minimum(np.floor(ptok / need + _TOL), adm)
+        rb_hi[nrb] = c_new
+        rb_t[nrb] = new_now + ready_after
         nrb = nrb + (c_new > pre_c)
         pre_c = c_new
-        st.now = new_now
+        st.now = now = new_now
         # ---- decode pool (clock dnow): admit ready requests FCFS, run to the next event ----
         while True:
-            ri = off + rb
-            due = (rb < nrb) & (rb_t[ri] <= dnow)
-            if not due.any():
+            pending, t_ready = rb < nrb, rb_t[rb]  # the oldest prefilled batch not yet at the pool, its KV ready at
+            due = pending & (t_ready <= dnow)
+            if not np.count_nonzero(due):
                 break
-            rp = np.where(due, rb_hi[ri], rp)
+            rp = np.where(due, rb_hi[rb], rp)
             rb = rb + due
-        n_r = st.c - st.e
-        upto = st.c + np.maximum(np.minimum(rp - st.c, dslots - n_r), 0.0)
-        n_r = upto - st.e
-        running = n_r > 0
-        nxt_ready = np.where(rb < nrb, rb_t[off + rb], np.inf)
-        h_p = np.where(st.arr > pre_c, st.now, nxt)
+        n_r = c - e
+        upto = c + np.maximum(np.minimum(rp - c, dslots - n_r), _ZERO)
+        n_r = upto - e
+        running = n_r > _ZERO
+        nxt_ready = np.where(pending, t_ready, _INF)  # the next KV to arrive
+        h_p = np.where(st.arr > pre_c, now, nxt)
         horizon = np.minimum(h_p, nxt_ready)
         b_rank = n_r * inv_scale
-        new = upto > st.c
         st.enter(upto)  # entering requests count from this step
-        ctx = np.where(running, isl + al * (st.G - st.s_in / np.maximum(n_r, 1.0)), d_ctx_lo)
+        G = st.G
+        ctx = np.where(running, isl + al * (G - st.s_in / np.maximum(n_r, _ONE)), d_ctx_lo)
         v, slope = dtab.decode_only(b_rank, ctx)
-        k_h = np.ceil(np.maximum(horizon - dnow, 0.0) / np.maximum(v, 1e-12))
-        kd = np.where(running, np.maximum(np.minimum(st.k_finish(), k_h), 1.0), 0.0)
-        td = np.maximum(v + slope * (np.maximum(kd - 1.0, 0.0) * half_al), 0.0)
-        st.first_token(upto, dnow + np.maximum(v, 0.0) * k_pos, new)  # first token: the run's first step
-        st.G = st.G + kd
+        k_h = np.ceil(np.maximum(horizon - dnow, _ZERO) / np.maximum(v, _TINY))
+        kd = np.where(running, np.maximum(np.minimum(st.k_finish(), k_h), _ONE), _ZERO)
+        td = np.maximum(v + slope * (np.maximum(kd - _ONE, _ZERO) * half_al), _ZERO)
+        # first token: the run's first step (at admission where the request has no decode step)
+        st.first_token(upto, dnow + (np.maximum(v, _ZERO) if st.all_k_pos else np.maximum(v, _ZERO) * k_pos))
+        st.G = G + kd
         when = dnow + kd * td
         st.itl_s.append(td)  # zero weight where the pool did not step
         st.itl_w.append(b_rank * kd)
-        idle_to = np.where(nxt_ready < np.inf, np.minimum(nxt_ready, np.where(h_p < np.inf, np.maximum(h_p, dnow), nxt_ready)),
-                           np.maximum(dnow, st.now))
+        idle_to = np.where(nxt_ready < _INF, np.minimum(nxt_ready, np.where(h_p < _INF, np.maximum(h_p, dnow), nxt_ready)),
+                           np.maximum(dnow, now))
         dnow = np.where(kd > 0, when, np.maximum(dnow, idle_to))
         st.finish(when)
     return it
@@ -1240,11 +1350,13 @@ def _tables(model, precision, hw, lay: Layouts, profile, spec, D: int, **kw) -> 
     ctx = {k: np.broadcast_to(np.asarray(kw[k], float), (D,)) for k in ("ctx_lo", "ctx_hi")}
     key = np.stack([lay.tp, lay.pp, lay.dp, lay.ep, spec_id, ctx["ctx_lo"], ctx["ctx_hi"]], axis=1)
     parts = []
+    memo: dict = {}  # one op memo for this call's forward passes (precisions that differ only in the KV format share ops)
     for rows, prec in _per_row(precision, D):
         uniq, first, inv = np.unique(key[rows], axis=0, return_index=True, return_inverse=True)
         u = rows[first]  # one representative row per distinct key
         sp = [spec[i] for i in u] if isinstance(spec, (list, tuple)) else spec
-        tab = build_step_table(model, prec, hw, lay.take(u), profile, spec=sp, **{**kw, "ctx_lo": ctx["ctx_lo"][u], "ctx_hi": ctx["ctx_hi"][u]})
+        tab = build_step_table(model, prec, hw, lay.take(u), profile, spec=sp, memo=memo,
+                               **{**kw, "ctx_lo": ctx["ctx_lo"][u], "ctx_hi": ctx["ctx_hi"][u]})
         parts.append((rows, tab.take(np.asarray(inv).reshape(-1))))
     return StepTable.stack(parts, D)
 

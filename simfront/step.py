@@ -76,7 +76,9 @@ class LayoutRows:
     every array input with the layout axis (axis 0, length ``n``) is the same within each group is
     found by checking those inputs (not assumed); the op is costed on one layout per group and its
     :class:`OpRow` keeps the index (``rows``) that expands it back. Every cost model is elementwise,
-    so identical inputs give identical outputs: the results are unchanged.
+    so identical inputs give identical outputs: the results are unchanged. When the step's tokens per
+    decode request are one per layout (step tables of several speculation settings), they group right
+    after TP (by TP; by TP and q; ...), the pair a GEMM's token count and width follow.
     """
 
     def __init__(self, nd: int, n: int, columns: list[np.ndarray]):
@@ -394,7 +396,12 @@ def forward_step(model: Model, precision: Precision, hw: Hardware, tp, pp, dp, e
     full = np.broadcast_shapes(shape, lay_shape)
     rows = None
     if lay_shape and len(lay_shape) == len(full) and lay_shape[0] == full[0] >= max(LAYOUT_GROUPING_MIN_LAYOUTS, 2):
-        rows = st.layout = LayoutRows(len(full), full[0], [tp, dp, ep])
+        columns = [tp, dp, ep]
+        if q.ndim == len(full) and q.shape[0] == full[0] and q.size == full[0]:
+            # tokens per decode request set per layout (several speculation settings in one step): the token counts
+            # of every GEMM and most other ops follow (TP, q), so q groups right after TP
+            columns = [tp, q, dp, ep]
+        rows = st.layout = LayoutRows(len(full), full[0], columns)
 
     profile_key = None if memo is None else efficiency.override_key()  # the fitted parameters in force
 

@@ -49,6 +49,12 @@ def simulate_points(model: Model, gpus: GpuSet, wl: Workload, points: dict, idx,
     ratio = 1.0 if wl.length_range_ratio is None else wl.length_range_ratio
     client = cl.ClosedLoop(1.0, cl.Lengths(wl.isl, wl.osl, ratio), num_prompts=PROMPTS_PER_CLIENT, first_wave=False, warmup=1)
     specs: dict[str, object] = {}
+
+    def spec_of(label: str):  # one Speculation per label, built once
+        if label not in specs:
+            specs[label] = spec_from_label(label, model)
+        return specs[label]
+
     for mode in ("agg", "disagg"):
         js = [j for j, i in enumerate(idx) if str(points["mode"][i]) == mode
               and (str(points["precision"][i]), str(points["kv_dtype"][i])) in precs]
@@ -56,7 +62,7 @@ def simulate_points(model: Model, gpus: GpuSet, wl: Workload, points: dict, idx,
             continue
         ii = idx[js]
         prec = [precs[(str(points["precision"][i]), str(points["kv_dtype"][i]))] for i in ii]
-        spec = [specs.setdefault(str(points["spec"][i]), spec_from_label(str(points["spec"][i]), model)) for i in ii]
+        spec = [spec_of(str(points["spec"][i])) for i in ii]
         conc = np.asarray(points["concurrency"][ii], dtype=float)
 
         def plan_fn(users, D):
@@ -82,10 +88,12 @@ def simulate_points(model: Model, gpus: GpuSet, wl: Workload, points: dict, idx,
             out[f"tpot_{q}_ms"][js] = np.asarray(r.tpot_s[q]) * 1e3
         out["requests_s"][js] = r.requests_s
         ttft, tpot = request_latencies(r.trace)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            ttft_rel = ttft / np.asarray(r.ttft_s["mean"])[:, None]  # each request's TTFT over its point's simulated mean
+            tpot_rel = tpot / np.asarray(r.tpot_s["mean"])[:, None]  # and its TPOT
         for d, j in enumerate(js):
             m = r.trace.counted[d]
-            with np.errstate(divide="ignore", invalid="ignore"):
-                out["requests_rel"][j] = (ttft[d][m] / np.asarray(r.ttft_s["mean"])[d], tpot[d][m] / np.asarray(r.tpot_s["mean"])[d])
+            out["requests_rel"][j] = (ttft_rel[d][m], tpot_rel[d][m])
     return out
 
 
