@@ -334,8 +334,17 @@ def _pl_rank_load(num_tokens, topk, num_experts, moe_ep, alpha):
     beyond = T > np.floor(E / k)
     if not beyond.any():
         return pairs, touched, heaviest
-    T_switch = np.maximum(np.floor(E[beyond] / k[beyond]), 1.0)
-    sw = _pl_sampler_load(T_switch, k[beyond], E[beyond], ep[beyond], a)
+    kb, Eb, epb = k[beyond], E[beyond], ep[beyond]
+    T_switch = np.maximum(np.floor(Eb / kb), 1.0)
+    if (kb == kb[0]).all() and (Eb == Eb[0]).all():
+        # one model's experts (the usual case): the switch-point load depends on the EP size alone, so it is
+        # evaluated once per distinct EP size (a handful, where ``beyond`` holds ~10^5 elements) and spread back;
+        # the sampler is elementwise, so every element gets the value it would get in the full pass
+        eps, inv = np.unique(epb, return_inverse=True)
+        like = np.ones_like(eps)
+        sw = tuple(v[inv] for v in _pl_sampler_load(T_switch[0] * like, kb[0] * like, Eb[0] * like, eps, a))
+    else:
+        sw = _pl_sampler_load(T_switch, kb, Eb, epb, a)
     out = []
     for full, part in zip((pairs, touched, heaviest), sw):
         full = np.array(np.broadcast_to(full, T.shape), dtype=np.float64)  # a writable copy of this load
