@@ -336,11 +336,19 @@ def _cheapest_rows_per_precision(ok: np.ndarray, gpus: np.ndarray, cap: np.ndarr
     idx = np.nonzero(ok)[0]
     if idx.size == 0:
         return {}
-    order = idx[np.lexsort((-cap[idx], gpus[idx], prec[idx]))]  # by precision, then GPUs, then capacity descending
-    p = prec[order]
+    p = prec[idx]
     out = {}
     for v in np.unique(p):
-        out[int(v)] = order[p == v][:k]
+        rows = idx[p == v]  # this precision's allowed rows, in row order
+        g = gpus[rows]
+        if rows.size > k:
+            # only rows needing at most the k-th fewest GPUs can be among the k first, so only those are sorted (tens
+            # of rows where the precision holds ~10^4): the same rows in the same order as sorting them all
+            kth = np.partition(g, k - 1)[k - 1]
+            if not np.isnan(kth):
+                rows = rows[g <= kth]
+        # fewest GPUs, then capacity descending, then row order (a stable sort)
+        out[int(v)] = rows[np.lexsort((-cap[rows], gpus[rows]))][:k]
     return out
 
 
