@@ -323,8 +323,29 @@ def power_law_rank_load(num_tokens, topk, num_experts, moe_ep, alpha):
     return pairs, touched
 
 
+# The busiest rank's load depends on the token counts, the model's experts and top-k, the EP sizes and the skew, not on
+# the GPU: a plan over six GPU types asks for the same arrays again for every type and precision (8 of the 10 calls of
+# a deepseek-r1 plan repeat an earlier one, ~6 ms each). The last few loads are kept in this process, keyed by the
+# arrays' shapes and bytes (equal bytes, equal inputs: the same loads); callers get copies, never the kept arrays.
+_PL_MEMO: dict = {}
+_PL_MEMO_MAX = 8
+
+
 def _pl_rank_load(num_tokens, topk, num_experts, moe_ep, alpha):
-    """``power_law_rank_load`` plus the pairs of the busiest rank's heaviest expert."""
+    """``power_law_rank_load`` plus the pairs of the busiest rank's heaviest expert (memoised, see ``_PL_MEMO``)."""
+    args = [np.asarray(x, dtype=np.float64) for x in (num_tokens, topk, num_experts, moe_ep)]
+    key = (float(alpha), *((a.shape, a.tobytes()) for a in args))
+    loads = _PL_MEMO.get(key)
+    if loads is None:
+        loads = _pl_rank_load_of(*args, alpha)
+        if len(_PL_MEMO) >= _PL_MEMO_MAX:
+            _PL_MEMO.pop(next(iter(_PL_MEMO)))  # the oldest
+        _PL_MEMO[key] = loads
+    return tuple(v.copy() for v in loads)
+
+
+def _pl_rank_load_of(num_tokens, topk, num_experts, moe_ep, alpha):
+    """:func:`_pl_rank_load`, computed."""
     T, k, E, ep = np.broadcast_arrays(*(np.asarray(x, dtype=np.float64) for x in (num_tokens, topk, num_experts, moe_ep)))
     T = np.maximum(T, 1.0)
     a = float(alpha)
