@@ -589,6 +589,30 @@ DEBUG_ENV = "SIMFRONT_TRACEBACK"  # set to 1 to get the full traceback of an une
 EXIT_USAGE = 2  # bad input, and any failure the CLI reports as one error line
 EXIT_INTERRUPTED = 130  # 128 + SIGINT: the shell convention for a command stopped by Ctrl-C
 PYDANTIC_PLUGINS_ENV = "PYDANTIC_DISABLE_PLUGINS"  # pydantic's switch: "__all__" loads no plugins (pydantic docs, Plugins)
+# glibc malloc's tuning for a short process (see _keep_freed_memory): mallopt parameter numbers from <malloc.h>
+M_TRIM_THRESHOLD, M_MMAP_THRESHOLD = -1, -3
+MMAP_THRESHOLD_BYTES = 32 << 20  # a block above this still gets pages of its own (glibc's own largest dynamic threshold)
+TRIM_THRESHOLD_BYTES = 256 << 20  # freed memory at the top of the heap is kept up to this much
+
+
+def _keep_freed_memory() -> None:
+    """Have glibc's malloc keep the memory a command frees for its next arrays instead of giving it back to the kernel.
+
+    By default a block above 128 KiB (the starting mmap threshold) is mapped afresh and unmapped when freed, and a
+    heap top past the trim threshold is returned: every new temporary array of a search (tens of thousands of
+    0.1-10 MB arrays) is then fresh pages, one page fault per 4 KiB touched. A 576xGB200 predict took 173,000 page
+    faults (0.44 s of system time) and a six-GPU plan 66,000 (0.2 s); with these thresholds 131,000 and 40,000, about
+    0.15 s less wall time each. Where an array lives changes no number it holds. The setting lasts for the process (a
+    command is one short process; a caller running ``main`` in-process keeps it too, which only holds its freed memory
+    longer). Not glibc (macOS, musl, Windows): nothing is changed."""
+    try:
+        import ctypes  # numpy imports it anyway; a command that stops before numpy pays ~2 ms
+
+        mallopt = ctypes.CDLL(None).mallopt
+    except (ImportError, OSError, AttributeError, TypeError):  # no C library to ask, or one without mallopt
+        return
+    mallopt(M_MMAP_THRESHOLD, MMAP_THRESHOLD_BYTES)
+    mallopt(M_TRIM_THRESHOLD, TRIM_THRESHOLD_BYTES)
 
 
 def _fail(message: str, code: int = EXIT_USAGE) -> None:
@@ -625,6 +649,7 @@ def main(argv: Optional[List[str]] = None) -> None:
     process ends; a caller's collector state (tests calling ``main`` in one process) is restored after."""
     collecting = gc.isenabled()
     gc.disable()
+    _keep_freed_memory()
     # simfront's commands validate only simfront's own pydantic models, so pydantic is told not to look for
     # plugins (observability hooks other packages register): the look-up reads the entry points of every
     # installed distribution, ~10 ms with importlib.metadata. Pydantic's documented switch; a value the
