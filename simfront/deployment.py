@@ -200,6 +200,8 @@ def evaluate_disagg(prefill: PrefillResult, prefill_workers, decode: DecodeResul
         # time (X = min(C / (service TTFT + decode), slots / decode)); the clients beyond wait after their prefill
         in_flight = np.minimum(c, _f(decode_slots) * (service_ttft + decode_s) / decode_s) if slot_at_transfer else queued
     m = _closed_loop(concurrency, in_flight, service_ttft, decode_s, gpus, decode.tpot_s, osl)
+    if not wave_share > 0:  # steady state: as_benchmark_run gives m back, so its wave wait is not computed
+        return m
     return as_benchmark_run(m, wave_share, range_ratio, queued / (2.0 * cap), decode_s)
 
 
