@@ -257,21 +257,27 @@ def _size_pairs(t: _Tables, D: dict, R: dict, a: np.ndarray, b: np.ndarray, link
     sized = np.zeros(a.size, dtype=bool)
     live = np.ones(a.size, dtype=bool)
     fewest = float(max_gpus)  # GPUs of the smallest deployment sized so far: a pair already above it cannot win
-    for _ in range(MAX_SIZING_STEPS):  # worker additions, all pairs at once
-        r, gpus = _pair_metrics(t, D, R, a, b, link, x, y, osl)
-        live &= (gpus <= fewest) & ((gpus <= domain) if link == "up" else True)  # an up-link set stays in its domain
-        if not live.any():
+    for _ in range(MAX_SIZING_STEPS):  # worker additions, all pairs still growing at once
+        # only the live pairs are evaluated (a few per cent of the pair-steps of a plan): a pair that is sized or out
+        # of bounds keeps its counts, and the evaluator's arithmetic is per pair, so a live pair's numbers are the same
+        i = np.flatnonzero(live)
+        ai, bi, xi, yi = a[i], b[i], x[i], y[i]
+        r, gpus = _pair_metrics(t, D, R, ai, bi, link, xi, yi, osl)
+        on = (gpus <= fewest) & ((gpus <= domain) if link == "up" else True)  # an up-link set stays in its domain
+        live[i] = on
+        if not on.any():
             break
-        slow = (r.ttft_s * 1e3 > sla["ttft_ms"]) if sla.get("ttft_ms") is not None else np.zeros(a.size, dtype=bool)
-        serves = live & (r.requests_s >= rate) & ~slow
+        slow = (r.ttft_s * 1e3 > sla["ttft_ms"]) if sla.get("ttft_ms") is not None else np.zeros(i.size, dtype=bool)
+        serves = on & (r.requests_s >= rate) & ~slow
         done = serves & ((gpus > domain) if link == "out" else True)  # within one domain the KV link is the scale-up one
-        sized |= done
-        live &= ~serves
+        sized[i[done]] = True
+        on &= ~serves
+        live[i] = on
         if done.any():
             fewest = min(fewest, float(gpus[done].min()))
-        grow_x = slow | (r.requests_s >= PREFILL_UTILISATION_TARGET * x * R["rate"][b])  # the prefill queue binds
-        x = np.where(live & grow_x, x + 1.0, x)
-        y = np.where(live & ~grow_x, y + 1.0, y)
+        grow_x = slow | (r.requests_s >= PREFILL_UTILISATION_TARGET * xi * R["rate"][bi])  # the prefill queue binds
+        x[i] = np.where(on & grow_x, xi + 1.0, xi)
+        y[i] = np.where(on & ~grow_x, yi + 1.0, yi)
     return sized, x, y, _pair_gpus(D, R, a, b, x, y)
 
 
