@@ -175,17 +175,16 @@ def served_without_group_setup(kind: str, cls: str, hw) -> bool:
     """Whether engines on ``hw`` serve experts of efficiency class ``cls`` with a kernel that builds no per-expert
     groups (``served_without_group_setup`` on the native kernel of the op whose ``efficiency_class`` is
     (``kind``, ``cls``) in hardware/kernels.yaml), although the kernel the calibration timed there does."""
-    return _served_without_group_setup(kind, cls, platform_of(hw))
+    op = class_op(kind, cls)
+    k = None if op is None else native_kernel(op, hw)
+    return bool(k is not None and k.served_without_group_setup)
 
 
 @lru_cache(maxsize=None)
-def _served_without_group_setup(kind: str, cls: str, platform: str | None) -> bool:
-    for spec in table().values():
-        ec = spec.efficiency_class
-        if ec is not None and ec.kind == kind and ec.cls == cls:
-            k = next((k for k in spec.native if platform in k.platforms), None)
-            return bool(k is not None and k.served_without_group_setup)
-    return False
+def class_op(kind: str, cls: str) -> str | None:
+    """The op of hardware/kernels.yaml whose ``efficiency_class`` is (``kind``, ``cls``); None where none is."""
+    return next((op for op, spec in table().items() if spec.efficiency_class is not None
+                 and (spec.efficiency_class.kind, spec.efficiency_class.cls) == (kind, cls)), None)
 
 
 def fallback(op: str) -> dict[str, Any]:
