@@ -45,7 +45,7 @@ SERVING = ROOT / "measurements" / "measured_serving.csv"
 def simulate_points(pts, range_ratio: float, prompts_per_user: float = cl.BENCHMARK_PROMPTS_PER_USER,
                     fixed_mean: bool = False) -> list[dict]:
     """{ttft_ms, tpot_ms, p90_ttft_ms, p99_ttft_ms} (or {reason}) per point, in order. ``fixed_mean``:
-    every request at the random client's mean lengths (the fast loop of :mod:`simfront.simulate`
+    every request at the random client's mean lengths (the fast loop of :mod:`simfront.engine_fast`
     takes identical requests; random lengths run on the request-slot loop, minutes for this file)."""
     out: list[dict] = [dict() for _ in pts]
     groups: dict[tuple, list[int]] = defaultdict(list)

@@ -7,7 +7,7 @@ each chosen configuration as a closed loop of its own concurrency (fixed lengths
 first request of each client as warm-up) through the engine loop, with step times from the same cost
 model and serving profile, and returns p50 / p90 / p99 of TTFT and TPOT per point. All aggregated
 points are one vectorised run and all disaggregated ones another (precision, speculation and token
-budget per point); these requests are identical, so they run on the fast loop (:func:`simfront.simulate.run_fast`).
+budget per point); these requests are identical, so they run on the fast loop (:func:`simfront.engine_fast.run_fast`).
 """
 
 from __future__ import annotations
@@ -22,7 +22,8 @@ from .models import Model
 from .scheduler import scheduler_settings
 from .search import SearchSpace, kv_link_bytes_per_s, precision_options, spec_from_label
 from .serving import Workload
-from .simulate import request_latencies, simulate_agg, simulate_disagg
+from .sim_metrics import request_latencies
+from .simulate import simulate_agg, simulate_disagg
 
 TAIL_FIELDS = ("ttft_p50_ms", "ttft_p90_ms", "ttft_p99_ms", "tpot_p50_ms", "tpot_p90_ms", "tpot_p99_ms")
 SHAPE_FIELDS = ("ttft_mean_ms", "tpot_mean_ms")  # the simulated means the percentiles are relative to

@@ -53,7 +53,7 @@ def test_the_simulation_steps_with_the_workloads_routing_skew():
     from simfront.hardware import get_hardware
     from simfront.models import get_model
     from simfront.serving import NEUTRAL_PROFILE
-    from simfront.simulate import build_step_table
+    from simfront.step_table import build_step_table
 
     m, hw = get_model("deepseek-r1"), get_hardware("b200_sxm")
     lay = Layouts.of([1.0], 1, [8.0], [8.0])

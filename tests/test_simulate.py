@@ -6,11 +6,14 @@ import pytest
 
 from simfront import clients as cl
 from simfront.deployment import Layouts, evaluate_agg, evaluate_disagg
+from simfront.engine_fast import fast_rows
+from simfront.engine_loop import run_engine
 from simfront.hardware import get_hardware
 from simfront.models import get_model
 from simfront.scheduler import scheduler_settings
 from simfront.serving import NEUTRAL_PROFILE, NO_SPEC, Workload, aggregated_raw, decode_raw, engine_profile, finish_decode, finish_prefill, prefill_raw
-from simfront.simulate import build_step_table, fast_rows, run_engine, simulate_agg, simulate_disagg
+from simfront.simulate import simulate_agg, simulate_disagg
+from simfront.step_table import build_step_table
 from test_simulate_fast import _disagg_inputs
 
 MODEL = get_model("llama-3.1-8b")

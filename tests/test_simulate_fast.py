@@ -1,4 +1,4 @@
-"""The fast engine loop (simfront.simulate.run_fast) against the request-slot loop (run_engine):
+"""The fast engine loop (simfront.engine_fast.run_fast) against the request-slot loop (simfront.engine_loop.run_engine):
 same deployments, same plans, same per-request times; and the dispatch between them."""
 
 import numpy as np
@@ -6,12 +6,15 @@ import pytest
 
 from simfront import clients as cl
 from simfront.deployment import Layouts
+from simfront.engine_fast import fast_rows, run_fast
+from simfront.engine_loop import EngineArrays, run_engine
 from simfront.hardware import get_hardware
 from simfront.models import get_model
 from simfront.scheduler import scheduler_settings
 from simfront.serving import NO_SPEC, Speculation, engine_profile
-from simfront.simulate import (EngineArrays, SimTrace, build_step_table, fast_rows, kv_tokens_per_rank, run_engine, run_fast,
-                               simulate_agg, simulate_trace, summarise)
+from simfront.sim_metrics import SimTrace, summarise
+from simfront.simulate import kv_tokens_per_rank, simulate_agg, simulate_trace
+from simfront.step_table import build_step_table
 
 MODEL = get_model("llama-3.1-8b")
 HW = get_hardware("h100_sxm")
