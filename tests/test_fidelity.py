@@ -133,3 +133,37 @@ def test_a_sweep_holds_every_kv_cache_format_of_its_runs(tmp_path):
     two = api.validate([str(both)], frontier=True)["fidelity"]["frontiers"]["summary"]
     assert two["all"]["points"] == one["all"]["points"] > 0
     assert set(two) == set(one)  # the same sweeps (one), named by GPU and precision
+
+
+def test_validate_frontier_from_the_command_line(tmp_path):
+    """`simfront validate FILE --frontier --frontier-html PAGE`: the knob-trend table and both frontier tables on
+    stdout, an offline page with a measured and a predicted trace per sweep, and `--json` carrying the same
+    `fidelity` section the API returns."""
+    import json
+    import subprocess
+    import sys
+
+    front = api.predict("llama-3.1-70b", "8xH100", modes=["agg"], precision=["fp8_block"], kv_dtype=["fp8"]).frontier
+    path = tmp_path / "self.csv"
+    path.write_text(measured_csv(front, "llama-3.1-70b", "H100", 1024, 1024, "default"))
+    page = tmp_path / "fid.html"
+
+    def cli(*args):
+        p = subprocess.run([sys.executable, "-m", "simfront", "validate", str(path), "--frontier", "-q", *args],
+                           capture_output=True, text=True, timeout=600)
+        assert p.returncode == 0, p.stderr
+        return p.stdout
+
+    out = cli("--frontier-html", str(page))
+    assert "residual trends: median predicted/measured by knob bin" in out
+    assert "frontiers, sweeps over both modes" in out and "frontiers, each mode apart" in out
+    assert "layout class agrees" in out and "geomean pred/meas" in out
+    html = page.read_text()
+    assert "plotly" in html.lower()
+    # plotly's JSON escapes the slash of "1024/1024"
+    assert '"name":"measured h100_sxm fp8_block 1024\\u002f1024"' in html
+    assert '"name":"predicted h100_sxm fp8_block 1024\\u002f1024"' in html
+    doc = json.loads(cli("--json"))
+    ref = api.validate([str(path)], frontier=True)["fidelity"]["frontiers"]["summary_by_mode"]["all"]
+    got = doc["fidelity"]["frontiers"]["summary_by_mode"]["all"]
+    assert got["points"] == ref["points"] > 0 and math.isclose(got["geomean_ratio"], ref["geomean_ratio"], rel_tol=1e-6)
