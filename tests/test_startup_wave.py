@@ -97,3 +97,43 @@ def test_fixed_length_benchmark_runs_in_waves_on_a_prefill_first_engine():
             == api.predict("qwen3-32b", "8xH100", **vkw).points["ttft_ms"]).all()
     with pytest.raises(SimfrontError, match="random-range-ratio"):
         api.predict("llama-3.1-8b", "1xH100", random_range_ratio=0.0)
+
+
+@pytest.mark.parametrize("mode", ["agg", "disagg"])
+def test_a_median_ttft_is_a_steady_state_requests_and_the_run_keeps_its_wave(mode):
+    """A row whose TTFT is the median over its requests (``ttft_statistic``: InferenceMAX's time-series rows) is priced
+    as a request after the start-up wave (the wave is a tenth of the run: its requests sit in the upper tail), while its
+    throughput stays the run's, wave included; the mean of the same run keeps the wave's wait."""
+    row = dict(ROW, mode=mode, num_prompts=640,
+               **({"prefill_tp": 8, "prefill_workers": 1, "decode_tp": 8, "decode_workers": 1} if mode == "disagg" else {}))
+    mean, median, steady = predict_points([row, {**row, "ttft_statistic": "median"}, {**row, "startup_wave_share": 0}])
+    assert median["predicted_ttft_ms"] == pytest.approx(steady["predicted_ttft_ms"], rel=1e-12)
+    assert mean["predicted_ttft_ms"] > median["predicted_ttft_ms"]
+    for m in ("predicted_tpot_ms", "predicted_output_tok_s_total"):
+        assert median[m] == pytest.approx(mean[m], rel=1e-12)
+    # a run whose first wave is most of its requests (2 prompts per client): the median request is in it
+    half = {**row, "num_prompts": 128}
+    wave_mean, wave_median = predict_points([half, {**half, "ttft_statistic": "median"}])
+    assert wave_median["predicted_ttft_ms"] == pytest.approx(wave_mean["predicted_ttft_ms"], rel=1e-12)
+
+
+def test_readers_say_which_statistic_the_ttft_is(tmp_path):
+    """The measured-point CSV reads InferenceMAX's note (tpot/ttft=mean or MEDIAN) and a ttft_statistic note; a client
+    result that records a median TTFT and no mean is read as a median."""
+    import json
+
+    head = "model,gpu,num_gpus,tp,pp,ep,dp_attention,disagg,engine,precision_weights,isl,osl,concurrency,metric_ttft_ms,metric_tpot_ms,notes\n"
+    rows = ['"tpot/ttft=MEDIAN (history endpoint has no means)"', '"tpot/ttft=mean (x1000 here)"', "ttft_statistic=Median",
+            "date=2026-01-01", "ttft_statistic=p99"]
+    path = tmp_path / "points.csv"  # one TTFT per row: equal metrics on one configuration would read as one run twice
+    path.write_text(head + "".join(f"deepseek-r1,B200,8,8,1,8,false,false,SGLang,fp8,1024,1024,64,{250 + i},20,{note}\n"
+                                   for i, note in enumerate(rows)))
+    ing = load_measurements([str(path)])
+    assert [p.ttft_statistic for p in ing.points] == ["median", "mean", "median", None]
+    assert any("ttft_statistic" in msg and "expected mean or median" in msg for msg in ing.problems)
+    vllm = tmp_path / "vllm.json"
+    vllm.write_text(json.dumps({"backend": "vllm", "model_id": "deepseek-ai/DeepSeek-R1", "max_concurrency": 8, "completed": 80,
+                                "total_input_tokens": 81920, "total_output_tokens": 81920, "median_ttft_ms": 210.0,
+                                "mean_tpot_ms": 20.0, "output_throughput": 400.0, "total_token_throughput": 800.0}))
+    (point,) = load_measurements([str(vllm)]).points
+    assert point.ttft_statistic == "median" and point.ttft_ms == 210.0

@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..units import MS, US
-from .common import Record, RecordError, find_key, keep_extra, pick_stat, to_float
+from .common import Record, RecordError, find_key, keep_extra, note_ttft_statistic, pick_stat, to_float
 
 NS = 1e-9  # seconds per nanosecond
 # time unit names as exported -> factor to milliseconds
@@ -58,6 +58,7 @@ def take_stat_metrics(rec: Record, obj: dict, used: set[str], tool: str) -> None
             rec.metric_definitions[canon] = f"{tool} {tag}.{stat}: {meaning}"
         else:
             rec.set_metric(canon, number, f"{tool} {tag}.{stat}: {meaning}")
+            note_ttft_statistic(rec, canon, stat)
         used.add(tag)
         for other, v in block.items():
             if other != stat:

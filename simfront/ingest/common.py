@@ -235,6 +235,16 @@ def pick_stat(block: Any, preferred: Iterable[str], fallback: Iterable[str] = ()
     return None, None
 
 
+# statistic names the tools write -> the statistic MeasuredPoint.ttft_statistic records
+STATISTIC_NAMES = {"mean": "mean", "avg": "mean", "average": "mean", "median": "median", "p50": "median"}
+
+
+def note_ttft_statistic(rec: Record, canon: str, stat: str | None) -> None:
+    """Record which statistic over requests a reader took for TTFT (``ttft_statistic``); other metrics: nothing."""
+    if canon == "ttft_ms" and stat is not None and str(stat).lower() in STATISTIC_NAMES:
+        rec.fields["ttft_statistic"] = STATISTIC_NAMES[str(stat).lower()]
+
+
 # Per-request arrays some tools write (vLLM --save-detailed, SGLang --output-details, GuideLLM
 # requests): kept in ``extra`` only as a length, so points stay small.
 PER_REQUEST_KEYS = frozenset(

@@ -13,7 +13,7 @@ server_version, server_gpu_type, server_gpu_count).
 from __future__ import annotations
 
 from ..units import MS
-from .common import Record, RecordError, coerce, normalize_engine, pick_stat, to_float, to_int
+from .common import Record, RecordError, coerce, normalize_engine, note_ttft_statistic, pick_stat, to_float, to_int
 
 # time unit of the file -> factor to milliseconds
 UNIT_TO_MS = {"s": 1.0 / MS, "ms": 1.0}
@@ -50,6 +50,7 @@ def parse_record(obj: dict, line: int, meta: dict) -> Record:
             rec.fields[canon], rec.metric_definitions[canon] = number, definition
         else:
             rec.set_metric(canon, number * UNIT_TO_MS[unit], definition)
+            note_ttft_statistic(rec, canon, stat)
     for key, (canon, meaning) in RATES.items():
         if agg.get(key) is not None:
             rec.set_metric(canon, agg[key], f"genai-bench {key}: {meaning}")

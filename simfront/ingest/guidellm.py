@@ -13,7 +13,7 @@ from __future__ import annotations
 from typing import Any, Iterator
 
 from ..units import MS
-from .common import Record, RecordError, find_key, keep_extra, pick_stat, to_float
+from .common import Record, RecordError, find_key, keep_extra, note_ttft_statistic, pick_stat, to_float
 from .detect import Loaded
 
 
@@ -83,6 +83,7 @@ def parse_record(bench: Any, line: int, report: dict) -> Record:
             rec.fields[canon], rec.metric_definitions[canon] = number, definition
         else:
             rec.set_metric(canon, number, definition)
+            note_ttft_statistic(rec, canon, stat)
         rec.extra.update({f"metrics.{name}.successful.{k}": v for k, v in successful.items() if k != stat})
     if "tpot_ms" in rec.metric_definitions:
         rec.metric_definitions["tpot_ms"] += "; time_per_output_token_ms not used (includes TTFT)"

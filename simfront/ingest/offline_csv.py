@@ -13,7 +13,8 @@ naming a canonical metric is read; other columns go to ``extra``.
 
 from __future__ import annotations
 
-from .common import Record, RecordError, coerce, normalize_engine, parse_notes, set_attention_dp, set_measured_on, set_spec, to_bool, to_float, to_int
+from .common import (STATISTIC_NAMES, Record, RecordError, coerce, normalize_engine, parse_notes, set_attention_dp, set_measured_on,
+                     set_spec, to_bool, to_float, to_int)
 from .schema import CONFIG_FIELDS, METRIC_FIELDS
 
 REQUIRED = ("model", "gpu", "num_gpus", "tp", "pp", "disagg", "engine", "isl", "osl")
@@ -129,10 +130,20 @@ def parse_row(row: dict[str, str], line: int) -> Record:
         if key in CONFIG_FIELDS and rec.fields.get(key) is None:
             if key == "spec_decoding":
                 set_spec(rec, value, "notes spec_decoding")
+            elif key == "ttft_statistic":
+                if value.strip().lower() not in STATISTIC_NAMES:
+                    raise RecordError(f"notes ttft_statistic={value!r}: expected mean or median")
+                rec.fields[key] = STATISTIC_NAMES[value.strip().lower()]
             else:
                 rec.fields[key] = coerce(key, value)
     if pairs.get("client"):
         _client_settings(rec, pairs["client"])
+    # which statistic the latency columns hold (InferenceMAX notes: "tpot/ttft=mean (...)", or "tpot/ttft=MEDIAN (history
+    # endpoint has no means ...)" on its time-series rows)
+    stat = (pairs.get("tpot/ttft") or "").split(" ", 1)[0].strip().lower()
+    if stat in STATISTIC_NAMES and rec.fields.get("ttft_statistic") is None:
+        rec.fields["ttft_statistic"] = STATISTIC_NAMES[stat]
+        rec.notes["ttft_statistic"] = f"from the note tpot/ttft={pairs['tpot/ttft'].split(' ', 1)[0]}"
 
     for column, value in row.items():
         name = column[len("metric_"):] if column.startswith("metric_") else None

@@ -126,6 +126,12 @@ class MeasuredPoint(BaseModel):
     # made it the default); None: what the engine release does by default (simfront/engines/scheduler.yaml)
     spec_overlap: bool | None = None
 
+    # the statistic over requests that ttft_ms holds: "mean" (every reader's first choice, and the default when None) or
+    # "median" (a source that records no mean: InferenceMAX's time-series rows, a client result with p50 only). A
+    # benchmark's synchronised start-up wave moves the mean TTFT but not the median where the wave is under half the
+    # requests, so the evaluator prices the median as a steady-state request's TTFT (simfront.measured)
+    ttft_statistic: Literal["mean", "median"] | None = None
+
     # metrics
     ttft_ms: NonNegative | None = None
     tpot_ms: NonNegative | None = None  # per request (E2E - TTFT)/(OSL - 1), averaged

@@ -8,7 +8,7 @@ Mean statistics are preferred; median is used only when a mean is absent.
 from __future__ import annotations
 
 from .client_keys import take_config_keys
-from .common import Record, RecordError, keep_extra, normalize_engine, set_measured_on, to_float, to_int
+from .common import Record, RecordError, keep_extra, normalize_engine, note_ttft_statistic, set_measured_on, to_float, to_int
 
 LATENCIES = {
     "ttft_ms": ("ttft", "time to first non-empty chunk"),
@@ -30,6 +30,7 @@ def take_flat_latencies(rec: Record, obj: dict, used: set[str], tool: str, table
             key = f"{stat}_{short}_ms"
             if obj.get(key) is not None:
                 rec.set_metric(canon, obj[key], f"{tool} {key} ({stat}): {meaning}")
+                note_ttft_statistic(rec, canon, stat)
                 used.add(key)
                 break
 
