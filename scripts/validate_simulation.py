@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import math
+import re
 import sys
 import time
 from collections import defaultdict
@@ -102,6 +103,7 @@ def simulate_points(pts, range_ratio: float, prompts_per_user: float = cl.BENCHM
             # the statistic the row's TTFT holds (ttft_statistic: InferenceMAX's time-series rows record medians)
             stat = "p50" if _get(pts[i], "ttft_statistic") == "median" else "mean"
             out[i].update(ttft_ms=metrics.ttft_s[stat][j] * 1e3, tpot_ms=metrics.tpot_s["mean"][j] * 1e3,
+                          mean_ttft_ms=metrics.ttft_s["mean"][j] * 1e3,
                           p90_ttft_ms=metrics.ttft_s["p90"][j] * 1e3, p99_ttft_ms=metrics.ttft_s["p99"][j] * 1e3)
     return out
 
@@ -140,6 +142,13 @@ def _stats(meas, pred) -> dict:
     return {"n": int(k.sum()), "median_ratio": float(np.median(ratio)), "mape": float(np.mean(np.abs(ratio - 1)) * 100)}
 
 
+def note_number(p, key: str) -> float | None:
+    """A number a row's notes record as ``key=value`` (InferenceMAX: ``p99_ttft_ms=6549.1``), else None."""
+    text = "; ".join(f"{k}={v}" for k, v in (p.notes or {}).items())
+    m = re.search(rf"(?:^|[;\s]){re.escape(key)}=([0-9.]+)", text)
+    return float(m.group(1)) if m else None
+
+
 def report(path, range_ratio, limit=None, mode=None, fixed_mean=False) -> dict:
     t0 = time.perf_counter()
     pts = [p for p in load_measurements([str(path)]).points if p.ttft_ms is not None or p.tpot_ms is not None]
@@ -170,6 +179,21 @@ def report(path, range_ratio, limit=None, mode=None, fixed_mean=False) -> dict:
                 out[(sel, metric, name)] = st
                 if st["n"]:
                     print(f"{sel:14} {metric:5} {name:11} {st['n']:5d} {st['median_ratio']:17.2f} {st['mape']:8.1f}")
+    # p99 TTFT where the row's notes record one (InferenceMAX): the simulation's own p99, and the p99 `predict --tails`
+    # reports, the evaluator's mean (start-up wave included) times the simulated p99 over the simulated mean
+    mean_rows = predict_points([p.model_copy(update={"ttft_statistic": None}) for p in pts])
+    tails = [(p.mode or "agg", note_number(p, "p99_ttft_ms"), s.get("p99_ttft_ms"), a.get("predicted_ttft_ms"), s.get("mean_ttft_ms"))
+             for p, s, a in zip(pts, sim, mean_rows)]
+    tails = [t for t in tails if None not in t and t[4] > 0]
+    if tails:
+        print(f"p99 TTFT against the rows' recorded p99 ({len(tails)} rows):")
+        for sel in ("agg", "disagg", "all"):
+            ts = [t for t in tails if sel == "all" or t[0] == sel]
+            for name, pred in (("simulation", [t[2] for t in ts]), ("evaluator x spread", [t[3] * t[2] / t[4] for t in ts])):
+                st = _stats([t[1] for t in ts], pred)
+                out[(sel, "p99_ttft", name)] = st
+                if st["n"]:
+                    print(f"{sel:14} {'p99':5} {name:18} {st['n']:5d} {st['median_ratio']:10.2f} {st['mape']:8.1f}")
     return out
 
 
