@@ -11,10 +11,10 @@ from __future__ import annotations
 import numpy as np
 
 from .clients import RequestPlan
-from .engine_loop import MAX_LOOP_ITERATIONS, EngineArrays, _in_window, _life_s
+from .engine_loop import MAX_LOOP_ITERATIONS, EngineArrays, in_window, life_s
 from .errors import SimfrontError
 from .sim_metrics import SimTrace
-from .step_table import _INF, _ONE, _TINY, _TOL, _ZERO, _Cells
+from .step_table import INF, ONE, TINY, TOL, ZERO, Cells
 
 # --------------------------------------------------------------------------------------------------
 # the fast engine loop: identical requests, pointers instead of request slots
@@ -134,7 +134,7 @@ class _Fast:
                 self.b_ptr = np.where(due, np.minimum(self.g_hi[gi], self.nB), self.b_ptr)
                 self.bg = gi + due
             # the next such request's send time, for next_arrival (no state it reads changes before it is called)
-            self.t_back = np.where(waiting, t_back, _INF)
+            self.t_back = np.where(waiting, t_back, INF)
         self.arr = arr = self.a_ptr + self.b_ptr
         self.arr_log.append(arr)
         self.a_log.append(self.a_ptr)
@@ -221,7 +221,7 @@ class _Fast:
         # (batch, send time), of the rows not in that order already (closed loops without think time are)
         t_send, rid = _in_send_order(t_send, rid, i)
         t_send = np.where(valid, t_send, np.nan)
-        counted = valid & (rid >= plan.warmup[:, None]) & np.isfinite(t_end) & _in_window(rid, plan)
+        counted = valid & (rid >= plan.warmup[:, None]) & np.isfinite(t_end) & in_window(rid, plan)
         full = lambda x: np.broadcast_to(x[:, None], (D, R)).copy()  # noqa: E731
         return SimTrace(t_send, t_first, t_end, full(self.isl), full(self.osl), counted,
                         np.array(self.itl_s).T if self.itl_s else np.zeros((D, 0)),
@@ -253,14 +253,14 @@ def _in_send_order(t_send: np.ndarray, rid: np.ndarray, batch: np.ndarray) -> tu
 def _prefill_run(p, avail, rem_head) -> np.ndarray:
     """Identical steps of ``p`` prompt tokens until the head prompt (``rem_head`` tokens left) finishes,
     as long as the queue (``avail`` tokens) fills every step; one step when it empties; 0 without prompts."""
-    return np.where(p <= _ZERO, _ZERO, _prefill_steps(p, avail, rem_head))
+    return np.where(p <= ZERO, ZERO, _prefill_steps(p, avail, rem_head))
 
 
 def _prefill_steps(p, avail, rem_head) -> np.ndarray:
     """:func:`_prefill_run` where ``p`` > 0 (elsewhere at least 1, for callers that mask it themselves)."""
-    ps = np.maximum(p, _TOL)
+    ps = np.maximum(p, TOL)
     # where p takes all of avail, k is 1: floor(avail / p) <= 1
-    return np.maximum(np.minimum(np.ceil(rem_head / ps - _TOL), np.floor(avail / ps + _TOL)), _ONE)
+    return np.maximum(np.minimum(np.ceil(rem_head / ps - TOL), np.floor(avail / ps + TOL)), ONE)
 
 
 def _spacing(table, plan: RequestPlan, eng: EngineArrays, decode_table=None, disagg: dict | None = None) -> np.ndarray:
@@ -271,7 +271,7 @@ def _spacing(table, plan: RequestPlan, eng: EngineArrays, decode_table=None, dis
         return np.zeros(D)
     N = max(min(int(np.max(plan.users)), R), 1)
     users = np.minimum(np.ceil(plan.users), N)
-    return _life_s(table, plan, eng, users, decode_table, disagg) / np.maximum(users, 1)
+    return life_s(table, plan, eng, users, decode_table, disagg) / np.maximum(users, 1)
 
 
 def run_fast(table, plan: RequestPlan, eng: EngineArrays, decode_table=None, disagg: dict | None = None,
@@ -280,11 +280,11 @@ def run_fast(table, plan: RequestPlan, eng: EngineArrays, decode_table=None, dis
     of ``plan``), one numpy iteration per run of identical steps of all deployments at once."""
     st = _Fast(plan, eng, _spacing(table, plan, eng, decode_table, disagg))
     if disagg is None:
-        it = _loop_agg(st, _Cells(table), eng, max_iterations)
+        it = _loop_agg(st, Cells(table), eng, max_iterations)
     else:
-        pre = _Cells(table)
+        pre = Cells(table)
         st.think0 = False  # two clocks: a finished user's next request reaches the prefill queue by its send time
-        it = _loop_disagg(st, pre, _Cells(decode_table), eng, disagg, max_iterations)
+        it = _loop_disagg(st, pre, Cells(decode_table), eng, disagg, max_iterations)
     return st.trace(eng, plan, it)
 
 
@@ -312,7 +312,7 @@ def _whole(x) -> bool:
     return np.array_equal(x, np.floor(x))
 
 
-def _loop_agg(st: _Fast, tab: "_Cells", eng: EngineArrays, max_iterations: int) -> int:
+def _loop_agg(st: _Fast, tab: "Cells", eng: EngineArrays, max_iterations: int) -> int:
     pf, mixed = eng.prefill_first, ~eng.prefill_first
     any_pf = bool(pf.any())  # without prefill-first rows every step carries the running requests' decode tokens
     qm = eng.q * mixed  # decode tokens take budget only in mixed steps
@@ -336,38 +336,38 @@ def _loop_agg(st: _Fast, tab: "_Cells", eng: EngineArrays, max_iterations: int) 
         c, e, ptok, G, now = st.c, st.e, st.ptok, st.G, st.now
         adm = np.minimum(st.arr, e + maxrun)  # admitted (FCFS) while the engine has room
         n_dec = c - e
-        running = n_dec > _ZERO
+        running = n_dec > ZERO
         avail = adm * need - ptok
-        p = np.minimum(avail, np.maximum(budget - n_dec * qm, _ZERO))
-        has_p = p > _ZERO
+        p = np.minimum(avail, np.maximum(budget - n_dec * qm, ZERO))
+        has_p = p > ZERO
         # decode requests in the step: none in a prefill-first step with prompts
-        dec_in = np.where(has_p & pf, _ZERO, n_dec) if any_pf else n_dec
+        dec_in = np.where(has_p & pf, ZERO, n_dec) if any_pf else n_dec
         k_p = _prefill_steps(p, avail, need - (ptok - c * need))  # read only where has_p
-        ctx = np.where(running, isl + al * (G - st.s_in / np.maximum(n_dec, _ONE)), ctx_lo)
+        ctx = np.where(running, isl + al * (G - st.s_in / np.maximum(n_dec, ONE)), ctx_lo)
         k_fin = st.k_finish()
         v, slope = tab.parts(dec_in, p, ctx, whole_b, whole_p)
         quiet = finite and not st.arrivals_pending()
         if quiet:
             # requests come only at finishes, where runs end anyway (k_arr would be inf: inf / finite v), and an
             # idle row has nothing to wait for
-            k_dec, idle_to = np.maximum(k_fin, _ONE), now
+            k_dec, idle_to = np.maximum(k_fin, ONE), now
         else:
             nxt = st.next_arrival()
             # decode steps until the next arrival (while the engine has room for it)
-            k_arr = np.where(adm - e < maxrun, np.ceil(np.maximum(nxt - now, _ZERO) / np.maximum(v, _TINY)), _INF)
-            k_dec, idle_to = np.maximum(np.minimum(k_fin, k_arr), _ONE), np.where(nxt < _INF, np.maximum(now, nxt), now)
+            k_arr = np.where(adm - e < maxrun, np.ceil(np.maximum(nxt - now, ZERO) / np.maximum(v, TINY)), INF)
+            k_dec, idle_to = np.maximum(np.minimum(k_fin, k_arr), ONE), np.where(nxt < INF, np.maximum(now, nxt), now)
         # a run with prompts stops where the head prompt finishes, or a mixed step's decode group does
         k = np.where(has_p, np.where(mixed & running if any_pf else running, np.minimum(k_p, k_fin), k_p),
-                     np.where(running, k_dec, _ZERO)) * act
-        adv = dec_in > _ZERO if any_pf else running  # decode tokens in the step
-        t_step = np.maximum(v + slope * (np.maximum(k - _ONE, _ZERO) * half_al * adv), _ZERO)  # the run's mean context
+                     np.where(running, k_dec, ZERO)) * act
+        adv = dec_in > ZERO if any_pf else running  # decode tokens in the step
+        t_step = np.maximum(v + slope * (np.maximum(k - ONE, ZERO) * half_al * adv), ZERO)  # the run's mean context
         # idle and finished rows (k = 0) stay at their clock (0 x a finite step adds 0 s), or wait for the next arrival
-        new_now = now + k * t_step if quiet else np.where(act & (k == _ZERO), idle_to, now + k * t_step)
+        new_now = now + k * t_step if quiet else np.where(act & (k == ZERO), idle_to, now + k * t_step)
         st.ptok = ptok = ptok + k * p
         st.G = G + k * adv
         # first tokens: by the end of the next step, the running requests' decode step (see run_engine)
-        t_first = new_now + lag * np.maximum(tab.decode_only(n_dec, ctx)[0], _ZERO) if lagged else new_now
-        st.enter(np.minimum(np.floor(ptok / need + _TOL), adm), t_first, running)
+        t_first = new_now + lag * np.maximum(tab.decode_only(n_dec, ctx)[0], ZERO) if lagged else new_now
+        st.enter(np.minimum(np.floor(ptok / need + TOL), adm), t_first, running)
         st.finish(new_now)
         st.itl_s.append(t_step)  # zero weight where no decode request stepped
         st.itl_w.append(dec_in * k)
@@ -375,7 +375,7 @@ def _loop_agg(st: _Fast, tab: "_Cells", eng: EngineArrays, max_iterations: int) 
     return it
 
 
-def _loop_disagg(st: _Fast, ptab: "_Cells", dtab: "_Cells", eng: EngineArrays, dis: dict, max_iterations: int) -> int:
+def _loop_disagg(st: _Fast, ptab: "Cells", dtab: "Cells", eng: EngineArrays, dis: dict, max_iterations: int) -> int:
     D, W, off = st.D, st.W, st.off
     need, isl = st.need, st.isl
     budget, maxrun, half_al, al = eng.token_budget, eng.max_running, eng.al / 2.0, eng.al
@@ -398,14 +398,14 @@ def _loop_disagg(st: _Fast, ptab: "_Cells", dtab: "_Cells", eng: EngineArrays, d
         # before its clock (run_engine)
         pool_due = (c > e) | (rp > c) | ((rb < nrb) & (rb_t[rb] <= now))
         held = (dnow < now) & pool_due
-        k = np.where(held, _ZERO, _prefill_run(p, avail, need - (ptok - pre_c * need)))
+        k = np.where(held, ZERO, _prefill_run(p, avail, need - (ptok - pre_c * need)))
         t_step = ptab.prefill_only(p)
         nxt = st.next_arrival()
-        new_now = np.where(act & (k == _ZERO), np.where(nxt < _INF, np.maximum(now, nxt), np.maximum(now, dnow)),
+        new_now = np.where(act & (k == ZERO), np.where(nxt < INF, np.maximum(now, nxt), np.maximum(now, dnow)),
                            now + k * t_step)
         new_now = np.where(held, now, new_now)
         st.ptok = ptok = ptok + k * p
-        c_new = np.minimum(np.floor(ptok / need + _TOL), adm)
+        c_new = np.minimum(np.floor(ptok / need + TOL), adm)
         rb_hi[nrb] = c_new
         rb_t[nrb] = new_now + ready_after
         nrb = nrb + (c_new > pre_c)
@@ -420,27 +420,27 @@ def _loop_disagg(st: _Fast, ptab: "_Cells", dtab: "_Cells", eng: EngineArrays, d
             rp = np.where(due, rb_hi[rb], rp)
             rb = rb + due
         n_r = c - e
-        upto = c + np.maximum(np.minimum(rp - c, dslots - n_r), _ZERO)
+        upto = c + np.maximum(np.minimum(rp - c, dslots - n_r), ZERO)
         n_r = upto - e
-        running = n_r > _ZERO
-        nxt_ready = np.where(pending, t_ready, _INF)  # the next KV to arrive
+        running = n_r > ZERO
+        nxt_ready = np.where(pending, t_ready, INF)  # the next KV to arrive
         h_p = np.where(st.arr > pre_c, now, nxt)
         horizon = np.minimum(h_p, nxt_ready)
         b_rank = n_r * inv_scale
         st.enter(upto)  # entering requests count from this step
         G = st.G
-        ctx = np.where(running, isl + al * (G - st.s_in / np.maximum(n_r, _ONE)), d_ctx_lo)
+        ctx = np.where(running, isl + al * (G - st.s_in / np.maximum(n_r, ONE)), d_ctx_lo)
         v, slope = dtab.decode_only(b_rank, ctx)
-        k_h = np.ceil(np.maximum(horizon - dnow, _ZERO) / np.maximum(v, _TINY))
-        kd = np.where(running, np.maximum(np.minimum(st.k_finish(), k_h), _ONE), _ZERO)
-        td = np.maximum(v + slope * (np.maximum(kd - _ONE, _ZERO) * half_al), _ZERO)
+        k_h = np.ceil(np.maximum(horizon - dnow, ZERO) / np.maximum(v, TINY))
+        kd = np.where(running, np.maximum(np.minimum(st.k_finish(), k_h), ONE), ZERO)
+        td = np.maximum(v + slope * (np.maximum(kd - ONE, ZERO) * half_al), ZERO)
         # first token: the run's first step (at admission where the request has no decode step)
-        st.first_token(upto, dnow + (np.maximum(v, _ZERO) if st.all_k_pos else np.maximum(v, _ZERO) * k_pos))
+        st.first_token(upto, dnow + (np.maximum(v, ZERO) if st.all_k_pos else np.maximum(v, ZERO) * k_pos))
         st.G = G + kd
         when = dnow + kd * td
         st.itl_s.append(td)  # zero weight where the pool did not step
         st.itl_w.append(b_rank * kd)
-        idle_to = np.where(nxt_ready < _INF, np.minimum(nxt_ready, np.where(h_p < _INF, np.maximum(h_p, dnow), nxt_ready)),
+        idle_to = np.where(nxt_ready < INF, np.minimum(nxt_ready, np.where(h_p < INF, np.maximum(h_p, dnow), nxt_ready)),
                            np.maximum(dnow, now))
         dnow = np.where(kd > 0, when, np.maximum(dnow, idle_to))
         st.finish(when)

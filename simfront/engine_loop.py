@@ -106,7 +106,7 @@ def run_engine(table: StepTable, plan: RequestPlan, eng: EngineArrays, decode_ta
     t_send = np.where(live, plan.arrival_s[rows, rq], np.inf)
     if not plan.first_wave and not plan.open_loop:
         # steady state: users start spread over one request's life (estimated from the table)
-        life = _life_s(table, plan, eng, users.astype(float), decode_table, disagg)
+        life = life_s(table, plan, eng, users.astype(float), decode_table, disagg)
         t_send = np.where(live, slot * (life / np.maximum(users, 1))[:, None], np.inf)
     need = np.where(live, isl[rows, rq] - cached[rows, rq], 0.0)
     done_p = np.zeros((D, N))
@@ -310,7 +310,7 @@ def run_engine(table: StepTable, plan: RequestPlan, eng: EngineArrays, decode_ta
         dnow = np.where(kd > 0, when, np.maximum(dnow, idle_to))
         _finish(done, when, ph, rq, t_end, t_send, kv, need, done_p, left, isl, cached, plan, issued, fin, n_req, t_req)
     pos = np.broadcast_to(np.arange(R)[None, :], (D, R))
-    counted = np.isfinite(t_end) & (pos >= plan.warmup[:, None]) & (pos < n_req[:, None]) & _in_window(pos, plan)
+    counted = np.isfinite(t_end) & (pos >= plan.warmup[:, None]) & (pos < n_req[:, None]) & in_window(pos, plan)
     return SimTrace(t_req, t_first, t_end, isl, osl, counted, np.array(itl_s).T if itl_s else np.zeros((D, 0)),
                     np.array(itl_w).T if itl_w else np.zeros((D, 0)), eng.ttft_overhead_s, it, preempt, computed)
 
@@ -372,14 +372,14 @@ def _preempt(kv, ph, tick, need, done_p, isl, cached, rq, osl, left, eng, Q, hea
     preempt[d] += 1
 
 
-def _in_window(rid, plan: RequestPlan) -> np.ndarray:
+def in_window(rid, plan: RequestPlan) -> np.ndarray:
     """Requests (by sending order ``rid``) inside the plan's statistics window (all without ``count_until``)."""
     if plan.count_until is None:
         return np.ones(np.shape(rid), bool)
     return rid < np.asarray(plan.count_until, float)[:, None]
 
 
-def _life_s(table, plan: RequestPlan, eng: EngineArrays, users, decode_table=None, disagg: dict | None = None) -> np.ndarray:
+def life_s(table, plan: RequestPlan, eng: EngineArrays, users, decode_table=None, disagg: dict | None = None) -> np.ndarray:
     """One request's life (prefill, then its decode steps at the users' running batch), estimated from the
     step tables: the steady-state spread of the users' first requests. Disaggregated: the decode steps
     are the decode workers' at the requests each decode rank holds, the prefill the prefill worker's."""

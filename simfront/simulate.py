@@ -49,7 +49,7 @@ from .scheduler import SchedulerSettings
 from .serving import NO_SPEC, Speculation
 from .sim_metrics import SimMetrics, SimTrace, summarise
 from .step import DEFAULT_ROUTING_ALPHA
-from .step_table import StepTable, _per_row, _tables
+from .step_table import StepTable, per_row, step_tables
 
 
 def _take_plan(plan: RequestPlan, rows) -> RequestPlan:
@@ -123,14 +123,14 @@ def kv_tokens_of(mem, dp, pp, context_tokens: float) -> np.ndarray:
 def _spec_arrays(spec, D: int) -> tuple[np.ndarray, np.ndarray]:
     """(tokens emitted per decode step, tokens a decode request puts through a step) per deployment."""
     al, q = np.ones(D), np.ones(D)
-    for rows, sp in _per_row(spec, D):
+    for rows, sp in per_row(spec, D):
         al[rows], q[rows] = sp.accepted_per_step, sp.k + 1
     return al, q
 
 
 def _kv_per_rank(model, precision, hw, lay: Layouts, context_tokens: float, D: int) -> np.ndarray:
     out = np.zeros(D)
-    for rows, prec in _per_row(precision, D):
+    for rows, prec in per_row(precision, D):
         out[rows] = kv_tokens_per_rank(model, prec, hw, lay.take(rows), context_tokens)[0]
     return out
 
@@ -156,7 +156,7 @@ def simulate_agg(model, precision, hw, lay: Layouts, workers, concurrency, plan_
         kv_tokens = _kv_per_rank(model, precision, hw, L, isl + osl, D)
     budget = _col(sched.token_budget if token_budget is None else token_budget, D)
     if table is None:
-        table = _tables(model, precision, hw, L, profile, spec, D, isl_new=max(isl - prefix, 1.0), prefix=prefix,
+        table = step_tables(model, precision, hw, L, profile, spec, D, isl_new=max(isl - prefix, 1.0), prefix=prefix,
                         ctx_lo=0.8 * isl, ctx_hi=isl + osl, b_max=float(np.max(np.minimum(users, maxrun))) + 1,
                         p_max=float(np.max(budget)), routing_alpha=routing_alpha)
     plan = plan_fn(users, D)
@@ -185,13 +185,13 @@ def simulate_disagg(model, precision, hw, prefill: Layouts, prefill_workers, dec
     dkv = _kv_per_rank(model, precision, hw, Dl, isl + osl, D) if decode_kv_tokens is None else _col(decode_kv_tokens, D)
     pkv = _kv_per_rank(model, precision, hw, P, isl + osl, D)
     pbudget = _col(sched.token_budget if prefill_budget is None else prefill_budget, D) * P.dp  # every prefill rank's budget
-    ptable = _tables(model, precision, hw, P, profile, NO_SPEC, D, isl_new=max(isl - prefix, 1.0), prefix=prefix, ctx_lo=isl,
+    ptable = step_tables(model, precision, hw, P, profile, NO_SPEC, D, isl_new=max(isl - prefix, 1.0), prefix=prefix, ctx_lo=isl,
                      ctx_hi=isl + 1, b_max=1, p_max=float(np.max(pbudget)), routing_alpha=routing_alpha, worker_prompts=True)
     b_top = float(np.max(np.minimum(users / np.maximum(dranks, 1e-9), dmax))) + 1
-    dtable = _tables(model, precision, hw, Dl, profile, spec, D, isl_new=max(isl - prefix, 1.0), prefix=prefix, ctx_lo=0.8 * isl,
+    dtable = step_tables(model, precision, hw, Dl, profile, spec, D, isl_new=max(isl - prefix, 1.0), prefix=prefix, ctx_lo=0.8 * isl,
                      ctx_hi=isl + osl, b_max=b_top, p_max=1, routing_alpha=routing_alpha)
     kv_bytes = np.zeros(D)
-    for rows, prec in _per_row(precision, D):
+    for rows, prec in per_row(precision, D):
         kv_bytes[rows] = kv_bytes_per_token(model, prec.kv)
     plan = plan_fn(users, D)
     eng = EngineArrays.of(D, sched, pkv * P.dp, NO_SPEC, profile, max_running=sched.max_running * P.dp, token_budget=pbudget)

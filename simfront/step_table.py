@@ -2,8 +2,8 @@
 
 :func:`build_step_table` evaluates :func:`simfront.step.forward_step` under the serving profile
 (:func:`simfront.serving.step_terms`) on a grid of (decode requests, prompt tokens, context) per deployment;
-:func:`_tables` builds the table of a set of deployments (one forward pass per precision over their distinct rows).
-:class:`StepTable` interpolates in it; :class:`_Cells` holds the same table as per-cell coefficients for the fast
+:func:`step_tables` builds the table of a set of deployments (one forward pass per precision over their distinct rows).
+:class:`StepTable` interpolates in it; :class:`Cells` holds the same table as per-cell coefficients for the fast
 loop (:mod:`simfront.engine_fast`).
 """
 
@@ -26,7 +26,7 @@ CTX_POINTS = 2  # decode attention is linear in context: two points (shortest, l
 
 # 0-d float64 operands for the fast loops' per-iteration arithmetic: a ufunc converts a Python float anew on every
 # call, which costs about as much as the operation itself on a few hundred deployments (same values either way)
-_ZERO, _ONE, _TOL, _TINY, _INF = (np.array(x) for x in (0.0, 1.0, 1e-9, 1e-12, np.inf))
+ZERO, ONE, TOL, TINY, INF = (np.array(x) for x in (0.0, 1.0, 1e-9, 1e-12, np.inf))
 
 
 @dataclass
@@ -77,7 +77,7 @@ class StepTable:
         return np.maximum(out, 0.0)
 
 
-class _Cells:
+class Cells:
     """A :class:`StepTable` for the fast loop: per deployment and grid cell the eight coefficients of
     the multilinear form (``1, wb, wp, wb wp`` and the same times the context fraction), so one
     evaluation is one gather (same values as :meth:`StepTable.__call__`; needs ``CTX_POINTS`` = 2)."""
@@ -86,7 +86,7 @@ class _Cells:
         t = tab.t
         D, nb, npp, nc = t.shape
         if nc != 2:
-            raise ValueError("_Cells needs a step table with two context points")
+            raise ValueError("Cells needs a step table with two context points")
         t00, t10, t01, t11 = t[:, :-1, :-1], t[:, 1:, :-1], t[:, :-1, 1:], t[:, 1:, 1:]
         a = np.stack([t00, t10 - t00, t01 - t00, t11 - t10 - t01 + t00], axis=-1)  # (D, nb-1, np-1, 2 ctx, 4)
         c = np.concatenate([a[..., 0, :], a[..., 1, :] - a[..., 0, :]], axis=-1)  # (D, nb-1, np-1, 8)
@@ -129,7 +129,7 @@ class _Cells:
         """Seconds of a step with ``p`` prompt tokens and no decode requests (b = 0, shortest context)."""
         ip, wp = self._p_cell(p)
         c0, c2 = self.coef_pre.take(self.row + ip, axis=0).T
-        return np.maximum(c0 + c2 * wp, _ZERO)
+        return np.maximum(c0 + c2 * wp, ZERO)
 
     def decode_only(self, b, ctx) -> tuple[np.ndarray, np.ndarray]:
         """:meth:`parts` of a decode-only step (p = 0); ``b`` >= 0."""
@@ -158,7 +158,7 @@ class _Cells:
     def _p_cell(self, p) -> tuple[np.ndarray, np.ndarray]:
         """(prompt-token cell of ``p``, weight of ``p`` in it; 0 below the grid)."""
         i = self.p_inner.searchsorted(p, side="right")  # the cell, clipped to the grid's first and last
-        return i, np.maximum((p - self.p_grid[i]) * self.p_inv[i], _ZERO)
+        return i, np.maximum((p - self.p_grid[i]) * self.p_inv[i], ZERO)
 
     def __call__(self, b, p, ctx) -> np.ndarray:
         b = np.maximum(np.asarray(b, float), 0.0)  # below the grid: its first point's value, as StepTable gives
@@ -205,7 +205,7 @@ def build_step_table(model, precision, hw, lay: Layouts, profile: dict, *, isl_n
     if worker_prompts:
         P, ranks = worker_prompt_ranks(P, isl_new, dp)
     seqs = np.where(P > 0, np.maximum(P / max(isl_new, 1.0), 1.0), 0.0)
-    groups = _per_row(spec, D)  # one forward pass; the drafts' cost per speculation setting
+    groups = per_row(spec, D)  # one forward pass; the drafts' cost per speculation setting
     q = np.ones(D)
     for rows, sp in groups:
         q[rows] = sp.k + 1
@@ -239,7 +239,7 @@ def worker_prompt_ranks(worker_tokens, isl_new: float, dp):
     return per_rank, ranks
 
 
-def _per_row(x, D: int) -> list[tuple[np.ndarray, object]]:
+def per_row(x, D: int) -> list[tuple[np.ndarray, object]]:
     """Row groups of a per-deployment setting given once for all or as a sequence of ``D`` values
     (precisions, speculation settings): ``[(rows, value), ...]``, one group per distinct value."""
     if isinstance(x, (list, tuple)) and not isinstance(x, Speculation):
@@ -259,17 +259,17 @@ def _per_row(x, D: int) -> list[tuple[np.ndarray, object]]:
     return [(np.arange(D), x)]
 
 
-def _tables(model, precision, hw, lay: Layouts, profile, spec, D: int, **kw) -> StepTable:
+def step_tables(model, precision, hw, lay: Layouts, profile, spec, D: int, **kw) -> StepTable:
     """Step tables of the deployments on common grids: one forward pass per precision over the distinct
     (layout, speculation, context range) rows (search candidates share layouts across batch sizes)."""
     spec_id = np.zeros(D)
-    for j, (rows, _) in enumerate(_per_row(spec, D)):
+    for j, (rows, _) in enumerate(per_row(spec, D)):
         spec_id[rows] = j
     ctx = {k: np.broadcast_to(np.asarray(kw[k], float), (D,)) for k in ("ctx_lo", "ctx_hi")}
     key = np.stack([lay.tp, lay.pp, lay.dp, lay.ep, spec_id, ctx["ctx_lo"], ctx["ctx_hi"]], axis=1)
     parts = []
     memo: dict = {}  # one op memo for this call's forward passes (precisions that differ only in the KV format share ops)
-    for rows, prec in _per_row(precision, D):
+    for rows, prec in per_row(precision, D):
         uniq, first, inv = np.unique(key[rows], axis=0, return_index=True, return_inverse=True)
         u = rows[first]  # one representative row per distinct key
         sp = [spec[i] for i in u] if isinstance(spec, (list, tuple)) else spec
