@@ -238,6 +238,11 @@ def print_validation(res: dict, rows: bool = False) -> None:
                   f"{r['concurrency']:g}): their clients spent most of each request before its first token, queued outside "
                   f"the engine's batch (a client holding fewer connections, a batch or KV cap) or waiting on prefill; "
                   f"measured_in_decode in --json")
+        medians = [r for r in res["serving"]["rows"] if r.get("ttft_statistic") == "median" and "predicted_ttft_ms" in r
+                   and "duplicate_of" not in r]
+        if medians:  # which statistic the TTFT is, and so what it is compared with
+            print(f"{len(medians)} row(s) record the median TTFT over their requests (ttft_statistic): compared with a "
+                  f"steady-state request's TTFT, without the benchmark's start-up wave, where that wave is under half the run")
         assumed = [r for r in res["serving"]["rows"] if r.get("assumptions") and "duplicate_of" not in r]
         if assumed:  # predictions that rest on what the rows do not record
             r = assumed[0]

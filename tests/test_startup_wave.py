@@ -137,3 +137,17 @@ def test_readers_say_which_statistic_the_ttft_is(tmp_path):
                                 "mean_tpot_ms": 20.0, "output_throughput": 400.0, "total_token_throughput": 800.0}))
     (point,) = load_measurements([str(vllm)]).points
     assert point.ttft_statistic == "median" and point.ttft_ms == 210.0
+
+
+def test_validate_says_how_many_rows_hold_a_median_ttft(tmp_path):
+    """The text report counts the rows whose TTFT is a median (and so what it was compared with)."""
+    import subprocess
+    import sys
+
+    head = "model,gpu,num_gpus,tp,pp,ep,dp_attention,disagg,engine,precision_weights,isl,osl,concurrency,metric_ttft_ms,metric_tpot_ms,notes\n"
+    path = tmp_path / "points.csv"
+    path.write_text(head + "deepseek-r1,B200,8,8,1,8,false,false,SGLang,fp8,1024,1024,64,250,20,ttft_statistic=median\n"
+                    + "deepseek-r1,B200,8,8,1,8,false,false,SGLang,fp8,1024,1024,32,200,18,\n")
+    p = subprocess.run([sys.executable, "-m", "simfront", "validate", str(path), "-q"], capture_output=True, text=True, timeout=300)
+    assert p.returncode == 0, p.stderr
+    assert "1 row(s) record the median TTFT over their requests" in p.stdout
