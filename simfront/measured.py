@@ -643,11 +643,14 @@ def _group_disagg(pts, idx, r: Resolved) -> PointGroup:
 
     def metrics(prof):
         pre, dec, at_transfer = finish_prefill(*p_raw, prof), finish_decode(*d_raw, wl.mean_osl, prof), slot_at_transfer(prof)
-        out = _metric_dict(evaluate_disagg(pre, pw, dec, slots, conc, wl.mean_osl, total_gpus, r.wave_share,
-                                           slot_at_transfer=at_transfer, range_ratio=wl.length_range_ratio))
+
+        def deployment(wave_share):  # the rows' deployment under a client whose start-up wave holds this share
+            return evaluate_disagg(pre, pw, dec, slots, conc, wl.mean_osl, total_gpus, wave_share, slot_at_transfer=at_transfer,
+                                   range_ratio=wl.length_range_ratio)
+
+        out = _metric_dict(deployment(r.wave_share))
         if steady_ttft(r):  # a median TTFT: a steady-state request's
-            out["ttft_ms"] = evaluate_disagg(pre, pw, dec, slots, conc, wl.mean_osl, total_gpus, 0.0, slot_at_transfer=at_transfer,
-                                             range_ratio=wl.length_range_ratio).ttft_s * 1e3
+            out["ttft_ms"] = deployment(0.0).ttft_s * 1e3
         return out
 
     ok = ~bad & dmem.fits
