@@ -74,6 +74,35 @@ def _push(Q, tail, qlen, mask, key=None):
     qlen += add
 
 
+def _pop_finished(Q, head, tail, qlen, fr, pos, D):
+    """Take the prompts that finished prefill (deployment ``fr``, place ``pos`` in its queue window) out of the
+    ring queues. They are usually the head of the queue (prefill in FCFS order), but a preempted request goes back
+    to the head ahead of prompts already in prefill and may wait there (no KV room) while those behind it finish:
+    such a deployment's queue is compacted, keeping every other slot in its order."""
+    if fr.size == 0:
+        return
+    n = np.bincount(fr, minlength=D)
+    top = np.zeros(D, int)
+    np.maximum.at(top, fr, pos + 1)
+    prefix = top == n  # the finished places are exactly 0..n-1: pop the head
+    head += np.where(prefix, n, 0)
+    qlen -= np.where(prefix, n, 0)
+    c = np.nonzero((n > 0) & ~prefix)[0]
+    if c.size == 0:
+        return
+    Nq = Q.shape[1]
+    ar = np.arange(Nq)[None, :]
+    at = (head[c, None] + ar) % Nq
+    ring = Q[c[:, None], at]
+    drop = np.zeros((D, Nq), bool)
+    drop[fr, pos] = True
+    keep = (ar < qlen[c, None]) & ~drop[c]
+    order = np.argsort(~keep, axis=1, kind="stable")  # kept slots first, in queue order
+    Q[c[:, None], at] = np.take_along_axis(ring, order, axis=1)
+    qlen[c] = keep.sum(axis=1)
+    tail[c] = head[c] + qlen[c]
+
+
 def _window(Q, head, qlen, W):
     D, Nq = Q.shape
     ar = np.arange(W)[None, :]
@@ -214,6 +243,12 @@ def run_engine(table: StepTable, plan: RequestPlan, eng: EngineArrays, decode_ta
         k = k * active
         dt = k * t_step
         idle = active & (k == 0)
+        if not dis and (idle & ~np.isfinite(pend)).any():
+            # nothing decodes, nothing is admitted and no request is on its way: the deployment can never finish
+            d0 = int(np.argmax(idle & ~np.isfinite(pend)))
+            why = (f"a prompt of {rem[d0, 0]:.0f} tokens waits for a KV cache of {eng.kv_tokens[d0]:.0f} tokens"
+                   if qlen[d0] > 0 else f"{int(n_req[d0] - fin[d0])} requests lost by the engine loop")
+            raise SimfrontError(f"simulation stalled after {it} steps: {why}")
         new_now = np.where(idle, np.where(np.isfinite(pend), np.maximum(now, pend), now), now + dt)
         if dis:
             # an idle prefill worker waits for the next arrival; none pending: for the decode pool
@@ -234,8 +269,7 @@ def run_engine(table: StepTable, plan: RequestPlan, eng: EngineArrays, decode_ta
             computed += np.bincount(rr, weights=alloc[rr, cc], minlength=D)
             fin_p = done_p[rr, ss] >= need[rr, ss] - 1e-9
             fr, fs = rr[fin_p], ss[fin_p]
-            head += np.bincount(fr, minlength=D)
-            qlen -= np.bincount(fr, minlength=D)
+            _pop_finished(Q, head, tail, qlen, fr, cc[fin_p], D)
             req = rq[fr, fs]
             if dis:
                 ph[fr, fs] = _DECODE  # handed to the decode pool (waits there until admitted)

@@ -8,6 +8,7 @@ from simfront import clients as cl
 from simfront.deployment import Layouts, evaluate_agg, evaluate_disagg
 from simfront.engine_fast import fast_rows
 from simfront.engine_loop import run_engine
+from simfront.errors import SimfrontError
 from simfront.hardware import get_hardware
 from simfront.models import get_model
 from simfront.scheduler import scheduler_settings
@@ -268,3 +269,26 @@ def test_a_smaller_decode_kv_pool_holds_fewer_requests_and_queues_the_rest():
     assert small.ttft_s["mean"][0] > 3 * large.ttft_s["mean"][0]
     assert small.tpot_s["mean"][0] < large.tpot_s["mean"][0]  # a smaller decode batch
     assert default.ttft_s["mean"][0] == pytest.approx(large.ttft_s["mean"][0], rel=0.05)  # llama-3.1-8b holds 64 here
+
+
+def test_preempted_request_back_at_the_queue_head_is_not_lost():
+    """A KV cache that holds a few of many random-length prompts in chunked prefill: a preempted request goes back to
+    the head of the queue ahead of prompts already in prefill, and may wait there while those behind it finish. The
+    loop took the queue's head for the finished prompt, so the waiting request left the queue without running and
+    the deployment never finished (InferenceMAX's SGLang TP8 run at 512 users of 8k prompts spun to the step limit)."""
+    c = cl.ClosedLoop(64, cl.Lengths(ISL, OSL, 0.8), num_prompts=256, first_wave=True)
+    sched = scheduler_settings("vllm").with_overrides(token_budget=2048)
+    m = simulate_agg(MODEL, MODEL.precision, HW, Layouts.of([1]), 1, 64, lambda u, D: cl.plan_closed(c, u, D),
+                     sched=sched, profile=engine_profile("vllm"), isl=ISL, osl=OSL, kv_tokens=np.array([12 * 2048.0]))
+    assert m.preemptions[0] > 0
+    assert m.trace.counted.sum() == 256 and np.all(np.isfinite(m.trace.t_end[0, :256]))
+    assert m.trace.iterations < 20_000
+
+
+def test_a_prompt_larger_than_the_kv_cache_stops_the_loop_with_a_reason():
+    """A deployment that can never finish (its next prompt needs more KV than the rank holds, nothing running) stops at
+    once with the reason instead of spinning to the step limit."""
+    c = cl.ClosedLoop(2, cl.Lengths(ISL, 64), num_prompts=4)
+    with pytest.raises(SimfrontError, match="stalled.*prompt of 1024 tokens waits for a KV cache of 512 tokens"):
+        simulate_agg(MODEL, MODEL.precision, HW, Layouts.of([1]), 1, 2, lambda u, D: cl.plan_closed(c, u, D),
+                     sched=scheduler_settings("vllm"), profile=engine_profile("vllm"), isl=ISL, osl=64, kv_tokens=np.array([512.0]))
