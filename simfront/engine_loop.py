@@ -15,12 +15,15 @@ import numpy as np
 from .clients import RequestPlan
 from .errors import SimfrontError
 from .scheduler import SchedulerSettings
-from .serving import NO_SPEC, Speculation
+from .serving import NO_SPEC, Speculation, adp_cover_s
 from .sim_metrics import SimTrace
 from .step_table import StepTable
 
 # Above this many decode steps per request the loop would run long; the caller is told (SimfrontError).
 MAX_LOOP_ITERATIONS = 2_000_000
+
+# seed of the draws that place the representative rank's prompts in the attention-DP balance gate's rounds
+GATE_SEED = 0
 
 # phases of a request slot
 _PENDING, _QUEUED, _PREFILL, _DECODE, _DONE = 0, 1, 2, 3, 4
@@ -39,6 +42,8 @@ class EngineArrays:
     al: np.ndarray  # tokens emitted per decode step per request (speculation)
     q: np.ndarray  # tokens a decode request puts through the step (1 + drafts)
     ttft_overhead_s: np.ndarray  # per-request API / tokenisation time
+    adp_ranks: np.ndarray  # attention-DP ranks whose prompts the engine's balance gate waits for (1: no gate)
+    adp_gate_iters: np.ndarray  # most steps a new prompt waits at the gate (TensorRT-LLM attention_dp_config timeout_iters)
 
     def take(self, rows) -> "EngineArrays":
         return EngineArrays(*(getattr(self, f)[rows] for f in self.__dataclass_fields__))
@@ -51,7 +56,11 @@ class EngineArrays:
                    f(sched.max_running if max_running is None else max_running), f(kv_tokens),
                    f(sched.policy == "prefill_first").astype(bool), f(sched.admission == "reserve").astype(bool),
                    f(sched.first_token_lag_steps), f(spec.accepted_per_step), f(spec.k + 1),
-                   f((profile or {}).get("ttft_overhead_s", 0.0)))
+                   f((profile or {}).get("ttft_overhead_s", 0.0)), f(1.0), f(sched.adp_balance_timeout_iters))
+
+    def gated(self) -> np.ndarray:
+        """(D,) bool: deployments whose new prompts wait at an attention-DP balance gate."""
+        return (self.adp_ranks > 1.0) & (self.adp_gate_iters > 0.0)
 
 
 def _push(Q, tail, qlen, mask, key=None):
@@ -173,6 +182,18 @@ def run_engine(table: StepTable, plan: RequestPlan, eng: EngineArrays, decode_ta
         dslots = disagg["decode_slots"]
         dkv = disagg["decode_kv_tokens"]
         xfer = disagg["transfer_s"]
+    # attention-DP balance (aggregated; TensorRT-LLM attention_dp_config): the ranks share one gate, which the first new
+    # prompt on any rank starts and which holds every rank's new prompts until each rank holds one (the coupon-collector
+    # time at the ranks' arrival rate) or for the engine's timeout in steps. The representative rank's first prompt of a
+    # round finds the gate already started by another rank's prompt with the probability a Poisson arrival sees it
+    # counting, lambda_o G / (1 + lambda_o G) (lambda_o: the other ranks' arrival rate), and then waits the rest of it
+    gate = eng.gated() & (not dis)
+    gate_open = np.full(D, np.inf)
+    if gate.any():
+        per_rank_s = users / np.maximum(life_s(table, plan, eng, users.astype(float)), 1e-12)  # prompts per second a rank gets
+        cover_s = adp_cover_s(eng.adp_ranks, eng.adp_ranks * per_rank_s)
+        others_s = (eng.adp_ranks - 1.0) * per_rank_s  # the other ranks' prompts per second
+        rng = np.random.default_rng(GATE_SEED)
     it = 0
     while True:
         active = fin < n_req
@@ -205,6 +226,20 @@ def run_engine(table: StepTable, plan: RequestPlan, eng: EngineArrays, decode_ta
         kv_new = np.where(new, rem + np.where(eng.reserve[:, None], osl[rows, rq[rows, s]], 0.0), 0.0)
         ok_new = new & (n_run[:, None] + np.cumsum(new, axis=1) <= cap_run[:, None]) & (
             kv_used[:, None] + np.cumsum(kv_new, axis=1) <= eng.kv_tokens[:, None])
+        shut = np.zeros(D, bool)
+        if gate.any():
+            waiting = gate & new.any(axis=1)
+            opens = waiting & ~np.isfinite(gate_open)  # a new round: from its first prompt's arrival
+            if opens.any():
+                first_s = np.where(new, t_send[rows, s], np.inf).min(axis=1)
+                n_d = dec.sum(axis=1).astype(float)
+                step_s = table(n_d, 0.0 * n_d, np.where(n_d > 0, (kv * dec).sum(axis=1) / np.maximum(n_d, 1), table.ctx_lo))
+                g_s = np.minimum(eng.adp_gate_iters * step_s, cover_s)  # the gate's full wait
+                joined = rng.random(D) < others_s * g_s / (1.0 + others_s * g_s)  # another rank's prompt started it
+                g_s = np.where(joined, rng.random(D) * g_s, g_s)
+                gate_open = np.where(opens, first_s + g_s, gate_open)
+            shut = waiting & (pclock < gate_open)
+            ok_new &= ~shut[:, None]
         elig = started | ok_new
         dec_tok = 0.0 if dis else n_dec * eng.q
         bud = np.where(eng.prefill_first | dis, budget, np.maximum(budget - dec_tok, 0.0))
@@ -219,6 +254,7 @@ def run_engine(table: StepTable, plan: RequestPlan, eng: EngineArrays, decode_ta
             dec_in = np.where(eng.prefill_first & has_p, 0, n_dec).astype(float)
         # ---------------- how many steps this iteration stands for ----------------
         pend = np.where(ph == _PENDING, t_send, np.inf).min(axis=1)
+        pend = np.where(shut, np.minimum(pend, gate_open), pend)  # a shut gate opens: the next event too
         ctx_sum = (kv * dec).sum(axis=1)
         ctx_mean = np.where(n_dec > 0, ctx_sum / np.maximum(n_dec, 1), table.ctx_lo)
         if dis:
@@ -283,6 +319,8 @@ def run_engine(table: StepTable, plan: RequestPlan, eng: EngineArrays, decode_ta
                 ph[fr, fs] = _DECODE
                 fresh = left[fr, fs] <= 0
                 left[fr[fresh], fs[fresh]] = np.ceil(np.maximum(osl[fr[fresh], req[fresh]] - 1.0, 0.0) / eng.al[fr[fresh]])
+        if gate.any():  # a round ends when the gate has opened and no new prompt waits
+            gate_open = np.where(gate & (pclock >= gate_open) & ~(ph == _QUEUED).any(axis=1), np.inf, gate_open)
         # ---------------- decode part (aggregated) ----------------
         if not dis:
             stepping = dec & ((dec_in > 0) & (k > 0))[:, None]

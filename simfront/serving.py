@@ -677,6 +677,15 @@ def _wave_latencies(raw: AggRaw, prof: dict, t_dec, per_token) -> tuple[np.ndarr
 EULER_GAMMA = 0.5772156649015329  # Euler-Mascheroni constant (harmonic numbers H_n ~ ln n + gamma + 1/2n - 1/12n^2)
 
 
+def adp_cover_s(ranks, arrivals_per_s) -> np.ndarray:
+    """Time from a round's first new prompt until every one of ``ranks`` attention-DP ranks holds one, prompts
+    arriving at ``arrivals_per_s`` (all ranks together) on ranks at random: about ranks x H(ranks) arrivals
+    (coupon collector), the first one not counted."""
+    n = np.maximum(_f(ranks), 1.0)
+    harmonic = np.log(n) + EULER_GAMMA + 0.5 / n - 1.0 / (12.0 * n * n)  # H_n, exact at n = 1 to 0.6 %
+    return np.maximum(n * harmonic - 1.0, 0.0) / np.maximum(_f(arrivals_per_s), 1e-30)
+
+
 def adp_balance_wait_s(ranks, arrivals_per_s, step_s, timeout_iters) -> np.ndarray:
     """Mean wait of a new prompt for attention-DP balance (TensorRT-LLM ``attention_dp_config``).
 
@@ -688,9 +697,7 @@ def adp_balance_wait_s(ranks, arrivals_per_s, step_s, timeout_iters) -> np.ndarr
     """
     n = np.maximum(_f(ranks), 1.0)
     lam = np.maximum(_f(arrivals_per_s), 1e-30)
-    harmonic = np.log(n) + EULER_GAMMA + 0.5 / n - 1.0 / (12.0 * n * n)  # H_n, exact at n = 1 to 0.6 %
-    cover_s = np.maximum(n * harmonic - 1.0, 0.0) / lam  # first arrival of a round to every rank holding one
-    gate_s = np.minimum(_f(timeout_iters) * _f(step_s), cover_s)
+    gate_s = np.minimum(_f(timeout_iters) * _f(step_s), adp_cover_s(n, lam))
     wait = gate_s * (1.0 + 0.5 * lam * gate_s) / (1.0 + lam * gate_s)
     return np.where((n > 1.0) & (_f(timeout_iters) > 0), wait, 0.0)
 

@@ -162,6 +162,7 @@ def simulate_agg(model, precision, hw, lay: Layouts, workers, concurrency, plan_
     plan = plan_fn(users, D)
     eng = EngineArrays.of(D, sched, kv_tokens, NO_SPEC, profile, max_running=maxrun, token_budget=budget)
     eng.al, eng.q = _spec_arrays(spec, D)
+    eng.adp_ranks = L.dp.copy()  # the worker's attention-DP ranks wait for each other at the engine's balance gate
     tr = simulate_trace(table, plan, eng)
     return summarise(tr, C / users, C, _col(workers, D) * L.gpus)
 
