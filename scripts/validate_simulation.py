@@ -119,7 +119,8 @@ def _agg(pts, idx, r, sched, prof, conc, plan_fn):
     ok = ~bad & mem.fits
     maxb = np.where(max_b > 0, max_b, sched.max_running)
     m = simulate_agg(r.model, r.precision, r.hw, lay, workers, conc, plan_fn, sched=sched, profile=prof, spec=r.spec,
-                     max_batch=maxb, isl=r.isl, osl=r.osl, kv_tokens=kv_tokens_of(mem, dp, pp, r.isl + r.osl))
+                     max_batch=maxb, isl=r.isl, osl=r.osl, kv_tokens=kv_tokens_of(mem, dp, pp, r.isl + r.osl),
+                     recv_interval=r.recv_interval)
     return ok, m
 
 

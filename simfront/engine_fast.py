@@ -54,7 +54,8 @@ def fast_rows(plan: RequestPlan, eng: EngineArrays, decode: dict | None = None) 
           & np.all(plan.arrival_s == 0.0, axis=1))
     users = np.minimum(np.ceil(plan.users), n)
     isl, osl = plan.isl[:, 0], plan.osl[:, 0]
-    ok &= ~eng.gated() if decode is None else True  # an attention-DP balance gate holds prompts: the request-slot loop
+    if decode is None:  # an attention-DP balance gate or an intake interval holds prompts: the request-slot loop
+        ok &= ~eng.gated() & (eng.recv_interval <= 1.0)
     if decode is None:
         ok &= np.minimum(eng.max_running, users) * (isl + osl) <= eng.kv_tokens
     else:

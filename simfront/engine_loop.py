@@ -44,6 +44,7 @@ class EngineArrays:
     ttft_overhead_s: np.ndarray  # per-request API / tokenisation time
     adp_ranks: np.ndarray  # attention-DP ranks whose prompts the engine's balance gate waits for (1: no gate)
     adp_gate_iters: np.ndarray  # most steps a new prompt waits at the gate (TensorRT-LLM attention_dp_config timeout_iters)
+    recv_interval: np.ndarray  # decode steps between the engine's intakes of new requests (SGLang --scheduler-recv-interval)
 
     def take(self, rows) -> "EngineArrays":
         return EngineArrays(*(getattr(self, f)[rows] for f in self.__dataclass_fields__))
@@ -56,7 +57,7 @@ class EngineArrays:
                    f(sched.max_running if max_running is None else max_running), f(kv_tokens),
                    f(sched.policy == "prefill_first").astype(bool), f(sched.admission == "reserve").astype(bool),
                    f(sched.first_token_lag_steps), f(spec.accepted_per_step), f(spec.k + 1),
-                   f((profile or {}).get("ttft_overhead_s", 0.0)), f(1.0), f(sched.adp_balance_timeout_iters))
+                   f((profile or {}).get("ttft_overhead_s", 0.0)), f(1.0), f(sched.adp_balance_timeout_iters), f(1.0))
 
     def gated(self) -> np.ndarray:
         """(D,) bool: deployments whose new prompts wait at an attention-DP balance gate."""
@@ -194,6 +195,10 @@ def run_engine(table: StepTable, plan: RequestPlan, eng: EngineArrays, decode_ta
         cover_s = adp_cover_s(eng.adp_ranks, eng.adp_ranks * per_rank_s)
         others_s = (eng.adp_ranks - 1.0) * per_rank_s  # the other ranks' prompts per second
         rng = np.random.default_rng(GATE_SEED)
+    # request intake (aggregated; SGLang's SchedulerRecvSkipper): the engine takes in new requests after a step with prompt
+    # tokens (or idle), and during pure decode every recv_interval steps: it counts decode steps since its last intake
+    recv_gated = (eng.recv_interval > 1.0) & (not dis)
+    recv_ct = eng.recv_interval.copy()  # an idle engine takes in at once
     it = 0
     while True:
         active = fin < n_req
@@ -205,6 +210,10 @@ def run_engine(table: StepTable, plan: RequestPlan, eng: EngineArrays, decode_ta
         # ---------------- prefill side (the whole engine when aggregated) ----------------
         pclock = now
         arr = (ph == _PENDING) & (t_send <= pclock[:, None])
+        intake = ~recv_gated | (recv_ct >= eng.recv_interval)
+        held_out = arr & ~intake[:, None]  # arrived, taken in at the engine's next intake
+        arr &= intake[:, None]
+        recv_ct = np.where(intake, 0.0, recv_ct)
         if arr.any():
             ph[arr] = _QUEUED
             _push(Q, tail, qlen, arr, t_send)
@@ -270,7 +279,8 @@ def run_engine(table: StepTable, plan: RequestPlan, eng: EngineArrays, decode_ta
             t_est = table(dec_in, 0 * p_tok, ctx_mean)
             k_arr = np.where(np.isfinite(pend), np.ceil(np.maximum(pend - now, 0.0) / np.maximum(t_est, 1e-12)), np.inf)
             k_kv = np.where(eng.reserve, np.inf, np.floor((eng.kv_tokens - kv_used) / np.maximum(n_dec * eng.al, 1e-9)))
-            k = np.where(has_p, 1.0, np.maximum(np.minimum(np.minimum(k_left, k_arr), k_kv), 1.0))
+            k_recv = np.where(held_out.any(axis=1), np.maximum(eng.recv_interval - recv_ct, 1.0), np.inf)  # to the next intake
+            k = np.where(has_p, 1.0, np.maximum(np.minimum(np.minimum(np.minimum(k_left, k_arr), k_kv), k_recv), 1.0))
             k = np.where(n_dec > 0, k, np.where(has_p, 1.0, 0.0))
             t_step = table(dec_in, p_tok, ctx_mean + np.where(has_p, 0.0, np.maximum(k - 1.0, 0.0) * eng.al / 2.0))  # step i at ctx + i al
             # the step after this one decodes the running requests (a prompt finished now joins the batch after it):
@@ -279,6 +289,11 @@ def run_engine(table: StepTable, plan: RequestPlan, eng: EngineArrays, decode_ta
         k = k * active
         dt = k * t_step
         idle = active & (k == 0)
+        # the intake counter (decode steps since the last intake, in (0, N]; N: an intake at the next step): a step with
+        # prompt tokens counts past the interval, an idle engine takes in at once, and a run of k decode steps passes an
+        # intake every N steps, after which the count starts again
+        recv_ct = np.where(has_p | (k == 0), eng.recv_interval,
+                           np.mod(recv_ct + k - 1.0, np.maximum(eng.recv_interval, 1.0)) + 1.0)
         if not dis and (idle & ~np.isfinite(pend)).any():
             # nothing decodes, nothing is admitted and no request is on its way: the deployment can never finish
             d0 = int(np.argmax(idle & ~np.isfinite(pend)))

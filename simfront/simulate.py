@@ -138,12 +138,13 @@ def _kv_per_rank(model, precision, hw, lay: Layouts, context_tokens: float, D: i
 def simulate_agg(model, precision, hw, lay: Layouts, workers, concurrency, plan_fn, *, sched: SchedulerSettings,
                  profile: dict, spec: Speculation = NO_SPEC, max_batch=None, token_budget=None, isl: float, osl: float,
                  prefix: float = 0.0, kv_tokens=None, table: StepTable | None = None,
-                 routing_alpha=DEFAULT_ROUTING_ALPHA) -> SimMetrics:
+                 routing_alpha=DEFAULT_ROUTING_ALPHA, recv_interval=1.0) -> SimMetrics:
     """Simulate aggregated deployments (arrays of length D): ``workers`` copies of a worker with
     layout ``lay`` under ``concurrency`` clients. ``plan_fn(users, D)`` returns the
     :class:`~simfront.clients.RequestPlan` of one representative server with ``users`` clients
     (see :func:`simfront.clients.plan_closed`). ``max_batch``: the engine's max running requests per
-    rank (default the scheduler's); ``isl``/``osl``: nominal lengths (the table's range).
+    rank (default the scheduler's); ``isl``/``osl``: nominal lengths (the table's range); ``recv_interval``: decode
+    steps between the engine's intakes of new requests (SGLang's --scheduler-recv-interval, 1: every step).
     ``precision`` and ``spec`` are one setting for all deployments or a sequence of D (one step table
     per distinct setting, one simulation for all)."""
     D = np.asarray(lay.tp).reshape(-1).size
@@ -163,6 +164,7 @@ def simulate_agg(model, precision, hw, lay: Layouts, workers, concurrency, plan_
     eng = EngineArrays.of(D, sched, kv_tokens, NO_SPEC, profile, max_running=maxrun, token_budget=budget)
     eng.al, eng.q = _spec_arrays(spec, D)
     eng.adp_ranks = L.dp.copy()  # the worker's attention-DP ranks wait for each other at the engine's balance gate
+    eng.recv_interval = _col(recv_interval, D)
     tr = simulate_trace(table, plan, eng)
     return summarise(tr, C / users, C, _col(workers, D) * L.gpus)
 
@@ -198,6 +200,8 @@ def simulate_disagg(model, precision, hw, prefill: Layouts, prefill_workers, dec
     eng = EngineArrays.of(D, sched, pkv * P.dp, NO_SPEC, profile, max_running=sched.max_running * P.dp, token_budget=pbudget)
     eng.al, eng.q = _spec_arrays(spec, D)
     eng.prefill_first[:] = True
+    # the profile's per-request time of a disaggregated hand-off (router, KV bootstrap), as the evaluator adds it to TTFT
+    eng.ttft_overhead_s = eng.ttft_overhead_s + float(profile.get("disagg_overhead_s", 0.0))
     dis = {"transfer_s": kv_bytes / _col(link_bytes_per_s, D), "decode_scale": dranks,
            "decode_slots": np.floor(dmax * dranks), "decode_kv_tokens": dkv * dranks}
     tr = simulate_trace(ptable, plan, eng, decode_table=dtable, disagg=dis)

@@ -77,7 +77,7 @@ def simulate_points(model: Model, gpus: GpuSet, wl: Workload, points: dict, idx,
             chunk = col("chunk_tokens")
             r = simulate_agg(model, prec, hw, lay, col("replicas"), conc, plan_fn, sched=sched, profile=profile, spec=spec,
                              max_batch=col("batch"), token_budget=np.where(chunk > 0, chunk, sched.token_budget),
-                             isl=wl.isl, osl=wl.osl, routing_alpha=wl.routing_alpha)
+                             isl=wl.isl, osl=wl.osl, routing_alpha=wl.routing_alpha, recv_interval=wl.recv_interval_steps)
         else:
             play = Layouts.of(col("prefill_tp"), 1, col("prefill_attention_dp"), col("prefill_ep"))
             link = kv_link_bytes_per_s(hw, gpus.count, play.gpus)
