@@ -210,7 +210,8 @@ def run_engine(table: StepTable, plan: RequestPlan, eng: EngineArrays, decode_ta
         # ---------------- prefill side (the whole engine when aggregated) ----------------
         pclock = now
         arr = (ph == _PENDING) & (t_send <= pclock[:, None])
-        intake = ~recv_gated | (recv_ct >= eng.recv_interval)
+        busy = ((ph == _DECODE) | (ph == _PREFILL) | (ph == _QUEUED)).any(axis=1)
+        intake = ~recv_gated | (recv_ct >= eng.recv_interval) | ~busy  # an idle engine polls for requests
         held_out = arr & ~intake[:, None]  # arrived, taken in at the engine's next intake
         arr &= intake[:, None]
         recv_ct = np.where(intake, 0.0, recv_ct)
@@ -262,7 +263,7 @@ def run_engine(table: StepTable, plan: RequestPlan, eng: EngineArrays, decode_ta
         else:
             dec_in = np.where(eng.prefill_first & has_p, 0, n_dec).astype(float)
         # ---------------- how many steps this iteration stands for ----------------
-        pend = np.where(ph == _PENDING, t_send, np.inf).min(axis=1)
+        pend = np.where((ph == _PENDING) & ~held_out, t_send, np.inf).min(axis=1)  # the next arrival (held ones: k_recv)
         pend = np.where(shut, np.minimum(pend, gate_open), pend)  # a shut gate opens: the next event too
         ctx_sum = (kv * dec).sum(axis=1)
         ctx_mean = np.where(n_dec > 0, ctx_sum / np.maximum(n_dec, 1), table.ctx_lo)
