@@ -120,7 +120,7 @@ def _agg(pts, idx, r, sched, prof, conc, plan_fn):
     maxb = np.where(max_b > 0, max_b, sched.max_running)
     m = simulate_agg(r.model, r.precision, r.hw, lay, workers, conc, plan_fn, sched=sched, profile=prof, spec=r.spec,
                      max_batch=maxb, isl=r.isl, osl=r.osl, kv_tokens=kv_tokens_of(mem, dp, pp, r.isl + r.osl),
-                     recv_interval=r.recv_interval)
+                     recv_interval=np.array([float(_get(pts[i], "scheduler_recv_interval") or 1) for i in idx]))
     return ok, m
 
 
