@@ -56,19 +56,12 @@ class EngineArrays:
         return cls(f(sched.token_budget if token_budget is None else token_budget),
                    f(sched.max_running if max_running is None else max_running), f(kv_tokens),
                    f(sched.policy == "prefill_first").astype(bool), f(sched.admission == "reserve").astype(bool),
-                   f(first_token_steps(sched, profile)), f(spec.accepted_per_step), f(spec.k + 1),
+                   f(sched.first_token_lag_steps), f(spec.accepted_per_step), f(spec.k + 1),
                    f((profile or {}).get("ttft_overhead_s", 0.0)), f(1.0), f(sched.adp_balance_timeout_iters), f(1.0))
 
     def gated(self) -> np.ndarray:
         """(D,) bool: deployments whose new prompts wait at an attention-DP balance gate."""
         return (self.adp_ranks > 1.0) & (self.adp_gate_iters > 0.0)
-
-
-def first_token_steps(sched: SchedulerSettings, profile: dict | None) -> float:
-    """Engine steps between a prompt's last prefill step and its first streamed token: the scheduler's own lag (an
-    overlap scheduler hands a step's tokens out during the next) or the serving profile's fitted extra steps
-    (``ttft_extra_steps``, which the evaluator adds to every aggregated TTFT and which holds that lag), the larger."""
-    return max(float(sched.first_token_lag_steps), float((profile or {}).get("ttft_extra_steps", 0.0)))
 
 
 def _push(Q, tail, qlen, mask, key=None):

@@ -105,21 +105,15 @@ def test_step_table_of_mixed_speculations_equals_one_table_per_speculation():
 def test_first_token_lag_is_the_running_decode_step_not_another_prefill_step():
     """An overlap scheduler (TensorRT-LLM: one lag step) hands out a prompt's first token by the end of the next
     step, which decodes the requests already running: a lone request's TTFT is its prefill step plus an empty
-    step, not two prefill steps. The serving profile's fitted extra steps (ttft_extra_steps, which the evaluator adds
-    to every aggregated TTFT and which hold that lag) count instead where they are more."""
-    sched = scheduler_settings("trtllm")
+    step, not two prefill steps."""
+    prof, sched = engine_profile("trtllm"), scheduler_settings("trtllm")
     assert sched.first_token_lag_steps == 1
-    fitted = engine_profile("trtllm")
-    assert fitted["ttft_extra_steps"] > 1.5
-    for extra in (0.0, fitted["ttft_extra_steps"]):
-        prof = {**fitted, "ttft_extra_steps": extra}
-        tab = build_step_table(MODEL, MODEL.precision, HW, Layouts.of([1]), prof, isl_new=ISL, prefix=0, ctx_lo=0.8 * ISL,
-                               ctx_hi=ISL + OSL, b_max=4, p_max=8192)
-        prefill_s, empty_s = float(tab([0], [ISL], [ISL])[0]), float(tab([0], [0], [ISL])[0])
-        assert empty_s < 0.5 * prefill_s
-        m = simulate_agg(MODEL, MODEL.precision, HW, Layouts.of([1]), 1, 1, _closed(1), sched=sched, profile=prof, isl=ISL, osl=OSL)
-        lag = max(1.0, extra)
-        assert m.ttft_s["mean"][0] - prof["ttft_overhead_s"] == pytest.approx(prefill_s + lag * empty_s, rel=0.02)
+    tab = build_step_table(MODEL, MODEL.precision, HW, Layouts.of([1]), prof, isl_new=ISL, prefix=0, ctx_lo=0.8 * ISL,
+                           ctx_hi=ISL + OSL, b_max=4, p_max=8192)
+    prefill_s, empty_s = float(tab([0], [ISL], [ISL])[0]), float(tab([0], [0], [ISL])[0])
+    assert empty_s < 0.5 * prefill_s
+    m = simulate_agg(MODEL, MODEL.precision, HW, Layouts.of([1]), 1, 1, _closed(1), sched=sched, profile=prof, isl=ISL, osl=OSL)
+    assert m.ttft_s["mean"][0] - prof["ttft_overhead_s"] == pytest.approx(prefill_s + empty_s, rel=0.02)
 
 
 def test_disaggregated_prefill_worker_never_runs_ahead_of_the_decode_pool():

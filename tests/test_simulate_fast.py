@@ -57,23 +57,16 @@ def _disagg_inputs(engine, users, isl, osl, *, scale, slots, kv_ranks, first_wav
     return ptable, dtable, plan, eng, dis
 
 
-# The first-token lag (EngineArrays.lag_steps decode steps after a prompt's last prefill step) is priced at the running
-# decode step, which the two loops take at the decode requests' context one token apart after a mixed step: with the
-# profile's four steps of lag that is up to 2e-5 of the TTFT, so first tokens agree to FIRST_TOKEN_RTOL, all else exactly
-FIRST_TOKEN_RTOL = 1e-4
-
-
 def _same(a, b):
     for f in ("t_send", "t_first", "t_end"):
         x, y = np.sort(getattr(a, f), axis=1), np.sort(getattr(b, f), axis=1)  # the request order may differ, the times not
-        rtol = FIRST_TOKEN_RTOL if f == "t_first" else 1e-9
-        assert np.allclose(x, y, rtol=rtol, atol=1e-9, equal_nan=True), f
+        assert np.allclose(x, y, rtol=1e-9, atol=1e-9, equal_nan=True), f
     assert np.array_equal(a.counted.sum(axis=1), b.counted.sum(axis=1))
     # which of two requests sent at the same moment is the warm-up one is arbitrary: statistics over all
     every = lambda tr: SimTrace(**{**vars(tr), "counted": np.isfinite(tr.t_end)})  # noqa: E731
     ma, mb = summarise(every(a), 1.0, 1.0, 1.0), summarise(every(b), 1.0, 1.0, 1.0)
     for k in ("mean", "p50", "p90", "p99"):
-        assert np.allclose(ma.ttft_s[k], mb.ttft_s[k], rtol=FIRST_TOKEN_RTOL) and np.allclose(ma.tpot_s[k], mb.tpot_s[k], rtol=FIRST_TOKEN_RTOL)
+        assert np.allclose(ma.ttft_s[k], mb.ttft_s[k], rtol=1e-9) and np.allclose(ma.tpot_s[k], mb.tpot_s[k], rtol=1e-9)
     assert np.allclose(ma.itl_s["mean"], mb.itl_s["mean"], rtol=1e-9)
 
 
