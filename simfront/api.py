@@ -391,8 +391,9 @@ def predict(model: str, gpus: str | GpuSet, isl: int | None = None, osl: int | N
                 v = float(sim[f][j])
                 p[f] = round(v, 4) if np.isfinite(v) else None
         out["notes"].append("p50/p90/p99 TTFT and TPOT of the frontier points: the evaluator's means times the spread of a "
-                            "step-level simulation (steady closed loop at each point's concurrency, fixed lengths); the "
-                            "spread is not yet validated against measured percentiles")
+                            "step-level simulation (steady closed loop at each point's concurrency, fixed lengths); "
+                            "against measured p99 TTFT the reported p99 runs low (README, Accuracy: "
+                            "scripts/validate_simulation.py)")
     k = knee_index(pts["tok_s_user"][front], pts["tok_s_gpu"][front])
     out["knee"] = out["frontier"][k] if k >= 0 else None
     if ttft_ms is not None or tpot_ms is not None or min_tok_s_user is not None:
