@@ -225,6 +225,10 @@ def build_step_table(model, precision, hw, lay: Layouts, profile: dict, *, isl_n
         # per-request CPU overhead counts the decode requests, and overlaps the GPU step or not, as serving does
         # a pipelined worker's round schedules one micro-batch per stage, each with its own CPU work
         t[rows] = step_terms(split, profile, B, sp.accepted_per_step > 1.0, pp[rows])["engine_s"]
+    if worker_prompts:
+        # a busy prefill worker's step of several prompts runs at the profile's prefill pace, as the evaluator's queue
+        # takes it (serving.finish_prefill: busy = step x prefill_scale); a lone prompt's step as it is
+        t = t * np.where(seqs > 1.0, float(profile.get("prefill_scale", 1.0)), 1.0)
     return StepTable(bg, pg, lo, hi, t)
 
 
