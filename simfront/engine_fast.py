@@ -64,6 +64,8 @@ def fast_rows(plan: RequestPlan, eng: EngineArrays, decode: dict | None = None) 
         in_prefill = np.minimum(np.minimum(eng.max_running, users), np.ceil(eng.token_budget / need) + 2)
         ok &= in_prefill * (isl + np.where(eng.reserve, osl, 0.0)) <= eng.kv_tokens  # reserve: output reserved too
         ok &= np.minimum(decode["decode_slots"], users) * (isl + osl) <= decode["decode_kv_tokens"]
+        # a decode slot reserved before the prefill (SGLang) binds only with more users than slots: the request-slot loop
+        ok &= ~(np.asarray(decode.get("slot_at_prefill", False), bool) & (users > decode["decode_slots"]))
     return ok
 
 

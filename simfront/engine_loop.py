@@ -127,7 +127,8 @@ def run_engine(table: StepTable, plan: RequestPlan, eng: EngineArrays, decode_ta
     Aggregated (``disagg`` None): one engine prefills and decodes. Disaggregated: ``table`` is the
     prefill worker, ``decode_table`` the decode pool, ``disagg`` holds (D,) arrays ``transfer_s``
     (KV move per input token), ``decode_scale`` (decode ranks per representative: per-rank batch =
-    pooled decode requests / scale), ``decode_slots`` and ``decode_kv_tokens``.
+    pooled decode requests / scale), ``decode_slots`` and ``decode_kv_tokens``, and optionally ``slot_at_prefill``
+    (a request reserves its decode slot before its prefill starts; default at its KV transfer).
     """
     D, R = plan.isl.shape
     N = int(np.max(plan.users)) if plan.users.size else 1
@@ -183,6 +184,7 @@ def run_engine(table: StepTable, plan: RequestPlan, eng: EngineArrays, decode_ta
         dslots = disagg["decode_slots"]
         dkv = disagg["decode_kv_tokens"]
         xfer = disagg["transfer_s"]
+        slot_first = np.broadcast_to(np.asarray(disagg.get("slot_at_prefill", False), bool), (D,))
     # attention-DP balance (aggregated; TensorRT-LLM attention_dp_config): the ranks share one gate, which the first new
     # prompt on any rank starts and which holds every rank's new prompts until each rank holds one (the coupon-collector
     # time at the ranks' arrival rate) or for the engine's timeout in steps. The representative rank's first prompt of a
@@ -236,6 +238,11 @@ def run_engine(table: StepTable, plan: RequestPlan, eng: EngineArrays, decode_ta
         kv_new = np.where(new, rem + np.where(eng.reserve[:, None], osl[rows, rq[rows, s]], 0.0), 0.0)
         ok_new = new & (n_run[:, None] + np.cumsum(new, axis=1) <= cap_run[:, None]) & (
             kv_used[:, None] + np.cumsum(kv_new, axis=1) <= eng.kv_tokens[:, None])
+        if dis and slot_first.any():
+            # the decode pool reserves a request's slot before its prefill starts (SGLang's prealloc queue): a prompt
+            # starts only while a slot is free for it (slots held by requests in prefill, in transfer and decoding)
+            held = ((ph == _PREFILL) | (ph == _DECODE)).sum(axis=1)
+            ok_new &= ~slot_first[:, None] | (held[:, None] + np.cumsum(new, axis=1) <= dslots[:, None])
         shut = np.zeros(D, bool)
         if gate.any():
             waiting = gate & new.any(axis=1)

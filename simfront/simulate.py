@@ -203,7 +203,8 @@ def simulate_disagg(model, precision, hw, prefill: Layouts, prefill_workers, dec
     # the profile's per-request time of a disaggregated hand-off (router, KV bootstrap), as the evaluator adds it to TTFT
     eng.ttft_overhead_s = eng.ttft_overhead_s + float(profile.get("disagg_overhead_s", 0.0))
     dis = {"transfer_s": kv_bytes / _col(link_bytes_per_s, D), "decode_scale": dranks,
-           "decode_slots": np.floor(dmax * dranks), "decode_kv_tokens": dkv * dranks}
+           "decode_slots": np.floor(dmax * dranks), "decode_kv_tokens": dkv * dranks,
+           "slot_at_prefill": np.full(D, sched.decode_slot_at == "prefill")}
     tr = simulate_trace(ptable, plan, eng, decode_table=dtable, disagg=dis)
     gpus = x * P.gpus + y * Dl.gpus
     return summarise(tr, C / users, C, gpus)
