@@ -434,7 +434,7 @@ def _loop_disagg(st: _Fast, ptab: "Cells", dtab: "Cells", eng: EngineArrays, dis
         st.enter(upto)  # entering requests count from this step
         G = st.G
         ctx = np.where(running, isl + al * (G - st.s_in / np.maximum(n_r, ONE)), d_ctx_lo)
-        v, slope = dtab.decode_only(b_rank, ctx)
+        v, slope = dtab.decode_only(np.where(running, np.maximum(b_rank, ONE), ZERO), ctx)  # a lone request runs a batch of one
         k_h = np.ceil(np.maximum(horizon - dnow, ZERO) / np.maximum(v, TINY))
         kd = np.where(running, np.maximum(np.minimum(st.k_finish(), k_h), ONE), ZERO)
         td = np.maximum(v + slope * (np.maximum(kd - ONE, ZERO) * half_al), ZERO)

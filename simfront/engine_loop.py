@@ -382,14 +382,15 @@ def run_engine(table: StepTable, plan: RequestPlan, eng: EngineArrays, decode_ta
         pend = np.where(ph == _PENDING, t_send, np.inf).min(axis=1)
         h_p = np.where(qlen > 0, now, pend)  # next event of the prefill side
         horizon = np.minimum(h_p, nxt_ready)
-        b_rank = n_r / dscale
+        b_rank = n_r / dscale  # requests per decode rank (mean field)
+        b_step = np.where(n_r > 0, np.maximum(b_rank, 1.0), 0.0)  # the busiest rank's batch: a lone request runs one
         dctx = np.where(n_r > 0, (kv * running).sum(axis=1) / np.maximum(n_r, 1), decode_table.ctx_lo)
-        td = decode_table(b_rank, 0 * b_rank, dctx)
+        td = decode_table(b_step, 0 * b_step, dctx)
         td_first = td  # the run's first step: the admitted requests' first token
         k_left = np.where(running, left, np.inf).min(axis=1)
         k_h = np.where(np.isfinite(horizon), np.ceil(np.maximum(horizon - dnow, 0.0) / np.maximum(td, 1e-12)), np.inf)
         kd = np.where(n_r > 0, np.maximum(np.minimum(k_left, k_h), 1.0), 0.0) * active
-        td = decode_table(b_rank, 0 * b_rank, dctx + np.maximum(kd - 1.0, 0.0) * eng.al / 2.0)
+        td = decode_table(b_step, 0 * b_step, dctx + np.maximum(kd - 1.0, 0.0) * eng.al / 2.0)
         # the first token streams with the decode pool's first step of the request (one-token outputs at admission)
         fr_, fs_ = np.nonzero(admitted)
         t_first[fr_, rq[fr_, fs_]] = dnow[fr_] + np.where(left[fr_, fs_] > 0, td_first[fr_], 0.0)

@@ -403,3 +403,20 @@ def test_decode_slot_taken_before_prefill_or_at_transfer_agrees_with_the_evaluat
         assert sim.ttft_s["mean"][0] == pytest.approx(float(ana.ttft_s), rel=0.02)
         assert sim.requests_s[0] == pytest.approx(float(ana.requests_s), rel=0.02)
     assert out["prefill"][1].requests_s[0] < out["transfer"][1].requests_s[0]
+
+
+def test_lone_request_on_an_attention_dp_decode_pool_runs_a_batch_of_one():
+    """One client on an attention-DP decode pool of eight ranks: its rank decodes a batch of one, as the evaluator prices
+    it (deployment.running_batch: at least one). The pool's mean-field batch per rank (requests / ranks, 1/8 here)
+    priced the step of a fraction of a request: simulated TPOT 0.7 of the evaluator's on InferenceMAX's H100 DPA 16
+    decode at one to four users (13.3 ms against 19.6 ms; measured 17-19 ms)."""
+    m, hw = get_model("deepseek-r1"), get_hardware("b200_sxm")
+    prof = dict(NEUTRAL_PROFILE)
+    isl, osl = 1024, 256
+    wl = Workload(isl=isl, osl=osl)
+    link = hw.scaleup.bandwidth_bytes_per_s
+    dec = finish_decode(*decode_raw(m, m.precision, hw, 1, 1, 8, 8, 1, wl), osl, prof)
+    sim = simulate_disagg(m, m.precision, hw, Layouts.of([8]), 1, Layouts.of([1], dp=[8], ep=[8]), 1, 1,
+                          _closed(1, prompts=3, warm=1, isl=isl, osl=osl), sched=scheduler_settings("sglang"), profile=prof,
+                          link_bytes_per_s=link, isl=isl, osl=osl)
+    assert sim.tpot_s["mean"][0] == pytest.approx(float(dec.tpot_s), rel=0.03)
