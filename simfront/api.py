@@ -289,7 +289,8 @@ def predict(model: str, gpus: str | GpuSet, isl: int | None = None, osl: int | N
                                                       "mean_osl": mean_length(osl, random_range_ratio)},
         "price_usd_per_gpu_hour": g.hardware.price_usd_per_hour if price is None else price,
         "fits": False, "memory": verdict, "n_configs_evaluated": 0, "n_feasible": 0, "frontier": [], "knee": None,
-        "best_under_sla": None, "sla": {"ttft_ms": ttft_ms, "tpot_ms": tpot_ms, "min_tok_s_user": min_tok_s_user},
+        "best_under_sla": None, "sla": {"ttft_ms": ttft_ms, "tpot_ms": tpot_ms, "min_tok_s_user": min_tok_s_user,
+                "percentile": None if sla_percentile is None else int(sla_percentile)},
         "notes": [f"config.json: {w}" for w in getattr(m, "warnings", ())],  # keys simfront does not understand
         "engine": engine_info(engine, engine_version),
     }

@@ -58,8 +58,11 @@ def _dominated_by(x: np.ndarray, y: np.ndarray, front: tuple[np.ndarray, np.ndar
 
 
 def sla_text(sla: Mapping | None) -> str:
-    """``TTFT <= 2000 ms, TPOT <= 30 ms`` from the SLA the search used (None values left out)."""
-    parts = {"ttft_ms": "TTFT <= {:g} ms", "tpot_ms": "TPOT <= {:g} ms", "min_tok_s_user": ">= {:g} tok/s/user"}
+    """``TTFT <= 2000 ms, TPOT <= 30 ms`` from the SLA the search used (None values left out); ``p99 TTFT <= ...`` where
+    the SLA is on a percentile (``percentile``)."""
+    pct = (sla or {}).get("percentile")
+    q = f"p{pct:g} " if pct is not None else ""
+    parts = {"ttft_ms": q + "TTFT <= {:g} ms", "tpot_ms": q + "TPOT <= {:g} ms", "min_tok_s_user": ">= {:g} tok/s/user"}
     return ", ".join(parts[k].format(v) for k, v in (sla or {}).items() if k in parts and v is not None)
 
 

@@ -113,8 +113,11 @@ def print_predict(res, show_all: bool = False) -> None:
     miss = [n for n in res["notes"] if n.startswith(("no configuration meets the SLA", "no frontier point meets the SLA"))] if sla else []
     if sla:
         if b:
-            print(f"best under SLA ({sla}): {b['layout']} {b['mode']} {b['precision']} batch {b['batch']}: TTFT {b['ttft_ms']:.0f} ms, TPOT {b['tpot_ms']:.1f} ms, "
-                  f"{b['tok_s_gpu']:,.0f} tok/s/GPU, ${b['usd_per_mtok']:.3f}/Mtok")
+            pct = res["sla"].get("percentile")
+            tails = (f" (p{pct} {b[f'ttft_p{pct}_ms']:.0f} ms, {b[f'tpot_p{pct}_ms']:.1f} ms)"
+                     if pct is not None and b.get(f"ttft_p{pct}_ms") is not None and b.get(f"tpot_p{pct}_ms") is not None else "")
+            print(f"best under SLA ({sla}): {b['layout']} {b['mode']} {b['precision']} batch {b['batch']}: TTFT {b['ttft_ms']:.0f} ms, "
+                  f"TPOT {b['tpot_ms']:.1f} ms{tails}, {b['tok_s_gpu']:,.0f} tok/s/GPU, ${b['usd_per_mtok']:.3f}/Mtok")
         else:
             print(f"{miss[0] if miss else 'no configuration meets the SLA'} ({sla})")
     for n in res["notes"]:

@@ -93,6 +93,20 @@ def test_sla_lines_name_the_sla_once(capsys):
     assert out.count("meets the SLA") == 1 and "no configuration meets the SLA (TPOT <= 0.01 ms)" in out
 
 
+def test_sla_on_a_percentile_says_so_and_shows_the_percentiles(capsys):
+    """--sla-percentile 99 judges the SLA on the points' p99: the line names the percentile, shows the chosen point's
+    p99 beside its means, and the JSON's sla records it (a mean SLA records null)."""
+    res = api.predict("llama-3.1-70b", "8xH100", modes=["agg"], ttft_ms=2000, tpot_ms=40, sla_percentile=99)
+    assert res["sla"]["percentile"] == 99
+    report.print_predict(res)
+    out = capsys.readouterr().out
+    b = res["best_under_sla"]
+    assert b is not None
+    assert (f"best under SLA (p99 TTFT <= 2000 ms, p99 TPOT <= 40 ms):" in out
+            and f"(p99 {b['ttft_p99_ms']:.0f} ms, {b['tpot_p99_ms']:.1f} ms)" in out)
+    assert api.predict("llama-3.1-70b", "8xH100", modes=["agg"], tpot_ms=40)["sla"]["percentile"] is None
+
+
 def test_json_schema_and_cli_outputs(tmp_path):
     csv_path = tmp_path / "f.csv"
     p = subprocess.run([sys.executable, "-m", "simfront.cli", "predict", "--model", "gpt-oss-120b", "--gpus", "2xH100",
