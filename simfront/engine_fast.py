@@ -54,10 +54,10 @@ def fast_rows(plan: RequestPlan, eng: EngineArrays, decode: dict | None = None) 
           & np.all(plan.arrival_s == 0.0, axis=1))
     users = np.minimum(np.ceil(plan.users), n)
     isl, osl = plan.isl[:, 0], plan.osl[:, 0]
-    if decode is None:  # an attention-DP balance gate or an intake interval holds prompts: the request-slot loop
-        ok &= ~eng.gated() & (eng.recv_interval <= 1.0)
     if decode is None:
         ok &= np.minimum(eng.max_running, users) * (isl + osl) <= eng.kv_tokens
+        # an attention-DP balance gate or an intake interval holds prompts back: the request-slot loop
+        ok &= ~eng.gated() & (eng.recv_interval <= 1.0)
     else:
         # a prefill worker holds only the prompts its budget reaches (head, full ones, the last partial one)
         need = isl - np.minimum(plan.cached[:, 0], isl - 1)
