@@ -11,8 +11,9 @@ from __future__ import annotations
 import numpy as np
 
 from .clients import RequestPlan
-from .engine_loop import MAX_LOOP_ITERATIONS, EngineArrays, in_window, life_s
+from .engine_loop import GATE_SEED, MAX_LOOP_ITERATIONS, EngineArrays, in_window, life_s
 from .errors import SimfrontError
+from .serving import adp_cover_s
 from .sim_metrics import SimTrace
 from .step_table import INF, ONE, TINY, TOL, ZERO, Cells
 
@@ -56,8 +57,7 @@ def fast_rows(plan: RequestPlan, eng: EngineArrays, decode: dict | None = None) 
     isl, osl = plan.isl[:, 0], plan.osl[:, 0]
     if decode is None:
         ok &= np.minimum(eng.max_running, users) * (isl + osl) <= eng.kv_tokens
-        # an attention-DP balance gate or an intake interval holds prompts back: the request-slot loop
-        ok &= ~eng.gated() & (eng.recv_interval <= 1.0)
+        ok &= eng.recv_interval <= 1.0  # an intake interval holds prompts back: the request-slot loop
     else:
         # a prefill worker holds only the prompts its budget reaches (head, full ones, the last partial one)
         need = isl - np.minimum(plan.cached[:, 0], isl - 1)
@@ -284,7 +284,11 @@ def run_fast(table, plan: RequestPlan, eng: EngineArrays, decode_table=None, dis
     of ``plan``), one numpy iteration per run of identical steps of all deployments at once."""
     st = _Fast(plan, eng, _spacing(table, plan, eng, decode_table, disagg))
     if disagg is None:
-        it = _loop_agg(st, Cells(table), eng, max_iterations)
+        rates = None
+        if eng.gated().any():  # the attention-DP balance gate's rates, as run_engine takes them
+            per_rank_s = st.U / np.maximum(life_s(table, plan, eng, st.U), 1e-12)  # prompts per second a rank gets
+            rates = (adp_cover_s(eng.adp_ranks, eng.adp_ranks * per_rank_s), (eng.adp_ranks - 1.0) * per_rank_s)
+        it = _loop_agg(st, Cells(table), eng, max_iterations, rates)
     else:
         pre = Cells(table)
         st.think0 = False  # two clocks: a finished user's next request reaches the prefill queue by its send time
@@ -316,7 +320,7 @@ def _whole(x) -> bool:
     return np.array_equal(x, np.floor(x))
 
 
-def _loop_agg(st: _Fast, tab: "Cells", eng: EngineArrays, max_iterations: int) -> int:
+def _loop_agg(st: _Fast, tab: "Cells", eng: EngineArrays, max_iterations: int, gate_rates=None) -> int:
     pf, mixed = eng.prefill_first, ~eng.prefill_first
     any_pf = bool(pf.any())  # without prefill-first rows every step carries the running requests' decode tokens
     qm = eng.q * mixed  # decode tokens take budget only in mixed steps
@@ -335,10 +339,36 @@ def _loop_agg(st: _Fast, tab: "Cells", eng: EngineArrays, max_iterations: int) -
     p_top = float(np.max(budget))
     whole_p = (tab.whole_prompts(int(p_top)) if whole and p_top <= _LOOKUP_TOKENS and all(_whole(x) for x in (need, budget, qm))
                else None)
+    gate = eng.gated()
+    gated = bool(gate.any()) and gate_rates is not None
+    if gated:  # the attention-DP balance gate of run_engine (see there): (cover time, other ranks' prompts per second)
+        cover_s, others_s = gate_rates
+        rng = np.random.default_rng(GATE_SEED)
+        gate_open = np.full(st.D, INF)
+        passed = np.zeros(st.D)  # requests the gate has let through
     it = 0
     for it, act in _iterations(st, max_iterations):
         c, e, ptok, G, now = st.c, st.e, st.ptok, st.G, st.now
-        adm = np.minimum(st.arr, e + maxrun)  # admitted (FCFS) while the engine has room
+        arr = st.arr
+        shut = None
+        if gated:
+            # a round starts when a request waits at a closed gate (seen at the iteration that takes it in: at its send
+            # time when it follows a finish, within one step of it otherwise); at its opening every waiting request passes
+            waiting = gate & (arr > passed)
+            opens = waiting & ~(gate_open < INF)
+            if opens.any():
+                n_d = c - e
+                ctx0 = np.where(n_d > ZERO, isl + al * (G - st.s_in / np.maximum(n_d, ONE)), ctx_lo)
+                step_s = tab.decode_only(n_d, ctx0)[0]
+                g_s = np.minimum(eng.adp_gate_iters * step_s, cover_s)  # the gate's full wait
+                joined = rng.random(st.D) < others_s * g_s / (1.0 + others_s * g_s)  # another rank's prompt started it
+                g_s = np.where(joined, rng.random(st.D) * g_s, g_s)
+                gate_open = np.where(opens, now + g_s, gate_open)
+            shut = waiting & (now < gate_open)
+            passed = np.where(gate & ~shut, arr, passed)
+            gate_open = np.where(gate & ~shut & ~(gate_open > now), INF, gate_open)  # the round ends at its opening
+            arr = np.where(gate, passed, arr)
+        adm = np.minimum(arr, e + maxrun)  # admitted (FCFS) while the engine has room
         n_dec = c - e
         running = n_dec > ZERO
         avail = adm * need - ptok
@@ -350,13 +380,15 @@ def _loop_agg(st: _Fast, tab: "Cells", eng: EngineArrays, max_iterations: int) -
         ctx = np.where(running, isl + al * (G - st.s_in / np.maximum(n_dec, ONE)), ctx_lo)
         k_fin = st.k_finish()
         v, slope = tab.parts(dec_in, p, ctx, whole_b, whole_p)
-        quiet = finite and not st.arrivals_pending()
+        quiet = finite and not st.arrivals_pending() and not (shut is not None and shut.any())
         if quiet:
             # requests come only at finishes, where runs end anyway (k_arr would be inf: inf / finite v), and an
             # idle row has nothing to wait for
             k_dec, idle_to = np.maximum(k_fin, ONE), now
         else:
             nxt = st.next_arrival()
+            if shut is not None:  # a shut gate: its opening is the next event
+                nxt = np.where(shut, np.minimum(nxt, gate_open), nxt)
             # decode steps until the next arrival (while the engine has room for it)
             k_arr = np.where(adm - e < maxrun, np.ceil(np.maximum(nxt - now, ZERO) / np.maximum(v, TINY)), INF)
             k_dec, idle_to = np.maximum(np.minimum(k_fin, k_arr), ONE), np.where(nxt < INF, np.maximum(now, nxt), now)
