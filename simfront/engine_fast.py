@@ -11,9 +11,8 @@ from __future__ import annotations
 import numpy as np
 
 from .clients import RequestPlan
-from .engine_loop import GATE_SEED, MAX_LOOP_ITERATIONS, EngineArrays, in_window, life_s
+from .engine_loop import MAX_LOOP_ITERATIONS, BalanceGate, EngineArrays, in_window, life_s
 from .errors import SimfrontError
-from .serving import adp_cover_s
 from .sim_metrics import SimTrace
 from .step_table import INF, ONE, TINY, TOL, ZERO, Cells
 
@@ -284,11 +283,8 @@ def run_fast(table, plan: RequestPlan, eng: EngineArrays, decode_table=None, dis
     of ``plan``), one numpy iteration per run of identical steps of all deployments at once."""
     st = _Fast(plan, eng, _spacing(table, plan, eng, decode_table, disagg))
     if disagg is None:
-        rates = None
-        if eng.gated().any():  # the attention-DP balance gate's rates, as run_engine takes them
-            per_rank_s = st.U / np.maximum(life_s(table, plan, eng, st.U), 1e-12)  # prompts per second a rank gets
-            rates = (adp_cover_s(eng.adp_ranks, eng.adp_ranks * per_rank_s), (eng.adp_ranks - 1.0) * per_rank_s)
-        it = _loop_agg(st, Cells(table), eng, max_iterations, rates)
+        balance = BalanceGate.of(table, plan, eng, st.U) if eng.gated().any() else None
+        it = _loop_agg(st, Cells(table), eng, max_iterations, balance)
     else:
         pre = Cells(table)
         st.think0 = False  # two clocks: a finished user's next request reaches the prefill queue by its send time
@@ -320,7 +316,7 @@ def _whole(x) -> bool:
     return np.array_equal(x, np.floor(x))
 
 
-def _loop_agg(st: _Fast, tab: "Cells", eng: EngineArrays, max_iterations: int, gate_rates=None) -> int:
+def _loop_agg(st: _Fast, tab: "Cells", eng: EngineArrays, max_iterations: int, balance: BalanceGate | None = None) -> int:
     pf, mixed = eng.prefill_first, ~eng.prefill_first
     any_pf = bool(pf.any())  # without prefill-first rows every step carries the running requests' decode tokens
     qm = eng.q * mixed  # decode tokens take budget only in mixed steps
@@ -340,10 +336,8 @@ def _loop_agg(st: _Fast, tab: "Cells", eng: EngineArrays, max_iterations: int, g
     whole_p = (tab.whole_prompts(int(p_top)) if whole and p_top <= _LOOKUP_TOKENS and all(_whole(x) for x in (need, budget, qm))
                else None)
     gate = eng.gated()
-    gated = bool(gate.any()) and gate_rates is not None
-    if gated:  # the attention-DP balance gate of run_engine (see there): (cover time, other ranks' prompts per second)
-        cover_s, others_s = gate_rates
-        rng = np.random.default_rng(GATE_SEED)
+    gated = balance is not None
+    if gated:  # the attention-DP balance gate (BalanceGate)
         gate_open = np.full(st.D, INF)
         passed = np.zeros(st.D)  # requests the gate has let through
     it = 0
@@ -359,11 +353,7 @@ def _loop_agg(st: _Fast, tab: "Cells", eng: EngineArrays, max_iterations: int, g
             if opens.any():
                 n_d = c - e
                 ctx0 = np.where(n_d > ZERO, isl + al * (G - st.s_in / np.maximum(n_d, ONE)), ctx_lo)
-                step_s = tab.decode_only(n_d, ctx0)[0]
-                g_s = np.minimum(eng.adp_gate_iters * step_s, cover_s)  # the gate's full wait
-                joined = rng.random(st.D) < others_s * g_s / (1.0 + others_s * g_s)  # another rank's prompt started it
-                g_s = np.where(joined, rng.random(st.D) * g_s, g_s)
-                gate_open = np.where(opens, now + g_s, gate_open)
+                gate_open = np.where(opens, now + balance.wait_s(tab.decode_only(n_d, ctx0)[0]), gate_open)
             shut = waiting & (now < gate_open)
             passed = np.where(gate & ~shut, arr, passed)
             gate_open = np.where(gate & ~shut & ~(gate_open > now), INF, gate_open)  # the round ends at its opening

@@ -64,6 +64,34 @@ class EngineArrays:
         return (self.adp_ranks > 1.0) & (self.adp_gate_iters > 0.0)
 
 
+class BalanceGate:
+    """The attention-DP balance gate (TensorRT-LLM ``attention_dp_config``) as both engine loops run it, on arrays of
+    the deployments. The ranks share one gate, which the first new prompt on any rank starts and which holds every rank's
+    new prompts until each rank holds one (the coupon-collector time at the ranks' arrival rate, ``cover_s``) or for the
+    engine's timeout in steps. The representative rank's first prompt of a round finds the gate already started by
+    another rank's prompt with the probability a Poisson arrival sees it counting, lambda_o G / (1 + lambda_o G)
+    (lambda_o = ``others_s``, the other ranks' prompts per second), and then waits the rest of it (seeded draws)."""
+
+    def __init__(self, cover_s, others_s, gate_iters):
+        self.cover_s, self.others_s, self.gate_iters = cover_s, others_s, gate_iters
+        self.rng = np.random.default_rng(GATE_SEED)
+
+    @classmethod
+    def of(cls, table, plan: RequestPlan, eng: EngineArrays, users) -> "BalanceGate":
+        """The gate of deployments whose representative rank serves ``users`` clients (arrival rate from one request's
+        life in the step tables, :func:`life_s`)."""
+        per_rank_s = users / np.maximum(life_s(table, plan, eng, users), 1e-12)  # prompts per second a rank gets
+        return cls(adp_cover_s(eng.adp_ranks, eng.adp_ranks * per_rank_s), (eng.adp_ranks - 1.0) * per_rank_s,
+                   eng.adp_gate_iters)
+
+    def wait_s(self, step_s) -> np.ndarray:
+        """(D,) wait of a round's first waiting prompt of the representative rank, at the running step ``step_s``."""
+        D = np.shape(self.cover_s)[0]
+        g_s = np.minimum(self.gate_iters * step_s, self.cover_s)  # the gate's full wait
+        joined = self.rng.random(D) < self.others_s * g_s / (1.0 + self.others_s * g_s)  # another rank's prompt started it
+        return np.where(joined, self.rng.random(D) * g_s, g_s)
+
+
 def _push(Q, tail, qlen, mask, key=None):
     """Append the slots in ``mask`` (D, N) to each deployment's ring queue, in slot order or, with
     ``key`` (D, N), in the order of the key (send times: first come, first served)."""
@@ -185,18 +213,11 @@ def run_engine(table: StepTable, plan: RequestPlan, eng: EngineArrays, decode_ta
         dkv = disagg["decode_kv_tokens"]
         xfer = disagg["transfer_s"]
         slot_first = np.broadcast_to(np.asarray(disagg.get("slot_at_prefill", False), bool), (D,))
-    # attention-DP balance (aggregated; TensorRT-LLM attention_dp_config): the ranks share one gate, which the first new
-    # prompt on any rank starts and which holds every rank's new prompts until each rank holds one (the coupon-collector
-    # time at the ranks' arrival rate) or for the engine's timeout in steps. The representative rank's first prompt of a
-    # round finds the gate already started by another rank's prompt with the probability a Poisson arrival sees it
-    # counting, lambda_o G / (1 + lambda_o G) (lambda_o: the other ranks' arrival rate), and then waits the rest of it
+    # attention-DP balance (aggregated; BalanceGate): a round opens at its first waiting prompt's send time
     gate = eng.gated() & (not dis)
     gate_open = np.full(D, np.inf)
     if gate.any():
-        per_rank_s = users / np.maximum(life_s(table, plan, eng, users.astype(float)), 1e-12)  # prompts per second a rank gets
-        cover_s = adp_cover_s(eng.adp_ranks, eng.adp_ranks * per_rank_s)
-        others_s = (eng.adp_ranks - 1.0) * per_rank_s  # the other ranks' prompts per second
-        rng = np.random.default_rng(GATE_SEED)
+        balance = BalanceGate.of(table, plan, eng, users.astype(float))
     # request intake (aggregated; SGLang's SchedulerRecvSkipper): the engine takes in new requests after a step with prompt
     # tokens (or idle), and during pure decode every recv_interval steps: it counts decode steps since its last intake
     recv_gated = (eng.recv_interval > 1.0) & (not dis)
@@ -251,10 +272,7 @@ def run_engine(table: StepTable, plan: RequestPlan, eng: EngineArrays, decode_ta
                 first_s = np.where(new, t_send[rows, s], np.inf).min(axis=1)
                 n_d = dec.sum(axis=1).astype(float)
                 step_s = table(n_d, 0.0 * n_d, np.where(n_d > 0, (kv * dec).sum(axis=1) / np.maximum(n_d, 1), table.ctx_lo))
-                g_s = np.minimum(eng.adp_gate_iters * step_s, cover_s)  # the gate's full wait
-                joined = rng.random(D) < others_s * g_s / (1.0 + others_s * g_s)  # another rank's prompt started it
-                g_s = np.where(joined, rng.random(D) * g_s, g_s)
-                gate_open = np.where(opens, first_s + g_s, gate_open)
+                gate_open = np.where(opens, first_s + balance.wait_s(step_s), gate_open)
             shut = waiting & (pclock < gate_open)
             ok_new &= ~shut[:, None]
         elig = started | ok_new
@@ -488,4 +506,4 @@ def life_s(table, plan: RequestPlan, eng: EngineArrays, users, decode_table=None
     return decode_table(np.maximum(per_rank, 1.0), 0 * u, decode_table.ctx_lo) * steps + prefill_s
 
 
-__all__ = ["EngineArrays", "run_engine"]
+__all__ = ["BalanceGate", "EngineArrays", "run_engine"]
