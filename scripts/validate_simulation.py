@@ -94,7 +94,7 @@ def simulate_points(pts, range_ratio: float, prompts_per_user: float = cl.BENCHM
             if mode == "disagg":
                 m = _disagg(pts, idx, r, sched, prof, conc, plan_fn)
             else:
-                m = _agg(pts, idx, r, sched, prof, conc, plan_fn)
+                m = _agg(pts, idx, r, sched, prof, conc, plan_fn, [res[i].recv_interval for i in idx])
         except SimfrontError as e:
             for i in idx:
                 out[i]["reason"] = str(e)
@@ -112,7 +112,7 @@ def simulate_points(pts, range_ratio: float, prompts_per_user: float = cl.BENCHM
     return out
 
 
-def _agg(pts, idx, r, sched, prof, conc, plan_fn):
+def _agg(pts, idx, r, sched, prof, conc, plan_fn, recv_interval):
     tp, pp, dp, ep = _layout(pts, idx, dense=not r.model.arch.is_moe)
     bad = layout_errors(r.model.arch, tp, pp, dp, ep)
     lay = Layouts.of(tp, pp, dp, ep)
@@ -124,7 +124,7 @@ def _agg(pts, idx, r, sched, prof, conc, plan_fn):
     maxb = np.where(max_b > 0, max_b, sched.max_running)
     m = simulate_agg(r.model, r.precision, r.hw, lay, workers, conc, plan_fn, sched=sched, profile=prof, spec=r.spec,
                      max_batch=maxb, isl=r.isl, osl=r.osl, kv_tokens=kv_tokens_of(mem, dp, pp, r.isl + r.osl),
-                     recv_interval=np.array([float(_get(pts[i], "scheduler_recv_interval") or 1) for i in idx]))
+                     recv_interval=np.array(recv_interval))  # each row's own (its group spans concurrencies)
     return ok, m
 
 
