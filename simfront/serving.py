@@ -426,19 +426,29 @@ def _aggregated(model, precision, hw, tp, pp, dp, ep, b, wl: Workload, q, al, sp
     return raw
 
 
-def _agg_steps(dp, pp, b, wl: Workload, q, al) -> tuple[StepBatch, StepBatch, AggRaw]:
-    """The decode-only and the mixed step of an aggregated worker, and its :class:`AggRaw` without step times."""
-    isl_new = wl.mean_isl * (1.0 - wl.prefix_hit)  # prompt tokens that need computing
-    prefix = wl.mean_isl * wl.prefix_hit
-    decode_steps = np.maximum(np.ceil((wl.mean_osl - 1) / al), 1.0)  # verify steps after the first token
-    chunk = float(wl.chunk_tokens)
+@dataclass
+class MixedSteps:
+    """How an aggregated worker's prompt tokens fall into its steps (:func:`mixed_steps`); arrays over its batches."""
+
+    batch: np.ndarray  # running requests per rank (the batch, or fewer where the token budget turns them over)
+    prompt_tokens: np.ndarray  # prompt tokens per step per rank, on average, that keep the batch full
+    mixed_tokens: np.ndarray  # prompt tokens a mixed step carries on a prefilling rank
+    rank_share: np.ndarray  # share of one rank's steps that carry its own prompt tokens
+    mixed_share: np.ndarray  # share of the worker's steps in which any attention-DP rank prefills
+    prefill_ranks: np.ndarray  # attention-DP ranks prefilling in a mixed step, on average
+
+
+def mixed_steps(dp, b, isl_new: float, osl: float, chunk: float, al, gate_iters=0.0) -> MixedSteps:
+    """Prompt tokens of an aggregated worker with ``b`` requests per rank on ``dp`` attention-DP ranks: ``isl_new``
+    prompt tokens to compute per request, ``osl`` output tokens at ``al`` per verify step, a token budget of ``chunk``
+    per step; ``gate_iters``: the engine's attention-DP balance gate in steps (0: none). The evaluator's mixed steps
+    (:func:`_agg_steps`) and the simulation's other-rank prefills (:func:`simfront.simulate.simulate_agg`) read it."""
+    decode_steps = np.maximum(np.ceil((osl - 1) / al), 1.0)  # verify steps after the first token
     pre_steps = np.maximum(np.ceil(isl_new / chunk), 1.0)  # steps one prompt's prefill spans
     n_life = decode_steps + pre_steps  # steps in one request's life
     # running requests per rank: the batch, unless its prompts need more tokens per step than the budget
     # holds; then the budget sets how many requests turn over (prefill every step) and the rest wait
-    b_dec = b
     b = np.minimum(b, np.maximum(chunk * n_life / max(isl_new, 1.0), 1.0))
-    ctx = decode_context(wl, dp, b)  # the busiest rank's mean context, running batch
     p = b * isl_new / n_life  # prompt tokens per step, on average, that keep the batch full (at most the budget)
     group = arrival_group(b, isl_new, chunk)
     mixed_tokens = np.minimum(chunk, np.maximum(np.minimum(group * isl_new, chunk), p)) + 0 * b  # prompt tokens in a mixed step
@@ -447,14 +457,28 @@ def _agg_steps(dp, pp, b, wl: Workload, q, al) -> tuple[StepBatch, StepBatch, Ag
     # rank prefills: 1 - (1 - s)^dp of the steps, carrying on average dp*s / that many prefilling ranks
     ranks = _f(dp) + 0 * b
     mixed_share = 1.0 - (1.0 - rank_share) ** ranks
-    if wl.adp_gate_iters > 0:
+    gate = _f(gate_iters)
+    if np.any(gate > 0):
         # attention-DP balance: a rank's prompt waits up to the gate for the other ranks' prompts, so the ranks
         # prefill together: besides the first, each other rank has a prompt by then with probability
         # 1 - exp(-s gate) (its prompt steps come at rate s per step); the prompt steps of all ranks, dp*s per
         # step, then fall into dp*s / (ranks prefilling together) mixed steps
-        together = 1.0 + (ranks - 1.0) * (1.0 - np.exp(-rank_share * wl.adp_gate_iters))  # ranks prefilling per mixed step
-        mixed_share = np.minimum(np.minimum(ranks * rank_share / together, 1.0), mixed_share)
+        together = 1.0 + (ranks - 1.0) * (1.0 - np.exp(-rank_share * gate))  # ranks prefilling per mixed step
+        mixed_share = np.where(gate > 0, np.minimum(np.minimum(ranks * rank_share / together, 1.0), mixed_share), mixed_share)
     prefill_ranks = np.where(mixed_share > 0, ranks * rank_share / np.maximum(mixed_share, 1e-300), 1.0)
+    return MixedSteps(b, p, mixed_tokens, rank_share, mixed_share, prefill_ranks)
+
+
+def _agg_steps(dp, pp, b, wl: Workload, q, al) -> tuple[StepBatch, StepBatch, AggRaw]:
+    """The decode-only and the mixed step of an aggregated worker, and its :class:`AggRaw` without step times."""
+    isl_new = wl.mean_isl * (1.0 - wl.prefix_hit)  # prompt tokens that need computing
+    prefix = wl.mean_isl * wl.prefix_hit
+    chunk = float(wl.chunk_tokens)
+    b_dec = b
+    ms = mixed_steps(dp, b, isl_new, wl.mean_osl, chunk, al, wl.adp_gate_iters)
+    b, p, mixed_tokens, mixed_share, prefill_ranks = ms.batch, ms.prompt_tokens, ms.mixed_tokens, ms.mixed_share, ms.prefill_ranks
+    ctx = decode_context(wl, dp, b)  # the busiest rank's mean context, running batch
+    ranks = _f(dp) + 0 * b
     # the decode-only step at the batch (shared with the disaggregated decode worker of the same batch: where the
     # budget caps the running batch every step is mixed, so this step then only enters the TTFT terms)
     dec = StepBatch(decode_reqs=b_dec, decode_ctx=decode_context(wl, dp, b_dec), q_tokens=q)

@@ -46,10 +46,10 @@ from .engine_fast import fast_rows, run_fast
 from .engine_loop import MAX_LOOP_ITERATIONS, EngineArrays, run_engine
 from .memory import kv_bytes_per_token, plan_memory
 from .scheduler import SchedulerSettings
-from .serving import NO_SPEC, Speculation
+from .serving import NO_SPEC, Speculation, mixed_steps
 from .sim_metrics import SimMetrics, SimTrace, summarise
 from .step import DEFAULT_ROUTING_ALPHA
-from .step_table import StepTable, per_row, step_tables
+from .step_table import StepTable, other_ranks_prefill_share, per_row, step_tables, with_other_ranks_prefill
 
 
 def _take_plan(plan: RequestPlan, rows) -> RequestPlan:
@@ -156,14 +156,23 @@ def simulate_agg(model, precision, hw, lay: Layouts, workers, concurrency, plan_
     if kv_tokens is None:
         kv_tokens = _kv_per_rank(model, precision, hw, L, isl + osl, D)
     budget = _col(sched.token_budget if token_budget is None else token_budget, D)
-    if table is None:
-        table = step_tables(model, precision, hw, L, profile, spec, D, isl_new=max(isl - prefix, 1.0), prefix=prefix,
-                        ctx_lo=0.8 * isl, ctx_hi=isl + osl, b_max=float(np.max(np.minimum(users, maxrun))) + 1,
-                        p_max=float(np.max(budget)), routing_alpha=routing_alpha)
-    plan = plan_fn(users, D)
     eng = EngineArrays.of(D, sched, kv_tokens, NO_SPEC, profile, max_running=maxrun, token_budget=budget)
     eng.al, eng.q = _spec_arrays(spec, D)
     eng.adp_ranks = L.dp.copy()  # the worker's attention-DP ranks wait for each other at the engine's balance gate
+    # the representative rank is stepped alone, but attention-DP ranks step together: how often the others prefill, and
+    # how many prefill in a step with prompt tokens, as the evaluator's mixed steps take them at the rank's running batch
+    adp = L.dp > 1
+    ms = mixed_steps(L.dp, np.minimum(users, maxrun), max(isl - prefix, 1.0), osl, budget, eng.al,
+                     np.where(eng.gated(), eng.adp_gate_iters, 0.0))
+    if table is None:
+        table = step_tables(model, precision, hw, L, profile, spec, D, isl_new=max(isl - prefix, 1.0), prefix=prefix,
+                        ctx_lo=0.8 * isl, ctx_hi=isl + osl, b_max=float(np.max(np.minimum(users, maxrun))) + 1,
+                        p_max=float(np.max(budget)), routing_alpha=routing_alpha,
+                        prefill_ranks=np.where(adp, ms.prefill_ranks, L.dp) if adp.any() else None)
+    if adp.any():
+        table = with_other_ranks_prefill(table, np.where(adp, other_ranks_prefill_share(ms.mixed_share, ms.rank_share), 0.0),
+                                         ms.mixed_tokens)
+    plan = plan_fn(users, D)
     eng.recv_interval = _col(recv_interval, D)
     tr = simulate_trace(table, plan, eng)
     return summarise(tr, C / users, C, _col(workers, D) * L.gpus)

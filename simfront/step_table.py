@@ -180,7 +180,7 @@ def _grid(grid: np.ndarray, top: float) -> np.ndarray:
 
 def build_step_table(model, precision, hw, lay: Layouts, profile: dict, *, isl_new: float, prefix: float, ctx_lo, ctx_hi,
                      b_max: float, p_max: float, spec=NO_SPEC, routing_alpha=DEFAULT_ROUTING_ALPHA,
-                     worker_prompts: bool = False, memo: dict | None = None) -> StepTable:
+                     worker_prompts: bool = False, prefill_ranks=None, memo: dict | None = None) -> StepTable:
     """Engine step times of the deployments' workers (``lay`` holds (D,) layout arrays) on the
     (decode requests, prompt tokens, context) grid, with the serving profile applied exactly as
     :mod:`simfront.serving` does (:func:`simfront.serving.step_terms`). ``isl_new`` sets how many
@@ -189,7 +189,8 @@ def build_step_table(model, precision, hw, lay: Layouts, profile: dict, *, isl_n
     (one forward pass with each row's draft tokens per request). ``routing_alpha``: the workload's MoE routing
     skew (:class:`simfront.serving.Workload`), as the evaluator takes it. ``worker_prompts``: the prompt-token axis
     is the whole worker's (a disaggregated prefill worker), dealt to its attention-DP ranks a whole prompt at a time
-    (:func:`worker_prompt_ranks`), rather than every rank's. ``memo``: :func:`simfront.step.forward_step`'s op memo
+    (:func:`worker_prompt_ranks`), rather than every rank's. ``prefill_ranks``: (D,) attention-DP ranks that prefill in a
+    step with prompt tokens, on average (:func:`simfront.serving.mixed_steps`; default every rank). ``memo``: :func:`simfront.step.forward_step`'s op memo
     (ops repeated with the same inputs, as the attention of a model's dense and MoE layer groups, are costed once)."""
     bg = _grid(B_GRID, b_max)
     pg = _grid(P_GRID, p_max)
@@ -201,7 +202,7 @@ def build_step_table(model, precision, hw, lay: Layouts, profile: dict, *, isl_n
     ctx = lo[:, None, None, None] + (hi - lo)[:, None, None, None] * np.linspace(0.0, 1.0, CTX_POINTS)[None, None, None, :]
     B = bg[None, :, None, None]
     P = pg[None, None, :, None]
-    ranks = None
+    ranks = None if prefill_ranks is None else col(prefill_ranks)
     if worker_prompts:
         P, ranks = worker_prompt_ranks(P, isl_new, dp)
     seqs = np.where(P > 0, np.maximum(P / max(isl_new, 1.0), 1.0), 0.0)
@@ -270,7 +271,8 @@ def step_tables(model, precision, hw, lay: Layouts, profile, spec, D: int, **kw)
     for j, (rows, _) in enumerate(per_row(spec, D)):
         spec_id[rows] = j
     ctx = {k: np.broadcast_to(np.asarray(kw[k], float), (D,)) for k in ("ctx_lo", "ctx_hi")}
-    key = np.stack([lay.tp, lay.pp, lay.dp, lay.ep, spec_id, ctx["ctx_lo"], ctx["ctx_hi"]], axis=1)
+    extra = {k: np.broadcast_to(np.asarray(kw[k], float), (D,)) for k in ("prefill_ranks",) if kw.get(k) is not None}
+    key = np.stack([lay.tp, lay.pp, lay.dp, lay.ep, spec_id, ctx["ctx_lo"], ctx["ctx_hi"], *extra.values()], axis=1)
     parts = []
     memo: dict = {}  # one op memo for this call's forward passes (precisions that differ only in the KV format share ops)
     for rows, prec in per_row(precision, D):
@@ -278,9 +280,33 @@ def step_tables(model, precision, hw, lay: Layouts, profile, spec, D: int, **kw)
         u = rows[first]  # one representative row per distinct key
         sp = [spec[i] for i in u] if isinstance(spec, (list, tuple)) else spec
         tab = build_step_table(model, prec, hw, lay.take(u), profile, spec=sp, memo=memo,
-                               **{**kw, "ctx_lo": ctx["ctx_lo"][u], "ctx_hi": ctx["ctx_hi"][u]})
+                               **{**kw, "ctx_lo": ctx["ctx_lo"][u], "ctx_hi": ctx["ctx_hi"][u], **{k: v[u] for k, v in extra.items()}})
         parts.append((rows, tab.take(np.asarray(inv).reshape(-1))))
     return StepTable.stack(parts, D)
 
 
-__all__ = ["StepTable", "build_step_table", "B_GRID", "P_GRID"]
+def with_other_ranks_prefill(table: StepTable, share, prompt_tokens) -> StepTable:
+    """``table`` with its steps that carry no prompt tokens of the representative rank priced as the mean over the other
+    attention-DP ranks' prompts: with probability ``share`` ((D,), :func:`other_ranks_prefill_share`) another rank
+    prefills ``prompt_tokens`` ((D,)) in that step, and the ranks step together (every MoE layer waits for all of them),
+    so the step takes as long as one with those prompt tokens. The evaluator's mean step
+    (:func:`simfront.serving.finish_aggregated`: the mixed share of the steps at the mixed step's time) in the
+    simulation's loops, which step the representative rank alone."""
+    q = np.clip(np.asarray(share, float), 0.0, 1.0)
+    rows = np.flatnonzero(q > 0)  # the others never prefill in a step of the rest: their steps stay as they are
+    ip, wp = _locate(table.p_grid, np.asarray(prompt_tokens, float)[rows])
+    mixed = table.t[rows, :, ip, :] * (1.0 - wp)[:, None, None] + table.t[rows, :, ip + 1, :] * wp[:, None, None]  # (rows, nb, nc)
+    t = table.t.copy()
+    qr = q[rows, None, None]
+    t[rows, :, 0, :] = (1.0 - qr) * t[rows, :, 0, :] + qr * mixed
+    return StepTable(table.b_grid, table.p_grid, table.ctx_lo, table.ctx_hi, t)
+
+
+def other_ranks_prefill_share(mixed_share, rank_share) -> np.ndarray:
+    """Share of the representative rank's steps without its own prompt tokens in which another attention-DP rank
+    prefills: the worker's mixed steps ``mixed_share`` less the rank's own ``rank_share``, over the steps it has none."""
+    s = np.asarray(rank_share, float)
+    return np.where(s < 1.0, np.clip(np.asarray(mixed_share, float) - s, 0.0, 1.0) / np.maximum(1.0 - s, 1e-300), 0.0)
+
+
+__all__ = ["StepTable", "build_step_table", "B_GRID", "P_GRID", "with_other_ranks_prefill", "other_ranks_prefill_share"]
