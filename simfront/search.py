@@ -445,9 +445,7 @@ def worker_counts(d_gpus, d_cap, p_gpus, p_cap, n: int) -> tuple[np.ndarray, np.
     dg, dc, pg, pc = (np.broadcast_to(np.asarray(v, dtype=float), shape) for v in (d_gpus, d_cap, p_gpus, p_cap))
     y_max = np.floor((n - 1) / np.maximum(dg, 1.0))  # the most decode workers that leave a GPU (rem > 0)
 
-    def fits(y):  # the prefill workers y decode workers need fit beside them
-        return np.ceil(y * dc / pc) <= np.floor(np.maximum(n - y * dg, 0) / pg)
-
+    # fits(y): the prefill workers y decode workers need fit beside them, ceil(y dc / pc) <= floor((n - y dg) / pg).
     # y_c lies in [(n - 2 pg) / D, n / D], D = dg + pg dc / pc (GPUs one decode worker takes with its share of
     # prefill workers): fits(y) implies y dc / pc <= (n - y dg) / pg, and y dc / pc + 1 <= (n - y dg) / pg - 1 implies
     # fits(y) (a ceiling adds under 1, a floor takes off under 1). Bisection starts inside that bracket (one step wider
@@ -455,14 +453,20 @@ def worker_counts(d_gpus, d_cap, p_gpus, p_cap, n: int) -> tuple[np.ndarray, np.
     per_decode_gpus = dg + pg * dc / pc
     lo = np.clip(np.floor((n - 2.0 * pg) / per_decode_gpus) - 1.0, 0.0, y_max)  # invariant: fits(lo) (y = 0 needs none)
     hi = np.maximum(np.minimum(y_max, np.floor(n / per_decode_gpus) + 1.0), lo)  # invariant: y_c <= hi
-    while True:  # a few vectorised halvings
-        open_ = lo < hi
-        if not open_.any():
-            break
-        mid = np.where(open_, np.ceil((lo + hi) / 2.0), lo)
-        ok = fits(mid)
-        lo = np.where(open_ & ok, mid, lo)
-        hi = np.where(open_ & ~ok, mid - 1.0, hi)
+    # a few vectorised halvings over the pairs whose bracket is still open (most close after one or two)
+    lo = lo.copy()
+    idx = np.flatnonzero(lo < hi)
+    L, H, DC, PC, DG, PG = lo[idx], hi[idx], dc[idx], pc[idx], dg[idx], pg[idx]
+    while idx.size:
+        mid = np.ceil((L + H) / 2.0)
+        ok = np.ceil(mid * DC / PC) <= np.floor(np.maximum(n - mid * DG, 0) / PG)  # fits(mid), on the open pairs
+        L = np.where(ok, mid, L)
+        H = np.where(ok, H, mid - 1.0)
+        done = L >= H
+        if done.any():
+            lo[idx[done]] = L[done]
+            keep = ~done
+            idx, L, H, DC, PC, DG, PG = idx[keep], L[keep], H[keep], DC[keep], PC[keep], DG[keep], PG[keep]
     best, best_x, best_y = np.zeros(shape), np.zeros(shape), np.zeros(shape)
     for y in (lo, lo + 1.0):  # the last y that fits its need, and the first that does not
         rem = n - y * dg
