@@ -286,19 +286,21 @@ def step_tables(model, precision, hw, lay: Layouts, profile, spec, D: int, **kw)
 
 
 def with_other_ranks_prefill(table: StepTable, share, prompt_tokens) -> StepTable:
-    """``table`` with its steps that carry no prompt tokens of the representative rank priced as the mean over the other
-    attention-DP ranks' prompts: with probability ``share`` ((D,), :func:`other_ranks_prefill_share`) another rank
-    prefills ``prompt_tokens`` ((D,)) in that step, and the ranks step together (every MoE layer waits for all of them),
-    so the step takes as long as one with those prompt tokens. The evaluator's mean step
-    (:func:`simfront.serving.finish_aggregated`: the mixed share of the steps at the mixed step's time) in the
-    simulation's loops, which step the representative rank alone."""
+    """``table`` with the other attention-DP ranks' prompts priced in: in a share ``share`` ((D,),
+    :func:`other_ranks_prefill_share`) of the representative rank's steps another rank prefills ``prompt_tokens`` ((D,)),
+    and the ranks step together (every MoE layer waits for all of them), so such a step takes as long as one with that
+    many prompt tokens, or the rank's own where it carries more. Every step with fewer prompt tokens of its own (the
+    decode-only ones included) is the mean of both. The evaluator's mean step (:func:`simfront.serving.finish_aggregated`:
+    the mixed share of the steps at the mixed step's time) in the simulation's loops, which step that rank alone."""
     q = np.clip(np.asarray(share, float), 0.0, 1.0)
     rows = np.flatnonzero(q > 0)  # the others never prefill in a step of the rest: their steps stay as they are
-    ip, wp = _locate(table.p_grid, np.asarray(prompt_tokens, float)[rows])
+    p_mix = np.asarray(prompt_tokens, float)[rows]
+    ip, wp = _locate(table.p_grid, p_mix)
     mixed = table.t[rows, :, ip, :] * (1.0 - wp)[:, None, None] + table.t[rows, :, ip + 1, :] * wp[:, None, None]  # (rows, nb, nc)
     t = table.t.copy()
-    qr = q[rows, None, None]
-    t[rows, :, 0, :] = (1.0 - qr) * t[rows, :, 0, :] + qr * mixed
+    below = (table.p_grid[None, :] < p_mix[:, None])[:, None, :, None]  # grid points with fewer own prompt tokens
+    qr = q[rows, None, None, None]
+    t[rows] = np.where(below, (1.0 - qr) * t[rows] + qr * mixed[:, :, None, :], t[rows])
     return StepTable(table.b_grid, table.p_grid, table.ctx_lo, table.ctx_hi, t)
 
 
