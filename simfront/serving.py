@@ -438,11 +438,12 @@ class MixedSteps:
     prefill_ranks: np.ndarray  # attention-DP ranks prefilling in a mixed step, on average
 
 
-def mixed_steps(dp, b, isl_new: float, osl: float, chunk: float, al, gate_iters=0.0) -> MixedSteps:
+def mixed_steps(dp, b, isl_new: float, osl: float, chunk, al, gate_iters=0.0) -> MixedSteps:
     """Prompt tokens of an aggregated worker with ``b`` requests per rank on ``dp`` attention-DP ranks: ``isl_new``
     prompt tokens to compute per request, ``osl`` output tokens at ``al`` per verify step, a token budget of ``chunk``
-    per step; ``gate_iters``: the engine's attention-DP balance gate in steps (0: none). The evaluator's mixed steps
-    (:func:`_agg_steps`) and the simulation's other-rank prefills (:func:`simfront.simulate.simulate_agg`) read it."""
+    per step (a number or one per deployment); ``gate_iters``: the engine's attention-DP balance gate in steps (0:
+    none). The evaluator's mixed steps (:func:`_agg_steps`) and the simulation's other-rank prefills
+    (:func:`simfront.simulate.simulate_agg`) read it."""
     decode_steps = np.maximum(np.ceil((osl - 1) / al), 1.0)  # verify steps after the first token
     pre_steps = np.maximum(np.ceil(isl_new / chunk), 1.0)  # steps one prompt's prefill spans
     n_life = decode_steps + pre_steps  # steps in one request's life
