@@ -12,6 +12,7 @@ pace). A row whose TTFT is the median over its requests (``ttft_statistic``) is 
 others with the mean.
 
     python scripts/validate_simulation.py [--file F --range-ratio R] [--limit N] [--mode agg|disagg] [--fixed-mean]
+                                          [--attention-dp-only]
 
 Prints median predicted/measured TTFT, TTFT MAPE and TPOT MAPE for disaggregated rows, all rows and each
 engine's rows, for the simulation and for the analytical evaluator on the same rows, and the p99 TTFT against the
@@ -154,11 +155,13 @@ def note_number(p, key: str) -> float | None:
     return float(m.group(1)) if m else None
 
 
-def report(path, range_ratio, limit=None, mode=None, fixed_mean=False) -> dict:
+def report(path, range_ratio, limit=None, mode=None, fixed_mean=False, attention_dp_only=False) -> dict:
     t0 = time.perf_counter()
     pts = [p for p in load_measurements([str(path)]).points if p.ttft_ms is not None or p.tpot_ms is not None]
     if mode:
         pts = [p for p in pts if (p.mode or "agg") == mode]
+    if attention_dp_only:  # rows whose (decode) workers run attention-DP ranks
+        pts = [p for p in pts if max(p.attention_dp or 1, p.decode_attention_dp or 1) > 1]
     if limit:
         pts = pts[:limit]
     ana = predict_points(pts)
@@ -209,8 +212,9 @@ def main() -> None:
     ap.add_argument("--limit", type=int, default=None)
     ap.add_argument("--mode", choices=("agg", "disagg"), default=None, help="only the rows of this serving mode")
     ap.add_argument("--fixed-mean", action="store_true", help="every request at the random client's mean lengths (fast loop)")
+    ap.add_argument("--attention-dp-only", action="store_true", help="only the rows whose (decode) workers run attention-DP ranks")
     a = ap.parse_args()
-    kw = dict(limit=a.limit, mode=a.mode, fixed_mean=a.fixed_mean)
+    kw = dict(limit=a.limit, mode=a.mode, fixed_mean=a.fixed_mean, attention_dp_only=a.attention_dp_only)
     if a.file:
         report(a.file, a.range_ratio if a.range_ratio is not None else 1.0, **kw)
         return
