@@ -253,7 +253,7 @@ def predict(model: str, gpus: str | GpuSet, isl: int | None = None, osl: int | N
     from .clients import mean_length
     from .pareto import knee_index, pareto_mask, sla_mask
     from .search import SearchSpace, make_spec, search
-    from .serving import DEFAULT_CHUNK_TOKENS, Workload, adp_gate_iters
+    from .serving import DEFAULT_CHUNK_TOKENS, Workload, adp_gate_iters, decode_in_budget
 
     check_lengths(isl=isl, osl=osl)
     inputs.check_range_ratio(random_range_ratio)
@@ -319,7 +319,7 @@ def predict(model: str, gpus: str | GpuSet, isl: int | None = None, osl: int | N
     inputs.check_range_ratio(random_range_ratio)
     wl = Workload(isl=isl, osl=osl, prefix_hit=prefix_hit, chunk_tokens=chunk_tokens or DEFAULT_CHUNK_TOKENS,
                   startup_wave_share=wave, routing_alpha=alpha, adp_gate_iters=adp_gate_iters(engine),
-                  length_range_ratio=random_range_ratio)
+                  length_range_ratio=random_range_ratio, decode_in_budget=decode_in_budget(engine))
     res = search(m, g, wl, space, price)
     out["n_configs_evaluated"] = res.n_evaluated
     out["n_feasible"] = res.n_feasible
@@ -451,7 +451,7 @@ def explain(model: str, gpus: str | GpuSet, tp: int = 1, pp: int = 1, ep: int = 
                          ctx=ctx if ctx is not None else int((isl or 1) + (osl or 0)), phase=phase, precision=precision, kv_dtype=kv_dtype)
     from .layout import check_layout
     from .search import make_spec, spec_label
-    from .serving import (NO_SPEC, Workload, _split, adp_gate_iters, aggregated_raw, decode_context, decode_raw, engine_profile, finish_aggregated,
+    from .serving import (NO_SPEC, Workload, _split, adp_gate_iters, decode_in_budget, aggregated_raw, decode_context, decode_raw, engine_profile, finish_aggregated,
                           mean_step_s, others_mixed_share, prefill_raw, runs_in_waves, step_terms)
     from .step import ELEMENTWISE_OPS, StepBatch, forward_step
 
@@ -483,7 +483,7 @@ def explain(model: str, gpus: str | GpuSet, tp: int = 1, pp: int = 1, ep: int = 
     if serving:
         inputs.check_range_ratio(random_range_ratio)
         wl = Workload(isl=isl, osl=osl, chunk_tokens=float(chunk_tokens or DEFAULT_CHUNK_TOKENS), adp_gate_iters=adp_gate_iters(engine),
-                      length_range_ratio=random_range_ratio)
+                      length_range_ratio=random_range_ratio, decode_in_budget=decode_in_budget(engine))
         # mean cached context of a decoding request on the busiest attention-DP rank (what the evaluator costs)
         ctx_eff = float(decode_context(wl, attention_dp, batch))
         sb = StepBatch(decode_reqs=batch, decode_ctx=ctx_eff, q_tokens=q)

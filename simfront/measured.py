@@ -112,7 +112,8 @@ class Resolved:
         """The row's workload: its lengths as the client drew them (ISL / OSL the longest when it recorded a
         range ratio; the cost model takes their means), its token budget and the engine's attention-DP gate."""
         return Workload(isl=self.isl, osl=self.osl, chunk_tokens=self.token_budget, length_range_ratio=self.range_ratio,
-                        adp_gate_iters=dict(self.constants)["adp_balance_timeout_iters"], **kw)
+                        adp_gate_iters=dict(self.constants)["adp_balance_timeout_iters"],
+                        decode_in_budget=not dict(self.constants)["prefill_first"], **kw)
 
 
 def _precision_for(model: Model, p, hw=None) -> Any:

@@ -66,6 +66,10 @@ class Workload:
     # the engine takes new requests in only every this many decode steps (SGLang --scheduler-recv-interval, its
     # SchedulerRecvSkipper: a decode or verify step counts 1, a prefill step receives at once); 1 = every step
     recv_interval_steps: float = 1.0
+    # the token budget also carries the running requests' decode tokens, so a step's prompt chunk gets what they leave
+    # (policy mixed: vLLM V1, TensorRT-LLM in-flight batching; simfront/engines/scheduler.yaml); False: prompts run in
+    # steps of their own (prefill_first: SGLang's default), which the budget fills whole (see :func:`decode_in_budget`)
+    decode_in_budget: bool = True
 
     @property
     def fixed_lengths(self) -> bool:
@@ -92,6 +96,11 @@ def fixed_lengths(range_ratio: float | None) -> bool:
 def adp_gate_iters(engine: str | None) -> float:
     """The attention-DP balance gate of ``engine`` in steps (simfront/engines/scheduler.yaml), 0 when it has none."""
     return float(engine_constants(engine)["adp_balance_timeout_iters"])
+
+
+def decode_in_budget(engine: str | None) -> bool:
+    """Whether ``engine``'s token budget also carries its running requests' decode tokens (scheduler policy mixed)."""
+    return not engine_constants(engine)["prefill_first"]
 
 
 @dataclass(frozen=True)
@@ -381,7 +390,7 @@ class AggRaw:
     mixed_tokens: np.ndarray  # prompt tokens a mixed step carries (a whole prompt, or a full chunk)
     mixed_share: np.ndarray  # share of steps that carry prompt tokens
     batch: np.ndarray  # requests per micro-batch per rank
-    chunk: float
+    chunk: np.ndarray | float  # prompt tokens a step can carry (the token budget less the decode tokens it carries)
     isl_new: float  # prompt tokens of one request that need computing (prefix-cache hits excluded)
     rho: np.ndarray  # share of the step token budget spent on prefill
     al: float  # tokens per verify step
@@ -436,23 +445,27 @@ class MixedSteps:
     rank_share: np.ndarray  # share of one rank's steps that carry its own prompt tokens
     mixed_share: np.ndarray  # share of the worker's steps in which any attention-DP rank prefills
     prefill_ranks: np.ndarray  # attention-DP ranks prefilling in a mixed step, on average
+    prompt_budget: np.ndarray  # prompt tokens a step can carry: the token budget less the running requests' decode tokens
 
 
-def mixed_steps(dp, b, isl_new: float, osl: float, chunk, al, gate_iters=0.0) -> MixedSteps:
+def mixed_steps(dp, b, isl_new: float, osl: float, chunk, al, gate_iters=0.0, decode_q=0.0) -> MixedSteps:
     """Prompt tokens of an aggregated worker with ``b`` requests per rank on ``dp`` attention-DP ranks: ``isl_new``
     prompt tokens to compute per request, ``osl`` output tokens at ``al`` per verify step, a token budget of ``chunk``
     per step (a number or one per deployment); ``gate_iters``: the engine's attention-DP balance gate in steps (0:
-    none). The evaluator's mixed steps (:func:`_agg_steps`) and the simulation's other-rank prefills
+    none); ``decode_q``: tokens each running request puts through the budget of a step with prompt tokens (1 + drafts
+    where the budget carries decode tokens, :attr:`Workload.decode_in_budget`; 0 where prompts get steps of their own).
+    The evaluator's mixed steps (:func:`_agg_steps`) and the simulation's other-rank prefills
     (:func:`simfront.simulate.simulate_agg`) read it."""
     decode_steps = np.maximum(np.ceil((osl - 1) / al), 1.0)  # verify steps after the first token
     pre_steps = np.maximum(np.ceil(isl_new / chunk), 1.0)  # steps one prompt's prefill spans
     n_life = decode_steps + pre_steps  # steps in one request's life
-    # running requests per rank: the batch, unless its prompts need more tokens per step than the budget
-    # holds; then the budget sets how many requests turn over (prefill every step) and the rest wait
-    b = np.minimum(b, np.maximum(chunk * n_life / max(isl_new, 1.0), 1.0))
+    # running requests per rank: the batch, unless its prompts need more tokens per step than the budget leaves them
+    # beside the running requests' decode tokens; then the budget sets how many requests turn over and the rest wait
+    b = np.minimum(b, np.maximum(chunk / (max(isl_new, 1.0) / n_life + _f(decode_q)), 1.0))
+    prompt_budget = np.maximum(chunk - b * _f(decode_q), 1.0)  # prompt tokens a step can carry beside the decode tokens
     p = b * isl_new / n_life  # prompt tokens per step, on average, that keep the batch full (at most the budget)
-    group = arrival_group(b, isl_new, chunk)
-    mixed_tokens = np.minimum(chunk, np.maximum(np.minimum(group * isl_new, chunk), p)) + 0 * b  # prompt tokens in a mixed step
+    group = arrival_group(b, isl_new, prompt_budget)
+    mixed_tokens = np.minimum(prompt_budget, np.maximum(np.minimum(group * isl_new, prompt_budget), p)) + 0 * b  # prompt tokens in a mixed step
     rank_share = np.minimum(p / np.maximum(mixed_tokens, 1.0), 1.0)  # share of one rank's steps that carry prompt tokens
     # attention-DP ranks step together (every MoE layer waits for all of them), so a step is mixed when ANY
     # rank prefills: 1 - (1 - s)^dp of the steps, carrying on average dp*s / that many prefilling ranks
@@ -467,7 +480,7 @@ def mixed_steps(dp, b, isl_new: float, osl: float, chunk, al, gate_iters=0.0) ->
         together = 1.0 + (ranks - 1.0) * (1.0 - np.exp(-rank_share * gate))  # ranks prefilling per mixed step
         mixed_share = np.where(gate > 0, np.minimum(np.minimum(ranks * rank_share / together, 1.0), mixed_share), mixed_share)
     prefill_ranks = np.where(mixed_share > 0, ranks * rank_share / np.maximum(mixed_share, 1e-300), 1.0)
-    return MixedSteps(b, p, mixed_tokens, rank_share, mixed_share, prefill_ranks)
+    return MixedSteps(b, p, mixed_tokens, rank_share, mixed_share, prefill_ranks, prompt_budget + 0 * b)
 
 
 def _agg_steps(dp, pp, b, wl: Workload, q, al) -> tuple[StepBatch, StepBatch, AggRaw]:
@@ -476,7 +489,7 @@ def _agg_steps(dp, pp, b, wl: Workload, q, al) -> tuple[StepBatch, StepBatch, Ag
     prefix = wl.mean_isl * wl.prefix_hit
     chunk = float(wl.chunk_tokens)
     b_dec = b
-    ms = mixed_steps(dp, b, isl_new, wl.mean_osl, chunk, al, wl.adp_gate_iters)
+    ms = mixed_steps(dp, b, isl_new, wl.mean_osl, chunk, al, wl.adp_gate_iters, q if wl.decode_in_budget else 0.0)
     b, p, mixed_tokens, mixed_share, prefill_ranks = ms.batch, ms.prompt_tokens, ms.mixed_tokens, ms.mixed_share, ms.prefill_ranks
     ctx = decode_context(wl, dp, b)  # the busiest rank's mean context, running batch
     ranks = _f(dp) + 0 * b
@@ -486,9 +499,9 @@ def _agg_steps(dp, pp, b, wl: Workload, q, al) -> tuple[StepBatch, StepBatch, Ag
     mix = StepBatch(decode_reqs=b, decode_ctx=ctx, q_tokens=q, prefill_tokens=mixed_tokens,
                     prefill_seqs=np.maximum(mixed_tokens / max(isl_new, 1.0), 1.0), prefill_prefix=prefix,
                     prefill_ranks=prefill_ranks)
-    rho = np.clip(p / chunk, 0.0, 0.95)
+    rho = np.clip(p / ms.prompt_budget, 0.0, 0.95)
     raw = AggRaw(decode_step_s=None, mixed_step_s=None, mixed_tokens=mixed_tokens, mixed_share=mixed_share,
-                 batch=b, chunk=chunk, isl_new=isl_new, rho=rho + 0 * b, al=al,
+                 batch=b, chunk=ms.prompt_budget, isl_new=isl_new, rho=rho + 0 * b, al=al,
                  osl=wl.mean_osl, slots=b * _f(dp) * _f(pp), wave_share=float(wl.startup_wave_share), ranks=ranks,
                  range_ratio=wl.length_range_ratio, recv_interval=float(wl.recv_interval_steps), micro_batches=_f(pp) + 0 * b)
     return dec, mix, raw
@@ -644,7 +657,7 @@ def others_mixed_share(raw: AggRaw) -> np.ndarray:
 
 def finish_aggregated(raw: AggRaw, prof: dict) -> AggResult:
     """Apply an engine profile to raw step times: TTFT and TPOT of one worker at its running batch."""
-    budget = raw.chunk  # the engine's per-step token budget
+    budget = raw.chunk  # prompt tokens per step: the engine's token budget less the decode tokens it carries
     t_dec, t_mix, step = mean_step_s(raw, prof)
     seen = others_mixed_share(raw)
     tpot = ((1.0 - seen) * t_dec + seen * t_mix) / raw.al  # the steps between one request's tokens, per token

@@ -52,7 +52,7 @@ def test_attention_dp_steps_carry_the_other_ranks_prefills(C, rel):
     m, hw = get_model("deepseek-r1"), get_hardware("b200_sxm")
     isl, osl = 1024, 256
     sched, prof = scheduler_settings("sglang"), dict(NEUTRAL_PROFILE)
-    wl = Workload(isl=isl, osl=osl, chunk_tokens=sched.token_budget)
+    wl = Workload(isl=isl, osl=osl, chunk_tokens=sched.token_budget, decode_in_budget=sched.policy != "prefill_first")
     ana = evaluate_agg(aggregated_raw(m, m.precision, hw, 1, 1, 8, 8, C // 8, wl), prof, 1, 8, C)
     sim = simulate_agg(m, m.precision, hw, Layouts.of([1], dp=[8], ep=[8]), 1, C, _closed(C, prompts=8, warm=3, isl=isl, osl=osl),
                        sched=sched, profile=prof, isl=isl, osl=osl)

@@ -146,9 +146,9 @@ def test_worker_raw_equals_one_call_per_step(model_id, spec_methods):
         for chunk in (2048, 8192):
             a = aggs[chunk][i]
             w = aggregated_raw(m, prec, hw, *lay, B, replace(wl, chunk_tokens=float(chunk)), spec)
-            for f in ("decode_step_s", "mixed_step_s", "mixed_tokens", "mixed_share", "batch", "rho", "slots"):
+            for f in ("decode_step_s", "mixed_step_s", "mixed_tokens", "mixed_share", "batch", "rho", "slots", "chunk"):
                 np.testing.assert_array_equal(*np.broadcast_arrays(getattr(a, f), getattr(w, f)), err_msg=f)
-            assert (a.al, a.chunk, a.isl_new, a.osl) == (w.al, w.chunk, w.isl_new, w.osl)
+            assert (a.al, a.isl_new, a.osl) == (w.al, w.isl_new, w.osl)
 
 
 def test_worker_raw_without_token_budgets_is_the_decode_step():
