@@ -253,7 +253,7 @@ def predict(model: str, gpus: str | GpuSet, isl: int | None = None, osl: int | N
     from .clients import mean_length
     from .pareto import knee_index, pareto_mask, sla_mask
     from .search import SearchSpace, make_spec, search
-    from .serving import DEFAULT_CHUNK_TOKENS, Workload, adp_gate_iters, decode_in_budget
+    from .serving import DEFAULT_CHUNK_TOKENS, Workload, engine_workload
 
     check_lengths(isl=isl, osl=osl)
     inputs.check_range_ratio(random_range_ratio)
@@ -318,8 +318,7 @@ def predict(model: str, gpus: str | GpuSet, isl: int | None = None, osl: int | N
     wave = 0.0 if prompts_per_client is None else 1.0 / prompts_per_client
     inputs.check_range_ratio(random_range_ratio)
     wl = Workload(isl=isl, osl=osl, prefix_hit=prefix_hit, chunk_tokens=chunk_tokens or DEFAULT_CHUNK_TOKENS,
-                  startup_wave_share=wave, routing_alpha=alpha, adp_gate_iters=adp_gate_iters(engine),
-                  length_range_ratio=random_range_ratio, decode_in_budget=decode_in_budget(engine))
+                  startup_wave_share=wave, routing_alpha=alpha, length_range_ratio=random_range_ratio, **engine_workload(engine))
     res = search(m, g, wl, space, price)
     out["n_configs_evaluated"] = res.n_evaluated
     out["n_feasible"] = res.n_feasible
@@ -451,7 +450,7 @@ def explain(model: str, gpus: str | GpuSet, tp: int = 1, pp: int = 1, ep: int = 
                          ctx=ctx if ctx is not None else int((isl or 1) + (osl or 0)), phase=phase, precision=precision, kv_dtype=kv_dtype)
     from .layout import check_layout
     from .search import make_spec, spec_label
-    from .serving import (NO_SPEC, Workload, _split, adp_gate_iters, decode_in_budget, aggregated_raw, decode_context, decode_raw, engine_profile, finish_aggregated,
+    from .serving import (NO_SPEC, Workload, _split, engine_workload, aggregated_raw, decode_context, decode_raw, engine_profile, finish_aggregated,
                           mean_step_s, others_mixed_share, prefill_raw, runs_in_waves, step_terms)
     from .step import ELEMENTWISE_OPS, StepBatch, forward_step
 
@@ -482,8 +481,8 @@ def explain(model: str, gpus: str | GpuSet, tp: int = 1, pp: int = 1, ep: int = 
     serving = isl is not None and osl is not None and phase == "decode"
     if serving:
         inputs.check_range_ratio(random_range_ratio)
-        wl = Workload(isl=isl, osl=osl, chunk_tokens=float(chunk_tokens or DEFAULT_CHUNK_TOKENS), adp_gate_iters=adp_gate_iters(engine),
-                      length_range_ratio=random_range_ratio, decode_in_budget=decode_in_budget(engine))
+        wl = Workload(isl=isl, osl=osl, chunk_tokens=float(chunk_tokens or DEFAULT_CHUNK_TOKENS), length_range_ratio=random_range_ratio,
+                      **engine_workload(engine))
         # mean cached context of a decoding request on the busiest attention-DP rank (what the evaluator costs)
         ctx_eff = float(decode_context(wl, attention_dp, batch))
         sb = StepBatch(decode_reqs=batch, decode_ctx=ctx_eff, q_tokens=q)

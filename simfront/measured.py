@@ -36,7 +36,7 @@ from .precision import normalize_format as _normalize_kv, resolve_format
 from .deployment import Layouts, evaluate_agg, evaluate_disagg, running_batch
 from .scheduler import SchedulerSettings
 from .search import BATCH_SIZES, kv_link_bytes_per_s, make_spec
-from .serving import engine_constants, engine_settings, DEFAULT_CHUNK_TOKENS, NO_SPEC, Workload, aggregated_raw, decode_raw, engine_profile, finish_decode, finish_prefill, prefill_raw, slot_at_transfer
+from .serving import engine_constants, engine_settings, engine_workload, DEFAULT_CHUNK_TOKENS, NO_SPEC, Workload, aggregated_raw, decode_raw, engine_profile, finish_decode, finish_prefill, prefill_raw, slot_at_transfer
 
 # prompts per client of a benchmark run that does not record its count: InferenceX / InferenceMAX and the
 # vLLM and SGLang serving-benchmark recipes send num_prompts = 10 x concurrency (calibration README,
@@ -110,10 +110,9 @@ class Resolved:
 
     def workload(self, **kw) -> Workload:
         """The row's workload: its lengths as the client drew them (ISL / OSL the longest when it recorded a
-        range ratio; the cost model takes their means), its token budget and the engine's attention-DP gate."""
+        range ratio; the cost model takes their means), its token budget and its engine's scheduler facts (engine_workload)."""
         return Workload(isl=self.isl, osl=self.osl, chunk_tokens=self.token_budget, length_range_ratio=self.range_ratio,
-                        adp_gate_iters=dict(self.constants)["adp_balance_timeout_iters"],
-                        decode_in_budget=not dict(self.constants)["prefill_first"], **kw)
+                        **engine_workload(constants=self.constants), **kw)
 
 
 def _precision_for(model: Model, p, hw=None) -> Any:

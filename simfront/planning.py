@@ -33,7 +33,7 @@ from .pareto import sla_text
 from .deployment import evaluate_agg, evaluate_disagg
 from .search import (SearchSpace, kv_link_bytes_per_s, parse_spec_label, precision_options, prefill_dominated, spec_label,
                      spec_options, worker_tables)
-from .serving import DEFAULT_CHUNK_TOKENS, DecodeResult, PrefillResult, Workload, adp_gate_iters, decode_in_budget, engine_profile, finish_prefill, slot_at_transfer, usd_per_mtok
+from .serving import DEFAULT_CHUNK_TOKENS, DecodeResult, PrefillResult, Workload, engine_profile, engine_workload, finish_prefill, slot_at_transfer, usd_per_mtok
 from .results import layout_label
 from .sizing import min_gpus as fewest_gpus
 
@@ -479,8 +479,7 @@ def plan(model: str, rate: float, isl: int = 1024, osl: int = 1024, ttft_ms: flo
         apply_precision(m, p)  # unknown formats fail here with a one-line error
     for k in space.kv_dtypes or ():
         apply_precision(m, None, k)
-    wl = Workload(isl=isl, osl=osl, prefix_hit=prefix_hit, chunk_tokens=DEFAULT_CHUNK_TOKENS, adp_gate_iters=adp_gate_iters(eng),
-                  decode_in_budget=decode_in_budget(eng))
+    wl = Workload(isl=isl, osl=osl, prefix_hit=prefix_hit, chunk_tokens=DEFAULT_CHUNK_TOKENS, **engine_workload(eng))
     sla = {"ttft_ms": ttft_ms, "tpot_ms": tpot_ms, "min_tok_s_user": min_tok_s_user}
     rows = []
     for hw in hws:  # one set of worker tables per GPU type

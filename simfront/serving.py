@@ -93,14 +93,22 @@ def fixed_lengths(range_ratio: float | None) -> bool:
     return range_ratio is not None and range_ratio >= 1.0
 
 
+def engine_workload(engine: str | None = None, constants: dict | None = None) -> dict:
+    """The :class:`Workload` fields an engine's scheduler sets (``constants``: :func:`engine_constants` already read for
+    a release or a date; else the newest release of ``engine``): its attention-DP balance gate in steps and whether its
+    token budget carries the running requests' decode tokens. Every workload priced for an engine takes them here."""
+    c = engine_constants(engine) if constants is None else dict(constants)
+    return {"adp_gate_iters": float(c["adp_balance_timeout_iters"]), "decode_in_budget": not c["prefill_first"]}
+
+
 def adp_gate_iters(engine: str | None) -> float:
     """The attention-DP balance gate of ``engine`` in steps (simfront/engines/scheduler.yaml), 0 when it has none."""
-    return float(engine_constants(engine)["adp_balance_timeout_iters"])
+    return engine_workload(engine)["adp_gate_iters"]
 
 
 def decode_in_budget(engine: str | None) -> bool:
     """Whether ``engine``'s token budget also carries its running requests' decode tokens (scheduler policy mixed)."""
-    return not engine_constants(engine)["prefill_first"]
+    return engine_workload(engine)["decode_in_budget"]
 
 
 @dataclass(frozen=True)
