@@ -162,11 +162,12 @@ def simulate_agg(model, precision, hw, lay: Layouts, workers, concurrency, plan_
     # the representative rank is stepped alone, but attention-DP ranks step together: how often the others prefill, and
     # how many prefill in a step with prompt tokens, as the evaluator's mixed steps take them at the rank's running batch
     adp = L.dp > 1
-    ms = mixed_steps(L.dp, np.minimum(users, maxrun), max(isl - prefix, 1.0), osl, budget, eng.al,
-                     np.where(eng.gated(), eng.adp_gate_iters, 0.0), np.where(eng.prefill_first, 0.0, eng.q))
+    isl_new, running = max(isl - prefix, 1.0), np.minimum(users, maxrun)  # prompt tokens to compute; requests per rank
+    ms = mixed_steps(L.dp, running, isl_new, osl, budget, eng.al, np.where(eng.gated(), eng.adp_gate_iters, 0.0),
+                     np.where(eng.prefill_first, 0.0, eng.q))
     if table is None:
-        table = step_tables(model, precision, hw, L, profile, spec, D, isl_new=max(isl - prefix, 1.0), prefix=prefix,
-                        ctx_lo=0.8 * isl, ctx_hi=isl + osl, b_max=float(np.max(np.minimum(users, maxrun))) + 1,
+        table = step_tables(model, precision, hw, L, profile, spec, D, isl_new=isl_new, prefix=prefix,
+                        ctx_lo=0.8 * isl, ctx_hi=isl + osl, b_max=float(np.max(running)) + 1,
                         p_max=float(np.max(budget)), routing_alpha=routing_alpha,
                         prefill_ranks=np.where(adp, ms.prefill_ranks, L.dp) if adp.any() else None)
     if adp.any():

@@ -271,8 +271,10 @@ def step_tables(model, precision, hw, lay: Layouts, profile, spec, D: int, **kw)
     for j, (rows, _) in enumerate(per_row(spec, D)):
         spec_id[rows] = j
     ctx = {k: np.broadcast_to(np.asarray(kw[k], float), (D,)) for k in ("ctx_lo", "ctx_hi")}
-    extra = {k: np.broadcast_to(np.asarray(kw[k], float), (D,)) for k in ("prefill_ranks",) if kw.get(k) is not None}
-    key = np.stack([lay.tp, lay.pp, lay.dp, lay.ep, spec_id, ctx["ctx_lo"], ctx["ctx_hi"], *extra.values()], axis=1)
+    ranks = kw.get("prefill_ranks")  # rows that prefill on different numbers of ranks need their own forward pass
+    ranks = None if ranks is None else np.broadcast_to(np.asarray(ranks, float), (D,))
+    key = np.stack([lay.tp, lay.pp, lay.dp, lay.ep, spec_id, ctx["ctx_lo"], ctx["ctx_hi"], *([] if ranks is None else [ranks])],
+                   axis=1)
     parts = []
     memo: dict = {}  # one op memo for this call's forward passes (precisions that differ only in the KV format share ops)
     for rows, prec in per_row(precision, D):
@@ -280,7 +282,8 @@ def step_tables(model, precision, hw, lay: Layouts, profile, spec, D: int, **kw)
         u = rows[first]  # one representative row per distinct key
         sp = [spec[i] for i in u] if isinstance(spec, (list, tuple)) else spec
         tab = build_step_table(model, prec, hw, lay.take(u), profile, spec=sp, memo=memo,
-                               **{**kw, "ctx_lo": ctx["ctx_lo"][u], "ctx_hi": ctx["ctx_hi"][u], **{k: v[u] for k, v in extra.items()}})
+                               **{**kw, "ctx_lo": ctx["ctx_lo"][u], "ctx_hi": ctx["ctx_hi"][u],
+                                  "prefill_ranks": None if ranks is None else ranks[u]})
         parts.append((rows, tab.take(np.asarray(inv).reshape(-1))))
     return StepTable.stack(parts, D)
 
