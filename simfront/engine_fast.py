@@ -70,17 +70,20 @@ def fast_rows(plan: RequestPlan, eng: EngineArrays, decode: dict | None = None) 
 
 def _rows_of(hi: np.ndarray, R: int) -> np.ndarray:
     """(D, R): per row, the index of the first batch whose cumulative end ``hi[d, i]`` (non-decreasing along the row)
-    exceeds position m = 0 .. R - 1, clipped to the row's last batch."""
+    exceeds position m = 0 .. R - 1, clipped to the row's last batch. ``hi`` may be a transposed view (a log's
+    (iterations, D) array): the arithmetic keeps its memory order."""
     D, I = hi.shape
-    if np.array_equal(hi, np.floor(hi)):
+    at = hi.astype(np.intp)  # the request counts as integers (compared with hi below: whole only where equal)
+    if np.array_equal(at, hi):
         # whole ends (request counts): the batches ending at or below m are the ends counted by value up to m
-        at = np.clip(hi, 0, R).astype(np.intp) + (np.arange(D) * (R + 1))[:, None]
+        np.clip(at, 0, R, out=at)
+        at += (np.arange(D) * (R + 1))[:, None]  # each row's counts in its own R + 1 bins
         i = np.cumsum(np.bincount(at.ravel(order="K"), minlength=D * (R + 1)).reshape(D, R + 1)[:, :R], axis=1)
     else:  # a sorted search of every row at once (rows kept apart by a large offset)
         off = (np.arange(D) * _BIG_ROWS)[:, None]
         m = np.arange(R, dtype=float)[None, :] + off
         i = np.searchsorted((hi + off).ravel(), m.ravel(), side="right").reshape(D, R) - (np.arange(D) * I)[:, None]
-    return np.clip(i, 0, I - 1)
+    return np.clip(i, 0, I - 1, out=i)
 
 
 class _Fast:
@@ -201,19 +204,21 @@ class _Fast:
         m = np.broadcast_to(np.arange(R, dtype=float)[None, :], (D, R))
         valid = m < self.n[:, None]
         rows = np.arange(D)[:, None]
-        v = lambda a: a.reshape(D, W)  # noqa: E731
-        t_end = np.where(valid, v(self.g_end)[rows, _rows_of(v(self.g_hi), R)], np.nan)
+        # gathers by flat index: a group's slot is row d's count plus d W; a log entry of iteration i is at i D + d
+        t_end = np.where(valid, self.g_end.take(_rows_of(self.g_hi.reshape(D, W), R) + self.off[:, None]), np.nan)
         # first tokens and arrivals from their logs, by iteration: a request's batch is the first iteration whose
         # cumulative count passes its position (a count stays put between the iterations where it grows, so the
-        # iteration before holds the previous batch's counts; the column after the last stands for none)
-        fb_hi, fb_t = _by_row(self.first_log, D, R + 1), _by_row(self.t_first_log, D, 0.0)
-        t_first = np.where(valid, fb_t[rows, _rows_of(fb_hi, R)], np.nan)
-        ab_hi, ab_a = _by_row(self.arr_log, D, R + 1), _by_row(self.a_log, D, 0.0)
-        i = _rows_of(ab_hi, R)
-        prev = np.maximum(i - 1, 0)
-        before = np.where(i > 0, ab_hi[rows, prev], 0.0)
-        a_lo = np.where(i > 0, ab_a[rows, prev], 0.0)
-        n_a = ab_a[rows, i] - a_lo
+        # iteration before holds the previous batch's counts; the row after the last stands for none)
+        fb_hi, fb_t = _log(self.first_log, D, R + 1), _log(self.t_first_log, D, 0.0)
+        t_first = np.where(valid, fb_t.take(_rows_of(fb_hi.T, R) * D + rows), np.nan)
+        ab_hi, ab_a = _log(self.arr_log, D, R + 1), _log(self.a_log, D, 0.0)
+        i = _rows_of(ab_hi.T, R)
+        at = i * D + rows
+        prev = np.maximum(at - D, rows)  # the iteration before's entry (the first iteration's own where i = 0)
+        first = i == 0
+        before = np.where(first, 0.0, ab_hi.take(prev))
+        a_lo = np.where(first, 0.0, ab_a.take(prev))
+        n_a = ab_a.take(at) - a_lo
         off = m - before
         is_a = off < n_a
         j = a_lo + off  # first-round request j
@@ -227,15 +232,13 @@ class _Fast:
         counted = valid & (rid >= plan.warmup[:, None]) & np.isfinite(t_end) & in_window(rid, plan)
         full = lambda x: np.broadcast_to(x[:, None], (D, R)).copy()  # noqa: E731
         return SimTrace(t_send, t_first, t_end, full(self.isl), full(self.osl), counted,
-                        np.array(self.itl_s).T if self.itl_s else np.zeros((D, 0)),
-                        np.array(self.itl_w).T if self.itl_w else np.zeros((D, 0)), eng.ttft_overhead_s, iterations,
+                        self.itl_s, self.itl_w, eng.ttft_overhead_s, iterations,
                         np.zeros(D), self.ptok.copy())
 
 
-def _by_row(log: list, D: int, last: float) -> np.ndarray:
-    """(D, iterations + 1): a per-iteration log of (D,) arrays, row by row, and ``last`` after the last iteration
-    (a transposed view of the log)."""
-    return np.array(log + [np.full(D, last)]).T
+def _log(log: list, D: int, last: float) -> np.ndarray:
+    """(iterations + 1, D): a per-iteration log of (D,) arrays and a row of ``last`` after the last iteration."""
+    return np.array(log + [np.full(D, last)])
 
 
 def _in_send_order(t_send: np.ndarray, rid: np.ndarray, batch: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

@@ -425,8 +425,7 @@ def run_engine(table: StepTable, plan: RequestPlan, eng: EngineArrays, decode_ta
         _finish(done, when, ph, rq, t_end, t_send, kv, need, done_p, left, isl, cached, plan, issued, fin, n_req, t_req)
     pos = np.broadcast_to(np.arange(R)[None, :], (D, R))
     counted = np.isfinite(t_end) & (pos >= plan.warmup[:, None]) & (pos < n_req[:, None]) & in_window(pos, plan)
-    return SimTrace(t_req, t_first, t_end, isl, osl, counted, np.array(itl_s).T if itl_s else np.zeros((D, 0)),
-                    np.array(itl_w).T if itl_w else np.zeros((D, 0)), eng.ttft_overhead_s, it, preempt, computed)
+    return SimTrace(t_req, t_first, t_end, isl, osl, counted, itl_s, itl_w, eng.ttft_overhead_s, it, preempt, computed)
 
 
 def _finish(done, when, ph, rq, t_end, t_send, kv, need, done_p, left, isl, cached, plan, issued, fin, n_req, t_req):

@@ -25,12 +25,22 @@ class SimTrace:
     isl: np.ndarray
     osl: np.ndarray
     counted: np.ndarray  # bool: request inside the statistics window (after warm-up)
-    itl_s: np.ndarray  # (D, iterations) step seconds seen by decode tokens
-    itl_w: np.ndarray  # (D, iterations) decode tokens emitted at that step time
+    # (D, iterations) step seconds seen by decode tokens, and the decode tokens emitted at that step time; a loop may
+    # hand over its per-iteration lists of (D,) arrays instead, stacked on first use (:meth:`itl`: most callers never
+    # read them)
+    itl_s: np.ndarray | list
+    itl_w: np.ndarray | list
     ttft_overhead_s: np.ndarray
     iterations: int
     preemptions: np.ndarray  # (D,)
     prompt_tokens_computed: np.ndarray  # (D,) prompt tokens prefilled (recompute included)
+
+    def itl(self) -> tuple[np.ndarray, np.ndarray]:
+        """(step seconds, decode tokens), each (D, iterations): the fields, stacked once where a loop gave lists."""
+        if isinstance(self.itl_s, list):
+            D = self.t_send.shape[0]
+            self.itl_s, self.itl_w = (np.array(x).T if x else np.zeros((D, 0)) for x in (self.itl_s, self.itl_w))
+        return self.itl_s, self.itl_w
 
 
 def _nanpcts(x: np.ndarray, mask: np.ndarray, qs) -> list[np.ndarray]:
@@ -153,9 +163,10 @@ def request_latencies(tr: SimTrace) -> tuple[np.ndarray, np.ndarray]:
 
 def itl_stats(tr: SimTrace) -> dict:
     """Mean and percentiles of the inter-token latency of a trace (step seconds weighted by decode tokens)."""
-    w = tr.itl_w.sum(axis=1)
-    itl = {"mean": np.where(w > 0, (tr.itl_s * tr.itl_w).sum(axis=1) / np.maximum(w, 1e-30), np.nan)}
-    itl.update((f"p{q}", p) for q, p in zip(PERCENTILES, _weighted_pcts(tr.itl_s, tr.itl_w, PERCENTILES)))
+    step_s, tokens = tr.itl()
+    w = tokens.sum(axis=1)
+    itl = {"mean": np.where(w > 0, (step_s * tokens).sum(axis=1) / np.maximum(w, 1e-30), np.nan)}
+    itl.update((f"p{q}", p) for q, p in zip(PERCENTILES, _weighted_pcts(step_s, tokens, PERCENTILES)))
     return itl
 
 

@@ -64,7 +64,7 @@ def _merge(parts: list[tuple[np.ndarray, SimTrace]], D: int, R: int) -> SimTrace
     full = lambda: np.full((D, R), np.nan)  # noqa: E731
     t_send, t_first, t_end, isl, osl = full(), full(), full(), full(), full()
     counted = np.zeros((D, R), bool)
-    I = max(tr.itl_s.shape[1] for _, tr in parts)
+    I = max(tr.itl()[0].shape[1] for _, tr in parts)
     itl_s, itl_w = np.zeros((D, I)), np.zeros((D, I))
     ov, pre, comp = np.zeros(D), np.zeros(D), np.zeros(D)
     for rows, tr in parts:
@@ -72,8 +72,9 @@ def _merge(parts: list[tuple[np.ndarray, SimTrace]], D: int, R: int) -> SimTrace
         for dst, src in ((t_send, tr.t_send), (t_first, tr.t_first), (t_end, tr.t_end), (isl, tr.isl), (osl, tr.osl)):
             dst[rows, :c] = src
         counted[rows, :c] = tr.counted
-        itl_s[rows, : tr.itl_s.shape[1]] = tr.itl_s
-        itl_w[rows, : tr.itl_w.shape[1]] = tr.itl_w
+        step_s, tokens = tr.itl()
+        itl_s[rows, : step_s.shape[1]] = step_s
+        itl_w[rows, : tokens.shape[1]] = tokens
         ov[rows], pre[rows], comp[rows] = tr.ttft_overhead_s, tr.preemptions, tr.prompt_tokens_computed
     return SimTrace(t_send, t_first, t_end, isl, osl, counted, itl_s, itl_w, ov, sum(tr.iterations for _, tr in parts), pre, comp)
 
