@@ -217,6 +217,12 @@ def serving_sensitivity(rows: list[dict]) -> dict[int, str]:
     return out
 
 
+def _shown(path: Path) -> str:
+    """A path relative to the repository where it lies inside it."""
+    p = Path(path).resolve()
+    return str(p.relative_to(ROOT)) if p.is_relative_to(ROOT) else str(path)
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--sensitivity", action="store_true", help="also print the in-sample MAPE moved inward and past the bound")
@@ -232,7 +238,7 @@ def main(argv=None) -> int:
         evidence.update(kernel_sensitivity(rows, a.data))
         evidence.update(serving_sensitivity(rows))
     print(f"{len(rows)} fitted values at a bound (within {NEAR:.0%} of the range); {len(rows) - len(missing)} explained in "
-          f"{a.ledger}, {len(missing)} not")
+          f"{_shown(a.ledger)}, {len(missing)} not")
     entry_of = {id(r): e for r, e in explained}
     for i, r in enumerate(rows):
         e = entry_of.get(id(r))

@@ -1,9 +1,9 @@
 """Fit the serving profile to measurements, cross-validate it, and derive prediction intervals.
 
-The serving profile is ten physical parameters per engine (see :func:`simfront.serving.engine_profile`):
+The serving profile is nine physical parameters per engine (see :func:`simfront.serving.engine_profile`):
 the share of per-kernel fixed latency a step hides, a step-time scale, a per-step CPU overhead, a
 per-request CPU overhead per step, the steps between the last prefill step and the first streamed token,
-the share of an arrival group prefilled together, a TTFT scale, a per-request TTFT overhead, the pace
+a TTFT scale, a per-request TTFT overhead, the pace
 of a busy disaggregated prefill worker and the per-request hand-off of the disaggregated path. The share of requests in a benchmark's synchronised start-up wave is a property of the client, not the
 engine: it comes with each measured row (:mod:`simfront.measured`). Kernel efficiencies are not refitted here. Fits are bounded scipy least squares on
 relative errors; each engine's profile is partially pooled toward the profile fitted on all
@@ -33,7 +33,6 @@ PARAMS = {  # name: (initial, low, high)
     "ttft_scale": (1.0, 0.3, 5.0),
     "ttft_overhead_s": (0.05, 0.0, 0.5),
     "ttft_extra_steps": (1.0, 0.0, 4.0),
-    "group_share": (1.0, 0.0, 1.0),
     # busy disaggregated prefill worker's pace against the op sum: 0.5-8 spans engines whose prefill
     # servers run near the op sum to ones measured at a quarter of it (InferenceMAX SGLang disagg, stated
     # input tok/s per prefill GPU)

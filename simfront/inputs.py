@@ -32,6 +32,9 @@ SERVING_MODES = ("agg", "disagg")  # aggregated and disaggregated prefill/decode
 RETIRED_SERVING_PARAMS = {
     "burst_fraction": "the share of requests in a benchmark's synchronised start-up wave is a property of the client now, "
                       "not the engine (measured rows carry it; predict takes --prompts-per-client)",
+    "group_share": "retired in round 37: the measured TTFTs reject a mean-field arrival group whose prompts all stream at "
+                   "its end (every fit put the share at 0), so a request's TTFT prefills its own prompt; the step-level "
+                   "simulation (--tails) serves a group in arrival order",
 }
 
 

@@ -5,11 +5,10 @@ every step runs the ``b`` decode requests of a micro-batch on each attention-DP 
 prefill tokens that keep the batch full.
 With ``N`` steps in a request's life, ``b/N`` requests
 finish per step, so ``p = b * isl_new / N`` prompt tokens join each step; the step time, and so
-TPOT, includes that interference. TTFT is the prefill of the request's arrival group (closed-loop
-clients with equal lengths come back in groups of as many prompts as one step's token budget
-holds, and a group's prompts all stream their first token after its last prefill step), plus the
-wait for the current step and for the prefill queue (an M/D/1 wait at the prefill utilisation of
-the token budget).
+TPOT, includes that interference. TTFT is the prefill of the request's own prompt plus the wait
+for the current step and for the prefill queue (an M/D/1 wait at the prefill utilisation of the
+token budget); a benchmark's synchronised start-up wave adds half the rest of the wave for its
+share of the requests.
 
 Disaggregated serving: prefill workers run whole prompts (TTFT = queue + prefill + KV transfer
 over the real link), decode workers run pure decode steps; worker counts are matched to the
@@ -147,9 +146,6 @@ NO_SPEC = Speculation()
 # beyond the model's own, no per-request overhead. Fitted per-engine values override these.
 NEUTRAL_PROFILE = {
     "kernel_overlap": 0.0,  # share of per-kernel fixed latency hidden by CUDA graphs / PDL / fusion inside a step
-    # share of an arrival group that the engine prefills in the same steps (an idle engine starts a
-    # step with the first prompt that arrives; the rest of the group joins the next one)
-    "group_share": 1.0,
     "step_overhead_s": 0.0,  # CPU scheduling + launch per step
     # CPU work per request per step on a rank (scheduling, input preparation, sampling bookkeeping,
     # detokenisation): what makes a step at 256 requests slower than the GPU kernels alone
@@ -670,12 +666,12 @@ def finish_aggregated(raw: AggRaw, prof: dict) -> AggResult:
     seen = others_mixed_share(raw)
     tpot = ((1.0 - seen) * t_dec + seen * t_mix) / raw.al  # the steps between one request's tokens, per token
     wait = 0.5 * step + md1_wait_s(step, raw.rho)  # finish the running step + M/D/1 queue for the token budget
-    # prompt tokens computed before this request's first token: its arrival group (the share of it the
-    # engine prefills together; they share the steps and all stream their first token at the end), plus, for the workload's share of
-    # requests that belong to a synchronised start-up wave, on average half of the rest of that wave
-    group = 1.0 + prof["group_share"] * (arrival_group(raw.batch, raw.isl_new, budget) - 1.0)  # prompts sharing the steps
-    wave_tokens = np.maximum(raw.batch - group, 0.0) * raw.isl_new / 2.0  # half the rest of a start-up wave
-    tokens = group * raw.isl_new + raw.wave_share * wave_tokens
+    # prompt tokens computed before this request's first token: its own prompt, plus, for the workload's share of
+    # requests that belong to a synchronised start-up wave, on average half of the rest of that wave. (The measured
+    # TTFTs reject a mean-field steady-state arrival group whose prompts all stream at its end: round 37 of
+    # docs/model_changes.md; the step-level simulation serves a group in arrival order.)
+    wave_tokens = np.maximum(raw.batch - 1.0, 0.0) * raw.isl_new / 2.0  # half the rest of a start-up wave
+    tokens = raw.isl_new + raw.wave_share * wave_tokens
     steps = np.maximum(1.0, tokens / budget)  # steps those tokens span at the token budget
     per_token = np.maximum(t_mix - t_dec, 0.0) / np.maximum(raw.mixed_tokens, 1.0)  # extra step time per prompt token
     ttft = (wait + (steps + prof["ttft_extra_steps"]) * t_dec + tokens * per_token) * prof["ttft_scale"] + prof["ttft_overhead_s"]

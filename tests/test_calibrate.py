@@ -100,11 +100,12 @@ def test_partial_pooling_pulls_engine_profiles_toward_the_pooled_one(small_servi
     assert tight < 0.05
 
 
-def test_profile_with_the_retired_start_up_wave_parameter_says_where_it_went(tmp_path):
+@pytest.mark.parametrize("name, says", [("burst_fraction", "--prompts-per-client"), ("group_share", "arrival group")])
+def test_profile_with_a_retired_parameter_says_where_it_went(tmp_path, name, says):
     f = tmp_path / "old.yaml"
-    f.write_text(yaml.safe_dump({"efficiency": {"serving": {"default": {"burst_fraction": 0.1}}}}))
+    f.write_text(yaml.safe_dump({"efficiency": {"serving": {"default": {name: 0.1}}}}))
     p = run("predict", "--model", "llama-3.1-8b", "--gpus", "1xH100", "--calibration", str(f))
-    assert p.returncode == 2 and "--prompts-per-client" in p.stderr and p.stderr.count("\n") == 1
+    assert p.returncode == 2 and says in p.stderr and p.stderr.count("\n") == 1
 
 
 def test_params_at_bounds_reads_attention_and_mla_ranges():
