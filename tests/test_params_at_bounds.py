@@ -70,3 +70,14 @@ def test_only_the_values_a_familys_data_fitted_are_judged(pab):
 def test_sensitivity_moves_a_tenth_of_the_range_on_its_own_scale(pab, row, inward, past):
     a, b = pab.moved(row)
     assert a == pytest.approx(inward) and b == pytest.approx(past)
+
+
+def test_the_markdown_report_lists_every_value_with_its_reading(pab, tmp_path):
+    out = tmp_path / "report.md"
+    assert pab.main(["--report", str(out)]) == 0
+    text = out.read_text()
+    rows = pab.at_bound_rows()
+    assert f"{len(rows)} values within" in text
+    for r in rows:
+        assert f"## {r['kind']} / {r['family']} / `{r['name']}`" in text
+    assert "not explained" not in text
