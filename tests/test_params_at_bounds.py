@@ -81,3 +81,4 @@ def test_the_markdown_report_lists_every_value_with_its_reading(pab, tmp_path):
     for r in rows:
         assert f"## {r['kind']} / {r['family']} / `{r['name']}`" in text
     assert "not explained" not in text
+
