@@ -173,8 +173,9 @@ def kernel_sensitivity(rows: list[dict], data_dir: Path | None) -> dict[int, str
                     continue
                 if cls is not None and "dtype" in cols:
                     class_of = moe.moe_class if r["kind"] == "moe" else gemm.dtype_class
-                    keep = np.array([class_of(resolve_format(csv_format(d, hw), hw), hw) == cls for d in cols["dtype"]])
-                    cols = ck.take(cols, keep)
+                    dtypes, which = np.unique(cols["dtype"], return_inverse=True)  # one class lookup per distinct dtype
+                    mine = np.array([class_of(resolve_format(csv_format(d, hw), hw), hw) == cls for d in dtypes])
+                    cols = ck.take(cols, mine[np.asarray(which).reshape(-1)])
                 m = len(cols["latency_us"])
                 if m == 0:
                     continue
@@ -190,7 +191,7 @@ def kernel_sensitivity(rows: list[dict], data_dir: Path | None) -> dict[int, str
 
 def serving_sensitivity(rows: list[dict]) -> dict[int, str]:
     """{row index: 'TTFT / TPOT MAPE fitted / inward / past'} for the serving profile, on the calibration rows."""
-    from simfront.calibration import NAMES, Fitter
+    from simfront.calibration import NAMES, Fitter, error_table
     from simfront.ingest import load_measurements
 
     todo = [(i, r) for i, r in enumerate(rows) if r["kind"] == "serving"]
@@ -201,14 +202,9 @@ def serving_sensitivity(rows: list[dict]) -> dict[int, str]:
     fams = (yaml.safe_load((ROOT / "hardware" / "efficiency" / "serving.yaml").read_text()) or {})["families"]
     profiles = {e: {k: float(v) for k, v in p.items() if k in NAMES} for e, p in fams.items()}
 
-    def score(profs) -> tuple[float, float]:
-        pred = f.predict(profs)
-        out = []
-        for m in ("ttft_ms", "tpot_ms"):
-            ape = [abs(pred[i][f"predicted_{m}"] / getattr(points[i], m) - 1.0) for i in f.rows
-                   if pred[i].get(f"predicted_{m}") and getattr(points[i], m)]
-            out.append(100.0 * float(np.mean(ape)))
-        return out[0], out[1]
+    def score(profs) -> tuple[float, float]:  # (TTFT, TPOT) MAPE % over the fitted rows, as the calibration reports it
+        err = error_table(points, f.predict(profs), f.rows)
+        return err["ttft_ms"]["mape_pct"], err["tpot_ms"]["mape_pct"]
 
     out = {}
     for i, r in todo:
