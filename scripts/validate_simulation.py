@@ -192,7 +192,7 @@ def report(path, range_ratio, limit=None, mode=None, fixed_mean=False, attention
     mean_rows = predict_points([p.model_copy(update={"ttft_statistic": None}) for p in pts])
     tails = [(p.mode or "agg", note_number(p, "p99_ttft_ms"), s.get("p99_ttft_ms"), a.get("predicted_ttft_ms"), s.get("mean_ttft_ms"),
               p.ttft_ms) for p, s, a in zip(pts, sim, mean_rows)]
-    tails = [t for t in tails if None not in t and t[4] > 0]
+    tails = [t for t in tails if None not in t[:5] and t[4] > 0]  # the row's own TTFT (t[5]) may be missing: stalled() takes None
     if tails:
         print(f"p99 TTFT against the rows' recorded p99 ({len(tails)} rows):")
         for sel in ("agg", "disagg", "all", "no stall"):
