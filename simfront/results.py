@@ -4,8 +4,8 @@ validation report, a capacity plan, comparisons.
 Every result is a pydantic model, so notebooks get attributes, ``.to_frame()`` (pandas, imported only
 when called) and validation of what the API returns, and the CLI's ``--json`` is the model's own
 ``model_dump(mode="json")``: the documented schema cannot drift from what is returned (a test compares
-the README's field lists with these models). Results also answer ``result["field"]`` for code written
-against the earlier dict API.
+the README's field lists with these models). Results also read as mappings (``result["field"]``, ``keys()``,
+``items()``, iteration over field names) for code written against the earlier dict API.
 """
 
 from __future__ import annotations
@@ -49,6 +49,21 @@ class Result(BaseModel):
 
     def keys(self) -> list[str]:
         return list(type(self).model_fields) + list(self.__pydantic_extra__ or {})
+
+    # The read side of a mapping, as ``keys()`` and ``result["field"]`` promise: iterating a result gives its field
+    # names (pydantic's own iteration gives (name, value) pairs, which broke ``{k: p[k] for k in p}``); ``dict(result)``
+    # is the same either way (dict() reads a mapping through keys() and []).
+    def __iter__(self):
+        return iter(self.keys())
+
+    def __len__(self) -> int:
+        return len(self.keys())
+
+    def items(self) -> list[tuple[str, Any]]:
+        return [(k, getattr(self, k)) for k in self.keys()]
+
+    def values(self) -> list[Any]:
+        return [getattr(self, k) for k in self.keys()]
 
     def to_json(self) -> dict:
         """The JSON document the CLI prints (non-finite floats become null)."""

@@ -68,6 +68,12 @@ def test_results_support_notebook_use():
     assert res["frontier"][0]["tp"] == res.frontier[0].tp
     assert "knee" in res and res.get("missing", 3) == 3
     assert set(res.points) >= {"tok_s_gpu", "tok_s_user"} and res.points["tok_s_gpu"].size >= len(res.frontier)
+    point = res.frontier[0]
+    # a result reads as a mapping: iteration gives field names, as keys() does
+    assert list(point) == point.keys() and len(point) == len(point.keys())
+    assert {k: point[k] for k in point} == dict(point) == dict(point.items())
+    assert point.values() == [point[k] for k in point.keys()]
+    assert point == type(point).model_validate(point.to_json())  # pydantic equality and validation still work
     pd = pytest.importorskip("pandas")
     df = res.to_frame()
     assert isinstance(df, pd.DataFrame) and len(df) == len(res.frontier) and "tok_s_gpu" in df
