@@ -20,7 +20,7 @@ from .errors import SimfrontError, check_lengths
 from .serving import DEFAULT_CHUNK_TOKENS
 from .hardware import GpuSet, parse_gpus
 from .models import apply_precision, get_model
-from .priced import Priced, priced_configs, priced_of
+from .priced import Priced, priced_configs, priced_of, priced_of_columns
 from .results import Frontier, MemoryVerdict, Plan, StepBreakdown, ValidationReport, point_dict
 from .sizing import memory_verdict
 from .uncertainty import EXTRAPOLATION_WIDENING
@@ -298,9 +298,14 @@ def predict(model: str, gpus: str | GpuSet, isl: int | None = None, osl: int | N
 
     def finish(points=None) -> Frontier:
         """The result, with the provenance of what the shown points price (the frontier and the best point under the
-        SLA, which need not be on it; with none shown, the GPU's whole provenance)."""
+        SLA, which need not be on it); with none shown, of what the searched configurations price (``points``: every
+        feasible one, when the load constraints kept none), else the GPU's whole provenance."""
         shown = out["frontier"] + ([out["best_under_sla"]] if out["best_under_sla"] else [])
-        out["provenance"] = _provenance_of(g.hardware, priced_of(m, shown, g.hardware) if shown else None)
+        if shown:
+            priced = priced_of(m, shown, g.hardware)
+        else:
+            priced = priced_of_columns(m, points, g.hardware) if points is not None and len(points["precision"]) else None
+        out["provenance"] = _provenance_of(g.hardware, priced)
         out["notes"][prov_at:prov_at] = out["provenance"]["notes"]
         return _frontier(out, t0, points)
 
@@ -323,7 +328,7 @@ def predict(model: str, gpus: str | GpuSet, isl: int | None = None, osl: int | N
     out["n_configs_evaluated"] = res.n_evaluated
     out["n_feasible"] = res.n_feasible
     if res.n_feasible == 0:
-        out["notes"].append("no configuration fits in memory; see 'memory' for the verdict and alternatives")
+        out["notes"].append(no_feasible_reason(m.id, g, verdict, space.modes))
         return finish()
     out["fits"] = True
     pts = res.points
@@ -337,7 +342,7 @@ def predict(model: str, gpus: str | GpuSet, isl: int | None = None, osl: int | N
         out["notes"].append(f"--rate {rate}: configurations whose capacity is at least {rate} req/s; latency is reported at the configuration's full batch (an upper bound at lower load)")
     if not keep.any():
         out["notes"].append("no configuration meets the load constraint")
-        return finish()
+        return finish(pts)
     # the rows the load constraints keep (None: every row, and the columns are read without a copy)
     sel = None if keep.all() else np.nonzero(keep)[0]
 
@@ -415,6 +420,22 @@ def predict(model: str, gpus: str | GpuSet, isl: int | None = None, osl: int | N
             else:
                 out["notes"].append("no configuration meets the SLA")
     return finish(pts)
+
+
+# How the note that says why a search found no feasible configuration begins (the CLI's error line quotes it)
+NO_FEASIBLE = "no configuration fits"
+
+
+def no_feasible_reason(model_id: str, g: GpuSet, verdict: dict, modes) -> str:
+    """Why a search of ``modes`` on the GPU set ``g`` found no configuration, given the memory verdict of the model:
+    it fits on no layout of the set, or it fits on one but a disaggregated deployment needs two workers that each
+    hold it (a prefill and a decode worker of at least ``min_gpus`` GPUs each)."""
+    need = verdict.get("min_gpus")
+    if verdict.get("fits") and tuple(modes) == ("disagg",) and need and 2 * need > g.count:
+        return (f"{NO_FEASIBLE} as disaggregated on {g.label}: a prefill and a decode worker must each hold {model_id} "
+                f"(at least {need}x{g.hardware.id} each), so disaggregation needs {2 * need}x{g.hardware.id} or more; "
+                f"use --mode agg, or more GPUs")
+    return f"{NO_FEASIBLE} in memory with the options given; see 'memory' for the verdict and alternatives"
 
 
 def _banded(point: dict, q: dict, widen: float, layouts: dict) -> dict:
@@ -647,6 +668,15 @@ def _mean_quality(front) -> float | None:
     return float(np.mean(q)) if q else None
 
 
+def _no_frontier_reason(res: Frontier) -> str:
+    """Why a prediction shows no frontier: the model fits on no layout of the set (the memory verdict's reason), or the
+    note that says what else excluded every configuration (a mode the set cannot hold, a load no configuration meets)."""
+    mem = res["memory"] or {}
+    if not mem.get("fits", True) and mem.get("reason"):
+        return mem["reason"]
+    return next((n for n in reversed(res["notes"]) if n.startswith("no configuration")), "no configuration was found")
+
+
 def frontier_compare(model: str, gpus: str, knob: str, values: list[str], isl: int | None = None, osl: int | None = None, **kw) -> dict:
     """Frontiers for each value of one knob, and how each moves relative to the first value."""
     inputs.check_frontier_compare(model, gpus, knob, values)
@@ -675,13 +705,14 @@ def frontier_compare(model: str, gpus: str, knob: str, values: list[str], isl: i
             args["kv_dtype"] = [v]
         res = predict(model, g, isl=isl, osl=osl, **args)
         sets.append({"value": v, "gpus": res["gpus"], "fits": res["fits"], "frontier": res["frontier"], "memory": res["memory"],
-                     "n_configs_evaluated": res["n_configs_evaluated"]})
+                     "n_configs_evaluated": res["n_configs_evaluated"], "reason": None if res["frontier"] else _no_frontier_reason(res)})
         wl = res.workload
     base = sets[0]
     verdicts = []
     for s in sets[1:]:
         if not (base["frontier"] and s["frontier"]):
-            verdicts.append({"value": s["value"], "verdict": "unknown", "reason": "one of the two does not fit"})
+            empty = base if not base["frontier"] else s
+            verdicts.append({"value": s["value"], "verdict": "unknown", "reason": f"{empty['value']} has no frontier; see its set's reason"})
             continue
         bx = np.array([p["tok_s_user"] for p in base["frontier"]])
         by = np.array([p["tok_s_gpu"] for p in base["frontier"]])

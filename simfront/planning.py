@@ -420,10 +420,12 @@ def _infeasible(m: Model, t: _Tables, reach: list[dict], sla: dict, rate: float,
     sla_ok = ((sla.get("ttft_ms") is None or ttft.min() <= sla["ttft_ms"])
               and (sla.get("tpot_ms") is None or tpot.min() <= sla["tpot_ms"])
               and (sla.get("min_tok_s_user") is None or 1e3 / tpot.min() >= sla["min_tok_s_user"]))
-    if sla_ok:  # each bound is reachable on its own: not together, or not within max_gpus
-        why = f"no configuration meets {sla_text(sla) or 'no SLA'} at {rate:g} req/s within {max_gpus} GPUs ({best}, each on its own)"
+    if not sla_text(sla):  # no SLA: the rate alone is out of reach within max_gpus
+        why = f"no configuration serves {rate:g} req/s within {max_gpus} GPUs ({best})"
+    elif sla_ok:  # each bound is reachable on its own: not together, or not within max_gpus
+        why = f"no configuration meets {sla_text(sla)} at {rate:g} req/s within {max_gpus} GPUs ({best}, each on its own)"
     else:
-        why = f"SLA {sla_text(sla) or 'no SLA'} out of reach: {best}"
+        why = f"SLA {sla_text(sla)} out of reach: {best}"
     return {"gpu": hw.id, "feasible": False, "reason": why, "min_gpus": t.min_gpus}
 
 

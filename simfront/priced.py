@@ -78,3 +78,18 @@ def priced_configs(model, hw, configs: Iterable[tuple[str, str, int]]) -> Priced
 def priced_of(model, points: Iterable[Mapping], hw) -> Priced:
     """What frontier points (dicts with precision, kv_dtype and layout sizes) of ``model`` price on ``hw``."""
     return priced_configs(model, hw, ((p["precision"], p["kv_dtype"], worker_gpus(p)) for p in points))
+
+
+def priced_of_columns(model, cols: Mapping, hw) -> Priced:
+    """What every configuration of a search's column arrays (``precision``, ``kv_dtype``, ``mode`` and the layout
+    sizes, as :func:`worker_gpus` reads them from one point) prices on ``hw``: the distinct (precision, KV dtype,
+    worker size) combinations, found without a loop over the configurations."""
+    import numpy as np
+
+    dec = np.asarray(cols["tp"]) * np.asarray(cols["pp"]) * np.asarray(cols["attention_dp"])
+    pre = np.where(np.asarray(cols["mode"]) == "disagg",
+                   np.asarray(cols["prefill_tp"]) * np.maximum(np.asarray(cols["prefill_attention_dp"]), 1), 0)
+    workers = np.maximum(dec, pre).astype(np.int64)
+    combos = np.unique(np.stack([np.asarray(cols["precision"]).astype(str), np.asarray(cols["kv_dtype"]).astype(str),
+                                 workers.astype(str)], axis=1), axis=0)
+    return priced_configs(model, hw, ((w, kv, int(n)) for w, kv, n in combos))

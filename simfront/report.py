@@ -297,7 +297,7 @@ def print_compare(res: dict) -> None:
             print(f"  {s['value']:>12}: {len(f)} frontier points{off_txt}, best {max(p['tok_s_gpu'] for p in f):,.0f} tok/s/GPU, "
                   f"fastest {max(p['tok_s_user'] for p in f):,.1f} tok/s/user")
         else:
-            print(f"  {s['value']:>12}: does not fit ({s['memory'].get('reason')})")
+            print(f"  {s['value']:>12}: no frontier ({s.get('reason') or s['memory'].get('reason')})")
     for v in res["verdicts"]:
         if "median_gain_pct" in v:
             print(f"  {v['value']} vs {res['baseline']}: {v['verdict']}: throughput at equal tok/s/user {v['median_gain_pct']:+.1f}% median "

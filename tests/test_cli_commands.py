@@ -118,6 +118,27 @@ def test_frontier_compare_human_output():
     assert "baseline bf16" in out and "fp8 vs bf16:" in out
 
 
+def test_disaggregation_on_too_few_gpus_says_so():
+    """A model that fits one GPU set but not two workers of it: the error names disaggregation, not memory."""
+    bad = run("predict", "--model", "llama-3.1-8b", "--gpus", "1xH100", "--mode", "disagg", ok=False)
+    assert bad.returncode == 2 and bad.stderr.count("\n") == 1
+    assert "disaggregated" in bad.stderr and "2xh100_sxm" in bad.stderr and "--mode agg" in bad.stderr
+    bad = run("predict", "--model", "deepseek-r1", "--gpus", "16xH100", "--mode", "disagg", ok=False)
+    assert bad.returncode == 2 and "16xh100_sxm each" in bad.stderr and "32xh100_sxm" in bad.stderr
+
+
+def test_frontier_compare_says_why_a_value_has_no_frontier():
+    from simfront import api
+
+    res = api.frontier_compare("llama-3.1-8b", "1xH100", "mode", ["agg", "disagg"])
+    agg, disagg = res["sets"]
+    assert agg["frontier"] and agg["reason"] is None
+    assert not disagg["frontier"] and "disaggregat" in disagg["reason"] and "2xh100_sxm" in disagg["reason"]
+    assert res["verdicts"][0]["verdict"] == "unknown" and "disagg has no frontier" in res["verdicts"][0]["reason"]
+    out = run("frontier", "--model", "llama-3.1-8b", "--gpus", "1xH100", "--compare", "mode=agg,disagg").stdout
+    assert "disagg: no frontier (no configuration fits as disaggregated" in out and "None" not in out
+
+
 def test_frontier_compare_counts_points_outside_the_measured_layouts(capsys):
     """The compare summary says how many of a set's frontier points no measured run covers (~ in predict)."""
     from simfront.report import print_compare

@@ -177,6 +177,12 @@ def test_impossible_sla_gives_reasons(planned):
         assert "TPOT" in r["reason"] and "best reachable" in r["reason"]
 
 
+def test_a_rate_out_of_reach_without_an_sla_says_so():
+    res = plan(MODEL, 1e7, ISL, OSL, hardware=["b200"], max_gpus=64)
+    r = res["rows"][0]
+    assert r["feasible"] is False and "serves 1e+07 req/s within 64 GPUs" in r["reason"] and "SLA" not in r["reason"]
+
+
 def test_memory_reason_names_fewest_gpus():
     res = plan(MODEL, 1.0, ISL, OSL, hardware=["h100"], max_gpus=8)
     r = res["rows"][0]

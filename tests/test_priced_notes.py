@@ -7,7 +7,7 @@ import pytest
 
 from simfront import api, efficiency, kernels
 from simfront.hardware import get_hardware
-from simfront.priced import Priced, priced_configs, priced_of, worker_gpus
+from simfront.priced import Priced, priced_configs, priced_of, priced_of_columns, worker_gpus
 from simfront.models import get_model
 
 
@@ -86,3 +86,27 @@ def test_explain_marks_the_ops_its_step_prices():
     by_op = {k["op"]: k for k in b.provenance["kernels"]}
     assert by_op["attention_decode_fp8_grouped"]["priced"] is True and by_op["mla_decode"]["priced"] is False
     assert not any("moe_" in n for n in b.provenance["notes"])
+
+
+def test_priced_of_columns_matches_the_points_one_by_one():
+    """The column form (every configuration of a search) prices what its points do one by one."""
+    import numpy as np
+
+    m = get_model("deepseek-r1")
+    hw = get_hardware("h100_sxm")
+    pts = [{"precision": "fp8_block+kvfp8", "kv_dtype": "fp8", "mode": "agg", "tp": 1, "pp": 4, "attention_dp": 4,
+            "prefill_tp": 0, "prefill_attention_dp": 0},
+           {"precision": "nvfp4", "kv_dtype": "bf16", "mode": "disagg", "tp": 8, "pp": 1, "attention_dp": 1,
+            "prefill_tp": 4, "prefill_attention_dp": 1}]
+    cols = {k: np.array([p[k] for p in pts]) for k in pts[0]}
+    assert priced_of_columns(m, cols, hw) == priced_of(m, pts, hw)
+    assert priced_of_columns(m, {k: v[1:] for k, v in cols.items()}, hw) == priced_of(m, pts[1:], hw)
+
+
+def test_a_load_no_configuration_meets_keeps_the_notes_to_what_was_searched():
+    """With no frontier to show, the notes name what the searched configurations price, not every op of the GPU: a
+    dense model's unmeetable rate says nothing about the GPU's FP4 MoE kernels."""
+    res = api.predict("llama-3.1-8b", "1xH100", rate=1e9)
+    assert "no configuration meets the load constraint" in res.notes and not res.frontier
+    assert not [n for n in res.notes if "moe" in n]
+    assert [n for n in kernels.fallback_notes(get_hardware("h100_sxm")) if "moe" in n]  # the GPU has MoE fallbacks
