@@ -51,6 +51,11 @@ from .sim_metrics import SimMetrics, SimTrace, summarise
 from .step import DEFAULT_ROUTING_ALPHA
 from .step_table import StepTable, other_ranks_prefill_share, per_row, step_tables, with_other_ranks_prefill
 
+# Shortest context a decode step table spans, as a share of the nominal ISL: a benchmark's shortest prompts (the
+# InferenceX / SGLang bench_serving spelling, --random-range-ratio 0.8; calibration README). The table is linear in the
+# context between its two ends (StepTable.parts: a slope per context token), so shorter contexts extrapolate that line.
+TABLE_CTX_LO_SHARE = 0.8
+
 
 def _take_plan(plan: RequestPlan, rows) -> RequestPlan:
     f = {k: (v[rows] if isinstance(v, np.ndarray) and v.ndim >= 1 and v.shape[0] == plan.isl.shape[0] else v)
@@ -168,7 +173,7 @@ def simulate_agg(model, precision, hw, lay: Layouts, workers, concurrency, plan_
                      np.where(eng.prefill_first, 0.0, eng.q))
     if table is None:
         table = step_tables(model, precision, hw, L, profile, spec, D, isl_new=isl_new, prefix=prefix,
-                        ctx_lo=0.8 * isl, ctx_hi=isl + osl, b_max=float(np.max(running)) + 1,
+                        ctx_lo=TABLE_CTX_LO_SHARE * isl, ctx_hi=isl + osl, b_max=float(np.max(running)) + 1,
                         p_max=float(np.max(budget)), routing_alpha=routing_alpha,
                         prefill_ranks=np.where(adp, ms.prefill_ranks, L.dp) if adp.any() else None)
     if adp.any():
@@ -202,7 +207,7 @@ def simulate_disagg(model, precision, hw, prefill: Layouts, prefill_workers, dec
     ptable = step_tables(model, precision, hw, P, profile, NO_SPEC, D, isl_new=max(isl - prefix, 1.0), prefix=prefix, ctx_lo=isl,
                      ctx_hi=isl + 1, b_max=1, p_max=float(np.max(pbudget)), routing_alpha=routing_alpha, worker_prompts=True)
     b_top = float(np.max(np.minimum(users / np.maximum(dranks, 1e-9), dmax))) + 1
-    dtable = step_tables(model, precision, hw, Dl, profile, spec, D, isl_new=max(isl - prefix, 1.0), prefix=prefix, ctx_lo=0.8 * isl,
+    dtable = step_tables(model, precision, hw, Dl, profile, spec, D, isl_new=max(isl - prefix, 1.0), prefix=prefix, ctx_lo=TABLE_CTX_LO_SHARE * isl,
                      ctx_hi=isl + osl, b_max=b_top, p_max=1, routing_alpha=routing_alpha)
     kv_bytes = np.zeros(D)
     for rows, prec in per_row(precision, D):
