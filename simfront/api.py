@@ -16,7 +16,7 @@ from . import efficiency, kernels
 from . import hardware as hwmod
 from . import inputs
 from . import models as modmod
-from .errors import SimfrontError, check_lengths
+from .errors import SimfrontError, check_decodes, check_lengths
 from .serving import DEFAULT_CHUNK_TOKENS
 from .hardware import GpuSet, parse_gpus
 from .models import apply_precision, get_model
@@ -256,6 +256,7 @@ def predict(model: str, gpus: str | GpuSet, isl: int | None = None, osl: int | N
     from .serving import DEFAULT_CHUNK_TOKENS, Workload, engine_workload
 
     check_lengths(isl=isl, osl=osl)
+    check_decodes(osl)
     inputs.check_range_ratio(random_range_ratio)
     if not 0.0 <= prefix_hit < 1.0:
         raise SimfrontError(f"--prefix-hit {prefix_hit} must be in [0, 1)")

@@ -48,3 +48,12 @@ def check_lengths(**lengths: int | None) -> None:
             raise SimfrontError(f"--{name} {v!r} must be a whole number of tokens")
         if v < 1:
             raise SimfrontError(f"--{name} {v} is invalid; lengths must be positive token counts (at least 1)")
+
+
+def check_decodes(osl: int | float | None) -> None:
+    """A frontier needs requests that decode: with one output token there is no second token, so TPOT and tok/s/user
+    (the frontier's latency axis) do not exist and would be made up."""
+    if osl is not None and not isinstance(osl, bool) and isinstance(osl, (int, float)) and 1 <= osl < 2:
+        raise SimfrontError(f"--osl {osl:g}: a request of one output token never decodes, so TPOT and tok/s/user (the "
+                            f"frontier's latency axis) do not exist; give --osl 2 or more ('simfront explain --phase "
+                            f"prefill' prices the prompt's step alone)")

@@ -21,7 +21,7 @@ import numpy as np
 
 from . import efficiency
 from .coverage import calibrated_layouts, outside_calibration, outside_note
-from .errors import check_lengths
+from .errors import check_decodes, check_lengths
 from .errors import SimfrontError
 from .hardware import GpuSet, Hardware, get_hardware, parse_gpus
 from .launch import Deployment, LaunchPlan, WorkerLayout, benchmark_command, launch_commands, sidecar_yaml, startable_note
@@ -456,6 +456,7 @@ def plan(model: str, rate: float, isl: int = 1024, osl: int = 1024, ttft_ms: flo
 
     t0 = time.perf_counter()
     check_lengths(isl=isl, osl=osl)
+    check_decodes(osl)
     if rate is None or not rate > 0:
         raise SimfrontError(f"--rate {rate} must be a positive request rate (requests/s)")
     for name, v in (("ttft", ttft_ms), ("tpot", tpot_ms), ("min-tok-s-user", min_tok_s_user)):
