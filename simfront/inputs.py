@@ -326,7 +326,15 @@ def check_explain(model: Any, gpus: Any, tp: Any = 1, pp: Any = 1, ep: Any = 1, 
     prec = apply_precision(m, precision if precision != "native" else (m.name_precision or "native"), kv_dtype)
     v = memory_verdict(m, prec, g, ctx, 0, layout=lay, alternatives=False)
     if not v.fits:
-        raise SimfrontError(f"layout {lay.label()} of {m.id} ({prec.label}) does not fit on {g.label}: {v.reason}; "
+        need = v.min_gpus  # the fewest GPUs of this type one worker of the model needs
+        hint = ""
+        if need and need <= g.count and need > lay.gpus_per_worker:
+            # the set is big enough; the layout gives each worker too few of its GPUs (the defaults are TP 1, so
+            # 8xB200 means eight one-GPU replicas)
+            hint = (f"; a worker here spans {lay.gpus_per_worker} GPU{'s' if lay.gpus_per_worker > 1 else ''}, and {m.id} "
+                    f"needs one of at least {need}: give --tp {need} (or --tp, --attention-dp, --pp whose product is {need} "
+                    f"or more)")
+        raise SimfrontError(f"layout {lay.label()} of {m.id} ({prec.label}) does not fit on {g.label}: {v.reason}{hint}; "
                             "`simfront memory` shows the layouts that do")
     cap = v.kv_capacity_tokens
     if cap is not None and math.isfinite(cap) and batch * ctx > cap:

@@ -142,6 +142,7 @@ CASES = [
     (["memory", "--model", "llama-3.1-8b", "--gpus", "8xH100", "--ep", "8"], "--ep 8 without --tp"),
     (["memory", "--model", "llama-3.1-8b", "--gpus", "8xH100", "--pp", "2"], "--pp 2 without --tp"),
     (["explain", "--model", "llama-3.1-70b", "--gpus", "1xH100", "--batch", "1", "--ctx", "100"], "does not fit on 1xh100_sxm"),
+    (["explain", "--model", "deepseek-r1", "--gpus", "8xB200", "--batch", "1", "--ctx", "100"], "needs one of at least 4: give --tp 4"),
     (["explain", "--model", "llama-3.1-8b", "--gpus", "1xH100", "--batch", "100000", "--ctx", "100000"], "KV tokens per attention rank"),
     (["explain", "--model", "llama-3.1-8b", "--gpus", "1xH100", "--batch", "1", "--ctx", "0"], "--ctx 0 must be at least 1"),
     (["explain", "--model", "llama-3.1-8b", "--gpus", "1xH100", "--batch", "1", "--ctx", "10000000"], "context window"),
