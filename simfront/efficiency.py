@@ -37,6 +37,7 @@ from pydantic import BaseModel, Field
 
 from . import yamlio
 from .kernels import caveat_notes, class_swap_notes, fallback_notes
+from .precision import format_fallback_notes
 
 
 EFFICIENCY_DIR = Path(__file__).resolve().parent.parent / "hardware" / "efficiency"
@@ -246,6 +247,7 @@ def provenance(hw, kinds: tuple[str, ...] = KERNEL_KINDS, priced=None) -> Proven
         widen = w if w is not None else 1.0
         notes.append(f"uncertainty band widened x{widen:.2f} for borrowed parameters"
                      + (" (leave-one-family-out residuals)" if w is not None else " (no leave-one-family-out data: not widened)"))
+    notes += format_fallback_notes(hw, None if priced is None else sorted(priced.weights))  # formats run weight-only here
     notes += fallback_notes(hw, priced)  # ops that run a fallback kernel on this platform
     notes += caveat_notes(hw, priced)  # priced kernels whose calibration is known not to cover what engines serve
     return Provenance(gpu=hw.id, family=hw.family, params=out, estimated_peaks=est, notes=notes, band_widening=widen)

@@ -127,6 +127,23 @@ def kv_bytes(name: str) -> float:
     return KV_FORMATS[n]
 
 
+def format_fallback_notes(hw, weights=None) -> list[str]:
+    """One line per weight format (of ``weights``; None: every known format) whose GEMMs run weight-only on ``hw``
+    because it lacks the tensor cores the format's fast path needs (FP8 on Ampere, FP4 on Hopper): the weights are
+    dequantised in the GEMM's main loop and the math runs at the fallback rate, which is how simfront prices them."""
+    names = FORMATS if weights is None else weights
+    out = []
+    for name in names:
+        fmt = FORMATS.get(name)
+        if fmt is None or fmt.needs is None:
+            continue
+        rate = gemm_rate_dtype(fmt, hw)
+        if rate == fmt.fallback_dtype and rate != fmt.compute_dtype:
+            out.append(f"{hw.id}: no {fmt.needs} tensor cores: {fmt.name} weights run weight-only (dequantised to "
+                       f"{fmt.fallback_dtype} in the GEMM, {fmt.fallback_dtype} math), as priced")
+    return out
+
+
 def gemm_rate_dtype(fmt: Format, hw) -> str:
     """The tensor-core dtype a GEMM in ``fmt`` runs at on ``hw`` (fast path if supported, else fallback).
 

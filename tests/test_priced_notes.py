@@ -110,3 +110,17 @@ def test_a_load_no_configuration_meets_keeps_the_notes_to_what_was_searched():
     assert "no configuration meets the load constraint" in res.notes and not res.frontier
     assert not [n for n in res.notes if "moe" in n]
     assert [n for n in kernels.fallback_notes(get_hardware("h100_sxm")) if "moe" in n]  # the GPU has MoE fallbacks
+
+
+def test_a_format_without_its_tensor_cores_is_said_to_run_weight_only():
+    """FP4 weights on Hopper and FP8 weights on Ampere run weight-only; the notes say so where those formats are priced."""
+    from simfront.precision import format_fallback_notes
+
+    h100, b200, a100 = (get_hardware(g) for g in ("h100_sxm", "b200_sxm", "a100_sxm"))
+    assert format_fallback_notes(h100, ["nvfp4"]) == [
+        "h100_sxm: no nvfp4 tensor cores: nvfp4 weights run weight-only (dequantised to bf16 in the GEMM, bf16 math), as priced"]
+    assert format_fallback_notes(h100, ["fp8_block", "bf16"]) == [] and format_fallback_notes(b200, ["nvfp4"]) == []
+    assert [n for n in format_fallback_notes(a100, None) if "fp8 weights" in n]  # every format, as for a GPU listing
+    res = api.predict("llama-3.1-8b", "1xH100", precision="nvfp4")
+    assert any("nvfp4 weights run weight-only" in n for n in res.notes)
+    assert not any("weight-only" in n for n in api.predict("llama-3.1-8b", "1xH100", precision="fp8").notes)
