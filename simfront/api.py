@@ -367,9 +367,11 @@ def predict(model: str, gpus: str | GpuSet, isl: int | None = None, osl: int | N
 
     q, widen = prediction_bands(g.hardware.id, m.id)
     spec_on_front = {str(x) for x in np.asarray(pts["spec"])[front]} - {"none", ""}
-    note = cpu_overlap_note(engine, bool(spec_on_front), engine_version)
-    if note:
-        out["notes"].append(note)
+    from .scheduler import release_note
+
+    for note in (release_note(engine, engine_version), cpu_overlap_note(engine, bool(spec_on_front), engine_version)):
+        if note:
+            out["notes"].append(note)
     rows = _rows_of(pts, front)  # the frontier's rows only: no column of a 10^6-point search is joined for them
     layouts = calibrated_layouts(g.hardware.family)  # the layouts measured on this GPU family
     out["frontier"] = [_banded(point_dict(rows, j), q, widen, layouts) for j in range(front.size)]

@@ -35,6 +35,7 @@ from .search import (SearchSpace, kv_link_bytes_per_s, parse_spec_label, precisi
                      spec_options, worker_tables)
 from .serving import DEFAULT_CHUNK_TOKENS, DecodeResult, PrefillResult, Workload, engine_profile, engine_workload, finish_prefill, slot_at_transfer, usd_per_mtok
 from .results import layout_label
+from .scheduler import release_note
 from .sizing import min_gpus as fewest_gpus
 
 # GPU types planned when none are named: the current NVIDIA HGX / NVL72 parts and AMD's newest.
@@ -505,6 +506,8 @@ def plan(model: str, rate: float, isl: int = 1024, osl: int = 1024, ttft_ms: flo
     note = outside_note(f"the deployments chosen on {', '.join(r['gpu'] for r in off)}", [r["outside_calibration"] for r in off])
     notes = [note] if note else []
     if eng is None and (note := startable_note([r["point"] for r in ok], "chosen deployment")):
+        notes.append(note)
+    if note := release_note(eng, space.engine_version):
         notes.append(note)
     return {"model": m.id, "workload": {"isl": isl, "osl": osl, "rate": rate, "prefix_hit": prefix_hit}, "sla": sla,
             "max_gpus": max_gpus, "engine": eng, "engine_version": space.engine_version, "rows": ok + [r for r in rows if not r["feasible"]],

@@ -140,6 +140,19 @@ def release_families(key: str) -> tuple:
     return tuple(out)
 
 
+def release_note(engine: str | None, version: str | None) -> str | None:
+    """A note where ``version`` of ``engine`` predates every release family simfront describes, so it is priced with
+    the oldest family's scheduler settings (None otherwise: a release takes the newest family at or before it)."""
+    if not engine or not version:
+        return None
+    key = engine_key(engine)
+    oldest = release_families(key)[0]["since"]
+    if release_key(version) >= release_key(oldest):
+        return None
+    return (f"{key} {version} predates the oldest {key} release simfront describes ({oldest}, "
+            f"simfront/engines/scheduler.yaml): priced with that release family's scheduler settings")
+
+
 def release_family(engine: str | None = None, version: str | None = None, measured_on: str | None = None) -> dict:
     """The scheduler family (``since`` and its values) of ``engine`` at release ``version``; without a release,
     the newest family out by the date ``measured_on`` (ISO ``YYYY-MM-DD``); without either, the newest family."""

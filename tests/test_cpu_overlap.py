@@ -147,3 +147,18 @@ def test_cli_engine_version_prices_the_release_or_says_why_not(capsys):
     doc = json.loads(out)
     assert code == 0 and doc["engine"]["scheduler_family"] == "0.5.13" and doc["launch"]["engine_version"] == "0.12.0"
     assert any("spells --launch vllm's flags" in n for n in doc["notes"])
+
+
+def test_a_release_older_than_every_known_family_is_said_not_dropped():
+    """A release before the oldest family of simfront/engines/scheduler.yaml is priced with that family, and the
+    prediction says so; releases inside the table, and no release, add no such note."""
+    from simfront.scheduler import release_families, release_note
+
+    oldest = release_families("vllm")[0]["since"]
+    assert release_note("vllm", "0.1") and oldest in release_note("vllm", "0.1")
+    assert release_note("vllm", oldest) is None and release_note("vllm", None) is None and release_note(None, "0.1") is None
+    res = api.predict("llama-3.1-8b", "1xH100", engine="vllm", engine_version="0.1", modes=["agg"])
+    assert any("vllm 0.1 predates" in n for n in res.notes) and res.engine["scheduler_family"] == oldest
+    assert not any("predates" in n for n in api.predict("llama-3.1-8b", "1xH100", engine="vllm", modes=["agg"]).notes)
+    planned = api.plan("llama-3.1-8b", 5.0, engine="sglang", engine_version="0.2", hardware=["h100"], max_gpus=8)
+    assert any("sglang 0.2 predates" in n for n in planned.notes)
