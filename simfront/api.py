@@ -272,6 +272,9 @@ def predict(model: str, gpus: str | GpuSet, isl: int | None = None, osl: int | N
     scores = parse_quality(quality)
     if sla_percentile is not None and sla_percentile not in (50, 90, 99):
         raise SimfrontError(f"--sla-percentile {sla_percentile}: valid values are 50, 90, 99")
+    if sla_percentile is not None and ttft_ms is None and tpot_ms is None:
+        raise SimfrontError(f"--sla-percentile {sla_percentile:g} judges --ttft and --tpot at that percentile: give one "
+                            f"of them (--tails adds the percentiles without an SLA)")
     m = get_model(model)
     g = parse_gpus(gpus) if isinstance(gpus, str) else gpus
     precs = [precision] if isinstance(precision, str) else precision

@@ -17,7 +17,8 @@ import numpy as np
 
 from .errors import SimfrontError
 from .pareto import pareto_mask
-from .precision import weights_of
+from .inputs import SPEC_METHODS
+from .precision import FORMATS, KV_FORMATS, weights_of
 from .search import parse_spec_label
 
 LOSSLESS_SPEC = 1.0  # speculative decoding with target-model verification keeps the output distribution
@@ -56,7 +57,21 @@ def parse_quality(spec: str | dict | None) -> dict[str, float] | None:
         out[str(k).strip().lower()] = f
     if not out:
         raise SimfrontError("--quality: no scores given")
+    valid = quality_keys()
+    unknown = [k for k in out if k not in valid]
+    if unknown:
+        raise SimfrontError(f"--quality {unknown[0]}: unknown key; valid: weight formats ({', '.join(FORMATS)}), KV dtypes "
+                            f"({', '.join('kv:' + d for d in KV_FORMATS)}), speculative methods ({', '.join(SCORED_SPEC)})")
     return out
+
+
+# speculative methods a score can name (search.make_spec); "none" needs no score
+SCORED_SPEC = tuple(m for m in SPEC_METHODS if m != "none")
+
+
+def quality_keys() -> set[str]:
+    """Every key a quality score can name: a weight format, ``kv:<dtype>`` or a speculative method."""
+    return set(FORMATS) | {f"kv:{d}" for d in KV_FORMATS} | set(SCORED_SPEC)
 
 
 def point_scores(scores: dict[str, float], precision_labels, kv_dtypes, spec_labels) -> np.ndarray:
@@ -68,14 +83,14 @@ def point_scores(scores: dict[str, float], precision_labels, kv_dtypes, spec_lab
     for name in np.unique(prec):
         w = weights_of(name)
         if w not in scores:
-            raise SimfrontError(f"--quality gives no score for weight format {w!r}; add {w}=SCORE (or restrict --precision)")
+            raise SimfrontError(f"--quality gives no score for weight format {str(w)!r}; add {w}=SCORE (or restrict --precision)")
         out[prec == name] *= scores[w]
     for name in np.unique(kv):
         key = f"kv:{name}"
         if name in ("bf16", "fp16") and key not in scores:
             continue  # the 16-bit cache the model was trained with is the reference
         if key not in scores:
-            raise SimfrontError(f"--quality gives no score for KV dtype {name!r}; add {key}=SCORE (or restrict --kv-dtype)")
+            raise SimfrontError(f"--quality gives no score for KV dtype {str(name)!r}; add {key}=SCORE (or restrict --kv-dtype)")
         out[kv == name] *= scores[key]
     for name in np.unique(spec):
         method = parse_spec_label(name)[0]

@@ -123,6 +123,8 @@ CASES = [
     (["predict", *SMALL, "--isl", "0"], "--isl 0 is invalid"),
     (["predict", *SMALL, "--osl", "0"], "--osl 0 is invalid"),
     (["predict", *SMALL, "--osl", "1"], "--osl 1: a request of one output token never decodes"),
+    (["predict", *SMALL, "--sla-percentile", "99"], "--sla-percentile 99 judges --ttft and --tpot"),
+    (["predict", *SMALL, "--quality", "bf16=1,bogus=0.9"], "--quality bogus: unknown key; valid: weight formats"),
     (["plan", "--model", "llama-3.1-8b", "--rate", "5", "--osl", "1"], "give --osl 2 or more"),
     (["predict", "--model", "llama-3.1-8b", "--gpus", "1xH100", "--mode", "disagg"], "disaggregation needs 2xh100_sxm or more"),
     (["memory", "--model", "llama-3.1-8b", "--gpus", "1xH100", "--isl", "0"], "--isl 0"),

@@ -52,8 +52,17 @@ def test_bad_quality_is_one_line_error(bad):
 
 
 def test_unscored_format_is_an_error_not_an_invented_score():
-    with pytest.raises(SimfrontError, match="no score for weight format"):
+    with pytest.raises(SimfrontError, match="no score for weight format '"):
         api.predict("llama-3.1-8b", "1xB200", modes=["agg"], quality="nvfp4=0.97")
+    with pytest.raises(SimfrontError) as e:  # the KV dtype's name, not numpy's repr of it
+        api.predict("llama-3.1-8b", "1xB200", modes=["agg"], quality="bf16=1,fp8_block=1,fp8=1,nvfp4=0.97,mxfp4=0.97")
+    assert "no score for KV dtype 'fp8'" in str(e.value) and "np." not in str(e.value)
+
+
+def test_a_key_that_scores_nothing_is_an_error_not_dropped():
+    with pytest.raises(SimfrontError, match="--quality nvfp44: unknown key"):
+        parse_quality("nvfp4=0.97,nvfp44=0.9")
+    assert parse_quality("nvfp4=0.97,kv:fp8=0.99,mtp=1") == {"nvfp4": 0.97, "kv:fp8": 0.99, "mtp": 1.0}
 
 
 def test_acceptance_table_peaks_gain_near_three_drafts_for_deepseek_mtp():
