@@ -474,6 +474,7 @@ def plan(model: str, rate: float, isl: int = 1024, osl: int = 1024, ttft_ms: flo
     m = get_model(model)
     hws = list({h.id: h for h in (get_hardware(x) for x in (as_list(hardware) or DEFAULT_HARDWARE))}.values())
     price_of = prices_by_gpu(prices)
+    unpriced = sorted(set(price_of) - {h.id for h in hws})  # prices given for GPU types the plan does not cover
     eng = _engine_name(engine)
     # one token budget (the engines' default) keeps the sweep over every GPU type within seconds;
     # `predict` explores the budget as a knob
@@ -509,6 +510,9 @@ def plan(model: str, rate: float, isl: int = 1024, osl: int = 1024, ttft_ms: flo
         notes.append(note)
     if note := release_note(eng, space.engine_version):
         notes.append(note)
+    if unpriced:
+        notes.append(f"--price {', '.join(unpriced)}: not among the GPU types planned ({', '.join(h.id for h in hws)}), "
+                     f"so not used")
     return {"model": m.id, "workload": {"isl": isl, "osl": osl, "rate": rate, "prefix_hit": prefix_hit}, "sla": sla,
             "max_gpus": max_gpus, "engine": eng, "engine_version": space.engine_version, "rows": ok + [r for r in rows if not r["feasible"]],
             "search_time_s": time.perf_counter() - t0, "notes": notes}

@@ -353,6 +353,14 @@ def print_plan(res: dict) -> None:
             print(f"{r['gpu']}: not feasible: {r.get('reason')}")
     for n in res.get("notes") or []:
         print(f"note: {n}")
+    # what each chosen deployment's numbers rest on (borrowed parameters, estimated peaks, fallback kernels), once each
+    seen = set(res.get("notes") or [])
+    for r in feas:
+        for n in ((r.get("provenance") or {}).get("notes") or []):
+            line = n if n.startswith(r["gpu"]) else f"{r['gpu']}: {n}"
+            if line not in seen:
+                seen.add(line)
+                print(f"note: {line}")
     print(f"({res.get('search_time_s', 0):.2f} s)")
 
 

@@ -83,6 +83,16 @@ def test_plan_json_and_human():
     assert bad.returncode == 2 and "--price" in bad.stderr
 
 
+def test_plan_says_what_its_rows_rest_on_and_which_prices_it_did_not_use():
+    out = run("plan", "--model", "llama-3.1-8b", "--rate", "5", "--hardware", "h100,mi355x", "--precision", "nvfp4,mxfp4,fp8",
+              "--price", "b200=5").stdout
+    assert "note: --price b200_sxm: not among the GPU types planned (h100_sxm, mi355x), so not used" in out
+    # each chosen deployment's provenance notes, once each and named by GPU: borrowed parameters on MI355X
+    assert "note: mi355x (cdna4, no calibration data)" in out and "note: mi355x: uncertainty band widened" in out
+    notes = [ln for ln in out.splitlines() if ln.startswith("note: ")]
+    assert len(notes) == len(set(notes))
+
+
 def test_compare_json_and_human(tmp_path):
     res = json.loads(run("compare", "--model", "llama-3.1-70b", "--gpus", "8xH100", "--gpus", "8xB200", "--json").stdout)
     assert len(res["sets"]) == 2 and res["table"]
