@@ -373,6 +373,15 @@ def print_gpu_compare(res: dict) -> None:
     if res.get("table"):
         print_table(res["table"], [("tok_s_user", "tok/s/user", "{:,.1f}"), "gpus", ("tok_s_gpu", "tok/s/GPU", "{:,.0f}"),
                                    ("tok_s_per_usd_hour", "tok/s per $/h", "{:,.1f}"), ("usd_per_mtok", "$/Mtok", "{:.3f}")])
+    # each set's notes (borrowed parameters, estimated peaks, fallback kernels, layouts outside the calibration), once each
+    seen = set()
+    for s in res["sets"]:
+        for n in s.get("notes") or []:
+            hw_id = str(s["gpus"]).split("x", 1)[-1]  # "8xmi300x" -> "mi300x"
+            line = n if n.startswith(hw_id) else f"{s['gpus']}: {n}"
+            if line not in seen:
+                seen.add(line)
+                print(f"note: {line}")
 
 
 

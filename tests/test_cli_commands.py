@@ -101,6 +101,11 @@ def test_compare_json_and_human(tmp_path):
     assert "tok/s per $/h" in out and page.exists()
     bad = run("compare", "--model", "llama-3.1-70b", "--gpus", "8xH100", ok=False)
     assert bad.returncode == 2 and "two" in bad.stderr
+    # each set's notes are printed once: MI300X's borrowed parameters are said, not only carried in the JSON
+    out = run("compare", "--model", "llama-3.1-70b", "--gpus", "8xH100,8xMI300X").stdout
+    assert "note: mi300x (cdna3, no calibration data)" in out and "note: 8xmi300x: uncertainty band widened" in out
+    notes = [ln for ln in out.splitlines() if ln.startswith("note: ")]
+    assert len(notes) == len(set(notes))
 
 
 def test_predict_launch_commands():
