@@ -17,9 +17,8 @@ import numpy as np
 
 from .errors import SimfrontError
 from .pareto import pareto_mask
-from .inputs import SPEC_METHODS
 from .precision import FORMATS, KV_FORMATS, weights_of
-from .search import parse_spec_label
+from .search import DEFAULT_SPEC_K, parse_spec_label
 
 LOSSLESS_SPEC = 1.0  # speculative decoding with target-model verification keeps the output distribution
 
@@ -65,8 +64,8 @@ def parse_quality(spec: str | dict | None) -> dict[str, float] | None:
     return out
 
 
-# speculative methods a score can name (search.make_spec); "none" needs no score
-SCORED_SPEC = tuple(m for m in SPEC_METHODS if m != "none")
+# speculative methods a score can name: those the search models (search.make_spec); "none" needs no score
+SCORED_SPEC = tuple(DEFAULT_SPEC_K)
 
 
 def quality_keys() -> set[str]:
