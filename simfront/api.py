@@ -711,7 +711,8 @@ def frontier_compare(model: str, gpus: str, knob: str, values: list[str], isl: i
             args["kv_dtype"] = [v]
         res = predict(model, g, isl=isl, osl=osl, **args)
         sets.append({"value": v, "gpus": res["gpus"], "fits": res["fits"], "frontier": res["frontier"], "memory": res["memory"],
-                     "n_configs_evaluated": res["n_configs_evaluated"], "reason": None if res["frontier"] else _no_frontier_reason(res)})
+                     "n_configs_evaluated": res["n_configs_evaluated"], "reason": None if res["frontier"] else _no_frontier_reason(res),
+                     "notes": res["notes"]})
         wl = res.workload
     base = sets[0]
     verdicts = []

@@ -304,6 +304,15 @@ def print_compare(res: dict) -> None:
                   f"({v['min_gain_pct']:+.1f}% to {v['max_gain_pct']:+.1f}%); fastest tok/s/user {v['max_tok_s_user_change_pct']:+.1f}%")
         else:
             print(f"  {v['value']} vs {res['baseline']}: {v['verdict']} ({v['reason']})")
+    # the sets' notes (what their numbers rest on): a note of every set once, one of some sets under their values
+    note_sets = [s.get("notes") or [] for s in res["sets"]]
+    common = [n for n in note_sets[0] if all(n in ns for ns in note_sets[1:])] if note_sets else []
+    for n in common:
+        print(f"note: {n}")
+    for s, ns in zip(res["sets"], note_sets):
+        for n in ns:
+            if n not in common:
+                print(f"note: [{s['value']}] {n}")
 
 
 def print_calibration(rep: dict) -> None:

@@ -131,6 +131,9 @@ def test_validate_human_output(tmp_path):
 def test_frontier_compare_human_output():
     out = run("frontier", "--model", "llama-3.1-70b", "--gpus", "8xB200", "--compare", "kv_dtype=bf16,fp8").stdout
     assert "baseline bf16" in out and "fp8 vs bf16:" in out
+    # what one value's numbers rest on is said under that value: NVFP4 runs weight-only on an H100
+    out = run("frontier", "--model", "llama-3.1-8b", "--gpus", "1xH100", "--compare", "precision=fp8,nvfp4").stdout
+    assert "note: [nvfp4] h100_sxm: no nvfp4 tensor cores" in out and "[fp8]" not in out
 
 
 def test_disaggregation_on_too_few_gpus_says_so():
