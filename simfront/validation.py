@@ -195,6 +195,19 @@ def _fill_points(points: list, fill: dict) -> list:
     return out
 
 
+def _unused_fill(points: list, fill: dict) -> list[str]:
+    """A line for each fill-only option (--gpu, --model, --gpu-memory-fraction) that no row took, because every row
+    names its own value: what the user gave is said, not silently left unused."""
+    out = []
+    for k, v in fill.items():
+        if points and all(getattr(p, k, None) is not None for p in points):
+            flag = "--" + k.replace("_", "-")
+            what = {"gpu": "GPU", "gpu_memory_fraction": "GPU memory fraction"}.get(k, k)
+            out.append(f"{flag} {v}: every row names its own {what}, so it filled none ({flag} only fills rows "
+                       f"that do not name one)")
+    return out
+
+
 def _nan_paths(obj, prefix: str = "") -> list[str]:
     """Key paths of NaN numbers inside a parsed JSON record."""
     if isinstance(obj, float) and math.isnan(obj):
@@ -286,6 +299,7 @@ def validate_files(paths: list[str], overrides: dict | None = None, frontier: bo
         if not ing.points and not kernel_rows:  # every row skipped: nothing was validated
             raise _nothing_read(serving_paths, problems)
         points = _warn_nan(_fill_points(ing.points, fill), serving_paths)
+        problems.extend(_unused_fill(ing.points, fill))
         preds = predict_points(points)
         rows = _with_skipped(_serving_rows(points, preds), ing.skipped, {p: i for i, p in enumerate(serving_paths)})
         out["serving"] = {"summary": _summary(rows), "rows": rows}

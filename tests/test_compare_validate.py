@@ -79,3 +79,12 @@ def test_validate_serving_one_row_per_input_row_duplicates_marked(tmp_path):
     s = res["summary"]
     assert s["rows"] == len(src) - 1
     assert s["metrics"]["tpot_ms"]["count"] == sum(1 for r in rows if r.get("predicted_tpot_ms") and "duplicate_of" not in r)
+
+
+def test_a_gpu_or_model_that_fills_no_row_is_said():
+    """--gpu / --model fill only rows that do not name their own; where every row does, the option is named as unused."""
+    res = api.validate([str(DATA / "serving_excerpt.csv")], {"gpu": "H200", "model": "llama-3.1-8b"})
+    said = [p for p in res["problems"] if "so it filled none" in p]
+    assert len(said) == 2 and any(p.startswith("--gpu H200: every row names its own GPU") for p in said)
+    res = api.validate([str(DATA / "aiperf_llama70b_fp8_h100_c32.json")], {"gpu": "H100", "tp": 8})
+    assert not [p for p in res["problems"] if "filled none" in p]  # a client file names no GPU: --gpu fills it
