@@ -487,8 +487,20 @@ def explain(model: str, gpus: str | GpuSet, tp: int = 1, pp: int = 1, ep: int = 
         raise SimfrontError(f"--mode {mode!r}: valid values are agg, disagg")
     if batch < 1:
         raise SimfrontError(f"--batch {batch} must be at least 1")
+    if phase == "prefill" and ctx is None:
+        raise SimfrontError("--phase prefill prices --batch prompts of --ctx tokens: give --ctx (--isl and --osl set "
+                            "the decode step of a serving point)")
     if ctx is None and (isl is None or osl is None):
         raise SimfrontError("give --ctx (a bare step) or --isl and --osl (the step of a serving point)")
+    if ctx is not None and (isl is not None or osl is not None):
+        raise SimfrontError(f"give --ctx (a bare step) or --isl and --osl (the step of a serving point), not both: --ctx "
+                            f"{ctx} with --isl {isl} / --osl {osl}")
+    if ctx is not None:  # what shapes only a serving point's step would go unused on a bare one
+        unused = [flag for flag, v in (("--random-range-ratio", random_range_ratio), ("--chunk-tokens", chunk_tokens)) if v is not None]
+        if unused:
+            raise SimfrontError(f"{' and '.join(unused)} shape{'s' if len(unused) == 1 else ''} the step of a serving point: "
+                                f"give --isl and --osl instead of --ctx")
+    inputs.check_spec(spec, spec_k, acceptance)
     if ctx is not None:
         check_lengths(ctx=ctx)
     if isl is not None or osl is not None:
