@@ -212,9 +212,12 @@ def _best_agg(t: _Tables, A: dict, rate: float, sla: dict, max_gpus: int) -> tup
     if A["rate"].size == 0:
         return None, {}
     ok = _launchable(t.hw, A["tp"], A["dp"], A["pp"])
-    reach = {"ttft_ms": A["ttft_s"][ok] * 1e3, "tpot_ms": A["tpot_s"][ok] * 1e3}
-    ok &= _sla_side(sla, A["ttft_s"], A["tpot_s"])
     w = A["tp"] * A["dp"] * A["pp"]  # GPUs per worker
+    # requests/s of the most whole workers of a row that fit in max_gpus, at the best row (any latency)
+    most = A["rate"][ok] * np.floor(max_gpus / w[ok])
+    reach = {"ttft_ms": A["ttft_s"][ok] * 1e3, "tpot_ms": A["tpot_s"][ok] * 1e3,
+             "requests_s_max": float(most.max()) if most.size else 0.0}
+    ok &= _sla_side(sla, A["ttft_s"], A["tpot_s"])
     k = np.ceil(rate / A["rate"])  # workers the rate needs
     n = k * w
     ok &= n <= max_gpus
@@ -292,7 +295,12 @@ def _best_disagg(t: _Tables, D: dict, R: dict, rate: float, sla: dict, max_gpus:
         return None, {}
     d_ok = _launchable(t.hw, D["tp"], D["dp"], D["pp"])
     p_ok = _launchable(t.hw, R["tp"], R["dp"], 1)
-    reach = {"tpot_ms": D["tpot_s"][d_ok] * 1e3, "ttft_ms": R["ttft_up_s"][p_ok] * 1e3}
+    # an upper bound on requests/s within max_gpus: the best prefill and decode rates per GPU, the GPUs split between
+    # the two sides so neither starves (x p = y d with x + y = max_gpus), whole workers and queues not counted
+    p_gpu = (R["rate"] / (R["tp"] * R["dp"]))[p_ok]
+    d_gpu = (D["rate"] / (D["tp"] * D["dp"] * D["pp"]))[d_ok]
+    bound = max_gpus / (1.0 / p_gpu.max() + 1.0 / d_gpu.max()) if p_gpu.size and d_gpu.size else 0.0
+    reach = {"tpot_ms": D["tpot_s"][d_ok] * 1e3, "ttft_ms": R["ttft_up_s"][p_ok] * 1e3, "requests_s_max": float(bound)}
     d_ok &= _sla_side(sla, tpot_s=D["tpot_s"])
     y = np.ceil(rate / D["rate"])  # decode workers at the decode side's capacity
     d_gpus = y * D["tp"] * D["dp"] * D["pp"]
@@ -422,7 +430,8 @@ def _infeasible(m: Model, t: _Tables, reach: list[dict], sla: dict, rate: float,
               and (sla.get("tpot_ms") is None or tpot.min() <= sla["tpot_ms"])
               and (sla.get("min_tok_s_user") is None or 1e3 / tpot.min() >= sla["min_tok_s_user"]))
     if not sla_text(sla):  # no SLA: the rate alone is out of reach within max_gpus
-        why = f"no configuration serves {rate:g} req/s within {max_gpus} GPUs ({best})"
+        most = max((r.get("requests_s_max", 0.0) for r in reach if r), default=0.0)
+        why = f"no configuration serves {rate:g} req/s within {max_gpus} GPUs (at most about {most:,.3g} req/s there, at any latency)"
     elif sla_ok:  # each bound is reachable on its own: not together, or not within max_gpus
         why = f"no configuration meets {sla_text(sla)} at {rate:g} req/s within {max_gpus} GPUs ({best}, each on its own)"
     else:

@@ -181,6 +181,11 @@ def test_a_rate_out_of_reach_without_an_sla_says_so():
     res = plan(MODEL, 1e7, ISL, OSL, hardware=["b200"], max_gpus=64)
     r = res["rows"][0]
     assert r["feasible"] is False and "serves 1e+07 req/s within 64 GPUs" in r["reason"] and "SLA" not in r["reason"]
+    # the most the GPUs could serve is named, and it is an upper bound: a rate just under it is served
+    most = float(r["reason"].split("at most about ")[1].split(" req/s")[0].replace(",", ""))
+    assert 0 < most < 1e7
+    assert plan(MODEL, 0.5 * most, ISL, OSL, hardware=["b200"], max_gpus=64)["rows"][0]["feasible"]
+    assert not plan(MODEL, 1.01 * most, ISL, OSL, hardware=["b200"], max_gpus=64)["rows"][0]["feasible"]
 
 
 def test_memory_reason_names_fewest_gpus():
