@@ -8,6 +8,8 @@ to ``path`` when one is given.
 
 from __future__ import annotations
 
+from html import escape
+
 from pathlib import Path
 from typing import Mapping, Sequence
 
@@ -50,6 +52,11 @@ TOP_MARGIN_PX = 110  # room above the plot for the title and a legend of up to t
 TITLE_Y = 0.98  # the title at the very top of the page, above the legend (container coordinates)
 # page CSS: a figure without its own height fills the browser window instead of plotly's fixed 450 px
 PAGE_CSS = "<style>html,body,body>div{height:100%;margin:0}</style>"
+NOTES_STYLE = "font-family:sans-serif;font-size:13px;color:#444;margin:8px 24px 24px"  # the notes below the figure
+NOTES_POINTER = "{n} note{s} on this prediction below the figure (borrowed parameters, estimates, fallback kernels, ...)."
+# with notes below the figure the page scrolls: its scrollbar is there from the start, so the figure is laid out at
+# the width it keeps (a scrollbar appearing after the figure drew would push it sideways)
+NOTES_PAGE_CSS = "<style>html{overflow-y:scroll}</style>"
 AXIS_TYPE = "log"
 LOG_TICKS = "D2"  # plotly log-axis ticks labelled at 1, 2 and 5 of each decade (not every digit)  # both frontier axes: tok/s/user and tok/s/GPU span decades (the latency end is not flat)
 
@@ -270,10 +277,24 @@ def _outside_footnote(fig: go.Figure, rows: Sequence[Mapping]) -> go.Figure:
     return fig
 
 
-def to_html(fig: go.Figure, path: str | Path | None = None) -> str:
-    """Full standalone page with plotly.js inlined (offline); written to ``path`` if given."""
+def to_html(fig: go.Figure, path: str | Path | None = None, notes: Sequence[str] | None = None) -> str:
+    """Full standalone page with plotly.js inlined (offline); written to ``path`` if given. ``notes`` (what the
+    numbers rest on: borrowed parameters, estimated peaks, fallback kernels) are listed below the figure, so the
+    page carries the caveats the terminal output prints."""
+    if notes:  # one more footnote line, under the others, points to the notes below the figure
+        shifts = [a.yshift or 0 for a in fig.layout.annotations if a.yref == "paper" and a.y == 0 and a.yanchor == "top"]
+        shift = (min(shifts) - FOOTNOTE_LINE_PX) if shifts else -FOOTNOTE_SHIFT_PX
+        fig = go.Figure(fig)  # the caller's figure keeps its own annotations
+        _footnote(fig, NOTES_POINTER.format(n=len(notes), s="s" if len(notes) > 1 else "")).layout.annotations[-1].update(yshift=shift)
+        bottom = fig.layout.margin.b if fig.layout.margin.b is not None else 0
+        fig.update_layout(margin={"b": max(bottom, -shift + FOOTNOTE_LINE_PX + 14)})  # the new line's 11 px font fits
     html = fig.to_html(include_plotlyjs=True, full_html=True, include_mathjax=False, config=PAGE_CONFIG)
     html = html.replace("<head>", "<head>" + PAGE_CSS, 1)
+    if notes:
+        items = "".join(f"<li>{escape(str(n))}</li>" for n in notes)
+        # a <section>, not a <div>: PAGE_CSS gives the body's divs (the figure) the whole window
+        block = f'<section style="{NOTES_STYLE}"><h3>Notes on this prediction</h3><ul>{items}</ul></section>'
+        html = html.replace("</body>", block + "</body>", 1).replace("</head>", NOTES_PAGE_CSS + "</head>", 1)
     if path is not None:
         Path(path).write_text(html, encoding="utf-8")
     return html
@@ -282,9 +303,10 @@ def to_html(fig: go.Figure, path: str | Path | None = None) -> str:
 def frontier_html(points: Sequence[Mapping], frontier: Sequence[Mapping], path: str | Path | None = None,
                   title: str = "Latency-throughput frontier", bands: Mapping | None = None,
                   measured: Sequence[Mapping] | None = None, knee: Mapping | None = None,
-                  best: Mapping | None = None, sla: Mapping | None = None) -> str:
-    """Offline HTML page of :func:`frontier_figure`."""
-    return to_html(frontier_figure(points, frontier, title, bands=bands, measured=measured, knee=knee, best=best, sla=sla), path)
+                  best: Mapping | None = None, sla: Mapping | None = None, notes: Sequence[str] | None = None) -> str:
+    """Offline HTML page of :func:`frontier_figure`, with the prediction's ``notes`` below it."""
+    return to_html(frontier_figure(points, frontier, title, bands=bands, measured=measured, knee=knee, best=best, sla=sla), path,
+                   notes=notes)
 
 
 def compare_figure(frontiers: Mapping[str, Sequence[Mapping]], title: str,

@@ -155,7 +155,7 @@ def write_frontier_html(res, points: dict | None, path: str) -> None:
     if f and "tok_s_gpu_low" in f[0]:
         bands = {"x": [p["tok_s_user"] for p in f], "y_low": [p["tok_s_gpu_low"] for p in f], "y_high": [p["tok_s_gpu_high"] for p in f]}
     frontier_html(allp, f, path=path, title=title, bands=bands, knee=res.get("knee"), best=res.get("best_under_sla"),
-                  sla=res.get("sla"))
+                  sla=res.get("sla"), notes=res.get("notes"))
 
 
 def print_explain(res: dict) -> None:

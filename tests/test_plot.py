@@ -153,6 +153,21 @@ def test_html_is_offline_and_written(cloud, tmp_path):
     assert REMOTE_SCRIPT.search('<script src="https://cdn.plot.ly/plotly.min.js"></script>')  # regex can fail
 
 
+def test_the_page_carries_the_prediction_notes(cloud, tmp_path):
+    """The notes the terminal prints (borrowed parameters, estimated peaks, ...) are listed under the figure, escaped,
+    and a footnote line points to them; the caller's figure is left as it was."""
+    notes = ["mi300x (cdna3, no calibration data): parameters borrowed from hopper", "a <b>tag</b> & more"]
+    html = plot.frontier_html(*cloud, title="noted", notes=notes)
+    assert "<h3>Notes on this prediction</h3>" in html and "<li>mi300x (cdna3, no calibration data)" in html
+    assert "a &lt;b&gt;tag&lt;/b&gt; &amp; more" in html and "<b>tag</b>" not in html
+    assert "2 notes on this prediction below the figure" in html
+    fig = plot.frontier_figure(*cloud, "noted")
+    before = len(fig.layout.annotations)
+    plot.to_html(fig, notes=notes)
+    assert len(fig.layout.annotations) == before
+    assert "Notes on this prediction" not in plot.frontier_html(*cloud, title="plain")  # no notes, no section
+
+
 # ---------- downsampling ----------
 
 def test_downsampling_caps_points_keeps_frontier_and_is_deterministic():
