@@ -53,7 +53,7 @@ TITLE_Y = 0.98  # the title at the very top of the page, above the legend (conta
 # page CSS: a figure without its own height fills the browser window instead of plotly's fixed 450 px
 PAGE_CSS = "<style>html,body,body>div{height:100%;margin:0}</style>"
 NOTES_STYLE = "font-family:sans-serif;font-size:13px;color:#444;margin:8px 24px 24px"  # the notes below the figure
-NOTES_POINTER = "{n} note{s} on this prediction below the figure (borrowed parameters, estimates, fallback kernels, ...)."
+NOTES_POINTER = "{n} note{s} below the figure: what these numbers rest on (borrowed parameters, estimates, fallback kernels, ...)."
 # with notes below the figure the page scrolls: its scrollbar is there from the start, so the figure is laid out at
 # the width it keeps (a scrollbar appearing after the figure drew would push it sideways)
 NOTES_PAGE_CSS = "<style>html{overflow-y:scroll}</style>"
@@ -293,7 +293,7 @@ def to_html(fig: go.Figure, path: str | Path | None = None, notes: Sequence[str]
     if notes:
         items = "".join(f"<li>{escape(str(n))}</li>" for n in notes)
         # a <section>, not a <div>: PAGE_CSS gives the body's divs (the figure) the whole window
-        block = f'<section style="{NOTES_STYLE}"><h3>Notes on this prediction</h3><ul>{items}</ul></section>'
+        block = f'<section style="{NOTES_STYLE}"><h3>Notes</h3><ul>{items}</ul></section>'
         html = html.replace("</body>", block + "</body>", 1).replace("</head>", NOTES_PAGE_CSS + "</head>", 1)
     if path is not None:
         Path(path).write_text(html, encoding="utf-8")
@@ -325,11 +325,12 @@ def compare_figure(frontiers: Mapping[str, Sequence[Mapping]], title: str,
 
 
 def compare_html(frontiers: Mapping[str, Sequence[Mapping]], path: str | Path | None = None,
-                 title: str = "Frontier comparison", knees: Mapping[str, Mapping | None] | None = None) -> str:
-    """Offline HTML page of :func:`compare_figure`."""
+                 title: str = "Frontier comparison", knees: Mapping[str, Mapping | None] | None = None,
+                 notes: Sequence[str] | None = None) -> str:
+    """Offline HTML page of :func:`compare_figure`, with the comparison's ``notes`` below it."""
     if not frontiers:
         raise SimfrontError("compare needs at least one frontier")
-    return to_html(compare_figure(frontiers, title, knees=knees), path)
+    return to_html(compare_figure(frontiers, title, knees=knees), path, notes=notes)
 
 
 def _metrics_present(rows: Sequence[Mapping]) -> list[str]:

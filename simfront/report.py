@@ -304,15 +304,8 @@ def print_compare(res: dict) -> None:
                   f"({v['min_gain_pct']:+.1f}% to {v['max_gain_pct']:+.1f}%); fastest tok/s/user {v['max_tok_s_user_change_pct']:+.1f}%")
         else:
             print(f"  {v['value']} vs {res['baseline']}: {v['verdict']} ({v['reason']})")
-    # the sets' notes (what their numbers rest on): a note of every set once, one of some sets under their values
-    note_sets = [s.get("notes") or [] for s in res["sets"]]
-    common = [n for n in note_sets[0] if all(n in ns for ns in note_sets[1:])] if note_sets else []
-    for n in common:
+    for n in knob_compare_notes(res):  # what the sets' numbers rest on
         print(f"note: {n}")
-    for s, ns in zip(res["sets"], note_sets):
-        for n in ns:
-            if n not in common:
-                print(f"note: [{s['value']}] {n}")
 
 
 def print_calibration(rep: dict) -> None:
@@ -382,15 +375,28 @@ def print_gpu_compare(res: dict) -> None:
     if res.get("table"):
         print_table(res["table"], [("tok_s_user", "tok/s/user", "{:,.1f}"), "gpus", ("tok_s_gpu", "tok/s/GPU", "{:,.0f}"),
                                    ("tok_s_per_usd_hour", "tok/s per $/h", "{:,.1f}"), ("usd_per_mtok", "$/Mtok", "{:.3f}")])
-    # each set's notes (borrowed parameters, estimated peaks, fallback kernels, layouts outside the calibration), once each
-    seen = set()
+    for n in gpu_compare_notes(res):
+        print(f"note: {n}")
+
+
+def gpu_compare_notes(res: dict) -> list[str]:
+    """Each GPU set's notes (borrowed parameters, estimated peaks, fallback kernels, layouts outside the calibration),
+    once each, named by the set where the note does not already name its GPU."""
+    out: list[str] = []
     for s in res["sets"]:
         for n in s.get("notes") or []:
             hw_id = str(s["gpus"]).split("x", 1)[-1]  # "8xmi300x" -> "mi300x"
             line = n if n.startswith(hw_id) else f"{s['gpus']}: {n}"
-            if line not in seen:
-                seen.add(line)
-                print(f"note: {line}")
+            if line not in out:
+                out.append(line)
+    return out
+
+
+def knob_compare_notes(res: dict) -> list[str]:
+    """The notes of a knob comparison's sets: a note every set has once, the others under their value."""
+    note_sets = [s.get("notes") or [] for s in res["sets"]]
+    common = [n for n in note_sets[0] if all(n in ns for ns in note_sets[1:])] if note_sets else []
+    return common + [f"[{s['value']}] {n}" for s, ns in zip(res["sets"], note_sets) for n in ns if n not in common]
 
 
 
@@ -407,7 +413,8 @@ def write_compare_html(res: dict, path: str, title: str | None = None) -> None:
         names[name] = [_plain(p) for p in s["frontier"]]
         knees[name] = _plain(s["knee"]) if s.get("knee") else None
     wl = res["workload"]
-    compare_html(names, path=path, title=title or f"{res['model']} - ISL {wl['isl']} / OSL {wl['osl']}", knees=knees)
+    compare_html(names, path=path, title=title or f"{res['model']} - ISL {wl['isl']} / OSL {wl['osl']}", knees=knees,
+                 notes=gpu_compare_notes(res))
     res["html"] = str(path)
 
 
@@ -420,4 +427,4 @@ def write_knob_compare_html(res: dict, path: str, title: str) -> None:
         from .errors import SimfrontError
 
         raise SimfrontError(f"--html {path}: no value of --compare {res['knob']} fits, so there is no frontier to draw")
-    compare_html(frontiers, path=path, title=title)
+    compare_html(frontiers, path=path, title=title, notes=knob_compare_notes(res))

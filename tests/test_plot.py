@@ -158,14 +158,15 @@ def test_the_page_carries_the_prediction_notes(cloud, tmp_path):
     and a footnote line points to them; the caller's figure is left as it was."""
     notes = ["mi300x (cdna3, no calibration data): parameters borrowed from hopper", "a <b>tag</b> & more"]
     html = plot.frontier_html(*cloud, title="noted", notes=notes)
-    assert "<h3>Notes on this prediction</h3>" in html and "<li>mi300x (cdna3, no calibration data)" in html
+    assert "<h3>Notes</h3>" in html and "<li>mi300x (cdna3, no calibration data)" in html
     assert "a &lt;b&gt;tag&lt;/b&gt; &amp; more" in html and "<b>tag</b>" not in html
-    assert "2 notes on this prediction below the figure" in html
+    assert "2 notes below the figure: what these numbers rest on" in html
     fig = plot.frontier_figure(*cloud, "noted")
     before = len(fig.layout.annotations)
     plot.to_html(fig, notes=notes)
     assert len(fig.layout.annotations) == before
-    assert "Notes on this prediction" not in plot.frontier_html(*cloud, title="plain")  # no notes, no section
+    assert "<h3>Notes</h3>" not in plot.frontier_html(*cloud, title="plain")  # no notes, no section
+    assert "<li>[nvfp4] a note</li>" in plot.compare_html({"fp8": cloud[1], "nvfp4": cloud[1]}, notes=["[nvfp4] a note"])
 
 
 # ---------- downsampling ----------
