@@ -36,6 +36,7 @@ from .search import (SearchSpace, kv_link_bytes_per_s, parse_spec_label, precisi
 from .serving import DEFAULT_CHUNK_TOKENS, DecodeResult, PrefillResult, Workload, engine_profile, engine_workload, finish_prefill, slot_at_transfer, usd_per_mtok
 from .results import layout_label
 from .scheduler import release_note
+from .inputs import check_lengths as check_request_lengths
 from .sizing import min_gpus as fewest_gpus
 
 # GPU types planned when none are named: the current NVIDIA HGX / NVL72 parts and AMD's newest.
@@ -481,6 +482,7 @@ def plan(model: str, rate: float, isl: int = 1024, osl: int = 1024, ttft_ms: flo
     if not modes or set(modes) - {"agg", "disagg"}:
         raise SimfrontError(f"modes {modes!r}: valid values are agg, disagg")
     m = get_model(model)
+    check_request_lengths(isl, osl, m)  # whole tokens, within the model's context window (as predict checks them)
     hws = list({h.id: h for h in (get_hardware(x) for x in (as_list(hardware) or DEFAULT_HARDWARE))}.values())
     price_of = prices_by_gpu(prices)
     unpriced = sorted(set(price_of) - {h.id for h in hws})  # prices given for GPU types the plan does not cover

@@ -126,6 +126,7 @@ CASES = [
     (["predict", *SMALL, "--sla-percentile", "99"], "--sla-percentile 99 judges --ttft and --tpot"),
     (["predict", *SMALL, "--quality", "bf16=1,bogus=0.9"], "--quality bogus: unknown key; valid: weight formats"),
     (["plan", "--model", "llama-3.1-8b", "--rate", "5", "--osl", "1"], "give --osl 2 or more"),
+    (["plan", "--model", "llama-3.1-8b", "--rate", "5", "--isl", "200000"], "exceed llama-3.1-8b's context window"),
     (["predict", "--model", "llama-3.1-8b", "--gpus", "1xH100", "--mode", "disagg"], "disaggregation needs 2xh100_sxm or more"),
     (["memory", "--model", "llama-3.1-8b", "--gpus", "1xH100", "--isl", "0"], "--isl 0"),
     (["predict", *SMALL, "--isl", "200000"], "exceed llama-3.1-8b's context window of 131,072 tokens"),
