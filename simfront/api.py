@@ -428,7 +428,7 @@ def predict(model: str, gpus: str | GpuSet, isl: int | None = None, osl: int | N
     return finish(pts)
 
 
-# How the note that says why a search found no feasible configuration begins (the CLI's error line quotes it)
+# How the note that says why a search found no feasible configuration begins (no_frontier_reason finds it)
 NO_FEASIBLE = "no configuration fits"
 
 
@@ -686,7 +686,7 @@ def _mean_quality(front) -> float | None:
     return float(np.mean(q)) if q else None
 
 
-def _no_frontier_reason(res: Frontier) -> str:
+def no_frontier_reason(res: Frontier) -> str:
     """Why a prediction shows no frontier: the model fits on no layout of the set (the memory verdict's reason), or the
     note that says what else excluded every configuration (a mode the set cannot hold, a load no configuration meets)."""
     mem = res["memory"] or {}
@@ -723,7 +723,7 @@ def frontier_compare(model: str, gpus: str, knob: str, values: list[str], isl: i
             args["kv_dtype"] = [v]
         res = predict(model, g, isl=isl, osl=osl, **args)
         sets.append({"value": v, "gpus": res["gpus"], "fits": res["fits"], "frontier": res["frontier"], "memory": res["memory"],
-                     "n_configs_evaluated": res["n_configs_evaluated"], "reason": None if res["frontier"] else _no_frontier_reason(res),
+                     "n_configs_evaluated": res["n_configs_evaluated"], "reason": None if res["frontier"] else no_frontier_reason(res),
                      "notes": res["notes"]})
         wl = res.workload
     base = sets[0]

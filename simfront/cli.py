@@ -321,13 +321,9 @@ def _no_fit_message(res, gpus: str) -> str:
         also = mem.get("alternatives") or []
         more = f" (also on {', '.join(also[:4])}{' and more' if len(also) > 4 else ''})" if also else ""
         return f"--gpus {gpus}: {mem['reason']}{more}; 'simfront memory' shows the breakdown"
-    from .api import NO_FEASIBLE
+    from .api import no_frontier_reason
 
-    why = next((n for n in reversed(res["notes"]) if n.startswith(NO_FEASIBLE + " as ")), None)  # a layout rule, not memory
-    if why:
-        return f"--gpus {gpus}: {res['model']}: {why}"
-    return (f"--gpus {gpus}: no configuration of {res['model']} fits in memory with the options given; "
-            f"'simfront memory' shows the breakdown")
+    return f"--gpus {gpus}: {res['model']}: {no_frontier_reason(res)}"  # a layout rule or the options, not the memory
 
 
 @app.command("explain")

@@ -21,7 +21,7 @@ import numpy as np
 
 from . import efficiency
 from .coverage import calibrated_layouts, outside_calibration, outside_note
-from .errors import check_decodes, check_lengths
+from .errors import check_decodes
 from .errors import SimfrontError
 from .hardware import GpuSet, Hardware, get_hardware, parse_gpus
 from .launch import Deployment, LaunchPlan, WorkerLayout, benchmark_command, launch_commands, sidecar_yaml, startable_note
@@ -466,7 +466,6 @@ def plan(model: str, rate: float, isl: int = 1024, osl: int = 1024, ttft_ms: flo
     import time
 
     t0 = time.perf_counter()
-    check_lengths(isl=isl, osl=osl)
     check_decodes(osl)
     if rate is None or not rate > 0:
         raise SimfrontError(f"--rate {rate} must be a positive request rate (requests/s)")
@@ -482,7 +481,7 @@ def plan(model: str, rate: float, isl: int = 1024, osl: int = 1024, ttft_ms: flo
     if not modes or set(modes) - {"agg", "disagg"}:
         raise SimfrontError(f"modes {modes!r}: valid values are agg, disagg")
     m = get_model(model)
-    check_request_lengths(isl, osl, m)  # whole tokens, within the model's context window (as predict checks them)
+    check_request_lengths(isl, osl, m)  # whole tokens within the model's context window (as predict checks them)
     hws = list({h.id: h for h in (get_hardware(x) for x in (as_list(hardware) or DEFAULT_HARDWARE))}.values())
     price_of = prices_by_gpu(prices)
     unpriced = sorted(set(price_of) - {h.id for h in hws})  # prices given for GPU types the plan does not cover
