@@ -252,7 +252,7 @@ def predict(model: str, gpus: str | GpuSet, isl: int | None = None, osl: int | N
 
     from .clients import mean_length
     from .pareto import knee_index, pareto_mask, sla_mask
-    from .search import SearchSpace, make_spec, search
+    from .search import SearchSpace, search, spec_choices
     from .serving import DEFAULT_CHUNK_TOKENS, Workload, engine_workload
 
     check_lengths(isl=isl, osl=osl)
@@ -315,7 +315,7 @@ def predict(model: str, gpus: str | GpuSet, isl: int | None = None, osl: int | N
 
     specs = None
     if spec is not None:
-        specs = [make_spec(s.strip(), spec_k, acceptance, m) for s in spec.split(",")]
+        specs = spec_choices(spec, spec_k, acceptance, m)
     space = SearchSpace(precisions=precs if precs and precs != ["native"] else None, kv_dtypes=kvs, specs=specs,
                         modes=tuple(modes) if modes else ("agg", "disagg"), engine=engine,
                         engine_version=engine_version)

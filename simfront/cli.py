@@ -55,7 +55,8 @@ OslOpt = typer.Option(1024, "--osl", help="Mean output (generated) tokens per re
 PrefixOpt = typer.Option(0.0, "--prefix-hit", help="Share of input tokens served from the prefix cache (0-1).")
 EngineOpt = typer.Option(None, "--engine", help="Engine overhead profile: trtllm, sglang, vllm (default: average).")
 RangeRatioOpt = typer.Option(None, "--random-range-ratio", help="A benchmark whose lengths are uniform in [r x ISL, ISL] and [r x OSL, OSL] (SGLang bench_serving / InferenceX spelling; costed at the mean lengths; 1 = fixed lengths, which a prefill-first engine such as SGLang serves in waves). Default: lengths that vary, as a service's do.")
-SpecKOpt = typer.Option(None, "--spec-k", help="Draft tokens per step.")
+SpecKOpt = typer.Option(None, "--spec-k", help="Draft tokens per step (default: each method searched at 1-4 drafts).")
+ExplainSpecKOpt = typer.Option(None, "--spec-k", help="Draft tokens per step (default: 1 for MTP, 3 for EAGLE and n-gram).")
 AcceptanceOpt = typer.Option(None, "--acceptance", help="Per-token draft acceptance probability (0-1).")
 QuietOpt = typer.Option(False, "--quiet", "-q", help="No progress bar on stderr (there is none when stderr is not a terminal).")
 
@@ -343,7 +344,7 @@ def explain_cmd(
     precision: str = PrecisionOpt,
     kv_dtype: str = KvOpt,
     spec: Optional[str] = typer.Option(None, "--spec", help="Speculative decoding: mtp, eagle, ngram (draft passes and accepted tokens enter the step)."),
-    spec_k: Optional[int] = SpecKOpt,
+    spec_k: Optional[int] = ExplainSpecKOpt,
     acceptance: Optional[float] = AcceptanceOpt,
     engine: Optional[str] = typer.Option(None, "--engine", help="Engine profile: trtllm, sglang, vllm (default: average)."),
     engine_version: Optional[str] = typer.Option(None, "--engine-version", help="With --engine: the release whose scheduler family is priced (e.g. 0.5.12); default the newest simfront knows."),

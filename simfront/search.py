@@ -32,9 +32,10 @@ CHUNK_TOKEN_OPTIONS = (2048, 8192)
 # above this many prefill x decode pairs, dominated sides are pruned before pairing (keeps big GPU
 # sets such as 72xGB200 interactive; every pair that could reach the frontier is still scored)
 MAX_FULL_PAIRS = 200_000
-# MTP draft lengths searched (DeepSeek-style MTP reuses its next-n layer autoregressively for k > 1);
+# Draft lengths searched for a speculative method given without --spec-k, and for the MTP a model ships
+# (DeepSeek-style MTP reuses its next-n layer autoregressively for k > 1; EAGLE and n-gram drafts chain);
 # measured acceptance lengths per position (models/speculative.yaml) decide which one pays off
-MTP_DRAFT_LENGTHS = (1, 2, 3, 4)
+DRAFT_LENGTHS = (1, 2, 3, 4)
 # Default per-token draft acceptance for MTP heads: DeepSeek-V3 reports 85-90% acceptance of the
 # second token with its 1-layer MTP (DeepSeek-V3 report §5.4.3; modeling-notes §6). Users override.
 DEFAULT_MTP_ACCEPTANCE = 0.8
@@ -92,7 +93,22 @@ def spec_options(model: Model, space: SearchSpace) -> list[Speculation]:
         return space.specs
     out = [NO_SPEC]
     if model.arch.mtp_layers:
-        out += [make_spec("mtp", k, None, model) for k in MTP_DRAFT_LENGTHS]
+        out += [make_spec("mtp", k, None, model) for k in DRAFT_LENGTHS]
+    return out
+
+
+def spec_choices(methods: str, k: int | None = None, acceptance: float | None = None,
+                 model: Model | None = None) -> list[Speculation]:
+    """Speculation settings a comma list of methods (``--spec``) searches: each method at ``k`` draft tokens, or at
+    every length of ``DRAFT_LENGTHS`` when ``k`` is None (as the default search does for a model's MTP); ``none`` once."""
+    out: list[Speculation] = []
+    for name in methods.split(","):
+        m = name.strip()
+        ks = [k] if k is not None or m.lower() in ("none", "off", "") else DRAFT_LENGTHS
+        for kk in ks:
+            sp = make_spec(m, kk, acceptance, model)
+            if sp not in out:
+                out.append(sp)
     return out
 
 

@@ -83,6 +83,28 @@ def test_search_offers_mtp_up_to_four_drafts():
     assert ks == {1, 2, 3, 4}
 
 
+def _drafts(res) -> dict[str, set[int]]:
+    out: dict[str, set[int]] = {}
+    for s in set(res.points["spec"]):
+        if s != "none":
+            method, k = s.split("-k")[0], int(s.split("-k")[1].split("@")[0])
+            out.setdefault(method, set()).add(k)
+    return out
+
+
+def test_a_named_method_searches_the_same_draft_lengths_as_the_default_and_spec_k_pins_one():
+    # --spec mtp (or eagle) without --spec-k searches 1-4 drafts, as the default search does for the MTP a model
+    # ships: naming the method must never narrow the search to one draft length and a worse frontier
+    kw = dict(isl=1024, osl=1024, modes=["agg"])
+    default = api.predict("deepseek-r1", "8xB200", **kw)
+    named = api.predict("deepseek-r1", "8xB200", spec="none,mtp", **kw)
+    assert _drafts(named) == _drafts(default) == {"mtp": {1, 2, 3, 4}}
+    assert [(p.layout, p.spec, p.tok_s_gpu) for p in named.frontier] == [(p.layout, p.spec, p.tok_s_gpu) for p in default.frontier]
+    assert _drafts(api.predict("qwen3-235b-a22b", "8xB200", spec="eagle", **kw)) == {"eagle": {1, 2, 3, 4}}
+    assert _drafts(api.predict("deepseek-r1", "8xB200", spec="mtp", spec_k=2, **kw)) == {"mtp": {2}}
+    assert set(api.predict("deepseek-r1", "8xB200", spec="none", **kw).points["spec"]) == {"none"}
+
+
 def test_spec_labels_parse_back_to_the_same_speculation():
     from simfront.search import parse_spec_label, spec_from_label, spec_label
 
