@@ -17,9 +17,16 @@ LOAD_REACHED_SHARE = 0.5
 FRONTIER_COLUMNS = [("layout", "layout"), ("mode", "mode"), ("batch", "batch/rank"), ("concurrency", "conc"), ("precision", "precision"),
                     ("spec", "spec"), ("ttft_ms", "TTFT ms", "{:,.0f}"), ("tpot_ms", "TPOT ms", "{:.1f}"),
                     ("tok_s_user", "tok/s/user", "{:,.1f}"), ("tok_s_gpu", "tok/s/GPU", "{:,.0f}"), ("usd_per_mtok", "$/Mtok", "{:.3f}")]
-# shown when the points carry them (--tails / --sla-percentile; goodput with an SLA)
-TAIL_COLUMNS = [("ttft_p99_ms", "TTFT p99", "{:,.0f}"), ("tpot_p99_ms", "TPOT p99", "{:.1f}"),
-                ("goodput_requests_s", "goodput req/s", "{:,.2f}")]
+# shown when the points carry them (--tails / --sla-percentile; goodput with an SLA): the percentile the SLA is judged
+# at (--sla-percentile), else p99
+TAIL_PERCENTILE = 99
+
+
+def tail_columns(percentile: int | None) -> list[tuple[str, str, str]]:
+    """Table columns of the tail latencies at ``percentile`` (None: ``TAIL_PERCENTILE``) and the goodput."""
+    q = TAIL_PERCENTILE if percentile is None else int(percentile)
+    return [(f"ttft_p{q}_ms", f"TTFT p{q}", "{:,.0f}"), (f"tpot_p{q}_ms", f"TPOT p{q}", "{:.1f}"),
+            ("goodput_requests_s", "goodput req/s", "{:,.2f}")]
 
 
 def print_memory(v: dict) -> None:
@@ -99,7 +106,8 @@ def print_predict(res, show_all: bool = False) -> None:
         p["layout"] = ("*" if knee and p == knee else " ") + ("~" if p.get("outside_calibration") else " ") + p["layout"]
         rows.append(p)
     cols = FRONTIER_COLUMNS + ([("quality", "quality", "{:.3f}")] if any(r.get("quality") is not None for r in rows) else [])
-    extra = [(k, head, fmt) for k, head, fmt in TAIL_COLUMNS if any(r.get(k) is not None for r in rows)]  # --tails
+    extra = [(k, head, fmt) for k, head, fmt in tail_columns(res["sla"].get("percentile"))
+             if any(r.get(k) is not None for r in rows)]  # --tails
     cols = cols + extra
     print_table(rows, cols, highlight=lambda r: r["layout"].startswith("*"))
     shown = f"{len(rows)} of the {len(front)} frontier points (--all shows every one); " if len(rows) < len(front) else ""

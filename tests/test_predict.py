@@ -107,6 +107,18 @@ def test_sla_on_a_percentile_says_so_and_shows_the_percentiles(capsys):
     assert api.predict("llama-3.1-70b", "8xH100", modes=["agg"], tpot_ms=40)["sla"]["percentile"] is None
 
 
+@pytest.mark.parametrize("pct", [50, 90])
+def test_the_table_shows_the_percentile_the_sla_is_judged_at(capsys, pct):
+    """With --sla-percentile 50 or 90 the table's tail columns are that percentile (the one the SLA judges), not p99."""
+    res = api.predict("llama-3.1-8b", "1xH100", modes=["agg"], ttft_ms=2000, tpot_ms=40, sla_percentile=pct)
+    report.print_predict(res)
+    head = next(line for line in capsys.readouterr().out.splitlines() if line.startswith("layout"))
+    assert f"TTFT p{pct}" in head and f"TPOT p{pct}" in head and "p99" not in head
+    report.print_predict(api.predict("llama-3.1-8b", "1xH100", modes=["agg"], tails=True))
+    head = next(line for line in capsys.readouterr().out.splitlines() if line.startswith("layout"))
+    assert "TTFT p99" in head and "TPOT p99" in head  # --tails alone: p99
+
+
 def test_json_schema_and_cli_outputs(tmp_path):
     csv_path = tmp_path / "f.csv"
     p = subprocess.run([sys.executable, "-m", "simfront.cli", "predict", "--model", "gpt-oss-120b", "--gpus", "2xH100",
