@@ -515,6 +515,11 @@ def plan_cmd(
     hardware: Optional[str] = typer.Option(None, "--hardware", help="Comma list of GPU types (default h100,h200,b200,b300,gb200,mi355x)."),
     price: Optional[List[str]] = typer.Option(None, "--price", help="GPU=USD per GPU-hour overrides, e.g. --price h200=3.2 --price b200=5."),
     precision: Optional[str] = typer.Option(None, "--precision", help="Comma list of weight precisions to consider."),
+    kv_dtype: Optional[str] = typer.Option(None, "--kv-dtype", help="Comma list of KV dtypes to consider (default: native, fp8 where supported)."),
+    spec: Optional[str] = typer.Option(None, "--spec", help="Speculative decoding to consider: none, mtp, eagle, ngram (comma list). Default: none + MTP if the model ships it."),
+    spec_k: Optional[int] = SpecKOpt,
+    acceptance: Optional[float] = AcceptanceOpt,
+    mode: Optional[str] = typer.Option(None, "--mode", help="agg, disagg or agg,disagg (default both)."),
     prefix_hit: float = PrefixOpt,
     engine: Optional[str] = typer.Option(None, "--engine", help="Plan for an engine (its overhead profile and the layouts it can launch)."),
     max_gpus: Optional[int] = typer.Option(None, "--max-gpus", help="Largest deployment to consider, in GPUs (default 512)."),
@@ -531,6 +536,8 @@ def plan_cmd(
 
     inputs.check_sla(ttft, tpot, min_tok_s_user)
     inputs.count("--max-gpus", max_gpus, lo=1, hi=MAX_GPU_COUNT, why_hi="the largest GPU set simfront searches")
+    modes = _values("--mode", mode)
+    inputs.check_modes(modes)
     if launch is not None:
         inputs.check_engine(launch)
     engine_version = inputs.check_engine_version(engine_version)
@@ -541,7 +548,8 @@ def plan_cmd(
         res = api.plan(model, rate, isl=isl, osl=osl, ttft_ms=ttft, tpot_ms=tpot, min_tok_s_user=min_tok_s_user,
                        hardware=_csv_list(hardware), prices=_prices(price), engine=engine, precision=_csv_list(precision),
                        max_gpus=max_gpus, progress=bar.step if bar.active else None, prefix_hit=prefix_hit,
-                       engine_version=price_version)
+                       engine_version=price_version, kv_dtype=_values("--kv-dtype", kv_dtype), spec=spec, spec_k=spec_k,
+                       acceptance=acceptance, **({"modes": modes} if modes else {}))
     if version_note:
         res["notes"].append(version_note)
     if launch:

@@ -31,12 +31,12 @@ from .priced import priced_of
 from .models import Model, apply_precision, get_model
 from .pareto import sla_text
 from .deployment import evaluate_agg, evaluate_disagg
-from .search import (SearchSpace, kv_link_bytes_per_s, parse_spec_label, precision_options, prefill_dominated, spec_label,
-                     spec_options, worker_tables)
+from .search import (SearchSpace, kv_link_bytes_per_s, parse_spec_label, precision_options, prefill_dominated, spec_choices,
+                     spec_label, spec_options, worker_tables)
 from .serving import DEFAULT_CHUNK_TOKENS, DecodeResult, PrefillResult, Workload, engine_profile, engine_workload, finish_prefill, slot_at_transfer, usd_per_mtok
 from .results import layout_label
 from .scheduler import release_note
-from .inputs import check_lengths as check_request_lengths
+from .inputs import check_lengths as check_request_lengths, check_spec
 from .sizing import min_gpus as fewest_gpus
 
 # GPU types planned when none are named: the current NVIDIA HGX / NVL72 parts and AMD's newest.
@@ -100,7 +100,8 @@ def as_list(v) -> list[str] | None:
 
 
 def _tables(m: Model, hw: Hardware, wl: Workload, space: SearchSpace, max_gpus: int) -> _Tables:
-    key = (m.id, m.name_precision, hw.id, wl, tuple(space.precisions or ()), tuple(space.kv_dtypes or ()), space.modes,
+    key = (m.id, m.name_precision, hw.id, wl, tuple(space.precisions or ()), tuple(space.kv_dtypes or ()),
+           None if space.specs is None else tuple(space.specs), space.modes,
            space.engine, space.engine_version, max_gpus, efficiency.override_key())  # calibration overrides change results
     if key not in _TABLE_CACHE:
         if len(_TABLE_CACHE) >= _CACHE_MAX:
@@ -453,7 +454,8 @@ def plan(model: str, rate: float, isl: int = 1024, osl: int = 1024, ttft_ms: flo
          min_tok_s_user: float | None = None, hardware: Sequence[str] | str | None = None, prices: Mapping[str, float] | None = None,
          engine: str | None = None, precision: Sequence[str] | str | None = None, max_gpus: int | None = None,
          progress: Callable[[str], Any] | None = None, kv_dtype: Sequence[str] | str | None = None, prefix_hit: float = 0.0,
-         modes: Iterable[str] = ("agg", "disagg"), engine_version: str | None = None) -> dict:
+         modes: Iterable[str] = ("agg", "disagg"), engine_version: str | None = None, spec: str | None = None,
+         spec_k: int | None = None, acceptance: float | None = None) -> dict:
     """Fewest GPUs of each type serving ``rate`` requests/s of ISL/OSL within the SLA, cheapest first.
 
     Returns ``{model, workload, sla, max_gpus, engine, rows, search_time_s}``. Feasible rows carry
@@ -461,7 +463,9 @@ def plan(model: str, rate: float, isl: int = 1024, osl: int = 1024, ttft_ms: flo
     ``num_gpus``, ``usd_per_hour``, ``monthly_usd``, ``headroom`` and ``search_gpus`` (the
     smallest GPU set whose search holds the configuration); infeasible rows ``reason``.
     ``engine`` selects its serving profile and keeps only layouts that engine can launch; ``engine_version`` the
-    engine release whose scheduler family is priced (default the newest, simfront/engines/scheduler.yaml).
+    engine release whose scheduler family is priced (default the newest, simfront/engines/scheduler.yaml). ``spec``:
+    the speculative decoding to consider, as predict's ``--spec`` (comma list of none, mtp, eagle, ngram, each at
+    ``spec_k`` drafts or at 1-4; default none + the model's own MTP).
     """
     import time
 
@@ -488,8 +492,10 @@ def plan(model: str, rate: float, isl: int = 1024, osl: int = 1024, ttft_ms: flo
     eng = _engine_name(engine)
     # one token budget (the engines' default) keeps the sweep over every GPU type within seconds;
     # `predict` explores the budget as a knob
-    space = SearchSpace(precisions=as_list(precision) or None, kv_dtypes=as_list(kv_dtype) or None, modes=modes, engine=eng,
-                        engine_version=engine_version if eng else None, chunk_tokens=(int(DEFAULT_CHUNK_TOKENS),))
+    check_spec(spec, spec_k, acceptance)
+    specs = spec_choices(spec, spec_k, acceptance, m) if spec is not None else None
+    space = SearchSpace(precisions=as_list(precision) or None, kv_dtypes=as_list(kv_dtype) or None, specs=specs, modes=modes,
+                        engine=eng, engine_version=engine_version if eng else None, chunk_tokens=(int(DEFAULT_CHUNK_TOKENS),))
     for p in space.precisions or ():
         apply_precision(m, p)  # unknown formats fail here with a one-line error
     for k in space.kv_dtypes or ():
@@ -523,8 +529,11 @@ def plan(model: str, rate: float, isl: int = 1024, osl: int = 1024, ttft_ms: flo
     if unpriced:
         notes.append(f"--price {', '.join(unpriced)}: not among the GPU types planned ({', '.join(h.id for h in hws)}), "
                      f"so not used")
+    # the knobs the plan was restricted to (null: simfront's default choices), as the user gave them
+    searched = {"precision": space.precisions, "kv_dtype": space.kv_dtypes, "spec": spec, "spec_k": spec_k,
+                "acceptance": acceptance, "modes": list(modes)}
     return {"model": m.id, "workload": {"isl": isl, "osl": osl, "rate": rate, "prefix_hit": prefix_hit}, "sla": sla,
-            "max_gpus": max_gpus, "engine": eng, "engine_version": space.engine_version, "rows": ok + [r for r in rows if not r["feasible"]],
+            "search": searched, "max_gpus": max_gpus, "engine": eng, "engine_version": space.engine_version, "rows": ok + [r for r in rows if not r["feasible"]],
             "search_time_s": time.perf_counter() - t0, "notes": notes}
 
 

@@ -347,15 +347,31 @@ def print_launch(lp: dict) -> None:
         print(f"note: {n}")
 
 
+def search_text(search: dict | None) -> str:
+    """The knobs a plan was restricted to, in the flags' words ('' when every default was kept)."""
+    if not search:
+        return ""
+    parts = [f"{flag} {','.join(v) if isinstance(v, (list, tuple)) else v}"
+             for flag, v in (("--precision", search.get("precision")), ("--kv-dtype", search.get("kv_dtype")),
+                             ("--spec", search.get("spec")), ("--spec-k", search.get("spec_k")),
+                             ("--acceptance", search.get("acceptance")))
+             if v is not None]
+    modes = list(search.get("modes") or ())
+    if modes and set(modes) != {"agg", "disagg"}:
+        parts.append(f"--mode {','.join(modes)}")
+    return ", ".join(parts)
+
+
 def print_plan(res: dict) -> None:
 
     wl = res.get("workload", {})
-    print(f"{res['model']}: {wl.get('rate')} req/s, ISL {wl.get('isl')} / OSL {wl.get('osl')}, SLA: {sla_text(res.get('sla')) or 'none'}")
+    print(f"{res['model']}: {wl.get('rate')} req/s, ISL {wl.get('isl')} / OSL {wl.get('osl')}, SLA: {sla_text(res.get('sla')) or 'none'}"
+          + (f"; {restricted}" if (restricted := search_text(res.get("search"))) else ""))
     feas = [r for r in res["rows"] if r.get("feasible", True) and "num_gpus" in r]
     # ~ marks a deployment whose layout no measured calibration run had (the row's outside_calibration)
     feas = [dict(r, layout=("~" if r.get("outside_calibration") else " ") + r["layout"]) for r in feas]
     if feas:
-        print_table(feas, ["gpu", ("num_gpus", "GPUs"), "layout", "mode", "precision", ("replicas", "workers"),
+        print_table(feas, ["gpu", ("num_gpus", "GPUs"), "layout", "mode", "precision", "spec", ("replicas", "workers"),
                            ("usd_per_hour", "$/hour", "{:,.2f}"), ("monthly_usd", "$/month", "{:,.0f}"), ("usd_per_mtok", "$/Mtok", "{:.3f}"),
                            ("ttft_ms", "TTFT ms", "{:,.0f}"), ("tpot_ms", "TPOT ms", "{:.1f}"), ("headroom", "headroom", "{:.2f}x")])
     for r in res["rows"]:

@@ -322,3 +322,31 @@ def test_no_smaller_gpu_set_of_the_search_serves_the_rate_within_the_sla(planned
             continue
         ok = (np.asarray(pts["requests_s"]) >= RATE) & (np.asarray(pts["ttft_ms"]) <= TTFT) & (np.asarray(pts["tpot_ms"]) <= TPOT)
         assert not ok.any(), f"{r['gpu']}: plan says {r['num_gpus']} GPUs, the search of {smaller} serves {RATE} req/s"
+
+
+def test_plan_restricted_to_no_speculation_and_aggregated_serving(capsys):
+    """--spec none --mode agg: every row decodes without drafts, aggregated, on the fewest GPUs of a search restricted
+    the same way (brute force), never on fewer GPUs than the unrestricted plan; the table shows each row's spec and the
+    header the restriction; the JSON records it."""
+    rate, kw = 7.0, dict(ttft_ms=TTFT, tpot_ms=TPOT, hardware=["h200"])
+    free = plan(MODEL, rate, ISL, OSL, **kw)["rows"][0]
+    res = plan(MODEL, rate, ISL, OSL, spec="none", modes=["agg"], **kw)
+    row = res["rows"][0]
+    assert row["feasible"] and row["spec"] == "none" and row["mode"] == "agg"
+    assert row["num_gpus"] >= free["num_gpus"]
+    assert res["search"] == {"precision": None, "kv_dtype": None, "spec": "none", "spec_k": None, "acceptance": None,
+                             "modes": ["agg"]}
+    space = SearchSpace(specs=[make_spec("none")], modes=("agg",), chunk_tokens=(int(DEFAULT_CHUNK_TOKENS),))
+    pts = search(get_model(MODEL), parse_gpus("64xh200"), Workload(isl=ISL, osl=OSL), space).points
+    assert set(pts["spec"]) == {"none"}
+    worker = pts["tp"] * pts["attention_dp"] * pts["pp"]
+    ok = sla_mask(pts, TTFT, TPOT) & ((worker <= 8) | (worker % 8 == 0))
+    assert row["num_gpus"] == int((np.ceil(rate / (pts["requests_s"] / pts["replicas"])) * worker)[ok].min())
+    report.print_plan(api.plan(MODEL, rate, isl=ISL, osl=OSL, spec="none", modes=["agg"], **kw))
+    out = capsys.readouterr().out.splitlines()
+    assert out[0].endswith("; --spec none, --mode agg")
+    assert " spec " in out[1]
+    mtp = plan(MODEL, rate, ISL, OSL, spec="mtp", spec_k=2, **kw)["rows"][0]
+    assert mtp["spec"].startswith("mtp-k2@")
+    with pytest.raises(SimfrontError, match="--spec-k 2 needs a speculative method"):
+        plan(MODEL, rate, ISL, OSL, spec_k=2, **kw)
