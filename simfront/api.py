@@ -873,9 +873,11 @@ def compare_gpus(model: str, gpu_sets: Sequence[str], isl: int = 1024, osl: int 
         raise SimfrontError("compare needs at least one GPU set, e.g. 8xH200,8xB200")
     price_of = prices_by_gpu(prices)
     sets = []
+    sla = None
     for s in sets_in:  # one prediction per set
         g = parse_gpus(s)
         res = predict(model, g, isl=isl, osl=osl, price=price_of.get(g.hardware.id), **predict_kwargs)
+        sla = res["sla"]  # every set's (the same arguments)
         sets.append({"gpus": res["gpus"], "fits": res["fits"], "price_usd_per_gpu_hour": res["price_usd_per_gpu_hour"],
                      "frontier": res["frontier"], "knee": res["knee"], "best_under_sla": res["best_under_sla"],
                      "memory": res["memory"], "notes": res["notes"]})
@@ -891,7 +893,7 @@ def compare_gpus(model: str, gpu_sets: Sequence[str], isl: int = 1024, osl: int 
                           # output tok/s bought per USD/hour of rent (tok/s/GPU over USD per GPU-hour)
                           "tok_s_per_usd_hour": (y / price if price > 0 else None) if ok else None,
                           "usd_per_mtok": float(usd_per_mtok(price, y)) if ok else None})
-    out = {"model": get_model(model).id, "workload": {"isl": isl, "osl": osl}, "levels": [float(x) for x in lv],
+    out = {"model": get_model(model).id, "workload": {"isl": isl, "osl": osl}, "sla": sla, "levels": [float(x) for x in lv],
            "sets": sets, "table": table}
     return out
 

@@ -570,6 +570,18 @@ def compare_cmd(
     isl: int = IslOpt,
     osl: int = OslOpt,
     price: Optional[List[str]] = typer.Option(None, "--price", help="GPU=USD per GPU-hour overrides."),
+    ttft: Optional[float] = typer.Option(None, "--ttft", help="SLA: max mean TTFT in ms (each set's best point under it is shown)."),
+    tpot: Optional[float] = typer.Option(None, "--tpot", help="SLA: max mean TPOT in ms."),
+    min_tok_s_user: Optional[float] = typer.Option(None, "--min-tok-s-user", help="SLA: min tokens/s per user."),
+    precision: Optional[str] = typer.Option(None, "--precision", help="Comma list of weight precisions to search on every set (default: native + cheaper ones each GPU supports)."),
+    kv_dtype: Optional[str] = typer.Option(None, "--kv-dtype", help="Comma list of KV dtypes (default: native, fp8 where supported)."),
+    spec: Optional[str] = typer.Option(None, "--spec", help="Speculative decoding to search: none, mtp, eagle, ngram (comma list). Default: none + MTP if the model ships it."),
+    spec_k: Optional[int] = SpecKOpt,
+    acceptance: Optional[float] = AcceptanceOpt,
+    mode: Optional[str] = typer.Option(None, "--mode", help="agg, disagg or agg,disagg (default both)."),
+    prefix_hit: Optional[float] = typer.Option(None, "--prefix-hit", help="Share of input tokens served from the prefix cache (0-1; default 0)."),
+    engine: Optional[str] = EngineOpt,
+    engine_version: Optional[str] = typer.Option(None, "--engine-version", help="With --engine: the release whose scheduler family is priced (default the newest simfront knows)."),
     html: Optional[str] = typer.Option(None, "--html", help="Write the overlaid frontiers as an offline plotly page."),
     quiet: bool = QuietOpt,
     calibration: Optional[str] = CalOpt,
@@ -584,8 +596,15 @@ def compare_cmd(
     if len(sets) < 2:
         raise SimfrontError("compare needs at least two --gpus sets")
     prices = _prices(price)
+    modes = _values("--mode", mode)
+    inputs.check_modes(modes)
+    engine = inputs.check_engine(engine)
+    price_version, _ = _priced_release(engine, None, inputs.check_engine_version(engine_version))
     with progress(f"predicting {len(sets)} GPU sets", quiet=quiet or as_json):
-        res = api.compare_gpus(model, sets, isl=isl, osl=osl, prices=prices)
+        res = api.compare_gpus(model, sets, isl=isl, osl=osl, prices=prices, ttft_ms=ttft, tpot_ms=tpot,
+                               min_tok_s_user=min_tok_s_user, precision=_values("--precision", precision),
+                               kv_dtype=_values("--kv-dtype", kv_dtype), spec=spec, spec_k=spec_k, acceptance=acceptance,
+                               modes=modes, prefix_hit=prefix_hit, engine=engine, engine_version=price_version)
     if html:
         report.write_compare_html(res, html)
     if as_json:

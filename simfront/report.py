@@ -399,6 +399,15 @@ def print_gpu_compare(res: dict) -> None:
     if res.get("table"):
         print_table(res["table"], [("tok_s_user", "tok/s/user", "{:,.1f}"), "gpus", ("tok_s_gpu", "tok/s/GPU", "{:,.0f}"),
                                    ("tok_s_per_usd_hour", "tok/s per $/h", "{:,.1f}"), ("usd_per_mtok", "$/Mtok", "{:.3f}")])
+    sla = sla_text(res.get("sla"))
+    if sla:  # each set's best point under the SLA (most tok/s/GPU), cheapest per token first
+        best = sorted(((s["gpus"], s.get("best_under_sla")) for s in res["sets"] if s.get("fits")),
+                      key=lambda gb: (gb[1] is None, gb[1]["usd_per_mtok"] if gb[1] else 0.0))
+        print(f"best under SLA ({sla}):")
+        for gpus, b in best:
+            print(f"  {gpus}: {b['layout']} {b['mode']} {b['precision']} {b['spec']} batch {b['batch']}: TTFT {b['ttft_ms']:,.0f} ms, "
+                  f"TPOT {b['tpot_ms']:.1f} ms, {b['tok_s_user']:.1f} tok/s/user, {b['tok_s_gpu']:,.0f} tok/s/GPU, "
+                  f"${b['usd_per_mtok']:.3f}/Mtok" if b else f"  {gpus}: no configuration meets the SLA")
     for n in gpu_compare_notes(res):
         print(f"note: {n}")
 

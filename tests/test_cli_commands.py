@@ -108,6 +108,27 @@ def test_compare_json_and_human(tmp_path):
     assert len(notes) == len(set(notes))
 
 
+def test_compare_searches_what_predict_would_and_shows_each_sets_best_under_the_sla():
+    """compare takes predict's search knobs (--spec, --mode, --precision, --engine ...) and SLA: every set is the
+    frontier predict gives with the same arguments, and each set's best point under the SLA is printed."""
+    from simfront import api
+
+    args = ["--model", "deepseek-r1", "--gpus", "8xH200,8xB200", "--spec", "none", "--mode", "agg", "--tpot", "20"]
+    res = json.loads(run("compare", *args, "--json").stdout)
+    assert res["sla"]["tpot_ms"] == 20
+    for s in res["sets"]:
+        alone = api.predict("deepseek-r1", s["gpus"], spec="none", modes=["agg"], tpot_ms=20)
+        assert s["frontier"] == json.loads(json.dumps(alone.to_json()["frontier"]))
+        b = s["best_under_sla"]
+        assert b["spec"] == "none" and b["mode"] == "agg" and b["tpot_ms"] <= 20
+        assert all(p["spec"] == "none" and p["mode"] == "agg" for p in s["frontier"])
+    out = run("compare", *args).stdout
+    assert "best under SLA (TPOT <= 20 ms):" in out
+    assert sum(line.startswith(("  8xh200_sxm: ", "  8xb200_sxm: ")) for line in out.splitlines()) == 2
+    bad = run("compare", "--model", "deepseek-r1", "--gpus", "8xH200,8xB200", "--mode", "both", ok=False)
+    assert bad.returncode == 2 and "--mode" in bad.stderr
+
+
 def test_predict_launch_commands():
     out = run("predict", "--model", "llama-3.1-70b", "--gpus", "8xH100", "--tpot", "30", "--launch", "trtllm").stdout
     assert "trtllm-serve" in out and "--tp_size" in out
