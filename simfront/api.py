@@ -717,6 +717,9 @@ def frontier_compare(model: str, gpus: str, knob: str, values: list[str], isl: i
             args["modes"] = [v]
         elif knob == "spec":
             args["spec"] = v
+            if v.strip().lower() in ("none", "off"):  # --spec-k / --acceptance describe the drafting arms only
+                args.pop("spec_k", None)
+                args.pop("acceptance", None)
         elif knob == "precision":
             args["precision"] = [v]
         elif knob == "kv_dtype":
@@ -757,7 +760,9 @@ def frontier_compare(model: str, gpus: str, knob: str, values: list[str], isl: i
                          "max_tok_s_user_change_pct": round(100 * reach, 1),
                          "gain_at": [{"tok_s_user": round(float(x), 2), "gain_pct": (round(100 * float(gv), 1) if np.isfinite(gv) else None)}
                                      for x, gv in zip(xq, gain)]})
-    return {"model": model, "knob": knob, "baseline": values[0], "sets": sets, "verdicts": verdicts,
+    # the other knobs every frontier was held to (null: simfront's default choices)
+    held = {k: kw.get(k) for k in ("precision", "kv_dtype", "spec", "spec_k", "acceptance", "modes")}
+    return {"model": model, "knob": knob, "baseline": values[0], "sets": sets, "verdicts": verdicts, "search": held,
             "workload": {"isl": wl.isl, "osl": wl.osl, **({"preset": wl.preset} if wl.preset else {})}}
 
 

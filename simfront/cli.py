@@ -427,6 +427,12 @@ def frontier_cmd(
     osl: int = OslOpt,
     prefix_hit: float = PrefixOpt,
     engine: Optional[str] = EngineOpt,
+    precision: Optional[str] = typer.Option(None, "--precision", help="Comma list of weight precisions every frontier searches (not with --compare precision=...)."),
+    kv_dtype: Optional[str] = typer.Option(None, "--kv-dtype", help="Comma list of KV dtypes every frontier searches (not with --compare kv_dtype=...)."),
+    spec: Optional[str] = typer.Option(None, "--spec", help="Speculative decoding every frontier searches: none, mtp, eagle, ngram (not with --compare spec=...)."),
+    spec_k: Optional[int] = SpecKOpt,
+    acceptance: Optional[float] = AcceptanceOpt,
+    mode: Optional[str] = typer.Option(None, "--mode", help="agg, disagg or agg,disagg for every frontier (not with --compare mode=...)."),
     html: Optional[str] = typer.Option(None, "--html", help="Write the overlaid frontiers as an offline plotly page."),
     quality: Optional[str] = typer.Option(None, "--quality", help="Your quality scores (see predict --quality): the verdict then names the trade, throughput gained per quality point lost."),
     quiet: bool = QuietOpt,
@@ -447,9 +453,19 @@ def frontier_cmd(
         raise SimfrontError("--gpus is required unless comparing gpus=...")
     inputs.check_output_path("--html", html)
     engine = inputs.check_engine(engine)
+    modes = _values("--mode", mode)
+    inputs.check_modes(modes)
+    held = {"precision": _values("--precision", precision), "kv_dtype": _values("--kv-dtype", kv_dtype), "spec": spec,
+            "modes": modes}
+    compared = {"kv": "kv_dtype", "kv-dtype": "kv_dtype", "mode": "modes"}.get(knob.strip(), knob.strip())
+    if held.get(compared) is not None:  # the compared knob takes each value in turn: a fixed value of it would be dropped
+        flag = {"modes": "--mode", "kv_dtype": "--kv-dtype"}.get(compared, f"--{compared}")
+        raise SimfrontError(f"{flag} cannot be given with --compare {knob.strip()}=...: that knob takes each compared value in turn")
+    kw = {k: v for k, v in held.items() if v is not None}
+    kw.update({k: v for k, v in (("spec_k", spec_k), ("acceptance", acceptance)) if v is not None})
     with progress(f"predicting {len(values)} frontiers ({knob.strip()})", quiet=quiet or as_json):
         res = api.frontier_compare(model, gpus or "", knob.strip(), values, isl=isl, osl=osl, prefix_hit=prefix_hit, engine=engine,
-                                   **({"quality": quality} if quality else {}))
+                                   **({"quality": quality} if quality else {}), **kw)
     if html:
         report.write_knob_compare_html(res, html, title=f"{model}: {knob} comparison (ISL {isl} / OSL {osl})")
     if as_json:

@@ -295,7 +295,9 @@ def write_validation_html(res: dict, path: str) -> None:
 
 
 def print_compare(res: dict) -> None:
-    print(f"{res['model']}: --compare {res['knob']}={','.join(s['value'] for s in res['sets'])}  (baseline {res['baseline']})")
+    held = search_text(res.get("search"))
+    print(f"{res['model']}: --compare {res['knob']}={','.join(s['value'] for s in res['sets'])}  (baseline {res['baseline']})"
+          + (f"; every frontier with {held}" if held else ""))
     for s in res["sets"]:
         f = s["frontier"]
         if f:

@@ -129,6 +129,30 @@ def test_compare_searches_what_predict_would_and_shows_each_sets_best_under_the_
     assert bad.returncode == 2 and "--mode" in bad.stderr
 
 
+def test_frontier_compare_holds_the_other_knobs_and_refuses_to_hold_the_compared_one():
+    """frontier --compare precision=... --spec none --mode agg: every frontier searched without drafts, aggregated (as
+    predict gives them), the held knobs in the JSON and the header; holding the compared knob itself is an error, and
+    --spec-k applies to the drafting values of --compare spec=... only."""
+    from simfront import api
+
+    args = ["--model", "deepseek-r1", "--gpus", "8xB200", "--compare", "precision=fp8_block,nvfp4", "--spec", "none", "--mode", "agg"]
+    res = json.loads(run("frontier", *args, "--json").stdout)
+    assert res["search"] == {"precision": None, "kv_dtype": None, "spec": "none", "spec_k": None, "acceptance": None,
+                             "modes": ["agg"]}
+    for s in res["sets"]:
+        alone = api.predict("deepseek-r1", "8xB200", precision=[s["value"]], spec="none", modes=["agg"])
+        assert s["frontier"] == json.loads(json.dumps(alone.to_json()["frontier"]))
+    assert run("frontier", *args).stdout.splitlines()[0].endswith("; every frontier with --spec none, --mode agg")
+    for flag, value, knob in (("--spec", "mtp", "spec=none,mtp"), ("--mode", "agg", "mode=agg,disagg"),
+                              ("--kv-dtype", "fp8", "kv=bf16,fp8"), ("--precision", "nvfp4", "precision=fp8_block,nvfp4")):
+        bad = run("frontier", "--model", "deepseek-r1", "--gpus", "8xB200", "--compare", knob, flag, value, ok=False)
+        assert bad.returncode == 2 and f"{flag} cannot be given with --compare" in bad.stderr
+    res = json.loads(run("frontier", "--model", "deepseek-r1", "--gpus", "8xB200", "--compare", "spec=none,mtp",
+                         "--spec-k", "2", "--mode", "agg", "--json").stdout)
+    assert {p["spec"] for p in res["sets"][0]["frontier"]} == {"none"}
+    assert {p["spec"].split("@")[0] for p in res["sets"][1]["frontier"]} == {"mtp-k2"}
+
+
 def test_predict_launch_commands():
     out = run("predict", "--model", "llama-3.1-70b", "--gpus", "8xH100", "--tpot", "30", "--launch", "trtllm").stdout
     assert "trtllm-serve" in out and "--tp_size" in out
