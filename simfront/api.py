@@ -372,7 +372,10 @@ def predict(model: str, gpus: str | GpuSet, isl: int | None = None, osl: int | N
     spec_on_front = {str(x) for x in np.asarray(pts["spec"])[front]} - {"none", ""}
     from .scheduler import release_note
 
-    for note in (release_note(engine, engine_version), cpu_overlap_note(engine, bool(spec_on_front), engine_version)):
+    from .speculative import borrowed_note
+
+    for note in (release_note(engine, engine_version), cpu_overlap_note(engine, bool(spec_on_front), engine_version),
+                 borrowed_note(spec_on_front, m.id)):
         if note:
             out["notes"].append(note)
     rows = _rows_of(pts, front)  # the frontier's rows only: no column of a 10^6-point search is joined for them

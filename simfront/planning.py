@@ -37,6 +37,7 @@ from .serving import DEFAULT_CHUNK_TOKENS, DecodeResult, PrefillResult, Workload
 from .results import layout_label
 from .scheduler import release_note
 from .inputs import check_lengths as check_request_lengths, check_spec
+from .speculative import borrowed_note
 from .sizing import min_gpus as fewest_gpus
 
 # GPU types planned when none are named: the current NVIDIA HGX / NVL72 parts and AMD's newest.
@@ -525,6 +526,8 @@ def plan(model: str, rate: float, isl: int = 1024, osl: int = 1024, ttft_ms: flo
     if eng is None and (note := startable_note([r["point"] for r in ok], "chosen deployment")):
         notes.append(note)
     if note := release_note(eng, space.engine_version):
+        notes.append(note)
+    if note := borrowed_note({r["spec"] for r in ok}, m.id):  # acceptance lengths of another model's drafter
         notes.append(note)
     if unpriced:
         notes.append(f"--price {', '.join(unpriced)}: not among the GPU types planned ({', '.join(h.id for h in hws)}), "

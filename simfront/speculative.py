@@ -56,3 +56,16 @@ def survival(family: str, k: int) -> tuple[float, ...]:
 
 def source(family: str) -> str:
     return str(((_data().get("families") or {}).get(family) or {}).get("source", ""))
+
+
+def borrowed_note(labels, model_id: str) -> str | None:
+    """A note for the speculative points (search labels such as ``eagle-k3@AL2.88``) whose acceptance lengths come
+    from another model's family (``method_default``), naming the family and its source; None when every such point
+    uses the model's own measured family or an acceptance the user gave (labels ``method-kK@0.7``)."""
+    methods = sorted({str(lab).split("-k")[0] for lab in labels if "@AL" in str(lab)})
+    lent = [(m, fam) for m in methods for fam, borrowed in [family_for(m, model_id)] if borrowed and fam]
+    if not lent:
+        return None
+    said = "; ".join(f"{m} points take {fam}'s ({source(fam)})" for m, fam in lent)
+    return (f"speculative decoding: {model_id} has no measured acceptance lengths of its own in models/speculative.yaml, "
+            f"so {said}; give --acceptance to price your drafter's own rate")

@@ -350,3 +350,12 @@ def test_plan_restricted_to_no_speculation_and_aggregated_serving(capsys):
     assert mtp["spec"].startswith("mtp-k2@")
     with pytest.raises(SimfrontError, match="--spec-k 2 needs a speculative method"):
         plan(MODEL, rate, ISL, OSL, spec_k=2, **kw)
+
+
+def test_plan_says_whose_acceptance_lengths_a_borrowed_drafter_uses():
+    res = plan("minimax-m2.5", 5.0, 1024, 1024, hardware=["h200"])
+    row = res["rows"][0]
+    assert row["feasible"] and row["spec"].startswith("mtp-")
+    assert any(n.startswith("speculative decoding: minimax-m2.5 has no measured acceptance lengths") for n in res["notes"])
+    none = plan("minimax-m2.5", 5.0, 1024, 1024, hardware=["h200"], spec="none")
+    assert not any("acceptance lengths" in n for n in none["notes"])

@@ -112,3 +112,21 @@ def test_spec_labels_parse_back_to_the_same_speculation():
     for label in ("none", "mtp-k1@AL1.79", "mtp-k3@AL2.49", "ngram-k3@0.3"):
         assert spec_label(spec_from_label(label, m)) == label
     assert parse_spec_label("eagle-k3@0.7") == ("eagle", 3, 0.7)
+
+
+def test_a_model_without_its_own_acceptance_table_says_whose_it_borrows():
+    """models/speculative.yaml: an unlisted model's drafts take its method's default family; predict says so (naming
+    the family and its source) when such points reach the frontier, and not for a listed model or a user's --acceptance."""
+    from simfront.speculative import borrowed_note, family_for
+
+    assert family_for("eagle", "llama-3.1-8b") == ("kimi-eagle3", True)
+    assert family_for("mtp", "deepseek-r1") == ("deepseek-mtp", False)
+    kw = dict(isl=1024, osl=1024, modes=["agg"])
+    notes = api.predict("llama-3.1-8b", "1xH100", spec="none,eagle", **kw)["notes"]
+    said = [n for n in notes if n.startswith("speculative decoding: llama-3.1-8b has no measured acceptance lengths")]
+    assert len(said) == 1 and "eagle points take kimi-eagle3's (InferenceX golden AL" in said[0]
+    assert not any("acceptance lengths of its own" in n for n in api.predict("deepseek-r1", "8xB200", **kw)["notes"])
+    own = api.predict("llama-3.1-8b", "1xH100", spec="eagle", acceptance=0.7, **kw)["notes"]
+    assert not any("acceptance lengths of its own" in n for n in own)
+    assert borrowed_note(["none", "eagle-k3@0.7"], "llama-3.1-8b") is None
+    assert "mtp points take deepseek-mtp's" in borrowed_note(["mtp-k2@AL2.27"], "minimax-m2.5")
