@@ -76,6 +76,11 @@ def list_hardware() -> list[dict]:
     return out
 
 
+def _with_note(provenance: dict, note: str | None) -> dict:
+    """``provenance`` with ``note`` added to its notes (unchanged without one)."""
+    return provenance if not note else {**provenance, "notes": [*provenance.get("notes", []), note]}
+
+
 def memory(model: str, gpus: str | GpuSet, precision: str = "native", kv_dtype: str = "native", isl: int = 1024, osl: int = 1024,
            tp: int | None = None, pp: int = 1, ep: int = 1, attention_dp: int = 1, engine: str | None = None,
            engine_version: str | None = None, gpu_memory_fraction: float | str | None = None) -> MemoryVerdict:
@@ -480,6 +485,7 @@ def explain(model: str, gpus: str | GpuSet, tp: int = 1, pp: int = 1, ep: int = 
                          ctx=ctx if ctx is not None else int((isl or 1) + (osl or 0)), phase=phase, precision=precision, kv_dtype=kv_dtype)
     from .layout import check_layout
     from .search import make_spec, spec_label
+    from .speculative import borrowed_note
     from .serving import (NO_SPEC, Workload, _split, engine_workload, aggregated_raw, decode_context, decode_raw, engine_profile, finish_aggregated,
                           mean_step_s, others_mixed_share, prefill_raw, runs_in_waves, step_terms)
     from .step import ELEMENTWISE_OPS, StepBatch, forward_step
@@ -630,7 +636,8 @@ def explain(model: str, gpus: str | GpuSet, tp: int = 1, pp: int = 1, ep: int = 
         "tpot_s": out_step / al if phase == "decode" else None,
         "step_flops_per_gpu": flops, "model_flops": model_flops, "attention_flops": attn_flops, "weight_flops": weight_flops,
         "weight_flops_reference": ref, "weight_flops_ratio": weight_flops / ref if ref else None,
-        "provenance": _provenance_of(hw, priced_configs(m, hw, [(prec.label, prec.kv, lay.gpus_per_worker)])),
+        "provenance": _with_note(_provenance_of(hw, priced_configs(m, hw, [(prec.label, prec.kv, lay.gpus_per_worker)])),
+                                 borrowed_note([spec_label(sp)], m.id) if phase == "decode" else None),
         "engine_refuses": _engine_refuses(engine, engine_version, tp, pp, attention_dp, ep, sp.k > 0 and phase == "decode",
                                           mode == "disagg" and phase == "decode"),
         "note": "op times and FLOPs are per GPU of one attention-DP rank, all layers (a PP worker spreads them over its stages); "

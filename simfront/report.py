@@ -196,6 +196,8 @@ def print_explain(res: dict) -> None:
           f"{res['weight_flops_reference'] / 1e12:,.2f}, ratio {res['weight_flops_ratio']:.3f}) + attention {res['attention_flops'] / 1e12:,.2f} + elementwise")
     if res.get("engine_refuses"):
         print(f"note: {res['engine']} would not start this worker: {res['engine_refuses']}")
+    for n in (res.get("provenance") or {}).get("notes") or []:  # borrowed parameters, estimated peaks, fallback kernels
+        print(f"note: {n}")
     print(f"note: {res['note']}")
 
 

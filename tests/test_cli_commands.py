@@ -235,3 +235,20 @@ def test_predict_names_the_mean_lengths_of_a_length_range():
     assert (wl["isl"], wl["osl"], wl["mean_isl"], wl["mean_osl"]) == (2048, 256, 1843.0, 230.0)
     plain = json.loads(run(*args[:-2], "--json").stdout)["workload"]
     assert (plain["mean_isl"], plain["mean_osl"], plain["random_range_ratio"]) == (2048, 256, None)
+
+
+def test_explain_prints_what_its_numbers_borrow():
+    """explain's text ends with the provenance notes its JSON carries (parameters borrowed from another GPU family,
+    estimated peaks, and a drafter's acceptance lengths borrowed from another model), as predict's does."""
+    res = json.loads(run("explain", "--model", "qwen3-32b", "--gpus", "1xL40S", "--precision", "fp8_block", "--batch", "8",
+                         "--ctx", "2048", "--json").stdout)
+    notes = res["provenance"]["notes"]
+    assert any(n.startswith("l40s (ada, no calibration data)") for n in notes)
+    out = run("explain", "--model", "qwen3-32b", "--gpus", "1xL40S", "--precision", "fp8_block", "--batch", "8", "--ctx", "2048").stdout
+    assert all(f"note: {n}" in out for n in notes)
+    out = run("explain", "--model", "llama-3.1-8b", "--gpus", "1xH100", "--batch", "8", "--isl", "1024", "--osl", "1024",
+              "--spec", "eagle").stdout
+    assert "note: speculative decoding: llama-3.1-8b has no measured acceptance lengths of its own" in out
+    out = run("explain", "--model", "deepseek-r1", "--gpus", "8xB200", "--tp", "8", "--batch", "8", "--isl", "1024", "--osl", "1024",
+              "--spec", "mtp").stdout
+    assert "acceptance lengths of its own" not in out
