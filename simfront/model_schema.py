@@ -231,6 +231,28 @@ def known_keys() -> frozenset[str]:
     return frozenset(data["read"]) | frozenset(data["no_cost_effect"])
 
 
+@lru_cache(maxsize=None)
+def _unsupported() -> tuple[dict[str, str], dict[str, str]]:
+    data = yamlio.load(MODELS_DIR / "config_keys.yaml")
+    return dict(data.get("unsupported_keys") or {}), dict(data.get("unsupported_model_types") or {})
+
+
+def check_supported_layers(cfg: dict, where: str) -> None:
+    """Refuse a config whose layers simfront does not cost (Mamba / state-space, RWKV, recurrent blocks: the
+    ``unsupported_keys`` and ``unsupported_model_types`` of models/config_keys.yaml), naming what marks them."""
+    keys, types = _unsupported()
+    for prefix, part in (("", cfg), ("text_config.", cfg.get("text_config"))):
+        if not isinstance(part, dict):
+            continue
+        mt = part.get("model_type")
+        hits = [(f"model_type {mt!r}", types[mt])] if isinstance(mt, str) and mt in types else []
+        hits += [(f"key {prefix}{k}", keys[k]) for k in part if k in keys]
+        if hits:
+            what, reason = hits[0]
+            raise SimfrontError(f"{where}: config.json {what} marks {reason}, which simfront does not cost (it models "
+                                f"transformer layers with full, sliding, chunked or linear attention): no prediction for this model")
+
+
 # ---------------------------------------------------------------------------------------------
 # Validation
 
@@ -289,6 +311,7 @@ def with_defaults(c: dict, top: dict | None = None) -> dict:
 def validate_text_config(cfg: dict, where: str) -> tuple[TextSpec, dict]:
     """Validate the language-model part of ``cfg``: (spec, the text dict with model-type defaults)."""
     check_finite(cfg, where)
+    check_supported_layers(cfg, where)
     c, prefix = text_part(cfg, where)
     c = with_defaults(c, cfg)
     try:

@@ -162,9 +162,11 @@ def test_bitsandbytes_8bit_is_reported_not_guessed(tmp_path):
 
 
 def test_unknown_keys_are_warnings_on_the_model(tmp_path):
-    m = get_model(str(_write(tmp_path, dict(DENSE, hybrid_override_pattern="M*M*", rms_norm_eps=1e-5))))
-    assert len(m.warnings) == 1 and "hybrid_override_pattern" in m.warnings[0] and "rms_norm_eps" not in m.warnings[0]
-    assert unknown_keys({"text_config": {"mamba_d_state": 1}, "rope_theta": 1.0}) == ["text_config.mamba_d_state"]
+    # a key simfront neither reads nor knows (hybrid_override_pattern, which marks Mamba layers, is refused instead:
+    # tests/test_model_configs_unsupported.py)
+    m = get_model(str(_write(tmp_path, dict(DENSE, residual_multiplier_v2=0.5, rms_norm_eps=1e-5))))
+    assert len(m.warnings) == 1 and "residual_multiplier_v2" in m.warnings[0] and "rms_norm_eps" not in m.warnings[0]
+    assert unknown_keys({"text_config": {"new_field": 1}, "rope_theta": 1.0}) == ["text_config.new_field"]
     assert get_model(str(_write(tmp_path, DENSE, "plain.json"))).warnings == ()
 
 
