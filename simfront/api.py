@@ -470,7 +470,8 @@ def explain(model: str, gpus: str | GpuSet, tp: int = 1, pp: int = 1, ep: int = 
             ctx: int | None = None, phase: str = "decode", precision: str = "native", kv_dtype: str = "native", spec: str | None = None,
             spec_k: int | None = None, acceptance: float | None = None, isl: int | None = None, osl: int | None = None,
             engine: str | None = None, chunk_tokens: int | None = None, mode: str = "agg",
-            random_range_ratio: float | None = None, engine_version: str | None = None) -> StepBreakdown:
+            random_range_ratio: float | None = None, engine_version: str | None = None,
+            routing_skew: float | str | None = None) -> StepBreakdown:
     """Per-op table of one forward step on one GPU and every term between it and the step time the
     serving model uses (hidden kernel latency, engine step scale, per-step overhead, mixed prefill
     steps, draft passes, tokens accepted per step).
@@ -523,6 +524,7 @@ def explain(model: str, gpus: str | GpuSet, tp: int = 1, pp: int = 1, ep: int = 
     if spec is not None or spec_k:
         sp = make_spec(spec or "mtp", spec_k, acceptance, m)
     prof = engine_profile(engine, engine_version)  # the scheduler family of that release (newest when None)
+    alpha = _routing_alpha(routing_skew)  # the MoE routing skew, as predict takes it
     hw = g.hardware
     q = 1 + sp.k
     terms: list[dict] = []
@@ -530,7 +532,7 @@ def explain(model: str, gpus: str | GpuSet, tp: int = 1, pp: int = 1, ep: int = 
     if serving:
         inputs.check_range_ratio(random_range_ratio)
         wl = Workload(isl=isl, osl=osl, chunk_tokens=float(chunk_tokens or DEFAULT_CHUNK_TOKENS), length_range_ratio=random_range_ratio,
-                      **engine_workload(engine))
+                      routing_alpha=alpha, **engine_workload(engine))
         # mean cached context of a decoding request on the busiest attention-DP rank (what the evaluator costs)
         ctx_eff = float(decode_context(wl, attention_dp, batch))
         sb = StepBatch(decode_reqs=batch, decode_ctx=ctx_eff, q_tokens=q)
@@ -541,16 +543,16 @@ def explain(model: str, gpus: str | GpuSet, tp: int = 1, pp: int = 1, ep: int = 
         ctx_eff = float(ctx)
         sb = StepBatch(prefill_tokens=batch * ctx, prefill_seqs=batch, sampled=batch)
     tokens = batch * q if phase == "decode" else batch * ctx
-    st = forward_step(m, prec, hw, tp, pp, attention_dp, ep, sb)
+    st = forward_step(m, prec, hw, tp, pp, attention_dp, ep, sb, routing_alpha=alpha)
     if serving and mode == "agg":
         raw = aggregated_raw(m, prec, hw, tp, pp, attention_dp, ep, float(batch), wl, sp)
         split = raw.decode_step_s
     elif serving:
         split = decode_raw(m, prec, hw, tp, pp, attention_dp, ep, float(batch), wl, sp)[0]
     elif phase == "decode":
-        split = decode_raw(m, prec, hw, tp, pp, attention_dp, ep, float(batch), Workload(isl=ctx_eff, osl=0.0), sp)[0]
+        split = decode_raw(m, prec, hw, tp, pp, attention_dp, ep, float(batch), Workload(isl=ctx_eff, osl=0.0, routing_alpha=alpha), sp)[0]
     else:
-        split, _, _, lone = prefill_raw(m, prec, hw, tp, pp, attention_dp, ep, float(batch), Workload(isl=float(ctx), osl=1.0), np.inf)
+        split, _, _, lone = prefill_raw(m, prec, hw, tp, pp, attention_dp, ep, float(batch), Workload(isl=float(ctx), osl=1.0, routing_alpha=alpha), np.inf)
     raw_roof, raw_fixed = (float(x) for x in st.split())
     # requests on the rank each decode step: the running batch, which the token budget can hold below --batch
     running = float(np.asarray(raw.batch).ravel()[0]) if serving and mode == "agg" else float(batch)
@@ -629,7 +631,7 @@ def explain(model: str, gpus: str | GpuSet, tp: int = 1, pp: int = 1, ep: int = 
     return StepBreakdown(**{
         "model": m.id, "gpus": g.label, "layout": lay.label(), "phase": phase, "mode": mode, "batch": batch, "ctx": ctx_eff,
         "isl": isl, "osl": osl, "random_range_ratio": random_range_ratio if serving else None,
-        "precision": prec.label, "kv_dtype": prec.kv, "spec": spec_label(sp), "engine": engine or "default",
+        "precision": prec.label, "kv_dtype": prec.kv, "spec": spec_label(sp), "engine": engine or "default", "routing_alpha": alpha,
         "profile": prof, "tokens": tokens, "ops": rows, "raw_step_time_s": float(st.time_s), "terms": terms,
         "engine_step_s": engine_step, "mixed": mixed, "step_time_s": out_step, "lone_prompt_step_s": lone_step,
         "accepted_tokens_per_step": al,

@@ -349,6 +349,7 @@ def explain_cmd(
     engine: Optional[str] = typer.Option(None, "--engine", help="Engine profile: trtllm, sglang, vllm (default: average)."),
     engine_version: Optional[str] = typer.Option(None, "--engine-version", help="With --engine: the release whose scheduler family is priced (e.g. 0.5.12); default the newest simfront knows."),
     chunk_tokens: Optional[int] = typer.Option(None, "--chunk-tokens", help="Engine token budget per step (a frontier point's chunk_tokens; default 8192)."),
+    routing_skew: Optional[str] = typer.Option(None, "--routing-skew", help="MoE routing: balanced, or a power-law exponent of tokens over experts (a frontier point's workload.routing_alpha; default 1.01, as predict)."),
     random_range_ratio: Optional[float] = RangeRatioOpt,
     calibration: Optional[str] = CalOpt,
     as_json: bool = JsonOpt,
@@ -360,7 +361,8 @@ def explain_cmd(
     res = api.explain(model, gpus, tp=tp, pp=pp, ep=ep, attention_dp=attention_dp, batch=batch, ctx=ctx, phase=phase,
                       precision=precision, kv_dtype=kv_dtype, spec=spec, spec_k=spec_k, acceptance=acceptance, isl=isl, osl=osl,
                       engine=engine, chunk_tokens=chunk_tokens, mode=mode, random_range_ratio=random_range_ratio,
-                      engine_version=_priced_release(engine, None, inputs.check_engine_version(engine_version))[0])
+                      engine_version=_priced_release(engine, None, inputs.check_engine_version(engine_version))[0],
+                      routing_skew=routing_skew)
     if as_json:
         return _emit_json(res)
     report.print_explain(res)

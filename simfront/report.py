@@ -172,7 +172,9 @@ def print_explain(res: dict) -> None:
     rr = res.get("random_range_ratio")
     spread = f", lengths in [{rr:g} L, L]: mean context {res['ctx']:,.0f}" if rr is not None and rr < 1 else ""
     head += f"ISL {res['isl']} / OSL {res['osl']} ({res['mode']}{spread})" if res.get("isl") is not None else f"ctx {res['ctx']:,.0f}"
-    print(head + f"  {res['precision']} (KV {res['kv_dtype']})  spec {res['spec']}  engine profile {res['engine']}")
+    moe = any(r["op"] == "moe.experts" for r in res["ops"])
+    routing = ("  routing balanced" if res.get("routing_alpha") is None else f"  routing skew {res['routing_alpha']:g}") if moe else ""
+    print(head + f"  {res['precision']} (KV {res['kv_dtype']})  spec {res['spec']}  engine profile {res['engine']}{routing}")
     rows = sorted(res["ops"], key=lambda r: -r["time_s"])
     tot = res["raw_step_time_s"]
     for r in rows:

@@ -272,6 +272,7 @@ class StepBreakdown(Result):
     isl: int | None
     osl: int | None
     random_range_ratio: float | None = None  # lengths uniform in [r ISL, ISL]: ctx is costed at their mean
+    routing_alpha: float | None = None  # the MoE routing skew priced (--routing-skew; None: balanced)
     precision: str
     kv_dtype: str
     spec: str

@@ -312,3 +312,26 @@ def test_explain_costs_a_length_range_at_its_mean_lengths_as_predict_does():
                         chunk_tokens=p["chunk_tokens"] or None, random_range_ratio=0.8)
         assert e["tpot_s"] * 1e3 == pytest.approx(p["tpot_ms"], rel=1e-3), p["layout"]
         assert e["random_range_ratio"] == 0.8 and e["ctx"] < 1843 + 230 / 2 + 1  # at most the mean context, busiest rank
+
+
+@pytest.mark.parametrize("skew", ["balanced", "1.3"])
+def test_explain_prices_a_routing_skew_as_predict_does(skew):
+    """--routing-skew: explain's decode step of a frontier point of a search under that skew is the one predict priced,
+    and with many tokens per rank (4,096 over 8 ranks) a skewed router makes the expert-parallel MoE op slower than a
+    balanced one: the busiest rank sets it. (With few tokens a skew can be faster: fewer experts are touched, so
+    fewer weights are streamed.)"""
+    res = api.predict("deepseek-r1", "8xB200", isl=1024, osl=1024, modes=["agg"], spec="none", routing_skew=skew)
+    pts = [p for p in res["frontier"] if p["ep"] > 1]
+    assert pts
+    for p in pts[:: max(1, len(pts) // 3)]:
+        e = api.explain("deepseek-r1", "8xB200", tp=p["tp"], pp=p["pp"], ep=p["ep"], attention_dp=p["attention_dp"], batch=p["batch"],
+                        isl=1024, osl=1024, precision=p["precision"].split("+kv")[0], kv_dtype=p["kv_dtype"],
+                        chunk_tokens=p["chunk_tokens"] or None, routing_skew=skew)
+        assert e["tpot_s"] * 1e3 == pytest.approx(p["tpot_ms"], rel=1e-3), p["layout"]
+        assert e["routing_alpha"] == (None if skew == "balanced" else float(skew))
+
+    def moe_s(s):
+        e = api.explain("deepseek-r1", "8xB200", tp=1, attention_dp=8, ep=8, batch=512, ctx=2048, routing_skew=s)
+        return sum(r["time_s"] for r in e["ops"] if r["op"] == "moe.experts")
+
+    assert moe_s("balanced") < moe_s("1.3")

@@ -16,7 +16,7 @@ from kernel_data import KERNEL_DIR
 CALIBRATION_E2E = KERNEL_DIR.parent / "e2e"
 
 EXPECTED_IDS = {
-    "a100_sxm", "h20", "h100_sxm", "h200_sxm", "b200_sxm", "b300_sxm", "gb200", "gb300",
+    "a100_sxm", "h20", "h100_sxm", "h800_sxm", "h200_sxm", "b200_sxm", "b300_sxm", "gb200", "gb300",
     "l40s", "rtx_pro_6000_server", "mi300x", "mi325x", "mi355x",
 }
 NVIDIA_BLACKWELL = {"b200_sxm", "b300_sxm", "gb200", "gb300", "rtx_pro_6000_server"}
@@ -41,7 +41,7 @@ def test_every_file_loads_and_its_id_matches_the_filename(path):
     assert hw.id == path.stem
 
 
-def test_catalog_holds_the_13_gpus():
+def test_catalog_holds_the_14_gpus():
     assert set(catalog()) == EXPECTED_IDS
 
 
@@ -70,7 +70,8 @@ def test_every_figure_has_a_source(gid):
 @pytest.mark.parametrize("gid", sorted(EXPECTED_IDS))
 def test_families_and_fp4_formats(gid):
     hw = catalog()[gid]
-    family = {"a100_sxm": "ampere", "l40s": "ada", "h100_sxm": "hopper", "h20": "hopper", "h200_sxm": "hopper",
+    family = {"a100_sxm": "ampere", "l40s": "ada", "h100_sxm": "hopper", "h800_sxm": "hopper", "h20": "hopper",
+              "h200_sxm": "hopper",
               "mi300x": "cdna3", "mi325x": "cdna3", "mi355x": "cdna4"}.get(gid, "blackwell")
     assert hw.family == family
     fp4 = ["nvfp4", "mxfp4"] if gid in NVIDIA_BLACKWELL else ["mxfp4"] if gid == "mi355x" else []
@@ -199,6 +200,7 @@ SPELLINGS = {
     "gb300": ["gb300", "GB300 NVL72"],
     "a100_sxm": ["a100_sxm", "A100", "A100 80GB", "A100-SXM4-80GB", "NVIDIA A100-SXM4-80GB"],
     "h20": ["h20", "H20"],
+    "h800_sxm": ["h800_sxm", "H800", "H800 SXM 80GB", "NVIDIA H800", "h800 80gb hbm3"],
     "l40s": ["l40s", "L40S", "NVIDIA L40S"],
     "rtx_pro_6000_server": ["rtx_pro_6000_server", "RTX PRO 6000", "RTX PRO 6000 Blackwell Server Edition"],
     "mi300x": ["mi300x", "MI300X", "AMD Instinct MI300X"],
@@ -283,3 +285,26 @@ def test_stated_capacity_must_match_the_part():
         get_hardware("A100 40GB")
     assert get_hardware("A100 80GB").id == "a100_sxm"
     assert get_hardware("MI300X 192GB").id == "mi300x"
+
+
+def test_h800_is_h100_with_a_narrower_nvlink():
+    """H800 SXM is H100 SXM's die with NVLink cut to 200 GB/s per direction: a TP8 step prices every compute and
+    memory op as on H100 and only its NVLink collectives slower, by at most the ratio of the two parts' achievable
+    bus bandwidths (the fixed latency is the same), so the step is slower."""
+    from simfront import api
+
+    h100, h800 = get_hardware("h100_sxm"), get_hardware("h800_sxm")
+    assert h800.peak_flops_per_s == h100.peak_flops_per_s and h800.hbm_bandwidth_bytes_per_s == h100.hbm_bandwidth_bytes_per_s
+    assert h800.scaleup.bandwidth_bytes_per_s == 200e9 < h100.scaleup.bandwidth_bytes_per_s
+    a, b = (api.explain("llama-3.1-70b", f"8x{g}", tp=8, batch=32, ctx=4096) for g in ("H100", "H800"))
+    comm = {r["op"] for r in a["ops"] if r["bound"] == "communication"}
+    assert comm
+    for ra, rb in zip(a["ops"], b["ops"]):
+        assert ra["op"] == rb["op"]
+        if ra["op"] in comm:
+            ratio = (h100.achievable.collectives["nvswitch"].bus_bandwidth_bytes_per_s
+                     / h800.achievable.collectives["nvswitch"].bus_bandwidth_bytes_per_s)
+            assert ra["time_s"] < rb["time_s"] <= ra["time_s"] * ratio * (1 + 1e-9)
+        else:
+            assert rb["time_s"] == pytest.approx(ra["time_s"], rel=1e-12)
+    assert b["step_time_s"] > a["step_time_s"]
