@@ -55,6 +55,12 @@ OslOpt = typer.Option(1024, "--osl", help="Mean output (generated) tokens per re
 PrefixOpt = typer.Option(0.0, "--prefix-hit", help="Share of input tokens served from the prefix cache (0-1).")
 EngineOpt = typer.Option(None, "--engine", help="Engine overhead profile: trtllm, sglang, vllm (default: average).")
 RangeRatioOpt = typer.Option(None, "--random-range-ratio", help="A benchmark whose lengths are uniform in [r x ISL, ISL] and [r x OSL, OSL] (SGLang bench_serving / InferenceX spelling; costed at the mean lengths; 1 = fixed lengths, which a prefill-first engine such as SGLang serves in waves). Default: lengths that vary, as a service's do.")
+TtftOpt = typer.Option(None, "--ttft", help="SLA: max mean TTFT in ms.")
+TpotOpt = typer.Option(None, "--tpot", help="SLA: max mean TPOT in ms.")
+MinTokOpt = typer.Option(None, "--min-tok-s-user", help="SLA: min tokens/s per user.")
+KvListOpt = typer.Option(None, "--kv-dtype", help="Comma list of KV dtypes (default: native, fp8 where supported).")
+SpecListOpt = typer.Option(None, "--spec", help="Speculative decoding to search: none, mtp, eagle, ngram (comma list). Default: none + MTP if the model ships it.")
+ModeOpt = typer.Option(None, "--mode", help="agg, disagg or agg,disagg (default both).")
 SpecKOpt = typer.Option(None, "--spec-k", help="Draft tokens per step (default: each method searched at 1-4 drafts).")
 ExplainSpecKOpt = typer.Option(None, "--spec-k", help="Draft tokens per step (default: 1 for MTP, 3 for EAGLE and n-gram).")
 AcceptanceOpt = typer.Option(None, "--acceptance", help="Per-token draft acceptance probability (0-1).")
@@ -232,15 +238,15 @@ def predict_cmd(
     osl: Optional[int] = typer.Option(None, "--osl", help="Mean output tokens per request (default 1024, or set by --workload)."),
     concurrency: Optional[int] = typer.Option(None, "--concurrency", help="Client concurrency: keep configurations with about this many requests in flight."),
     rate: Optional[float] = typer.Option(None, "--rate", help="Request rate (req/s) the configuration must sustain."),
-    ttft: Optional[float] = typer.Option(None, "--ttft", help="SLA: max mean TTFT in ms."),
-    tpot: Optional[float] = typer.Option(None, "--tpot", help="SLA: max mean TPOT in ms."),
-    min_tok_s_user: Optional[float] = typer.Option(None, "--min-tok-s-user", help="SLA: min tokens/s per user."),
+    ttft: Optional[float] = TtftOpt,
+    tpot: Optional[float] = TpotOpt,
+    min_tok_s_user: Optional[float] = MinTokOpt,
     precision: Optional[str] = typer.Option(None, "--precision", help="Comma list of weight precisions to search (default: native + cheaper ones the GPU supports)."),
-    kv_dtype: Optional[str] = typer.Option(None, "--kv-dtype", help="Comma list of KV dtypes (default: native, fp8 where supported)."),
-    spec: Optional[str] = typer.Option(None, "--spec", help="Speculative decoding to search: none, mtp, eagle, ngram (comma list). Default: none + MTP if the model ships it."),
+    kv_dtype: Optional[str] = KvListOpt,
+    spec: Optional[str] = SpecListOpt,
     spec_k: Optional[int] = SpecKOpt,
     acceptance: Optional[float] = AcceptanceOpt,
-    mode: Optional[str] = typer.Option(None, "--mode", help="agg, disagg or agg,disagg (default both)."),
+    mode: Optional[str] = ModeOpt,
     price: Optional[float] = typer.Option(None, "--price", help="USD per GPU-hour (default: the catalog price)."),
     prefix_hit: Optional[float] = typer.Option(None, "--prefix-hit", help="Share of input tokens served from the prefix cache (0-1; default 0, or set by --workload)."),
     workload: Optional[str] = typer.Option(None, "--workload", help="Workload preset: agentic-coding (multi-turn sessions whose prompts grow by each turn's output and tool result; sets --isl, --osl and --prefix-hit)."),
@@ -527,17 +533,17 @@ def plan_cmd(
     rate: float = typer.Option(..., "--rate", help="Requests per second to serve."),
     isl: int = IslOpt,
     osl: int = OslOpt,
-    ttft: Optional[float] = typer.Option(None, "--ttft", help="SLA: max mean TTFT in ms."),
-    tpot: Optional[float] = typer.Option(None, "--tpot", help="SLA: max mean TPOT in ms."),
-    min_tok_s_user: Optional[float] = typer.Option(None, "--min-tok-s-user", help="SLA: min tokens/s per user."),
+    ttft: Optional[float] = TtftOpt,
+    tpot: Optional[float] = TpotOpt,
+    min_tok_s_user: Optional[float] = MinTokOpt,
     hardware: Optional[str] = typer.Option(None, "--hardware", help="Comma list of GPU types (default h100,h200,b200,b300,gb200,mi355x)."),
     price: Optional[List[str]] = typer.Option(None, "--price", help="GPU=USD per GPU-hour overrides, e.g. --price h200=3.2 --price b200=5."),
     precision: Optional[str] = typer.Option(None, "--precision", help="Comma list of weight precisions to consider."),
-    kv_dtype: Optional[str] = typer.Option(None, "--kv-dtype", help="Comma list of KV dtypes to consider (default: native, fp8 where supported)."),
-    spec: Optional[str] = typer.Option(None, "--spec", help="Speculative decoding to consider: none, mtp, eagle, ngram (comma list). Default: none + MTP if the model ships it."),
+    kv_dtype: Optional[str] = KvListOpt,
+    spec: Optional[str] = SpecListOpt,
     spec_k: Optional[int] = SpecKOpt,
     acceptance: Optional[float] = AcceptanceOpt,
-    mode: Optional[str] = typer.Option(None, "--mode", help="agg, disagg or agg,disagg (default both)."),
+    mode: Optional[str] = ModeOpt,
     prefix_hit: float = PrefixOpt,
     engine: Optional[str] = typer.Option(None, "--engine", help="Plan for an engine (its overhead profile and the layouts it can launch)."),
     max_gpus: Optional[int] = typer.Option(None, "--max-gpus", help="Largest deployment to consider, in GPUs (default 512)."),
@@ -588,15 +594,15 @@ def compare_cmd(
     isl: int = IslOpt,
     osl: int = OslOpt,
     price: Optional[List[str]] = typer.Option(None, "--price", help="GPU=USD per GPU-hour overrides."),
-    ttft: Optional[float] = typer.Option(None, "--ttft", help="SLA: max mean TTFT in ms (each set's best point under it is shown)."),
-    tpot: Optional[float] = typer.Option(None, "--tpot", help="SLA: max mean TPOT in ms."),
-    min_tok_s_user: Optional[float] = typer.Option(None, "--min-tok-s-user", help="SLA: min tokens/s per user."),
+    ttft: Optional[float] = TtftOpt,
+    tpot: Optional[float] = TpotOpt,
+    min_tok_s_user: Optional[float] = MinTokOpt,
     precision: Optional[str] = typer.Option(None, "--precision", help="Comma list of weight precisions to search on every set (default: native + cheaper ones each GPU supports)."),
-    kv_dtype: Optional[str] = typer.Option(None, "--kv-dtype", help="Comma list of KV dtypes (default: native, fp8 where supported)."),
-    spec: Optional[str] = typer.Option(None, "--spec", help="Speculative decoding to search: none, mtp, eagle, ngram (comma list). Default: none + MTP if the model ships it."),
+    kv_dtype: Optional[str] = KvListOpt,
+    spec: Optional[str] = SpecListOpt,
     spec_k: Optional[int] = SpecKOpt,
     acceptance: Optional[float] = AcceptanceOpt,
-    mode: Optional[str] = typer.Option(None, "--mode", help="agg, disagg or agg,disagg (default both)."),
+    mode: Optional[str] = ModeOpt,
     prefix_hit: Optional[float] = typer.Option(None, "--prefix-hit", help="Share of input tokens served from the prefix cache (0-1; default 0)."),
     engine: Optional[str] = EngineOpt,
     engine_version: Optional[str] = typer.Option(None, "--engine-version", help="With --engine: the release whose scheduler family is priced (default the newest simfront knows)."),
