@@ -719,6 +719,10 @@ def frontier_compare(model: str, gpus: str, knob: str, values: list[str], isl: i
         raise SimfrontError(f"--compare {knob!r}: valid knobs are {', '.join(COMPARE_KNOBS)} (e.g. precision=fp8,nvfp4)")
     if len(values) < 2:
         raise SimfrontError(f"--compare {knob}=... needs at least two comma-separated values")
+    own = {"precision": "precision", "kv_dtype": "kv_dtype", "spec": "spec", "mode": "modes"}.get(knob)
+    if own is not None and kw.get(own) is not None:  # the compared knob takes each value in turn: a held value would be dropped
+        flag = {"modes": "--mode", "kv_dtype": "--kv-dtype"}.get(own, f"--{own}")
+        raise SimfrontError(f"{flag} cannot be given with --compare {knob}=...: that knob takes each compared value in turn")
     sets = []
     for v in values:
         args = dict(kw)

@@ -465,10 +465,6 @@ def frontier_cmd(
     inputs.check_modes(modes)
     held = {"precision": _values("--precision", precision), "kv_dtype": _values("--kv-dtype", kv_dtype), "spec": spec,
             "modes": modes}
-    compared = {"kv": "kv_dtype", "kv-dtype": "kv_dtype", "mode": "modes"}.get(knob.strip(), knob.strip())
-    if held.get(compared) is not None:  # the compared knob takes each value in turn: a fixed value of it would be dropped
-        flag = {"modes": "--mode", "kv_dtype": "--kv-dtype"}.get(compared, f"--{compared}")
-        raise SimfrontError(f"{flag} cannot be given with --compare {knob.strip()}=...: that knob takes each compared value in turn")
     kw = {k: v for k, v in held.items() if v is not None}
     kw.update({k: v for k, v in (("spec_k", spec_k), ("acceptance", acceptance)) if v is not None})
     with progress(f"predicting {len(values)} frontiers ({knob.strip()})", quiet=quiet or as_json):
