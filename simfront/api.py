@@ -369,7 +369,7 @@ def predict(model: str, gpus: str | GpuSet, isl: int | None = None, osl: int | N
         on_front = pareto_mask(kept(pts["tok_s_user"]), kept(pts["tok_s_gpu"]))
     front = np.nonzero(on_front)[0] if sel is None else sel[on_front]
     front = front[np.argsort(pts["tok_s_user"][front])]
-    from .coverage import calibrated_layouts, outside_note
+    from .coverage import calibrated_layouts, outside_note, wide_ep_note
     from .launch import startable_note
     from .uncertainty import prediction_bands
 
@@ -392,6 +392,8 @@ def predict(model: str, gpus: str | GpuSet, isl: int | None = None, osl: int | N
         out["notes"].append(note)
     note = None if engine else startable_note(out["frontier"], "frontier point")
     if note:
+        out["notes"].append(note)
+    if note := wide_ep_note(out["frontier"], layouts, alpha):
         out["notes"].append(note)
     out["uncertainty"] = {"band": "p10-p90 of measured/predicted from leave-one-model-out validation", "widening": widen,
                           "note": "wider (x%.1f on log scale) for GPUs or models outside the calibration data" % widen if widen > 1 else

@@ -82,3 +82,23 @@ def outside_note(subject: str, outside: Iterable[list[str]], widening: float | N
     wide = f", their bands widened x{widening:g}" if widening else ""
     return (f"{subject} use a layout outside the measured runs the serving profiles were fitted on ({', '.join(knobs)}; "
             f"~ in the table, outside_calibration in the JSON): priced from physics alone{wide}")
+
+
+def wide_ep_note(points: list[Mapping], ranges: Mapping[str, list[int]], routing_alpha: float | None) -> str | None:
+    """A note for the points (frontier-point dicts) whose experts are spread over more ranks than any calibration run
+    (``ranges["ep"]``): what simfront does not price there (the all-to-all overlapped with compute) and how the routing
+    skew extrapolates; None when no point is that wide. README "Accuracy" holds the outside check behind it."""
+    top = int(ranges["ep"][1])
+    wide = [p for p in points if max(int(p.get("ep") or 1), int(p.get("prefill_ep") or 1)) > top]
+    if not wide:
+        return None
+    skew = ("" if routing_alpha is None else
+            f"; the routing skew (power law {routing_alpha:g}) loads their busiest rank as the calibration benchmark's "
+            f"sampler would at that width, where experts balanced by replication (EPLB) are priced with --routing-skew balanced")
+    # DeepSeek's published H800 EP144 decode priced at EP128 (README "Accuracy"): TPOT 110 ms with the default skew,
+    # 73 ms balanced, against 45-50 ms measured
+    slow = "2.3x" if routing_alpha is not None else "1.5x"
+    return (f"{len(wide)} of the {len(points)} frontier points spread experts over more than {top} ranks (the widest "
+            f"measured): their all-to-all is added to each step, not overlapped with the other micro-batch's compute "
+            f"as two-batch overlap does{skew}. Priced this way, DeepSeek's published EP144 decode on H800 comes out "
+            f"{slow} too slow (README, Accuracy)")

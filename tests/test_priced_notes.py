@@ -124,3 +124,25 @@ def test_a_format_without_its_tensor_cores_is_said_to_run_weight_only():
     res = api.predict("llama-3.1-8b", "1xH100", precision="nvfp4")
     assert any("nvfp4 weights run weight-only" in n for n in res.notes)
     assert not any("weight-only" in n for n in api.predict("llama-3.1-8b", "1xH100", precision="fp8").notes)
+
+
+def test_frontier_points_wider_than_any_measured_expert_parallel_run_say_what_is_not_priced():
+    """Points that spread experts over more ranks than the calibration runs (EP > 8 on Blackwell) carry a note: the
+    all-to-all is not overlapped with compute, the routing skew extrapolates, and the outside check's size."""
+    from simfront import api
+    from simfront.coverage import calibrated_layouts, wide_ep_note
+
+    top = calibrated_layouts("blackwell")["ep"][1]
+    res = api.predict("deepseek-r1", "72xGB200", isl=1024, osl=1024)
+    wide = [p for p in res["frontier"] if max(p["ep"], p["prefill_ep"] or 1) > top]  # a worker of either role
+    assert wide
+    said = [n for n in res["notes"] if "spread experts over more than" in n]
+    assert len(said) == 1 and said[0].startswith(f"{len(wide)} of the {len(res['frontier'])} frontier points")
+    assert "power law 1.01" in said[0] and "--routing-skew balanced" in said[0] and "2.3x too slow" in said[0]
+    bal = api.predict("deepseek-r1", "72xGB200", isl=1024, osl=1024, routing_skew="balanced")
+    said = [n for n in bal["notes"] if "spread experts over more than" in n]
+    assert len(said) == 1 and "power law" not in said[0] and "1.5x too slow" in said[0]
+    narrow = api.predict("deepseek-r1", "8xB200", isl=1024, osl=1024)
+    assert all(max(p["ep"], p["prefill_ep"] or 1) <= top for p in narrow["frontier"])
+    assert not any("spread experts over more than" in n for n in narrow["notes"])
+    assert wide_ep_note([{"ep": 8, "prefill_ep": 16}], {"ep": [1, 8]}, None).startswith("1 of the 1 frontier points")
