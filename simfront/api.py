@@ -87,8 +87,7 @@ def memory(model: str, gpus: str | GpuSet, precision: str = "native", kv_dtype: 
     """The memory verdict (``fits``, ``weights_bytes_per_gpu``, ``min_gpus`` ...) as a typed result. The KV pool is the
     one simfront's launch lines give; with ``engine``, the one that engine allocates with its release's default memory
     fraction (``engine_version``: which release; the newest without it) or with ``gpu_memory_fraction`` in its terms."""
-    inputs.check_memory(model, gpus, isl=isl, osl=osl, tp=tp, pp=pp, ep=ep, attention_dp=attention_dp)
-    check_lengths(isl=isl, osl=osl)
+    inputs.check_memory(model, gpus, isl=isl, osl=osl, tp=tp, pp=pp, ep=ep, attention_dp=attention_dp)  # lengths too
     m = get_model(model)
     g = parse_gpus(gpus) if isinstance(gpus, str) else gpus
     prec = apply_precision(m, precision if precision != "native" else (m.name_precision or "native"), kv_dtype)
@@ -260,7 +259,6 @@ def predict(model: str, gpus: str | GpuSet, isl: int | None = None, osl: int | N
     from .search import SearchSpace, search, spec_choices
     from .serving import DEFAULT_CHUNK_TOKENS, Workload, engine_workload
 
-    check_lengths(isl=isl, osl=osl)
     check_decodes(osl)
     inputs.check_range_ratio(random_range_ratio)
     if not 0.0 <= prefix_hit < 1.0:
@@ -513,11 +511,11 @@ def explain(model: str, gpus: str | GpuSet, tp: int = 1, pp: int = 1, ep: int = 
             raise SimfrontError(f"{' and '.join(unused)} shape{'s' if len(unused) == 1 else ''} the step of a serving point: "
                                 f"give --isl and --osl instead of --ctx")
     inputs.check_spec(spec, spec_k, acceptance)
+    m = get_model(model)
     if ctx is not None:
         check_lengths(ctx=ctx)
-    if isl is not None or osl is not None:
-        check_lengths(isl=isl or 0, osl=osl or 0)
-    m = get_model(model)
+    else:  # a serving point's step: whole lengths within the model's context window, as predict checks them
+        inputs.check_lengths(isl, osl, m)
     g = parse_gpus(gpus) if isinstance(gpus, str) else gpus
     lay = inputs.worker_layout(tp, pp, attention_dp, ep, g.count)
     check_layout(m.arch, lay, g.count)

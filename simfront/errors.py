@@ -7,6 +7,7 @@ code and no traceback. Library users get an ordinary exception.
 from __future__ import annotations
 
 import difflib
+import numbers
 from typing import Iterable
 
 
@@ -40,12 +41,13 @@ def unknown(kind: str, name: str, candidates: Iterable[str]) -> SimfrontError:
 
 
 def check_lengths(**lengths: int | None) -> None:
-    """Token lengths must be whole numbers of at least one token (a request has a prompt and an output)."""
+    """Token lengths must be integers of at least one token (a request has a prompt and an output); a float, even a
+    whole one (1024.0), is refused, as the JSON outputs echo lengths as integers."""
     for name, v in lengths.items():
         if v is None:
             continue
-        if isinstance(v, bool) or not isinstance(v, int) and not (isinstance(v, float) and v.is_integer()):
-            raise SimfrontError(f"--{name} {v!r} must be a whole number of tokens")
+        if isinstance(v, bool) or not isinstance(v, numbers.Integral):
+            raise SimfrontError(f"--{name} {v!r} must be an integer number of tokens")
         if v < 1:
             raise SimfrontError(f"--{name} {v} is invalid; lengths must be positive token counts (at least 1)")
 

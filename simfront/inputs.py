@@ -14,6 +14,7 @@ import re
 from pathlib import Path
 from typing import Any, Iterable, Mapping
 
+from . import errors
 from .errors import SimfrontError
 
 # Longest request (input + output tokens) accepted for a model whose config.json states no context
@@ -84,14 +85,9 @@ def check_range_ratio(ratio: Any) -> None:
 
 
 def check_lengths(isl: Any, osl: Any, model: Any = None) -> None:
-    """Input and output lengths are at least one token; together within the model's context window."""
-    for flag, v in (("--isl", isl), ("--osl", osl)):
-        if v is None:
-            continue
-        if isinstance(v, bool) or not isinstance(v, int):
-            raise SimfrontError(f"{flag} {v!r} must be a whole number of tokens")
-        if v < 1:
-            raise SimfrontError(f"{flag} {v} is invalid; lengths must be positive token counts (at least 1)")
+    """Input and output lengths are at least one token (:func:`simfront.errors.check_lengths`); together within the
+    model's context window."""
+    errors.check_lengths(isl=isl, osl=osl)
     total = (isl or 0) + (osl or 0)
     window = int(getattr(getattr(model, "arch", None), "max_position", 0) or 0)
     if window and total > window:

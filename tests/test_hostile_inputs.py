@@ -293,3 +293,23 @@ def test_predict_engine_aliases_resolve(capsys):
     code, out, err = run_cli(["predict", *SMALL, "--engine", "TensorRT-LLM", "--json"], capsys)
     assert code == 0, err
     assert _strict_json(out)["fits"] is True
+
+
+def test_every_command_checks_lengths_by_one_rule():
+    """predict, plan, memory and explain refuse a float length, even a whole one, with the same line, and take numpy
+    integers (errors.check_lengths, which inputs.check_lengths applies before the context window)."""
+    import numpy as np
+
+    from simfront import api
+    from simfront.errors import SimfrontError
+
+    calls = {"predict": lambda **kw: api.predict("llama-3.1-8b", "1xH100", **kw),
+             "plan": lambda **kw: api.plan("llama-3.1-8b", 2.0, hardware=["h100"], **kw),
+             "memory": lambda **kw: api.memory("llama-3.1-8b", "1xH100", **kw),
+             "explain": lambda **kw: api.explain("llama-3.1-8b", "1xH100", batch=4, **kw)}
+    for name, call in calls.items():
+        with pytest.raises(SimfrontError, match=r"^--isl 1024\.0 must be an integer number of tokens$"):
+            call(isl=1024.0, osl=256)
+        assert call(isl=np.int64(1024), osl=np.int64(256)) is not None, name
+    with pytest.raises(SimfrontError, match="context window"):
+        api.explain("llama-3.1-8b", "1xH100", batch=1, isl=130_000, osl=2_000)
