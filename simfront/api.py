@@ -482,6 +482,8 @@ def explain(model: str, gpus: str | GpuSet, tp: int = 1, pp: int = 1, ep: int = 
     context; prefill: ``batch`` prompts of ``ctx`` tokens per rank. ``random_range_ratio``: the benchmark's lengths,
     as for :func:`predict` (at 1 a prefill-first engine runs the aggregated worker in waves).
     """
+    if ctx is None and isl is not None and osl is not None:  # a serving point's lengths, named as given (not as their --ctx)
+        inputs.check_lengths(isl, osl, get_model(model) if isinstance(model, str) else model)
     inputs.check_explain(model, gpus, tp=tp, pp=pp, ep=ep, attention_dp=attention_dp, batch=batch,
                          ctx=ctx if ctx is not None else int((isl or 1) + (osl or 0)), phase=phase, precision=precision, kv_dtype=kv_dtype)
     from .layout import check_layout
@@ -514,8 +516,6 @@ def explain(model: str, gpus: str | GpuSet, tp: int = 1, pp: int = 1, ep: int = 
     m = get_model(model)
     if ctx is not None:
         check_lengths(ctx=ctx)
-    else:  # a serving point's step: whole lengths within the model's context window, as predict checks them
-        inputs.check_lengths(isl, osl, m)
     g = parse_gpus(gpus) if isinstance(gpus, str) else gpus
     lay = inputs.worker_layout(tp, pp, attention_dp, ep, g.count)
     check_layout(m.arch, lay, g.count)
