@@ -96,7 +96,10 @@ def memory(model: str, gpus: str | GpuSet, precision: str = "native", kv_dtype: 
         layout = inputs.worker_layout(tp, pp, attention_dp, ep, g.count)
     v = memory_verdict(m, prec, g, isl, osl, layout=layout,
                        memory=inputs.engine_memory(engine, engine_version, gpu_memory_fraction, m))
-    return MemoryVerdict(**v.to_json())
+    from .scheduler import release_note
+
+    note = release_note(engine, engine_version)  # the fraction of the oldest release family simfront describes
+    return MemoryVerdict(**v.to_json(), notes=[note] if note else [])
 
 
 def use_calibration(path: str) -> None:
@@ -488,6 +491,7 @@ def explain(model: str, gpus: str | GpuSet, tp: int = 1, pp: int = 1, ep: int = 
                          ctx=ctx if ctx is not None else int((isl or 1) + (osl or 0)), phase=phase, precision=precision, kv_dtype=kv_dtype)
     from .layout import check_layout
     from .search import make_spec, spec_label
+    from .scheduler import release_note
     from .speculative import borrowed_note
     from .serving import (NO_SPEC, Workload, _split, engine_workload, aggregated_raw, decode_context, decode_raw, engine_profile, finish_aggregated,
                           mean_step_s, others_mixed_share, prefill_raw, runs_in_waves, step_terms)
@@ -638,8 +642,9 @@ def explain(model: str, gpus: str | GpuSet, tp: int = 1, pp: int = 1, ep: int = 
         "tpot_s": out_step / al if phase == "decode" else None,
         "step_flops_per_gpu": flops, "model_flops": model_flops, "attention_flops": attn_flops, "weight_flops": weight_flops,
         "weight_flops_reference": ref, "weight_flops_ratio": weight_flops / ref if ref else None,
-        "provenance": _with_note(_provenance_of(hw, priced_configs(m, hw, [(prec.label, prec.kv, lay.gpus_per_worker)])),
-                                 borrowed_note([spec_label(sp)], m.id) if phase == "decode" else None),
+        "provenance": _with_note(_with_note(_provenance_of(hw, priced_configs(m, hw, [(prec.label, prec.kv, lay.gpus_per_worker)])),
+                                            borrowed_note([spec_label(sp)], m.id) if phase == "decode" else None),
+                                 release_note(engine, engine_version)),  # a release older than every family simfront describes
         "engine_refuses": _engine_refuses(engine, engine_version, tp, pp, attention_dp, ep, sp.k > 0 and phase == "decode",
                                           mode == "disagg" and phase == "decode"),
         "note": "op times and FLOPs are per GPU of one attention-DP rank, all layers (a PP worker spreads them over its stages); "

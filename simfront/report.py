@@ -50,6 +50,8 @@ def print_memory(v: dict) -> None:
     print(f"  fewest GPUs          {v['min_gpus'] if v['min_gpus'] else 'none up to 512'}" + (f" x {v['gpus'].split('x', 1)[1]}" if v["min_gpus"] else ""))
     if v.get("alternatives"):
         print(f"  also fits on         {', '.join(v['alternatives'])}")
+    for n in v.get("notes") or []:
+        print(f"note: {n}")
 
 
 _RULE_READS = {"free": "of the memory free after weights and runtime", "total": "of the GPU for weights, runtime and KV",

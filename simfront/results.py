@@ -226,6 +226,7 @@ class MemoryVerdict(Result):
     engine: str | None = None  # --engine: the engine whose memory fraction sized the KV pool (None: simfront's pool)
     memory_fraction: float | None = None  # that fraction under the chosen layout, in the engine's own terms
     kv_memory_rule: str | None = None  # free | total | total_static: how the fraction reads (README)
+    notes: list[str] = []  # what the verdict rests on beyond the spec (an engine release older than simfront describes)
 
 
 class ValidationReport(Result):

@@ -194,3 +194,23 @@ def test_a_disaggregated_decode_server_without_a_recorded_cap_says_so_too():
     noted = [r for r in rows if r.get("mode") == "disagg" and r.get("assumptions")]
     assert noted and all(r.get("decode_batch") is None and r.get("spec_decoding") == "mtp" for r in noted)
     assert all("records no cap (decode_batch)" in r["assumptions"][0] and "(6 per rank)" in r["assumptions"][0] for r in noted)
+
+
+def test_memory_and_explain_say_when_an_engine_release_predates_every_family():
+    """--engine-version older than every release simfront describes is priced with the oldest family's settings, and
+    memory and explain say so (as predict and plan do); a known release adds no note."""
+    from simfront import api, report
+
+    old = api.memory("llama-3.1-8b", "1xH100", engine="sglang", engine_version="0.1")
+    assert len(old["notes"]) == 1 and old["notes"][0].startswith("sglang 0.1 predates the oldest sglang release")
+    assert api.memory("llama-3.1-8b", "1xH100", engine="sglang", engine_version="0.5.12")["notes"] == []
+    assert api.memory("llama-3.1-8b", "1xH100")["notes"] == []
+    e = api.explain("llama-3.1-8b", "1xH100", batch=4, ctx=1024, engine="sglang", engine_version="0.1")
+    assert any(n.startswith("sglang 0.1 predates") for n in e["provenance"]["notes"])
+    import io
+    from contextlib import redirect_stdout
+
+    buf = io.StringIO()
+    with redirect_stdout(buf):
+        report.print_memory(old)
+    assert buf.getvalue().splitlines()[-1] == f"note: {old['notes'][0]}"
