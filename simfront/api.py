@@ -813,11 +813,12 @@ def calibrate(paths: list[str], output: str, folds: int = 5, overrides: dict | N
 # Capacity planning, GPU comparison, launch commands (logic in simfront.planning / simfront.launch)
 
 
-def plan(model: str, rate: float, **kw) -> Plan:
-    """Capacity plan (see :func:`simfront.planning.plan`) as a typed :class:`simfront.results.Plan`."""
+def plan(model: str, rate: float, routing_skew: float | str | None = None, **kw) -> Plan:
+    """Capacity plan (see :func:`simfront.planning.plan`) as a typed :class:`simfront.results.Plan`; ``routing_skew``
+    as :func:`predict` takes it (balanced, or a power-law exponent; the production-typical one by default)."""
     from .planning import plan as _plan
 
-    return Plan(**_plan(model, rate, **kw))
+    return Plan(**_plan(model, rate, routing_alpha=_routing_alpha(routing_skew), **kw))
 
 
 def launch_target(res: Frontier, engine: str, engine_version: str | None = None) -> tuple[Any, str | None]:

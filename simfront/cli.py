@@ -61,6 +61,7 @@ MinTokOpt = typer.Option(None, "--min-tok-s-user", help="SLA: min tokens/s per u
 KvListOpt = typer.Option(None, "--kv-dtype", help="Comma list of KV dtypes (default: native, fp8 where supported).")
 SpecListOpt = typer.Option(None, "--spec", help="Speculative decoding to search: none, mtp, eagle, ngram (comma list). Default: none + MTP if the model ships it.")
 ModeOpt = typer.Option(None, "--mode", help="agg, disagg or agg,disagg (default both).")
+RoutingSkewOpt = typer.Option(None, "--routing-skew", help="MoE routing: balanced, or a power-law exponent of tokens over experts (a measured skew; default 1.01, production-typical).")
 SpecKOpt = typer.Option(None, "--spec-k", help="Draft tokens per step (default: each method searched at 1-4 drafts).")
 ExplainSpecKOpt = typer.Option(None, "--spec-k", help="Draft tokens per step (default: 1 for MTP, 3 for EAGLE and n-gram).")
 AcceptanceOpt = typer.Option(None, "--acceptance", help="Per-token draft acceptance probability (0-1).")
@@ -253,7 +254,7 @@ def predict_cmd(
     routing: Optional[str] = typer.Option(None, "--routing", help="With --workload: kv-aware (a session's turns go to the replica holding its KV; default) or round-robin."),
     replicas: Optional[int] = typer.Option(None, "--replicas", help="With --workload: engine replicas the router spreads sessions over (default 8; round-robin finds a session's KV 1 time in this many)."),
     workload_set: Optional[str] = typer.Option(None, "--workload-set", help="With --workload: session knobs, e.g. turns=12,first_prompt=8192,output_tokens=512,tool_tokens=2048."),
-    routing_skew: Optional[str] = typer.Option(None, "--routing-skew", help="MoE routing: balanced, or a power-law exponent of tokens over experts (a measured skew; default 1.01, production-typical)."),
+    routing_skew: Optional[str] = RoutingSkewOpt,
     engine: Optional[str] = EngineOpt,
     html: Optional[str] = typer.Option(None, "--html", help="Write a self-contained offline plotly page of the frontier."),
     csv_path: Optional[str] = typer.Option(None, "--csv", help="Write every frontier point as CSV."),
@@ -355,7 +356,7 @@ def explain_cmd(
     engine: Optional[str] = typer.Option(None, "--engine", help="Engine profile: trtllm, sglang, vllm (default: average)."),
     engine_version: Optional[str] = typer.Option(None, "--engine-version", help="With --engine: the release whose scheduler family is priced (e.g. 0.5.12); default the newest simfront knows."),
     chunk_tokens: Optional[int] = typer.Option(None, "--chunk-tokens", help="Engine token budget per step (a frontier point's chunk_tokens; default 8192)."),
-    routing_skew: Optional[str] = typer.Option(None, "--routing-skew", help="MoE routing: balanced, or a power-law exponent of tokens over experts (a frontier point's workload.routing_alpha; default 1.01, as predict)."),
+    routing_skew: Optional[str] = RoutingSkewOpt,
     random_range_ratio: Optional[float] = RangeRatioOpt,
     calibration: Optional[str] = CalOpt,
     as_json: bool = JsonOpt,
@@ -540,6 +541,7 @@ def plan_cmd(
     spec_k: Optional[int] = SpecKOpt,
     acceptance: Optional[float] = AcceptanceOpt,
     mode: Optional[str] = ModeOpt,
+    routing_skew: Optional[str] = RoutingSkewOpt,
     prefix_hit: float = PrefixOpt,
     engine: Optional[str] = typer.Option(None, "--engine", help="Plan for an engine (its overhead profile and the layouts it can launch)."),
     max_gpus: Optional[int] = typer.Option(None, "--max-gpus", help="Largest deployment to consider, in GPUs (default 512)."),
@@ -569,7 +571,7 @@ def plan_cmd(
                        hardware=_csv_list(hardware), prices=_prices(price), engine=engine, precision=_csv_list(precision),
                        max_gpus=max_gpus, progress=bar.step if bar.active else None, prefix_hit=prefix_hit,
                        engine_version=price_version, kv_dtype=_values("--kv-dtype", kv_dtype), spec=spec, spec_k=spec_k,
-                       acceptance=acceptance, **({"modes": modes} if modes else {}))
+                       acceptance=acceptance, routing_skew=routing_skew, **({"modes": modes} if modes else {}))
     if version_note:
         res["notes"].append(version_note)
     if launch:

@@ -84,7 +84,8 @@ def outside_note(subject: str, outside: Iterable[list[str]], widening: float | N
             f"~ in the table, outside_calibration in the JSON): priced from physics alone{wide}")
 
 
-def wide_ep_note(points: list[Mapping], ranges: Mapping[str, list[int]], routing_alpha: float | None) -> str | None:
+def wide_ep_note(points: list[Mapping], ranges: Mapping[str, list[int]], routing_alpha: float | None,
+                 subject: str = "frontier points") -> str | None:
     """A note for the points (frontier-point dicts) whose experts are spread over more ranks than any calibration run
     (``ranges["ep"]``): what simfront does not price there (the all-to-all overlapped with compute) and how the routing
     skew extrapolates; None when no point is that wide. README "Accuracy" holds the outside check behind it."""
@@ -98,7 +99,7 @@ def wide_ep_note(points: list[Mapping], ranges: Mapping[str, list[int]], routing
     # DeepSeek's published H800 EP144 decode priced at EP128 (README "Accuracy"): TPOT 110 ms with the default skew,
     # 73 ms balanced, against 45-50 ms measured
     slow = "2.3x" if routing_alpha is not None else "1.5x"
-    return (f"{len(wide)} of the {len(points)} frontier points spread experts over more than {top} ranks (the widest "
+    return (f"{len(wide)} of the {len(points)} {subject} spread experts over more than {top} ranks (the widest "
             f"measured): their all-to-all is added to each step, not overlapped with the other micro-batch's compute "
             f"as two-batch overlap does{skew}. Priced this way, DeepSeek's published EP144 decode on H800 comes out "
             f"{slow} too slow (README, Accuracy)")

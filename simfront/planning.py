@@ -20,7 +20,7 @@ from typing import Any, Callable, Iterable, Mapping, Sequence
 import numpy as np
 
 from . import efficiency
-from .coverage import calibrated_layouts, outside_calibration, outside_note
+from .coverage import calibrated_layouts, outside_calibration, outside_note, wide_ep_note
 from .errors import check_decodes
 from .errors import SimfrontError
 from .hardware import GpuSet, Hardware, get_hardware, parse_gpus
@@ -38,6 +38,7 @@ from .results import layout_label
 from .scheduler import release_note
 from .inputs import check_lengths as check_request_lengths, check_spec
 from .speculative import borrowed_note
+from .step import DEFAULT_ROUTING_ALPHA
 from .sizing import min_gpus as fewest_gpus
 
 # GPU types planned when none are named: the current NVIDIA HGX / NVL72 parts and AMD's newest.
@@ -456,7 +457,7 @@ def plan(model: str, rate: float, isl: int = 1024, osl: int = 1024, ttft_ms: flo
          engine: str | None = None, precision: Sequence[str] | str | None = None, max_gpus: int | None = None,
          progress: Callable[[str], Any] | None = None, kv_dtype: Sequence[str] | str | None = None, prefix_hit: float = 0.0,
          modes: Iterable[str] = ("agg", "disagg"), engine_version: str | None = None, spec: str | None = None,
-         spec_k: int | None = None, acceptance: float | None = None) -> dict:
+         spec_k: int | None = None, acceptance: float | None = None, routing_alpha: float | None = DEFAULT_ROUTING_ALPHA) -> dict:
     """Fewest GPUs of each type serving ``rate`` requests/s of ISL/OSL within the SLA, cheapest first.
 
     Returns ``{model, workload, sla, max_gpus, engine, rows, search_time_s}``. Feasible rows carry
@@ -501,7 +502,8 @@ def plan(model: str, rate: float, isl: int = 1024, osl: int = 1024, ttft_ms: flo
         apply_precision(m, p)  # unknown formats fail here with a one-line error
     for k in space.kv_dtypes or ():
         apply_precision(m, None, k)
-    wl = Workload(isl=isl, osl=osl, prefix_hit=prefix_hit, chunk_tokens=DEFAULT_CHUNK_TOKENS, **engine_workload(eng))
+    wl = Workload(isl=isl, osl=osl, prefix_hit=prefix_hit, chunk_tokens=DEFAULT_CHUNK_TOKENS, routing_alpha=routing_alpha,
+                  **engine_workload(eng))
     sla = {"ttft_ms": ttft_ms, "tpot_ms": tpot_ms, "min_tok_s_user": min_tok_s_user}
     rows = []
     for hw in hws:  # one set of worker tables per GPU type
@@ -529,12 +531,16 @@ def plan(model: str, rate: float, isl: int = 1024, osl: int = 1024, ttft_ms: flo
         notes.append(note)
     if note := borrowed_note({r["spec"] for r in ok}, m.id):  # acceptance lengths of another model's drafter
         notes.append(note)
+    for fam in sorted({h.family for h in hws}):  # chosen deployments wider than any calibration run of their family
+        fam_rows = [r["point"] for r in ok if get_hardware(r["gpu"]).family == fam]
+        if note := wide_ep_note(fam_rows, calibrated_layouts(fam), routing_alpha, f"chosen deployments on {fam} GPUs"):
+            notes.append(note)
     if unpriced:
         notes.append(f"--price {', '.join(unpriced)}: not among the GPU types planned ({', '.join(h.id for h in hws)}), "
                      f"so not used")
     # the knobs the plan was restricted to (null: simfront's default choices), as the user gave them
     searched = {"precision": space.precisions, "kv_dtype": space.kv_dtypes, "spec": spec, "spec_k": spec_k,
-                "acceptance": acceptance, "modes": list(modes)}
+                "acceptance": acceptance, "modes": list(modes), "routing_alpha": routing_alpha}
     return {"model": m.id, "workload": {"isl": isl, "osl": osl, "rate": rate, "prefix_hit": prefix_hit}, "sla": sla,
             "search": searched, "max_gpus": max_gpus, "engine": eng, "engine_version": space.engine_version, "rows": ok + [r for r in rows if not r["feasible"]],
             "search_time_s": time.perf_counter() - t0, "notes": notes}

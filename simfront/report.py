@@ -9,6 +9,7 @@ from __future__ import annotations
 from .format import gib, print_table
 from .pareto import sla_text
 from .results import point_dict
+from .step import DEFAULT_ROUTING_ALPHA
 
 # share of a row's clients that its own latencies must put in decode (Little's law) for `validate` not to name the row:
 # below it, most of each request's time passed before its first token
@@ -367,6 +368,8 @@ def search_text(search: dict | None) -> str:
     modes = list(search.get("modes") or ())
     if modes and set(modes) != {"agg", "disagg"}:
         parts.append(f"--mode {','.join(modes)}")
+    if "routing_alpha" in search and search["routing_alpha"] != DEFAULT_ROUTING_ALPHA:
+        parts.append("--routing-skew " + ("balanced" if search["routing_alpha"] is None else f"{search['routing_alpha']:g}"))
     return ", ".join(parts)
 
 

@@ -335,7 +335,7 @@ def test_plan_restricted_to_no_speculation_and_aggregated_serving(capsys):
     assert row["feasible"] and row["spec"] == "none" and row["mode"] == "agg"
     assert row["num_gpus"] >= free["num_gpus"]
     assert res["search"] == {"precision": None, "kv_dtype": None, "spec": "none", "spec_k": None, "acceptance": None,
-                             "modes": ["agg"]}
+                             "modes": ["agg"], "routing_alpha": 1.01}
     space = SearchSpace(specs=[make_spec("none")], modes=("agg",), chunk_tokens=(int(DEFAULT_CHUNK_TOKENS),))
     pts = search(get_model(MODEL), parse_gpus("64xh200"), Workload(isl=ISL, osl=OSL), space).points
     assert set(pts["spec"]) == {"none"}
@@ -359,3 +359,23 @@ def test_plan_says_whose_acceptance_lengths_a_borrowed_drafter_uses():
     assert any(n.startswith("speculative decoding: minimax-m2.5 has no measured acceptance lengths") for n in res["notes"])
     none = plan("minimax-m2.5", 5.0, 1024, 1024, hardware=["h200"], spec="none")
     assert not any("acceptance lengths" in n for n in none["notes"])
+
+
+def test_plan_notes_chosen_deployments_wider_than_their_familys_calibration_runs(monkeypatch):
+    """The wide-EP note of predict, for plan rows: with the calibrated EP range narrowed to 2, a B200 plan whose
+    chosen deployment spreads experts over 4 or more ranks says so, names the GPU family, and the routing skew given;
+    --routing-skew balanced prices the plan with balanced experts and records it."""
+    import simfront.planning as planning
+
+    monkeypatch.setattr(planning, "calibrated_layouts", lambda family=None: {"tp": [1, 8], "pp": [1, 1], "ep": [1, 2],
+                                                                            "attention_dp": [1, 8], "gpus_per_worker": [1, 8],
+                                                                            "spec_k": [0, 3]})
+    res = api.plan(MODEL, 100.0, isl=ISL, osl=OSL, ttft_ms=3000, tpot_ms=20, hardware=["b200"])
+    row = res["rows"][0]
+    assert row["feasible"] and max(row["point"]["ep"], row["point"]["prefill_ep"] or 1) > 2
+    said = [n for n in res["notes"] if "spread experts over more than 2 ranks" in n]
+    assert len(said) == 1 and said[0].startswith("1 of the 1 chosen deployments on blackwell GPUs")
+    assert "power law 1.01" in said[0]
+    bal = api.plan(MODEL, 100.0, isl=ISL, osl=OSL, ttft_ms=3000, tpot_ms=20, hardware=["b200"], routing_skew="balanced")
+    assert bal["search"]["routing_alpha"] is None
+    assert not any("power law" in n for n in bal["notes"])
