@@ -601,6 +601,7 @@ def compare_cmd(
     spec_k: Optional[int] = SpecKOpt,
     acceptance: Optional[float] = AcceptanceOpt,
     mode: Optional[str] = ModeOpt,
+    routing_skew: Optional[str] = RoutingSkewOpt,
     prefix_hit: Optional[float] = typer.Option(None, "--prefix-hit", help="Share of input tokens served from the prefix cache (0-1; default 0)."),
     engine: Optional[str] = EngineOpt,
     engine_version: Optional[str] = typer.Option(None, "--engine-version", help="With --engine: the release whose scheduler family is priced (default the newest simfront knows)."),
@@ -626,7 +627,8 @@ def compare_cmd(
         res = api.compare_gpus(model, sets, isl=isl, osl=osl, prices=prices, ttft_ms=ttft, tpot_ms=tpot,
                                min_tok_s_user=min_tok_s_user, precision=_values("--precision", precision),
                                kv_dtype=_values("--kv-dtype", kv_dtype), spec=spec, spec_k=spec_k, acceptance=acceptance,
-                               modes=modes, prefix_hit=prefix_hit, engine=engine, engine_version=price_version)
+                               modes=modes, prefix_hit=prefix_hit, engine=engine, engine_version=price_version,
+                               routing_skew=routing_skew)
     if html:
         report.write_compare_html(res, html)
     if as_json:

@@ -113,11 +113,12 @@ def test_compare_searches_what_predict_would_and_shows_each_sets_best_under_the_
     frontier predict gives with the same arguments, and each set's best point under the SLA is printed."""
     from simfront import api
 
-    args = ["--model", "deepseek-r1", "--gpus", "8xH200,8xB200", "--spec", "none", "--mode", "agg", "--tpot", "20"]
+    args = ["--model", "deepseek-r1", "--gpus", "8xH200,8xB200", "--spec", "none", "--mode", "agg", "--tpot", "20",
+            "--routing-skew", "balanced"]
     res = json.loads(run("compare", *args, "--json").stdout)
     assert res["sla"]["tpot_ms"] == 20
     for s in res["sets"]:
-        alone = api.predict("deepseek-r1", s["gpus"], spec="none", modes=["agg"], tpot_ms=20)
+        alone = api.predict("deepseek-r1", s["gpus"], spec="none", modes=["agg"], tpot_ms=20, routing_skew="balanced")
         assert s["frontier"] == json.loads(json.dumps(alone.to_json()["frontier"]))
         b = s["best_under_sla"]
         assert b["spec"] == "none" and b["mode"] == "agg" and b["tpot_ms"] <= 20
