@@ -783,6 +783,7 @@ def frontier_compare(model: str, gpus: str, knob: str, values: list[str], isl: i
                                      for x, gv in zip(xq, gain)]})
     # the other knobs every frontier was held to (null: simfront's default choices)
     held = {k: kw.get(k) for k in ("precision", "kv_dtype", "spec", "spec_k", "acceptance", "modes")}
+    held["routing_alpha"] = _routing_alpha(kw.get("routing_skew"))  # the MoE routing skew every frontier was priced with
     return {"model": model, "knob": knob, "baseline": values[0], "sets": sets, "verdicts": verdicts, "search": held,
             "workload": {"isl": wl.isl, "osl": wl.osl, **({"preset": wl.preset} if wl.preset else {})}}
 

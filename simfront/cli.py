@@ -442,6 +442,7 @@ def frontier_cmd(
     spec_k: Optional[int] = SpecKOpt,
     acceptance: Optional[float] = AcceptanceOpt,
     mode: Optional[str] = typer.Option(None, "--mode", help="agg, disagg or agg,disagg for every frontier (not with --compare mode=...)."),
+    routing_skew: Optional[str] = RoutingSkewOpt,
     html: Optional[str] = typer.Option(None, "--html", help="Write the overlaid frontiers as an offline plotly page."),
     quality: Optional[str] = typer.Option(None, "--quality", help="Your quality scores (see predict --quality): the verdict then names the trade, throughput gained per quality point lost."),
     quiet: bool = QuietOpt,
@@ -467,7 +468,7 @@ def frontier_cmd(
     held = {"precision": _values("--precision", precision), "kv_dtype": _values("--kv-dtype", kv_dtype), "spec": spec,
             "modes": modes}
     kw = {k: v for k, v in held.items() if v is not None}
-    kw.update({k: v for k, v in (("spec_k", spec_k), ("acceptance", acceptance)) if v is not None})
+    kw.update({k: v for k, v in (("spec_k", spec_k), ("acceptance", acceptance), ("routing_skew", routing_skew)) if v is not None})
     with progress(f"predicting {len(values)} frontiers ({knob.strip()})", quiet=quiet or as_json):
         res = api.frontier_compare(model, gpus or "", knob.strip(), values, isl=isl, osl=osl, prefix_hit=prefix_hit, engine=engine,
                                    **({"quality": quality} if quality else {}), **kw)

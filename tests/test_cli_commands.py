@@ -139,7 +139,7 @@ def test_frontier_compare_holds_the_other_knobs_and_refuses_to_hold_the_compared
     args = ["--model", "deepseek-r1", "--gpus", "8xB200", "--compare", "precision=fp8_block,nvfp4", "--spec", "none", "--mode", "agg"]
     res = json.loads(run("frontier", *args, "--json").stdout)
     assert res["search"] == {"precision": None, "kv_dtype": None, "spec": "none", "spec_k": None, "acceptance": None,
-                             "modes": ["agg"]}
+                             "modes": ["agg"], "routing_alpha": 1.01}
     for s in res["sets"]:
         alone = api.predict("deepseek-r1", "8xB200", precision=[s["value"]], spec="none", modes=["agg"])
         assert s["frontier"] == json.loads(json.dumps(alone.to_json()["frontier"]))
@@ -152,6 +152,11 @@ def test_frontier_compare_holds_the_other_knobs_and_refuses_to_hold_the_compared
                          "--spec-k", "2", "--mode", "agg", "--json").stdout)
     assert {p["spec"] for p in res["sets"][0]["frontier"]} == {"none"}
     assert {p["spec"].split("@")[0] for p in res["sets"][1]["frontier"]} == {"mtp-k2"}
+    res = json.loads(run("frontier", "--model", "deepseek-r1", "--gpus", "8xB200", "--compare", "precision=fp8_block,nvfp4",
+                         "--mode", "agg", "--routing-skew", "balanced", "--json").stdout)
+    assert res["search"]["routing_alpha"] is None
+    alone = api.predict("deepseek-r1", "8xB200", precision=["nvfp4"], modes=["agg"], routing_skew="balanced")
+    assert res["sets"][1]["frontier"] == json.loads(json.dumps(alone.to_json()["frontier"]))
 
 
 def test_predict_launch_commands():
