@@ -921,8 +921,11 @@ def compare_gpus(model: str, gpu_sets: Sequence[str], isl: int = 1024, osl: int 
                           # output tok/s bought per USD/hour of rent (tok/s/GPU over USD per GPU-hour)
                           "tok_s_per_usd_hour": (y / price if price > 0 else None) if ok else None,
                           "usd_per_mtok": float(usd_per_mtok(price, y)) if ok else None})
-    out = {"model": get_model(model).id, "workload": {"isl": isl, "osl": osl}, "sla": sla, "levels": [float(x) for x in lv],
-           "sets": sets, "table": table}
+    # the search knobs every set was held to (null: simfront's default choices), as plan and frontier --compare record them
+    held = {k: predict_kwargs.get(k) for k in ("precision", "kv_dtype", "spec", "spec_k", "acceptance", "modes")}
+    held["routing_alpha"] = _routing_alpha(predict_kwargs.get("routing_skew"))
+    out = {"model": get_model(model).id, "workload": {"isl": isl, "osl": osl}, "sla": sla, "search": held,
+           "levels": [float(x) for x in lv], "sets": sets, "table": table}
     return out
 
 

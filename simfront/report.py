@@ -402,6 +402,9 @@ def print_plan(res: dict) -> None:
 
 
 def print_gpu_compare(res: dict) -> None:
+    wl = res.get("workload") or {}
+    held = search_text(res.get("search"))
+    print(f"{res['model']}: ISL {wl.get('isl')} / OSL {wl.get('osl')}" + (f"; every set with {held}" if held else ""))
 
     for s in res["sets"]:
         f = s.get("frontier") or []

@@ -117,6 +117,8 @@ def test_compare_searches_what_predict_would_and_shows_each_sets_best_under_the_
             "--routing-skew", "balanced"]
     res = json.loads(run("compare", *args, "--json").stdout)
     assert res["sla"]["tpot_ms"] == 20
+    assert res["search"] == {"precision": None, "kv_dtype": None, "spec": "none", "spec_k": None, "acceptance": None,
+                             "modes": ["agg"], "routing_alpha": None}
     for s in res["sets"]:
         alone = api.predict("deepseek-r1", s["gpus"], spec="none", modes=["agg"], tpot_ms=20, routing_skew="balanced")
         assert s["frontier"] == json.loads(json.dumps(alone.to_json()["frontier"]))
@@ -124,6 +126,7 @@ def test_compare_searches_what_predict_would_and_shows_each_sets_best_under_the_
         assert b["spec"] == "none" and b["mode"] == "agg" and b["tpot_ms"] <= 20
         assert all(p["spec"] == "none" and p["mode"] == "agg" for p in s["frontier"])
     out = run("compare", *args).stdout
+    assert out.splitlines()[0] == "deepseek-r1: ISL 1024 / OSL 1024; every set with --spec none, --mode agg, --routing-skew balanced"
     assert "best under SLA (TPOT <= 20 ms):" in out
     assert sum(line.startswith(("  8xh200_sxm: ", "  8xb200_sxm: ")) for line in out.splitlines()) == 2
     bad = run("compare", "--model", "deepseek-r1", "--gpus", "8xH200,8xB200", "--mode", "both", ok=False)
