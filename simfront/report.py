@@ -357,7 +357,8 @@ def print_launch(lp: dict) -> None:
 
 
 def search_text(search: dict | None) -> str:
-    """The knobs a plan was restricted to, in the flags' words ('' when every default was kept)."""
+    """The knobs a plan, a GPU comparison or a knob comparison was held to (its ``search``), in the flags' words ('' when
+    every default was kept)."""
     if not search:
         return ""
     parts = [f"{flag} {','.join(v) if isinstance(v, (list, tuple)) else v}"
