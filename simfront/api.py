@@ -781,9 +781,9 @@ def frontier_compare(model: str, gpus: str, knob: str, values: list[str], isl: i
                          "max_tok_s_user_change_pct": round(100 * reach, 1),
                          "gain_at": [{"tok_s_user": round(float(x), 2), "gain_pct": (round(100 * float(gv), 1) if np.isfinite(gv) else None)}
                                      for x, gv in zip(xq, gain)]})
-    # the other knobs every frontier was held to (null: simfront's default choices)
-    held = {k: kw.get(k) for k in ("precision", "kv_dtype", "spec", "spec_k", "acceptance", "modes")}
-    held["routing_alpha"] = _routing_alpha(kw.get("routing_skew"))  # the MoE routing skew every frontier was priced with
+    from .search import held_knobs
+
+    held = held_knobs(_routing_alpha(kw.get("routing_skew")), **kw)  # the other knobs every frontier was held to
     return {"model": model, "knob": knob, "baseline": values[0], "sets": sets, "verdicts": verdicts, "search": held,
             "workload": {"isl": wl.isl, "osl": wl.osl, **({"preset": wl.preset} if wl.preset else {})}}
 
@@ -921,9 +921,9 @@ def compare_gpus(model: str, gpu_sets: Sequence[str], isl: int = 1024, osl: int 
                           # output tok/s bought per USD/hour of rent (tok/s/GPU over USD per GPU-hour)
                           "tok_s_per_usd_hour": (y / price if price > 0 else None) if ok else None,
                           "usd_per_mtok": float(usd_per_mtok(price, y)) if ok else None})
-    # the search knobs every set was held to (null: simfront's default choices), as plan and frontier --compare record them
-    held = {k: predict_kwargs.get(k) for k in ("precision", "kv_dtype", "spec", "spec_k", "acceptance", "modes")}
-    held["routing_alpha"] = _routing_alpha(predict_kwargs.get("routing_skew"))
+    from .search import held_knobs
+
+    held = held_knobs(_routing_alpha(predict_kwargs.get("routing_skew")), **predict_kwargs)  # the knobs every set was held to
     out = {"model": get_model(model).id, "workload": {"isl": isl, "osl": osl}, "sla": sla, "search": held,
            "levels": [float(x) for x in lv], "sets": sets, "table": table}
     return out

@@ -84,6 +84,12 @@ def outside_note(subject: str, outside: Iterable[list[str]], widening: float | N
             f"~ in the table, outside_calibration in the JSON): priced from physics alone{wide}")
 
 
+# The outside check the wide-EP note quotes: DeepSeek's published H800 EP144 decode (Inference System Overview,
+# 2025-03-01: 45-50 ms TPOT) priced at EP128 (README "Accuracy"): TPOT 110 ms with the default routing skew, 73 ms
+# balanced; predicted over measured
+H800_EP_CHECK_SLOWDOWN = {"skewed": "2.3x", "balanced": "1.5x"}
+
+
 def wide_ep_note(points: list[Mapping], ranges: Mapping[str, list[int]], routing_alpha: float | None,
                  subject: str = "frontier points") -> str | None:
     """A note for the points (frontier-point dicts) whose experts are spread over more ranks than any calibration run
@@ -96,9 +102,7 @@ def wide_ep_note(points: list[Mapping], ranges: Mapping[str, list[int]], routing
     skew = ("" if routing_alpha is None else
             f"; the routing skew (power law {routing_alpha:g}) loads their busiest rank as the calibration benchmark's "
             f"sampler would at that width, where experts balanced by replication (EPLB) are priced with --routing-skew balanced")
-    # DeepSeek's published H800 EP144 decode priced at EP128 (README "Accuracy"): TPOT 110 ms with the default skew,
-    # 73 ms balanced, against 45-50 ms measured
-    slow = "2.3x" if routing_alpha is not None else "1.5x"
+    slow = H800_EP_CHECK_SLOWDOWN["skewed" if routing_alpha is not None else "balanced"]
     return (f"{len(wide)} of the {len(points)} {subject} spread experts over more than {top} ranks (the widest "
             f"measured): their all-to-all is added to each step, not overlapped with the other micro-batch's compute "
             f"as two-batch overlap does{skew}. Priced this way, DeepSeek's published EP144 decode on H800 comes out "

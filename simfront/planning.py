@@ -31,7 +31,7 @@ from .priced import priced_of
 from .models import Model, apply_precision, get_model
 from .pareto import sla_text
 from .deployment import evaluate_agg, evaluate_disagg
-from .search import (SearchSpace, kv_link_bytes_per_s, parse_spec_label, precision_options, prefill_dominated, spec_choices,
+from .search import (SearchSpace, held_knobs, kv_link_bytes_per_s, parse_spec_label, precision_options, prefill_dominated, spec_choices,
                      spec_label, spec_options, worker_tables)
 from .serving import DEFAULT_CHUNK_TOKENS, DecodeResult, PrefillResult, Workload, engine_profile, engine_workload, finish_prefill, slot_at_transfer, usd_per_mtok
 from .results import layout_label
@@ -538,9 +538,8 @@ def plan(model: str, rate: float, isl: int = 1024, osl: int = 1024, ttft_ms: flo
     if unpriced:
         notes.append(f"--price {', '.join(unpriced)}: not among the GPU types planned ({', '.join(h.id for h in hws)}), "
                      f"so not used")
-    # the knobs the plan was restricted to (null: simfront's default choices), as the user gave them
-    searched = {"precision": space.precisions, "kv_dtype": space.kv_dtypes, "spec": spec, "spec_k": spec_k,
-                "acceptance": acceptance, "modes": list(modes), "routing_alpha": routing_alpha}
+    searched = held_knobs(routing_alpha, precision=space.precisions, kv_dtype=space.kv_dtypes, spec=spec, spec_k=spec_k,
+                          acceptance=acceptance, modes=list(modes))  # the knobs the plan was restricted to
     return {"model": m.id, "workload": {"isl": isl, "osl": osl, "rate": rate, "prefix_hit": prefix_hit}, "sla": sla,
             "search": searched, "max_gpus": max_gpus, "engine": eng, "engine_version": space.engine_version, "rows": ok + [r for r in rows if not r["feasible"]],
             "search_time_s": time.perf_counter() - t0, "notes": notes}

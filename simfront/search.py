@@ -97,6 +97,16 @@ def spec_options(model: Model, space: SearchSpace) -> list[Speculation]:
     return out
 
 
+# the search knobs a plan, a GPU comparison or a knob comparison echoes in its ``search`` field, as the user gave them
+HELD_KNOBS = ("precision", "kv_dtype", "spec", "spec_k", "acceptance", "modes")
+
+
+def held_knobs(routing_alpha: float | None, **given) -> dict:
+    """The ``search`` field of plan, compare and frontier --compare: each of ``HELD_KNOBS`` as given (None: simfront's
+    default choice) and the MoE ``routing_alpha`` priced (None: balanced)."""
+    return {**{k: given.get(k) for k in HELD_KNOBS}, "routing_alpha": routing_alpha}
+
+
 def spec_choices(methods: str, k: int | None = None, acceptance: float | None = None,
                  model: Model | None = None) -> list[Speculation]:
     """Speculation settings a comma list of methods (``--spec``) searches: each method at ``k`` draft tokens, or at
