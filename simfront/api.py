@@ -76,9 +76,10 @@ def list_hardware() -> list[dict]:
     return out
 
 
-def _with_note(provenance: dict, note: str | None) -> dict:
-    """``provenance`` with ``note`` added to its notes (unchanged without one)."""
-    return provenance if not note else {**provenance, "notes": [*provenance.get("notes", []), note]}
+def _with_notes(provenance: dict, *notes: str | None) -> dict:
+    """``provenance`` with the given ``notes`` that are not None added to its notes (unchanged without any)."""
+    extra = [n for n in notes if n]
+    return provenance if not extra else {**provenance, "notes": [*provenance.get("notes", []), *extra]}
 
 
 def memory(model: str, gpus: str | GpuSet, precision: str = "native", kv_dtype: str = "native", isl: int = 1024, osl: int = 1024,
@@ -642,9 +643,9 @@ def explain(model: str, gpus: str | GpuSet, tp: int = 1, pp: int = 1, ep: int = 
         "tpot_s": out_step / al if phase == "decode" else None,
         "step_flops_per_gpu": flops, "model_flops": model_flops, "attention_flops": attn_flops, "weight_flops": weight_flops,
         "weight_flops_reference": ref, "weight_flops_ratio": weight_flops / ref if ref else None,
-        "provenance": _with_note(_with_note(_provenance_of(hw, priced_configs(m, hw, [(prec.label, prec.kv, lay.gpus_per_worker)])),
-                                            borrowed_note([spec_label(sp)], m.id) if phase == "decode" else None),
-                                 release_note(engine, engine_version)),  # a release older than every family simfront describes
+        "provenance": _with_notes(_provenance_of(hw, priced_configs(m, hw, [(prec.label, prec.kv, lay.gpus_per_worker)])),
+                                  borrowed_note([spec_label(sp)], m.id) if phase == "decode" else None,
+                                  release_note(engine, engine_version)),  # another model's drafter; a release older than simfront knows
         "engine_refuses": _engine_refuses(engine, engine_version, tp, pp, attention_dp, ep, sp.k > 0 and phase == "decode",
                                           mode == "disagg" and phase == "decode"),
         "note": "op times and FLOPs are per GPU of one attention-DP rank, all layers (a PP worker spreads them over its stages); "
