@@ -106,6 +106,20 @@ def test_gpu_spellings():
     assert unresolved_reason("NVIDIA H100-SXM-80GB") is None
 
 
+def test_no_part_listed_as_missing_is_in_the_catalog():
+    """gpu_spellings.yaml's other_parts are parts the catalog lacks: once a hardware/*.yaml adds one, its entry
+    would refuse the rows the catalog can now predict (H800 was refused after hardware/h800_sxm.yaml landed)."""
+    from simfront.errors import SimfrontError
+    from simfront.ingest.gpu_names import _spellings
+
+    for part in _spellings()["other_parts"]:
+        with pytest.raises(SimfrontError):
+            get_hardware(part["part"])
+    for name in ("H800", "NVIDIA H800 80GB HBM3"):
+        assert check_gpu(name) == (name, [], None) and unresolved_reason(name) is None
+        assert get_hardware(name).id == "h800_sxm"
+
+
 def test_h200_nvl_is_not_predicted_as_the_sxm_part(ingested, validated):
     p = by_line(ingested.points)[8]
     assert p.gpu == "H200-NVL" and "H200 NVL, a different part" in p.warnings[0]
