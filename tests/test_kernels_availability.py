@@ -12,7 +12,7 @@ from simfront.mla import mla_decode_cost
 from simfront.moe import has_fused_path
 from simfront.precision import get_format
 
-MLA_NATIVE = {"h100_sxm", "h800_sxm", "h200_sxm", "h20", "b200_sxm", "b300_sxm", "gb200", "gb300", "mi300x", "mi325x", "mi355x"}
+MLA_NATIVE = {"h100_sxm", "h100_pcie", "h800_sxm", "h200_sxm", "h20", "b200_sxm", "b300_sxm", "gb200", "gb300", "mi300x", "mi325x", "mi355x"}
 
 
 def test_every_catalog_gpu_has_a_platform_and_every_op_a_source():

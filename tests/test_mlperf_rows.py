@@ -98,7 +98,7 @@ def test_gpu_spellings():
     for name, hw in (("MI300X-VF", "mi300x"), ("NVIDIA H100-SXM-80GB vGPU", "h100_sxm"), ("GRID H100", "h100_sxm")):
         got, warnings, note = check_gpu(name)
         assert got == hw and note and warnings[0].startswith(f"virtualised part {name!r}") and f"treated as {hw}" in warnings[0]
-    for name in ("H200-NVL", "NVIDIA H200 NVL", "NVIDIA H100-PCIe-80GB"):
+    for name in ("H200-NVL", "NVIDIA H200 NVL", "NVIDIA H100-NVL-94GB", "NVIDIA A100-PCIe-80GB"):
         got, warnings, note = check_gpu(name)
         assert got == name and note is None and "not in the catalog" in warnings[0]
         assert "not in the catalog" in unresolved_reason(name)
