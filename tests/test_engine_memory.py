@@ -60,13 +60,17 @@ def test_sglang_reserve_grows_with_what_it_reserves_for():
 def test_fractions_are_fractions_on_every_catalog_gpu_and_layout():
     from simfront.hardware import catalog
 
+    """Servers of 1-64 GPUs, with and without attention DP, at each release's own chunked-prefill size for the GPU's
+    memory (as EngineFraction.fractions prices them: SGLang picks 2,048 tokens below 35 GiB, and its reserve grows
+    with the chunk)."""
     gpus = np.array([1, 2, 4, 8, 16, 32, 64])
     for hw in catalog().values():
         for engine in ("vllm", "sglang", "trtllm", "default"):
             for fam in release_families(engine):
                 for dp in (1, 8):
-                    f = default_memory_fraction(fam["memory_default"], hw.hbm_bytes, gpus, 1, dp, 8192, True, True)
-                    assert np.all(np.isfinite(f)) and np.all(f > 0.0) and np.all(f < 1.0), (hw.id, engine, fam["since"])
+                    tp = gpus[gpus >= dp] // dp  # attention TP per rank: servers of tp x dp GPUs
+                    f = engine_default(engine, fam["since"], speculative=True, mla=True).fractions(hw.hbm_bytes, tp, 1, dp)
+                    assert np.all(np.isfinite(f)) and np.all(f > 0.0) and np.all(f < 1.0), (hw.id, engine, fam["since"], f)
 
 
 def test_vllm_and_trtllm_defaults_are_their_constants():

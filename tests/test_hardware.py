@@ -17,7 +17,7 @@ CALIBRATION_E2E = KERNEL_DIR.parent / "e2e"
 
 EXPECTED_IDS = {
     "a100_sxm", "h20", "h100_sxm", "h100_pcie", "h800_sxm", "h200_sxm", "b200_sxm", "b300_sxm", "gb200", "gb300",
-    "l40s", "rtx_pro_6000_server", "mi300x", "mi325x", "mi355x",
+    "l4", "l40s", "rtx_pro_6000_server", "mi300x", "mi325x", "mi355x",
 }
 NVIDIA_BLACKWELL = {"b200_sxm", "b300_sxm", "gb200", "gb300", "rtx_pro_6000_server"}
 
@@ -70,7 +70,7 @@ def test_every_figure_has_a_source(gid):
 @pytest.mark.parametrize("gid", sorted(EXPECTED_IDS))
 def test_families_and_fp4_formats(gid):
     hw = catalog()[gid]
-    family = {"a100_sxm": "ampere", "l40s": "ada", "h100_sxm": "hopper", "h100_pcie": "hopper", "h800_sxm": "hopper", "h20": "hopper",
+    family = {"a100_sxm": "ampere", "l4": "ada", "l40s": "ada", "h100_sxm": "hopper", "h100_pcie": "hopper", "h800_sxm": "hopper", "h20": "hopper",
               "h200_sxm": "hopper",
               "mi300x": "cdna3", "mi325x": "cdna3", "mi355x": "cdna4"}.get(gid, "blackwell")
     assert hw.family == family
@@ -202,6 +202,7 @@ SPELLINGS = {
     "h20": ["h20", "H20"],
     "h100_pcie": ["h100_pcie", "H100 PCIe", "NVIDIA H100 PCIe", "H100-PCIe-80GB", "NVIDIA H100-PCIe-80GB"],
     "h800_sxm": ["h800_sxm", "H800", "H800 SXM 80GB", "NVIDIA H800", "h800 80gb hbm3"],
+    "l4": ["l4", "L4", "NVIDIA L4", "L4 24GB"],
     "l40s": ["l40s", "L40S", "NVIDIA L40S"],
     "rtx_pro_6000_server": ["rtx_pro_6000_server", "RTX PRO 6000", "RTX PRO 6000 Blackwell Server Edition"],
     "mi300x": ["mi300x", "MI300X", "AMD Instinct MI300X"],
