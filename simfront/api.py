@@ -19,6 +19,7 @@ from . import models as modmod
 from .errors import SimfrontError, check_decodes, check_lengths
 from .serving import DEFAULT_CHUNK_TOKENS
 from .hardware import GpuSet, parse_gpus
+from .layout import LAYOUT_CLASSES, check_classes_for, enumerate_layouts, layout_class_mask, parse_layout_classes
 from .models import apply_precision, get_model
 from .priced import Priced, priced_configs, priced_of, priced_of_columns
 from .results import Frontier, MemoryVerdict, Plan, StepBreakdown, ValidationReport, point_dict
@@ -239,7 +240,8 @@ def predict(model: str, gpus: str | GpuSet, isl: int | None = None, osl: int | N
             quality: str | dict | None = None, tails: bool = False, sla_percentile: float | None = None,
             prompts_per_client: float | None = None, workload: str | None = None, routing: str | None = None,
             replicas: int | None = None, workload_set: dict | None = None, routing_skew: float | str | None = None,
-            random_range_ratio: float | None = None, engine_version: str | None = None) -> Frontier:
+            random_range_ratio: float | None = None, engine_version: str | None = None,
+            layout: list[str] | str | None = None) -> Frontier:
     """The predicted frontier of every configuration of ``model`` on ``gpus`` (a :class:`simfront.results.Frontier`:
     attributes, ``["field"]`` access, ``.to_frame()``, ``.points`` for every feasible configuration).
 
@@ -251,7 +253,10 @@ def predict(model: str, gpus: str | GpuSet, isl: int | None = None, osl: int | N
     ``random_range_ratio``: predict a benchmark whose lengths are uniform in [r L, L] (1: every request exactly
     ISL / OSL, which a prefill-first engine serves in waves); default lengths that vary, as a service's do.
     ``engine_version``: the ``engine`` release whose scheduler family is priced (simfront/engines/scheduler.yaml;
-    default the newest); ``engine["scheduler_family"]`` of the result names the family used."""
+    default the newest); ``engine["scheduler_family"]`` of the result names the family used.
+    ``layout``: the layout classes to search (``tp``, ``tp+ep``, ``dpa+ep``: :data:`simfront.layout.LAYOUT_CLASSES`),
+    for every worker; default every class."""
+    classes = parse_layout_classes(layout)
     isl, osl, prefix_hit, preset = _resolve_workload(isl, osl, prefix_hit, workload, routing, replicas, workload_set)
     alpha = _routing_alpha(routing_skew)
     engine_version = inputs.check_engine_version(engine_version)
@@ -284,6 +289,7 @@ def predict(model: str, gpus: str | GpuSet, isl: int | None = None, osl: int | N
                             f"of them (--tails adds the percentiles without an SLA)")
     m = get_model(model)
     g = parse_gpus(gpus) if isinstance(gpus, str) else gpus
+    check_layout_classes(m, g, classes)
     precs = [precision] if isinstance(precision, str) else precision
     # a generic name means what it means on this GPU (``fp4`` is MXFP4 on CDNA4, NVFP4 elsewhere)
     precs = [q if q == "native" else _format_on(q, g.hardware) for q in precs] if precs else precs
@@ -304,6 +310,7 @@ def predict(model: str, gpus: str | GpuSet, isl: int | None = None, osl: int | N
                 "percentile": None if sla_percentile is None else int(sla_percentile)},
         "notes": [f"config.json: {w}" for w in getattr(m, "warnings", ())],  # keys simfront does not understand
         "engine": engine_info(engine, engine_version),
+        "layouts": None if classes is None else list(classes),
     }
     prov_at = len(out["notes"])  # provenance notes go after the config.json warnings
 
@@ -325,7 +332,7 @@ def predict(model: str, gpus: str | GpuSet, isl: int | None = None, osl: int | N
         specs = spec_choices(spec, spec_k, acceptance, m)
     space = SearchSpace(precisions=precs if precs and precs != ["native"] else None, kv_dtypes=kvs, specs=specs,
                         modes=tuple(modes) if modes else ("agg", "disagg"), engine=engine,
-                        engine_version=engine_version)
+                        engine_version=engine_version, layouts=classes)
     if precs == ["native"]:
         space.precisions = ["native"]
     if prompts_per_client is not None and not (math.isfinite(prompts_per_client) and prompts_per_client >= 1):
@@ -442,6 +449,20 @@ def predict(model: str, gpus: str | GpuSet, isl: int | None = None, osl: int | N
 
 # How the note that says why a search found no feasible configuration begins (no_frontier_reason finds it)
 NO_FEASIBLE = "no configuration fits"
+
+
+def check_layout_classes(m, g: GpuSet, classes: tuple[str, ...] | None) -> None:
+    """Fail, naming the classes there are, when no layout of ``classes`` (``--layout``) exists for ``m`` on ``g``
+    (before memory: a class the model's architecture or the GPU count rules out)."""
+    if classes is None:
+        return
+    check_classes_for(m.arch, m.id, classes)
+    lay = enumerate_layouts(m.arch, g.count, max_tp=g.hardware.scaleup.domain_gpus)
+    if layout_class_mask(classes, lay["dp"], lay["ep"]).any():
+        return
+    have = [c for c in LAYOUT_CLASSES if layout_class_mask((c,), lay["dp"], lay["ep"]).any()]
+    raise SimfrontError(f"--layout {','.join(classes)}: no such layout of {m.id} on {g.label} (it needs more GPUs); "
+                        f"layout classes there: {', '.join(have) or 'none'}")
 
 
 def no_feasible_reason(model_id: str, g: GpuSet, verdict: dict, modes) -> str:
@@ -694,7 +715,7 @@ def validation_flat(res: dict) -> ValidationReport:
 # ---------------------------------------------------------------------------------------------
 # Frontier comparison: does a knob move configurations along the frontier or push it out?
 
-COMPARE_KNOBS = ("precision", "kv_dtype", "spec", "mode", "gpus")
+COMPARE_KNOBS = ("precision", "kv_dtype", "spec", "mode", "layout", "gpus")
 from .pareto import SAME_FRONTIER_TOLERANCE  # noqa: E402,F401 - re-exported: notebooks read it from the API
 
 
@@ -725,7 +746,7 @@ def frontier_compare(model: str, gpus: str, knob: str, values: list[str], isl: i
         raise SimfrontError(f"--compare {knob!r}: valid knobs are {', '.join(COMPARE_KNOBS)} (e.g. precision=fp8,nvfp4)")
     if len(values) < 2:
         raise SimfrontError(f"--compare {knob}=... needs at least two comma-separated values")
-    own = {"precision": "precision", "kv_dtype": "kv_dtype", "spec": "spec", "mode": "modes"}.get(knob)
+    own = {"precision": "precision", "kv_dtype": "kv_dtype", "spec": "spec", "mode": "modes", "layout": "layout"}.get(knob)
     if own is not None and kw.get(own) is not None:  # the compared knob takes each value in turn: a held value would be dropped
         flag = {"modes": "--mode", "kv_dtype": "--kv-dtype"}.get(own, f"--{own}")
         raise SimfrontError(f"{flag} cannot be given with --compare {knob}=...: that knob takes each compared value in turn")
@@ -746,6 +767,8 @@ def frontier_compare(model: str, gpus: str, knob: str, values: list[str], isl: i
             args["precision"] = [v]
         elif knob == "kv_dtype":
             args["kv_dtype"] = [v]
+        elif knob == "layout":
+            args["layout"] = [v]
         res = predict(model, g, isl=isl, osl=osl, **args)
         sets.append({"value": v, "gpus": res["gpus"], "fits": res["fits"], "frontier": res["frontier"], "memory": res["memory"],
                      "n_configs_evaluated": res["n_configs_evaluated"], "reason": None if res["frontier"] else no_frontier_reason(res),

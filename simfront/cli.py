@@ -61,6 +61,7 @@ MinTokOpt = typer.Option(None, "--min-tok-s-user", help="SLA: min tokens/s per u
 KvListOpt = typer.Option(None, "--kv-dtype", help="Comma list of KV dtypes (default: native, fp8 where supported).")
 SpecListOpt = typer.Option(None, "--spec", help="Speculative decoding to search: none, mtp, eagle, ngram (comma list). Default: none + MTP if the model ships it.")
 ModeOpt = typer.Option(None, "--mode", help="agg, disagg or agg,disagg (default both).")
+LayoutOpt = typer.Option(None, "--layout", help="Layout classes to search, comma list: tp (tensor parallel), tp+ep (experts over GPUs by expert parallelism), dpa+ep (attention data-parallel with EP); pipeline stages may join any. Default: every class.")
 RoutingSkewOpt = typer.Option(None, "--routing-skew", help="MoE routing: balanced, or a power-law exponent of tokens over experts (a measured skew; default 1.01, production-typical).")
 SpecKOpt = typer.Option(None, "--spec-k", help="Draft tokens per step (default: each method searched at 1-4 drafts).")
 ExplainSpecKOpt = typer.Option(None, "--spec-k", help="Draft tokens per step (default: 1 for MTP, 3 for EAGLE and n-gram).")
@@ -248,6 +249,7 @@ def predict_cmd(
     spec_k: Optional[int] = SpecKOpt,
     acceptance: Optional[float] = AcceptanceOpt,
     mode: Optional[str] = ModeOpt,
+    layout: Optional[str] = LayoutOpt,
     price: Optional[float] = typer.Option(None, "--price", help="USD per GPU-hour (default: the catalog price)."),
     prefix_hit: Optional[float] = typer.Option(None, "--prefix-hit", help="Share of input tokens served from the prefix cache (0-1; default 0, or set by --workload)."),
     workload: Optional[str] = typer.Option(None, "--workload", help="Workload preset: agentic-coding (multi-turn sessions whose prompts grow by each turn's output and tool result; sets --isl, --osl and --prefix-hit)."),
@@ -287,7 +289,8 @@ def predict_cmd(
                       spec=spec, spec_k=spec_k, acceptance=acceptance, modes=modes, price=price, prefix_hit=prefix_hit, engine=engine,
                       quality=quality, tails=tails, sla_percentile=sla_percentile, prompts_per_client=prompts_per_client,
                       workload=workload, routing=routing, replicas=replicas, workload_set=_settings("--workload-set", workload_set),
-                      routing_skew=routing_skew, random_range_ratio=random_range_ratio, engine_version=price_version)
+                      routing_skew=routing_skew, random_range_ratio=random_range_ratio, engine_version=price_version,
+                      layout=_values("--layout", layout))
     if version_note:
         res["notes"].append(version_note)
     isl, osl = res.workload.isl, res.workload.osl
@@ -431,7 +434,7 @@ def validate_cmd(
 def frontier_cmd(
     model: str = ModelOpt,
     gpus: Optional[str] = typer.Option(None, "--gpus", "-g", help="GPU set (not needed with --compare gpus=...)."),
-    compare: str = typer.Option(..., "--compare", help="KNOB=V1,V2,...: precision, kv_dtype, spec, mode or gpus (e.g. precision=fp8,nvfp4; gpus=8xH200,8xB200)."),
+    compare: str = typer.Option(..., "--compare", help="KNOB=V1,V2,...: precision, kv_dtype, spec, mode, layout or gpus (e.g. precision=fp8,nvfp4; layout=tp,tp+ep,dpa+ep; gpus=8xH200,8xB200)."),
     isl: int = IslOpt,
     osl: int = OslOpt,
     prefix_hit: float = PrefixOpt,
@@ -442,6 +445,7 @@ def frontier_cmd(
     spec_k: Optional[int] = SpecKOpt,
     acceptance: Optional[float] = AcceptanceOpt,
     mode: Optional[str] = typer.Option(None, "--mode", help="agg, disagg or agg,disagg for every frontier (not with --compare mode=...)."),
+    layout: Optional[str] = typer.Option(None, "--layout", help="Layout classes every frontier searches: tp, tp+ep, dpa+ep (not with --compare layout=...)."),
     routing_skew: Optional[str] = RoutingSkewOpt,
     html: Optional[str] = typer.Option(None, "--html", help="Write the overlaid frontiers as an offline plotly page."),
     quality: Optional[str] = typer.Option(None, "--quality", help="Your quality scores (see predict --quality): the verdict then names the trade, throughput gained per quality point lost."),
@@ -466,7 +470,7 @@ def frontier_cmd(
     modes = _values("--mode", mode)
     inputs.check_modes(modes)
     held = {"precision": _values("--precision", precision), "kv_dtype": _values("--kv-dtype", kv_dtype), "spec": spec,
-            "modes": modes}
+            "modes": modes, "layout": _values("--layout", layout)}
     kw = {k: v for k, v in held.items() if v is not None}
     kw.update({k: v for k, v in (("spec_k", spec_k), ("acceptance", acceptance), ("routing_skew", routing_skew)) if v is not None})
     with progress(f"predicting {len(values)} frontiers ({knob.strip()})", quiet=quiet or as_json):
@@ -542,6 +546,7 @@ def plan_cmd(
     spec_k: Optional[int] = SpecKOpt,
     acceptance: Optional[float] = AcceptanceOpt,
     mode: Optional[str] = ModeOpt,
+    layout: Optional[str] = LayoutOpt,
     routing_skew: Optional[str] = RoutingSkewOpt,
     prefix_hit: float = PrefixOpt,
     engine: Optional[str] = typer.Option(None, "--engine", help="Plan for an engine (its overhead profile and the layouts it can launch)."),
@@ -572,7 +577,8 @@ def plan_cmd(
                        hardware=_csv_list(hardware), prices=_prices(price), engine=engine, precision=_csv_list(precision),
                        max_gpus=max_gpus, progress=bar.step if bar.active else None, prefix_hit=prefix_hit,
                        engine_version=price_version, kv_dtype=_values("--kv-dtype", kv_dtype), spec=spec, spec_k=spec_k,
-                       acceptance=acceptance, routing_skew=routing_skew, **({"modes": modes} if modes else {}))
+                       acceptance=acceptance, routing_skew=routing_skew, layout=_values("--layout", layout),
+                       **({"modes": modes} if modes else {}))
     if version_note:
         res["notes"].append(version_note)
     if launch:
@@ -602,6 +608,7 @@ def compare_cmd(
     spec_k: Optional[int] = SpecKOpt,
     acceptance: Optional[float] = AcceptanceOpt,
     mode: Optional[str] = ModeOpt,
+    layout: Optional[str] = LayoutOpt,
     routing_skew: Optional[str] = RoutingSkewOpt,
     prefix_hit: Optional[float] = typer.Option(None, "--prefix-hit", help="Share of input tokens served from the prefix cache (0-1; default 0)."),
     engine: Optional[str] = EngineOpt,
@@ -629,7 +636,7 @@ def compare_cmd(
                                min_tok_s_user=min_tok_s_user, precision=_values("--precision", precision),
                                kv_dtype=_values("--kv-dtype", kv_dtype), spec=spec, spec_k=spec_k, acceptance=acceptance,
                                modes=modes, prefix_hit=prefix_hit, engine=engine, engine_version=price_version,
-                               routing_skew=routing_skew)
+                               routing_skew=routing_skew, layout=_values("--layout", layout))
     if html:
         report.write_compare_html(res, html)
     if as_json:

@@ -136,3 +136,49 @@ def enumerate_layouts(arch: ModelArch, n_gpus: int, max_tp: int | None = None, e
     tp, dp, ep, pp = tp[ok], dp[ok], ep[ok], pp[ok]
     replicas = n_gpus // (tp * dp * pp)
     return {"tp": tp, "pp": pp, "dp": dp, "ep": ep, "replicas": replicas, "idle": n_gpus - replicas * tp * dp * pp}
+
+
+# Layout classes, the choice between tensor, expert and attention-data parallelism that moves a configuration along
+# the frontier (the classes `simfront validate`'s frontier checks compare, simfront.fidelity.layout_class):
+# tp: attention and experts split by tensor parallelism (EP 1, attention-DP 1); tp+ep: experts spread over the GPUs by
+# expert parallelism, attention tensor-parallel; dpa+ep: attention data-parallel (one batch per attention rank), with
+# expert parallelism on a MoE model. Pipeline stages may be added to any class.
+LAYOUT_CLASSES = ("tp", "tp+ep", "dpa+ep")
+_CLASS_SPELLINGS = {"tp": "tp", "tp+ep": "tp+ep", "ep": "tp+ep", "dpa+ep": "dpa+ep", "dpa": "dpa+ep", "dp+ep": "dpa+ep"}
+
+
+def parse_layout_classes(values, flag: str = "--layout") -> tuple[str, ...] | None:
+    """The layout classes a comma list (or a list) names, canonical and in LAYOUT_CLASSES order (None: not given).
+    Spellings: tp, tp+ep (or ep), dpa+ep (or dpa); an unknown one is an error naming the valid ones."""
+    if values is None:
+        return None
+    items = values.split(",") if isinstance(values, str) else list(values)
+    out = set()
+    for v in items:
+        key = str(v).strip().lower().replace(" ", "")
+        if key not in _CLASS_SPELLINGS:
+            raise SimfrontError(f"{flag} {v!r}: valid layout classes are {', '.join(LAYOUT_CLASSES)} "
+                                "(tp: tensor parallel; tp+ep: experts over GPUs; dpa+ep: attention data-parallel with EP)")
+        out.add(_CLASS_SPELLINGS[key])
+    if not out:
+        raise SimfrontError(f"{flag}: give at least one layout class ({', '.join(LAYOUT_CLASSES)})")
+    return tuple(c for c in LAYOUT_CLASSES if c in out)
+
+
+def check_classes_for(arch: ModelArch, model_id: str, classes: tuple[str, ...] | None, flag: str = "--layout") -> None:
+    """Fail when none of ``classes`` exists for the architecture at any GPU count (a dense model has no experts, so
+    no tp+ep layout)."""
+    if classes is not None and arch.moe is None and set(classes) == {"tp+ep"}:
+        raise SimfrontError(f"{flag} tp+ep: {model_id} is dense (no experts for expert parallelism); its layout classes "
+                            "are tp and dpa+ep")
+
+
+def layout_class_mask(classes, dp, ep) -> np.ndarray:
+    """Whether each layout (attention-DP ``dp``, expert-parallel ``ep``; broadcasts) is of one of ``classes``
+    (None: every layout)."""
+    dp, ep = np.asarray(dp), np.asarray(ep)
+    shape = np.broadcast(dp, ep).shape
+    if classes is None:
+        return np.ones(shape, dtype=bool)
+    cls = np.where(dp > 1, "dpa+ep", np.where(ep > 1, "tp+ep", "tp"))
+    return np.isin(cls, list(classes))

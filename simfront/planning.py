@@ -24,6 +24,7 @@ from .coverage import calibrated_layouts, outside_calibration, outside_note, wid
 from .errors import check_decodes
 from .errors import SimfrontError
 from .hardware import GpuSet, Hardware, get_hardware, parse_gpus
+from .layout import check_classes_for, parse_layout_classes
 from .launch import Deployment, LaunchPlan, WorkerLayout, benchmark_command, launch_commands, sidecar_yaml, startable_note
 from .memory import weight_bytes
 from .precision import weights_of
@@ -457,7 +458,8 @@ def plan(model: str, rate: float, isl: int = 1024, osl: int = 1024, ttft_ms: flo
          engine: str | None = None, precision: Sequence[str] | str | None = None, max_gpus: int | None = None,
          progress: Callable[[str], Any] | None = None, kv_dtype: Sequence[str] | str | None = None, prefix_hit: float = 0.0,
          modes: Iterable[str] = ("agg", "disagg"), engine_version: str | None = None, spec: str | None = None,
-         spec_k: int | None = None, acceptance: float | None = None, routing_alpha: float | None = DEFAULT_ROUTING_ALPHA) -> dict:
+         spec_k: int | None = None, acceptance: float | None = None, routing_alpha: float | None = DEFAULT_ROUTING_ALPHA,
+         layout: Sequence[str] | str | None = None) -> dict:
     """Fewest GPUs of each type serving ``rate`` requests/s of ISL/OSL within the SLA, cheapest first.
 
     Returns ``{model, workload, sla, max_gpus, engine, rows, search_time_s}``. Feasible rows carry
@@ -467,7 +469,8 @@ def plan(model: str, rate: float, isl: int = 1024, osl: int = 1024, ttft_ms: flo
     ``engine`` selects its serving profile and keeps only layouts that engine can launch; ``engine_version`` the
     engine release whose scheduler family is priced (default the newest, simfront/engines/scheduler.yaml). ``spec``:
     the speculative decoding to consider, as predict's ``--spec`` (comma list of none, mtp, eagle, ngram, each at
-    ``spec_k`` drafts or at 1-4; default none + the model's own MTP).
+    ``spec_k`` drafts or at 1-4; default none + the model's own MTP). ``layout``: the layout classes to consider, as
+    predict's ``--layout`` (tp, tp+ep, dpa+ep; default every class).
     """
     import time
 
@@ -496,8 +499,11 @@ def plan(model: str, rate: float, isl: int = 1024, osl: int = 1024, ttft_ms: flo
     # `predict` explores the budget as a knob
     check_spec(spec, spec_k, acceptance)
     specs = spec_choices(spec, spec_k, acceptance, m) if spec is not None else None
+    classes = parse_layout_classes(layout)
+    check_classes_for(m.arch, m.id, classes)
     space = SearchSpace(precisions=as_list(precision) or None, kv_dtypes=as_list(kv_dtype) or None, specs=specs, modes=modes,
-                        engine=eng, engine_version=engine_version if eng else None, chunk_tokens=(int(DEFAULT_CHUNK_TOKENS),))
+                        engine=eng, engine_version=engine_version if eng else None, chunk_tokens=(int(DEFAULT_CHUNK_TOKENS),),
+                        layouts=classes)
     for p in space.precisions or ():
         apply_precision(m, p)  # unknown formats fail here with a one-line error
     for k in space.kv_dtypes or ():
@@ -539,7 +545,8 @@ def plan(model: str, rate: float, isl: int = 1024, osl: int = 1024, ttft_ms: flo
         notes.append(f"--price {', '.join(unpriced)}: not among the GPU types planned ({', '.join(h.id for h in hws)}), "
                      f"so not used")
     searched = held_knobs(routing_alpha, precision=space.precisions, kv_dtype=space.kv_dtypes, spec=spec, spec_k=spec_k,
-                          acceptance=acceptance, modes=list(modes))  # the knobs the plan was restricted to
+                          acceptance=acceptance, modes=list(modes),
+                          layout=None if classes is None else list(classes))  # the knobs the plan was restricted to
     return {"model": m.id, "workload": {"isl": isl, "osl": osl, "rate": rate, "prefix_hit": prefix_hit}, "sla": sla,
             "search": searched, "max_gpus": max_gpus, "engine": eng, "engine_version": space.engine_version, "rows": ok + [r for r in rows if not r["feasible"]],
             "search_time_s": time.perf_counter() - t0, "notes": notes}

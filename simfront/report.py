@@ -87,8 +87,10 @@ def print_predict(res, show_all: bool = False) -> None:
     # a benchmark's lengths uniform in [r L, L]: the evaluator costs their means
     spread = (f" (lengths in [{rr:g} L, L]: mean {wl['mean_isl']:,.0f} / {wl['mean_osl']:,.0f})"
               if rr is not None and rr < 1 and wl.get("mean_isl") is not None else "")
+    layouts = res.get("layouts")  # --layout: the layout classes searched
     print(f"{res['model']} on {res['gpus']}  {preset}ISL {wl['isl']} / OSL {wl['osl']}" + spread
           + (f", prefix hit {wl['prefix_hit']:.0%}" if wl["prefix_hit"] else "") + routing
+          + (f", layouts {','.join(layouts)}" if layouts else "")
           + f"  (${res['price_usd_per_gpu_hour']:.2f}/GPU-h)")
     if not res["fits"]:
         print_memory(res["memory"])
@@ -369,6 +371,8 @@ def search_text(search: dict | None) -> str:
     modes = list(search.get("modes") or ())
     if modes and set(modes) != {"agg", "disagg"}:
         parts.append(f"--mode {','.join(modes)}")
+    if search.get("layout"):
+        parts.append(f"--layout {','.join(search['layout'])}")
     if "routing_alpha" in search and search["routing_alpha"] != DEFAULT_ROUTING_ALPHA:
         parts.append("--routing-skew " + ("balanced" if search["routing_alpha"] is None else f"{search['routing_alpha']:g}"))
     return ", ".join(parts)

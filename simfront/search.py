@@ -17,7 +17,7 @@ import numpy as np
 from .engine_rules import startable_by_any
 from .errors import SimfrontError
 from .hardware import GpuSet
-from .layout import enumerate_layouts
+from .layout import enumerate_layouts, layout_class_mask, parse_layout_classes
 from .memory import plan_memory
 from .models import Model, Precision, apply_precision
 from .deployment import evaluate_agg, evaluate_disagg
@@ -64,6 +64,9 @@ class SearchSpace:
     # ``engine@release`` (the release's rules; the newest without one); None: ``engine`` at ``engine_version`` (no rules
     # for the all-engine average). Validation sets the engines and releases of a measured sweep.
     start_engines: tuple[str, ...] | None = None
+    # layout classes searched (simfront.layout.LAYOUT_CLASSES: tp, tp+ep, dpa+ep) for every worker, aggregated, prefill
+    # and decode alike; None: every class
+    layouts: tuple[str, ...] | None = None
 
 
 def precision_options(model: Model, gpus: GpuSet, space: SearchSpace) -> list[Precision]:
@@ -98,13 +101,16 @@ def spec_options(model: Model, space: SearchSpace) -> list[Speculation]:
 
 
 # the search knobs a plan, a GPU comparison or a knob comparison echoes in its ``search`` field, as the user gave them
-HELD_KNOBS = ("precision", "kv_dtype", "spec", "spec_k", "acceptance", "modes")
+HELD_KNOBS = ("precision", "kv_dtype", "spec", "spec_k", "acceptance", "modes", "layout")
 
 
 def held_knobs(routing_alpha: float | None, **given) -> dict:
     """The ``search`` field of plan, compare and frontier --compare: each of ``HELD_KNOBS`` as given (None: simfront's
-    default choice) and the MoE ``routing_alpha`` priced (None: balanced)."""
-    return {**{k: given.get(k) for k in HELD_KNOBS}, "routing_alpha": routing_alpha}
+    default choice; layout classes in their canonical spelling) and the MoE ``routing_alpha`` priced (None: balanced)."""
+    out = {k: given.get(k) for k in HELD_KNOBS}
+    if out["layout"] is not None:
+        out["layout"] = list(parse_layout_classes(out["layout"]))
+    return {**out, "routing_alpha": routing_alpha}
 
 
 def spec_choices(methods: str, k: int | None = None, acceptance: float | None = None,
@@ -210,6 +216,11 @@ def worker_tables(model: Model, hw, n_gpus: int, wl: Workload, space: SearchSpac
     lay = enumerate_layouts(model.arch, n_gpus, max_tp=max_tp)
     if lay["tp"].size == 0:
         raise SimfrontError(f"no valid parallel layout of {model.id} on {n_gpus}x{hw.id}")
+    if space.layouts is not None:  # the layout classes asked for (--layout); none of them here: no worker table
+        keep = layout_class_mask(space.layouts, lay["dp"], lay["ep"])
+        lay = {k: v[keep] for k, v in lay.items()}
+        if lay["tp"].size == 0:
+            return
     ctx = wl.mean_isl + wl.mean_osl
     chunks = space.chunk_tokens if wl.chunk_tokens == DEFAULT_CHUNK_TOKENS else (wl.chunk_tokens,)
     memo: dict = {}  # op costs shared by the precisions that differ only in the KV-cache format

@@ -118,7 +118,7 @@ def test_compare_searches_what_predict_would_and_shows_each_sets_best_under_the_
     res = json.loads(run("compare", *args, "--json").stdout)
     assert res["sla"]["tpot_ms"] == 20
     assert res["search"] == {"precision": None, "kv_dtype": None, "spec": "none", "spec_k": None, "acceptance": None,
-                             "modes": ["agg"], "routing_alpha": None}
+                             "modes": ["agg"], "layout": None, "routing_alpha": None}
     for s in res["sets"]:
         alone = api.predict("deepseek-r1", s["gpus"], spec="none", modes=["agg"], tpot_ms=20, routing_skew="balanced")
         assert s["frontier"] == json.loads(json.dumps(alone.to_json()["frontier"]))
@@ -142,7 +142,7 @@ def test_frontier_compare_holds_the_other_knobs_and_refuses_to_hold_the_compared
     args = ["--model", "deepseek-r1", "--gpus", "8xB200", "--compare", "precision=fp8_block,nvfp4", "--spec", "none", "--mode", "agg"]
     res = json.loads(run("frontier", *args, "--json").stdout)
     assert res["search"] == {"precision": None, "kv_dtype": None, "spec": "none", "spec_k": None, "acceptance": None,
-                             "modes": ["agg"], "routing_alpha": 1.01}
+                             "modes": ["agg"], "layout": None, "routing_alpha": 1.01}
     for s in res["sets"]:
         alone = api.predict("deepseek-r1", "8xB200", precision=[s["value"]], spec="none", modes=["agg"])
         assert s["frontier"] == json.loads(json.dumps(alone.to_json()["frontier"]))
@@ -261,3 +261,53 @@ def test_explain_prints_what_its_numbers_borrow():
     out = run("explain", "--model", "deepseek-r1", "--gpus", "8xB200", "--tp", "8", "--batch", "8", "--isl", "1024", "--osl", "1024",
               "--spec", "mtp").stdout
     assert "acceptance lengths of its own" not in out
+
+
+def test_layout_classes_restrict_every_worker_and_compare_as_a_knob():
+    """--layout keeps only the layout classes named (tp: EP 1 and attention-DP 1; tp+ep: EP > 1, attention-DP 1;
+    dpa+ep: attention-DP > 1), for aggregated, prefill and decode workers alike; frontier --compare layout=... gives
+    one frontier per class, each the one predict --layout gives; a class the model or the GPU count rules out is a
+    one-line error naming the classes there are."""
+    from simfront import api
+    from simfront.layout import layout_class_mask
+
+    res = json.loads(run("predict", "--model", "deepseek-r1", "--gpus", "16xH200", "--layout", "ep,tp", "--json").stdout)
+    assert res["layouts"] == ["tp", "tp+ep"] and res["frontier"]
+    for p in res["frontier"]:
+        assert p["attention_dp"] == 1 and (p["mode"] == "agg" or p["prefill_attention_dp"] == 1)
+    full = api.predict("deepseek-r1", "16xH200")
+    assert full.layouts is None
+    pts = full.points  # the unrestricted search holds every class, so the restriction removed some points
+    assert not layout_class_mask(("tp", "tp+ep"), pts["attention_dp"], pts["ep"]).all()
+    dpa = api.predict("deepseek-r1", "16xH200", layout="dpa")
+    assert dpa.frontier and all(p["attention_dp"] > 1 for p in dpa.frontier)
+    assert all(p["prefill_attention_dp"] > 1 for p in dpa.frontier if p["mode"] == "disagg")
+    assert "layouts tp,tp+ep" in run("predict", "--model", "deepseek-r1", "--gpus", "16xH200", "--layout", "tp,tp+ep").stdout.splitlines()[0]
+
+    cmp = json.loads(run("frontier", "--model", "deepseek-r1", "--gpus", "16xH200", "--compare", "layout=tp,dpa+ep", "--mode", "agg",
+                         "--json").stdout)
+    assert [s["value"] for s in cmp["sets"]] == ["tp", "dpa+ep"] and cmp["search"]["layout"] is None
+    alone = api.predict("deepseek-r1", "16xH200", layout=["dpa+ep"], modes=["agg"])
+    assert cmp["sets"][1]["frontier"] == json.loads(json.dumps(alone.to_json()["frontier"]))
+    assert cmp["verdicts"][0]["verdict"]
+
+    for args, says in ((["predict", "--model", "llama-3.1-8b", "--gpus", "1xH100", "--layout", "tp+ep"], "is dense"),
+                       (["predict", "--model", "qwen3-30b-a3b", "--gpus", "1xH100", "--layout", "dpa+ep"], "layout classes there: tp"),
+                       (["predict", "--model", "deepseek-r1", "--gpus", "16xH200", "--layout", "pp"], "valid layout classes are tp, tp+ep, dpa+ep"),
+                       (["plan", "--model", "llama-3.1-70b", "--rate", "5", "--layout", "ep", "-q"], "is dense"),
+                       (["frontier", "--model", "deepseek-r1", "--gpus", "16xH200", "--compare", "layout=tp,dpa", "--layout", "tp"],
+                        "--layout cannot be given with --compare")):
+        bad = run(*args, ok=False)
+        assert bad.returncode == 2 and says in bad.stderr and "Traceback" not in bad.stderr
+        assert len(bad.stderr.strip().splitlines()) == 1
+
+
+def test_plan_and_compare_take_the_layout_classes():
+    res = json.loads(run("plan", "--model", "deepseek-r1", "--rate", "5", "--hardware", "h200,b200", "--layout", "ep", "--json", "-q").stdout)
+    assert res["search"]["layout"] == ["tp+ep"]
+    rows = [r for r in res["rows"] if r.get("feasible", True) and r.get("point")]
+    assert rows and all(r["point"]["ep"] > 1 and r["point"]["attention_dp"] == 1 for r in rows)
+    res = json.loads(run("compare", "--model", "deepseek-r1", "--gpus", "16xH200", "--gpus", "8xB200", "--layout", "dpa",
+                         "--json", "-q").stdout)
+    assert res["search"]["layout"] == ["dpa+ep"]
+    assert all(p["attention_dp"] > 1 for s in res["sets"] for p in s["frontier"])
