@@ -241,7 +241,7 @@ def predict(model: str, gpus: str | GpuSet, isl: int | None = None, osl: int | N
             prompts_per_client: float | None = None, workload: str | None = None, routing: str | None = None,
             replicas: int | None = None, workload_set: dict | None = None, routing_skew: float | str | None = None,
             random_range_ratio: float | None = None, engine_version: str | None = None,
-            layout: list[str] | str | None = None) -> Frontier:
+            layout: list[str] | str | None = None, max_pp: int | None = None) -> Frontier:
     """The predicted frontier of every configuration of ``model`` on ``gpus`` (a :class:`simfront.results.Frontier`:
     attributes, ``["field"]`` access, ``.to_frame()``, ``.points`` for every feasible configuration).
 
@@ -255,8 +255,9 @@ def predict(model: str, gpus: str | GpuSet, isl: int | None = None, osl: int | N
     ``engine_version``: the ``engine`` release whose scheduler family is priced (simfront/engines/scheduler.yaml;
     default the newest); ``engine["scheduler_family"]`` of the result names the family used.
     ``layout``: the layout classes to search (``tp``, ``tp+ep``, ``dpa+ep``: :data:`simfront.layout.LAYOUT_CLASSES`),
-    for every worker; default every class."""
+    for every worker; default every class. ``max_pp``: the most pipeline stages a worker may have (1: none)."""
     classes = parse_layout_classes(layout)
+    inputs.count("--max-pp", max_pp, lo=1)
     isl, osl, prefix_hit, preset = _resolve_workload(isl, osl, prefix_hit, workload, routing, replicas, workload_set)
     alpha = _routing_alpha(routing_skew)
     engine_version = inputs.check_engine_version(engine_version)
@@ -311,6 +312,7 @@ def predict(model: str, gpus: str | GpuSet, isl: int | None = None, osl: int | N
         "notes": [f"config.json: {w}" for w in getattr(m, "warnings", ())],  # keys simfront does not understand
         "engine": engine_info(engine, engine_version),
         "layouts": None if classes is None else list(classes),
+        "max_pp": max_pp,
     }
     prov_at = len(out["notes"])  # provenance notes go after the config.json warnings
 
@@ -332,7 +334,7 @@ def predict(model: str, gpus: str | GpuSet, isl: int | None = None, osl: int | N
         specs = spec_choices(spec, spec_k, acceptance, m)
     space = SearchSpace(precisions=precs if precs and precs != ["native"] else None, kv_dtypes=kvs, specs=specs,
                         modes=tuple(modes) if modes else ("agg", "disagg"), engine=engine,
-                        engine_version=engine_version, layouts=classes)
+                        engine_version=engine_version, layouts=classes, max_pp=max_pp)
     if precs == ["native"]:
         space.precisions = ["native"]
     if prompts_per_client is not None and not (math.isfinite(prompts_per_client) and prompts_per_client >= 1):
@@ -346,7 +348,7 @@ def predict(model: str, gpus: str | GpuSet, isl: int | None = None, osl: int | N
     out["n_configs_evaluated"] = res.n_evaluated
     out["n_feasible"] = res.n_feasible
     if res.n_feasible == 0:
-        out["notes"].append(no_feasible_reason(m.id, g, verdict, space.modes))
+        out["notes"].append(no_feasible_reason(m.id, g, verdict, space.modes, classes, max_pp))
         return finish()
     out["fits"] = True
     pts = res.points
@@ -465,15 +467,20 @@ def check_layout_classes(m, g: GpuSet, classes: tuple[str, ...] | None) -> None:
                         f"layout classes there: {', '.join(have) or 'none'}")
 
 
-def no_feasible_reason(model_id: str, g: GpuSet, verdict: dict, modes) -> str:
+def no_feasible_reason(model_id: str, g: GpuSet, verdict: dict, modes, layouts=None, max_pp: int | None = None) -> str:
     """Why a search of ``modes`` on the GPU set ``g`` found no configuration, given the memory verdict of the model:
     it fits on no layout of the set, or it fits on one but a disaggregated deployment needs two workers that each
-    hold it (a prefill and a decode worker of at least ``min_gpus`` GPUs each)."""
+    hold it (a prefill and a decode worker of at least ``min_gpus`` GPUs each), or on none that ``layouts``
+    (``--layout``) and ``max_pp`` (``--max-pp``) leave."""
     need = verdict.get("min_gpus")
     if verdict.get("fits") and tuple(modes) == ("disagg",) and need and 2 * need > g.count:
         return (f"{NO_FEASIBLE} as disaggregated on {g.label}: a prefill and a decode worker must each hold {model_id} "
                 f"(at least {need}x{g.hardware.id} each), so disaggregation needs {2 * need}x{g.hardware.id} or more; "
                 f"use --mode agg, or more GPUs")
+    held = ", ".join(x for x in (f"--layout {','.join(layouts)}" if layouts else "",
+                                 f"--max-pp {max_pp}" if max_pp is not None else "") if x)
+    if held and verdict.get("fits"):
+        return f"{NO_FEASIBLE} in memory within {held} on {g.label}; it fits on other layouts: drop or widen {held}"
     return f"{NO_FEASIBLE} in memory with the options given; see 'memory' for the verdict and alternatives"
 
 

@@ -61,6 +61,7 @@ MinTokOpt = typer.Option(None, "--min-tok-s-user", help="SLA: min tokens/s per u
 KvListOpt = typer.Option(None, "--kv-dtype", help="Comma list of KV dtypes (default: native, fp8 where supported).")
 SpecListOpt = typer.Option(None, "--spec", help="Speculative decoding to search: none, mtp, eagle, ngram (comma list). Default: none + MTP if the model ships it.")
 ModeOpt = typer.Option(None, "--mode", help="agg, disagg or agg,disagg (default both).")
+MaxPpOpt = typer.Option(None, "--max-pp", help="Most pipeline stages per worker (1: no pipeline parallelism). Default: simfront's range (up to 9).")
 LayoutOpt = typer.Option(None, "--layout", help="Layout classes to search, comma list: tp (tensor parallel), tp+ep (experts over GPUs by expert parallelism), dpa+ep (attention data-parallel with EP); pipeline stages may join any. Default: every class.")
 RoutingSkewOpt = typer.Option(None, "--routing-skew", help="MoE routing: balanced, or a power-law exponent of tokens over experts (a measured skew; default 1.01, production-typical).")
 SpecKOpt = typer.Option(None, "--spec-k", help="Draft tokens per step (default: each method searched at 1-4 drafts).")
@@ -250,6 +251,7 @@ def predict_cmd(
     acceptance: Optional[float] = AcceptanceOpt,
     mode: Optional[str] = ModeOpt,
     layout: Optional[str] = LayoutOpt,
+    max_pp: Optional[int] = MaxPpOpt,
     price: Optional[float] = typer.Option(None, "--price", help="USD per GPU-hour (default: the catalog price)."),
     prefix_hit: Optional[float] = typer.Option(None, "--prefix-hit", help="Share of input tokens served from the prefix cache (0-1; default 0, or set by --workload)."),
     workload: Optional[str] = typer.Option(None, "--workload", help="Workload preset: agentic-coding (multi-turn sessions whose prompts grow by each turn's output and tool result; sets --isl, --osl and --prefix-hit)."),
@@ -290,7 +292,7 @@ def predict_cmd(
                       quality=quality, tails=tails, sla_percentile=sla_percentile, prompts_per_client=prompts_per_client,
                       workload=workload, routing=routing, replicas=replicas, workload_set=_settings("--workload-set", workload_set),
                       routing_skew=routing_skew, random_range_ratio=random_range_ratio, engine_version=price_version,
-                      layout=_values("--layout", layout))
+                      layout=_values("--layout", layout), max_pp=max_pp)
     if version_note:
         res["notes"].append(version_note)
     isl, osl = res.workload.isl, res.workload.osl
@@ -446,6 +448,7 @@ def frontier_cmd(
     acceptance: Optional[float] = AcceptanceOpt,
     mode: Optional[str] = typer.Option(None, "--mode", help="agg, disagg or agg,disagg for every frontier (not with --compare mode=...)."),
     layout: Optional[str] = typer.Option(None, "--layout", help="Layout classes every frontier searches: tp, tp+ep, dpa+ep (not with --compare layout=...)."),
+    max_pp: Optional[int] = MaxPpOpt,
     routing_skew: Optional[str] = RoutingSkewOpt,
     html: Optional[str] = typer.Option(None, "--html", help="Write the overlaid frontiers as an offline plotly page."),
     quality: Optional[str] = typer.Option(None, "--quality", help="Your quality scores (see predict --quality): the verdict then names the trade, throughput gained per quality point lost."),
@@ -470,7 +473,7 @@ def frontier_cmd(
     modes = _values("--mode", mode)
     inputs.check_modes(modes)
     held = {"precision": _values("--precision", precision), "kv_dtype": _values("--kv-dtype", kv_dtype), "spec": spec,
-            "modes": modes, "layout": _values("--layout", layout)}
+            "modes": modes, "layout": _values("--layout", layout), "max_pp": max_pp}
     kw = {k: v for k, v in held.items() if v is not None}
     kw.update({k: v for k, v in (("spec_k", spec_k), ("acceptance", acceptance), ("routing_skew", routing_skew)) if v is not None})
     with progress(f"predicting {len(values)} frontiers ({knob.strip()})", quiet=quiet or as_json):
@@ -547,6 +550,7 @@ def plan_cmd(
     acceptance: Optional[float] = AcceptanceOpt,
     mode: Optional[str] = ModeOpt,
     layout: Optional[str] = LayoutOpt,
+    max_pp: Optional[int] = MaxPpOpt,
     routing_skew: Optional[str] = RoutingSkewOpt,
     prefix_hit: float = PrefixOpt,
     engine: Optional[str] = typer.Option(None, "--engine", help="Plan for an engine (its overhead profile and the layouts it can launch)."),
@@ -577,7 +581,7 @@ def plan_cmd(
                        hardware=_csv_list(hardware), prices=_prices(price), engine=engine, precision=_csv_list(precision),
                        max_gpus=max_gpus, progress=bar.step if bar.active else None, prefix_hit=prefix_hit,
                        engine_version=price_version, kv_dtype=_values("--kv-dtype", kv_dtype), spec=spec, spec_k=spec_k,
-                       acceptance=acceptance, routing_skew=routing_skew, layout=_values("--layout", layout),
+                       acceptance=acceptance, routing_skew=routing_skew, layout=_values("--layout", layout), max_pp=max_pp,
                        **({"modes": modes} if modes else {}))
     if version_note:
         res["notes"].append(version_note)
@@ -609,6 +613,7 @@ def compare_cmd(
     acceptance: Optional[float] = AcceptanceOpt,
     mode: Optional[str] = ModeOpt,
     layout: Optional[str] = LayoutOpt,
+    max_pp: Optional[int] = MaxPpOpt,
     routing_skew: Optional[str] = RoutingSkewOpt,
     prefix_hit: Optional[float] = typer.Option(None, "--prefix-hit", help="Share of input tokens served from the prefix cache (0-1; default 0)."),
     engine: Optional[str] = EngineOpt,
@@ -636,7 +641,7 @@ def compare_cmd(
                                min_tok_s_user=min_tok_s_user, precision=_values("--precision", precision),
                                kv_dtype=_values("--kv-dtype", kv_dtype), spec=spec, spec_k=spec_k, acceptance=acceptance,
                                modes=modes, prefix_hit=prefix_hit, engine=engine, engine_version=price_version,
-                               routing_skew=routing_skew, layout=_values("--layout", layout))
+                               routing_skew=routing_skew, layout=_values("--layout", layout), max_pp=max_pp)
     if html:
         report.write_compare_html(res, html)
     if as_json:

@@ -459,7 +459,7 @@ def plan(model: str, rate: float, isl: int = 1024, osl: int = 1024, ttft_ms: flo
          progress: Callable[[str], Any] | None = None, kv_dtype: Sequence[str] | str | None = None, prefix_hit: float = 0.0,
          modes: Iterable[str] = ("agg", "disagg"), engine_version: str | None = None, spec: str | None = None,
          spec_k: int | None = None, acceptance: float | None = None, routing_alpha: float | None = DEFAULT_ROUTING_ALPHA,
-         layout: Sequence[str] | str | None = None) -> dict:
+         layout: Sequence[str] | str | None = None, max_pp: int | None = None) -> dict:
     """Fewest GPUs of each type serving ``rate`` requests/s of ISL/OSL within the SLA, cheapest first.
 
     Returns ``{model, workload, sla, max_gpus, engine, rows, search_time_s}``. Feasible rows carry
@@ -470,7 +470,7 @@ def plan(model: str, rate: float, isl: int = 1024, osl: int = 1024, ttft_ms: flo
     engine release whose scheduler family is priced (default the newest, simfront/engines/scheduler.yaml). ``spec``:
     the speculative decoding to consider, as predict's ``--spec`` (comma list of none, mtp, eagle, ngram, each at
     ``spec_k`` drafts or at 1-4; default none + the model's own MTP). ``layout``: the layout classes to consider, as
-    predict's ``--layout`` (tp, tp+ep, dpa+ep; default every class).
+    predict's ``--layout`` (tp, tp+ep, dpa+ep; default every class), and ``max_pp`` the most pipeline stages per worker.
     """
     import time
 
@@ -501,9 +501,11 @@ def plan(model: str, rate: float, isl: int = 1024, osl: int = 1024, ttft_ms: flo
     specs = spec_choices(spec, spec_k, acceptance, m) if spec is not None else None
     classes = parse_layout_classes(layout)
     check_classes_for(m.arch, m.id, classes)
+    if max_pp is not None and not (isinstance(max_pp, int) and max_pp >= 1):
+        raise SimfrontError(f"--max-pp {max_pp!r} must be a whole number of pipeline stages, at least 1")
     space = SearchSpace(precisions=as_list(precision) or None, kv_dtypes=as_list(kv_dtype) or None, specs=specs, modes=modes,
                         engine=eng, engine_version=engine_version if eng else None, chunk_tokens=(int(DEFAULT_CHUNK_TOKENS),),
-                        layouts=classes)
+                        layouts=classes, max_pp=max_pp)
     for p in space.precisions or ():
         apply_precision(m, p)  # unknown formats fail here with a one-line error
     for k in space.kv_dtypes or ():
@@ -546,7 +548,7 @@ def plan(model: str, rate: float, isl: int = 1024, osl: int = 1024, ttft_ms: flo
                      f"so not used")
     searched = held_knobs(routing_alpha, precision=space.precisions, kv_dtype=space.kv_dtypes, spec=spec, spec_k=spec_k,
                           acceptance=acceptance, modes=list(modes),
-                          layout=None if classes is None else list(classes))  # the knobs the plan was restricted to
+                          layout=None if classes is None else list(classes), max_pp=max_pp)  # the knobs the plan was restricted to
     return {"model": m.id, "workload": {"isl": isl, "osl": osl, "rate": rate, "prefix_hit": prefix_hit}, "sla": sla,
             "search": searched, "max_gpus": max_gpus, "engine": eng, "engine_version": space.engine_version, "rows": ok + [r for r in rows if not r["feasible"]],
             "search_time_s": time.perf_counter() - t0, "notes": notes}

@@ -91,6 +91,7 @@ def print_predict(res, show_all: bool = False) -> None:
     print(f"{res['model']} on {res['gpus']}  {preset}ISL {wl['isl']} / OSL {wl['osl']}" + spread
           + (f", prefix hit {wl['prefix_hit']:.0%}" if wl["prefix_hit"] else "") + routing
           + (f", layouts {','.join(layouts)}" if layouts else "")
+          + (f", at most PP{res['max_pp']}" if res.get("max_pp") is not None else "")
           + f"  (${res['price_usd_per_gpu_hour']:.2f}/GPU-h)")
     if not res["fits"]:
         print_memory(res["memory"])
@@ -373,6 +374,8 @@ def search_text(search: dict | None) -> str:
         parts.append(f"--mode {','.join(modes)}")
     if search.get("layout"):
         parts.append(f"--layout {','.join(search['layout'])}")
+    if search.get("max_pp") is not None:
+        parts.append(f"--max-pp {search['max_pp']}")
     if "routing_alpha" in search and search["routing_alpha"] != DEFAULT_ROUTING_ALPHA:
         parts.append("--routing-skew " + ("balanced" if search["routing_alpha"] is None else f"{search['routing_alpha']:g}"))
     return ", ".join(parts)

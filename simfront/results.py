@@ -182,6 +182,7 @@ class Frontier(Result):
     search_time_s: float = 0.0
     uncertainty: dict | None = None  # {band, widening, note}: what the *_low / *_high fields of the points mean
     layouts: list[str] | None = None  # the layout classes searched (--layout: tp, tp+ep, dpa+ep), null: every class
+    max_pp: int | None = None  # the most pipeline stages a worker could have (--max-pp), null: simfront's range
     provenance: dict | None = None  # which fitted parameters this GPU borrowed, which peaks are estimates
     launch: dict | None = None  # engine and benchmark commands of the chosen point (``--launch``)
     engine: dict | None = None  # {name, version, scheduler_family}: the engine profile and release family priced

@@ -67,6 +67,7 @@ class SearchSpace:
     # layout classes searched (simfront.layout.LAYOUT_CLASSES: tp, tp+ep, dpa+ep) for every worker, aggregated, prefill
     # and decode alike; None: every class
     layouts: tuple[str, ...] | None = None
+    max_pp: int | None = None  # most pipeline stages per worker (--max-pp; 1: no pipeline parallelism); None: PP_SIZES
 
 
 def precision_options(model: Model, gpus: GpuSet, space: SearchSpace) -> list[Precision]:
@@ -101,7 +102,7 @@ def spec_options(model: Model, space: SearchSpace) -> list[Speculation]:
 
 
 # the search knobs a plan, a GPU comparison or a knob comparison echoes in its ``search`` field, as the user gave them
-HELD_KNOBS = ("precision", "kv_dtype", "spec", "spec_k", "acceptance", "modes", "layout")
+HELD_KNOBS = ("precision", "kv_dtype", "spec", "spec_k", "acceptance", "modes", "layout", "max_pp")
 
 
 def held_knobs(routing_alpha: float | None, **given) -> dict:
@@ -216,8 +217,10 @@ def worker_tables(model: Model, hw, n_gpus: int, wl: Workload, space: SearchSpac
     lay = enumerate_layouts(model.arch, n_gpus, max_tp=max_tp)
     if lay["tp"].size == 0:
         raise SimfrontError(f"no valid parallel layout of {model.id} on {n_gpus}x{hw.id}")
-    if space.layouts is not None:  # the layout classes asked for (--layout); none of them here: no worker table
+    if space.layouts is not None or space.max_pp is not None:  # --layout classes, --max-pp; none here: no worker table
         keep = layout_class_mask(space.layouts, lay["dp"], lay["ep"])
+        if space.max_pp is not None:
+            keep &= lay["pp"] <= space.max_pp
         lay = {k: v[keep] for k, v in lay.items()}
         if lay["tp"].size == 0:
             return

@@ -118,7 +118,7 @@ def test_compare_searches_what_predict_would_and_shows_each_sets_best_under_the_
     res = json.loads(run("compare", *args, "--json").stdout)
     assert res["sla"]["tpot_ms"] == 20
     assert res["search"] == {"precision": None, "kv_dtype": None, "spec": "none", "spec_k": None, "acceptance": None,
-                             "modes": ["agg"], "layout": None, "routing_alpha": None}
+                             "modes": ["agg"], "layout": None, "max_pp": None, "routing_alpha": None}
     for s in res["sets"]:
         alone = api.predict("deepseek-r1", s["gpus"], spec="none", modes=["agg"], tpot_ms=20, routing_skew="balanced")
         assert s["frontier"] == json.loads(json.dumps(alone.to_json()["frontier"]))
@@ -142,7 +142,7 @@ def test_frontier_compare_holds_the_other_knobs_and_refuses_to_hold_the_compared
     args = ["--model", "deepseek-r1", "--gpus", "8xB200", "--compare", "precision=fp8_block,nvfp4", "--spec", "none", "--mode", "agg"]
     res = json.loads(run("frontier", *args, "--json").stdout)
     assert res["search"] == {"precision": None, "kv_dtype": None, "spec": "none", "spec_k": None, "acceptance": None,
-                             "modes": ["agg"], "layout": None, "routing_alpha": 1.01}
+                             "modes": ["agg"], "layout": None, "max_pp": None, "routing_alpha": 1.01}
     for s in res["sets"]:
         alone = api.predict("deepseek-r1", "8xB200", precision=[s["value"]], spec="none", modes=["agg"])
         assert s["frontier"] == json.loads(json.dumps(alone.to_json()["frontier"]))
@@ -311,3 +311,22 @@ def test_plan_and_compare_take_the_layout_classes():
                          "--json", "-q").stdout)
     assert res["search"]["layout"] == ["dpa+ep"]
     assert all(p["attention_dp"] > 1 for s in res["sets"] for p in s["frontier"])
+
+
+def test_max_pp_bounds_the_pipeline_stages_of_every_worker():
+    """--max-pp 1 searches no pipeline parallelism (kimi-k3 on 16 B200s, whose default frontier is all PP 2, then
+    runs one 16-GPU worker); the JSON and header record it; where no layout within it fits, the error says to widen it."""
+    from simfront import api
+
+    full = api.predict("kimi-k3", "16xB200")
+    assert any(p["pp"] > 1 for p in full.frontier) and full.max_pp is None
+    res = json.loads(run("predict", "--model", "kimi-k3", "--gpus", "16xB200", "--max-pp", "1", "--json").stdout)
+    assert res["max_pp"] == 1 and res["frontier"] and all(p["pp"] == 1 for p in res["frontier"])
+    assert "at most PP1" in run("predict", "--model", "kimi-k3", "--gpus", "16xB200", "--max-pp", "1").stdout.splitlines()[0]
+    plan = json.loads(run("plan", "--model", "qwen3-32b", "--rate", "2", "--hardware", "h100", "--max-pp", "1", "--json", "-q").stdout)
+    assert plan["search"]["max_pp"] == 1 and all(r["point"]["pp"] == 1 for r in plan["rows"] if r.get("point"))
+    # llama-3.1-405b (bf16, ~810 GB) on 16 H100s holds only with stages across the two nodes' TP8 groups
+    bad = run("predict", "--model", "llama-3.1-405b", "--gpus", "16xH100", "--precision", "bf16", "--max-pp", "1", ok=False)
+    assert bad.returncode == 2 and "within --max-pp 1" in bad.stderr and len(bad.stderr.strip().splitlines()) == 1
+    bad = run("predict", "--model", "qwen3-32b", "--gpus", "1xH100", "--max-pp", "0", ok=False)
+    assert bad.returncode == 2 and "--max-pp 0 must be at least 1" in bad.stderr
