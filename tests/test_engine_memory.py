@@ -62,7 +62,15 @@ def test_fractions_are_fractions_on_every_catalog_gpu_and_layout():
 
     """Servers of 1-64 GPUs, with and without attention DP, at each release's own chunked-prefill size for the GPU's
     memory (as EngineFraction.fractions prices them: SGLang picks 2,048 tokens below 35 GiB, and its reserve grows
-    with the chunk)."""
+    with the chunk): finite and below 1 everywhere, and above 0 on servers of up to 16 GPUs. On larger servers of
+    small GPUs a release's own heuristic may reserve more than the GPU holds (SGLang 0.4.8 reserves 9.5 + 0.5 GiB per
+    GPU below 90 GiB: 41.5 GiB on a 64-GPU server of 40 GiB A100s), as the engine would; such a layout holds no KV
+    cache, and the memory plan says it does not fit."""
+    from simfront.memory import plan_memory
+    from simfront.models import apply_precision, get_model
+
+    m = get_model("deepseek-r1")
+    prec = apply_precision(m, "native", "native")
     gpus = np.array([1, 2, 4, 8, 16, 32, 64])
     for hw in catalog().values():
         for engine in ("vllm", "sglang", "trtllm", "default"):
@@ -70,7 +78,11 @@ def test_fractions_are_fractions_on_every_catalog_gpu_and_layout():
                 for dp in (1, 8):
                     tp = gpus[gpus >= dp] // dp  # attention TP per rank: servers of tp x dp GPUs
                     f = engine_default(engine, fam["since"], speculative=True, mla=True).fractions(hw.hbm_bytes, tp, 1, dp)
-                    assert np.all(np.isfinite(f)) and np.all(f > 0.0) and np.all(f < 1.0), (hw.id, engine, fam["since"], f)
+                    assert np.all(np.isfinite(f)) and np.all(f < 1.0), (hw.id, engine, fam["since"], f)
+                    assert np.all(f[tp * dp <= 16] > 0.0), (hw.id, engine, fam["since"], f)
+                    if (f <= 0).any():
+                        gone = plan_memory(m, prec, hw, tp[f <= 0], 1, dp, 8, 1, 2048, f[f <= 0], "total_static")
+                        assert not gone.fits.any() and np.all(gone.max_concurrency == 0)
 
 
 def test_vllm_and_trtllm_defaults_are_their_constants():

@@ -16,7 +16,7 @@ from kernel_data import KERNEL_DIR
 CALIBRATION_E2E = KERNEL_DIR.parent / "e2e"
 
 EXPECTED_IDS = {
-    "a100_sxm", "h20", "h100_sxm", "h100_pcie", "h800_sxm", "h200_sxm", "b200_sxm", "b300_sxm", "gb200", "gb300",
+    "a100_sxm", "a100_sxm_40gb", "h20", "h100_sxm", "h100_pcie", "h800_sxm", "h200_sxm", "b200_sxm", "b300_sxm", "gb200", "gb300",
     "l4", "l40s", "rtx_pro_6000_server", "mi300x", "mi325x", "mi355x",
 }
 NVIDIA_BLACKWELL = {"b200_sxm", "b300_sxm", "gb200", "gb300", "rtx_pro_6000_server"}
@@ -70,7 +70,7 @@ def test_every_figure_has_a_source(gid):
 @pytest.mark.parametrize("gid", sorted(EXPECTED_IDS))
 def test_families_and_fp4_formats(gid):
     hw = catalog()[gid]
-    family = {"a100_sxm": "ampere", "l4": "ada", "l40s": "ada", "h100_sxm": "hopper", "h100_pcie": "hopper", "h800_sxm": "hopper", "h20": "hopper",
+    family = {"a100_sxm": "ampere", "a100_sxm_40gb": "ampere", "l4": "ada", "l40s": "ada", "h100_sxm": "hopper", "h100_pcie": "hopper", "h800_sxm": "hopper", "h20": "hopper",
               "h200_sxm": "hopper",
               "mi300x": "cdna3", "mi325x": "cdna3", "mi355x": "cdna4"}.get(gid, "blackwell")
     assert hw.family == family
@@ -199,6 +199,7 @@ SPELLINGS = {
     "gb200": ["gb200", "GB200", "GB200 NVL72", "gb200-nvl72"],
     "gb300": ["gb300", "GB300 NVL72"],
     "a100_sxm": ["a100_sxm", "A100", "A100 80GB", "A100-SXM4-80GB", "NVIDIA A100-SXM4-80GB"],
+    "a100_sxm_40gb": ["a100_sxm_40gb", "A100 40GB", "A100-SXM4-40GB", "NVIDIA A100-SXM4-40GB", "A100 SXM4 40GB"],
     "h20": ["h20", "H20"],
     "h100_pcie": ["h100_pcie", "H100 PCIe", "NVIDIA H100 PCIe", "H100-PCIe-80GB", "NVIDIA H100-PCIe-80GB"],
     "h800_sxm": ["h800_sxm", "H800", "H800 SXM 80GB", "NVIDIA H800", "h800 80gb hbm3"],
@@ -282,9 +283,11 @@ def test_unknown_gpu_suggests_near_names():
 
 
 def test_stated_capacity_must_match_the_part():
-    """'A100 40GB' is a different SKU from the catalog's 80 GB A100: reported, not silently swapped."""
-    with pytest.raises(SimfrontError, match="40 GB"):
-        get_hardware("A100 40GB")
+    """'H200 80GB' names no H200 (141 GB): reported, not silently swapped; 'A100 40GB' is the catalog's 40 GB part,
+    not the 80 GB one."""
+    with pytest.raises(SimfrontError, match="80 GB"):
+        get_hardware("H200 80GB")
+    assert get_hardware("A100 40GB").id == "a100_sxm_40gb"
     assert get_hardware("A100 80GB").id == "a100_sxm"
     assert get_hardware("MI300X 192GB").id == "mi300x"
 
