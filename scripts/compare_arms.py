@@ -2,7 +2,9 @@
 """`frontier --compare` verdicts against the measured arms of a file of whole measured frontiers.
 
 For each knob the file measured both ways (precision fp8 vs nvfp4, mode agg vs disagg, speculative
-decoding off vs MTP) within one GPU and ISL/OSL (and, for mode and spec, one precision), the measured
+decoding off vs MTP, and the layout class of aggregated runs: TP vs TP+EP vs attention-DP+EP, one engine's runs
+both ways, predicted with that engine's profile) within one GPU and ISL/OSL (and, for mode, spec and layout, one
+precision), the measured
 frontier of each arm is the Pareto set of (tok/s/user, output tok/s/GPU) over every measured deployment of
 that arm, and the measured gain is the tok/s/GPU change at equal tok/s/user over the arms' shared
 tok/s/user range (``simfront.pareto.frontier_shift``, the rule `frontier --compare` uses). The predicted
@@ -47,13 +49,22 @@ def _arm_of(p, knob: str) -> str | None:
         return (p.precision or "").lower() or None
     if knob == "mode":
         return p.mode or "agg"
+    if knob == "layout":  # the layout class of an aggregated run (simfront.layout.LAYOUT_CLASSES); disaggregated: none
+        if (p.mode or "agg") != "agg":
+            return None
+        return "dpa+ep" if (p.attention_dp or 1) > 1 else "tp+ep" if (p.ep or 1) > 1 else "tp"
     return "mtp" if str(p.spec_decoding or "none").lower() not in ("none", "") else "none"
+
+
+# the knobs measured both ways and the arms compared (the first the baseline); a layout pair compares aggregated runs
+ARM_KNOBS = (("precision", ("fp8", "fp4")), ("mode", ("agg", "disagg")), ("spec", ("none", "mtp")),
+             ("layout", ("tp", "tp+ep")), ("layout", ("tp", "dpa+ep")))
 
 
 def measured_arms(points, gpu_id: str) -> list[dict]:
     """Every (knob, ISL/OSL[, precision]) measured both ways: the two arms' measured frontiers and shift."""
     out = []
-    for knob, values in (("precision", ("fp8", "fp4")), ("mode", ("agg", "disagg")), ("spec", ("none", "mtp"))):
+    for knob, values in ARM_KNOBS:
         groups: dict[tuple, dict[str, list]] = defaultdict(lambda: defaultdict(list))
         for p in points:
             try:
@@ -64,6 +75,8 @@ def measured_arms(points, gpu_id: str) -> list[dict]:
             if not (p.tok_s_per_user and p.output_tok_s_per_gpu):
                 continue
             fixed = (int(p.isl), int(p.osl)) + (() if knob == "precision" else ((p.precision or "").lower(),))
+            if knob == "layout":  # one engine measured both ways: engines differ more than layouts do
+                fixed += (str(p.engine or ""),)
             groups[fixed][_arm_of(p, knob)].append((p.tok_s_per_user, p.output_tok_s_per_gpu))
         for fixed, arms in sorted(groups.items()):
             if not all(arms.get(v) for v in values):
@@ -75,7 +88,8 @@ def measured_arms(points, gpu_id: str) -> list[dict]:
                 fr.append((xy[m, 0], xy[m, 1]))
             shift = frontier_shift(fr[0][0], fr[0][1], fr[1][0], fr[1][1])
             out.append({"knob": knob, "values": values, "isl": fixed[0], "osl": fixed[1],
-                        "precision": fixed[2] if len(fixed) > 2 else None, "measured": shift,
+                        "precision": fixed[2] if len(fixed) > 2 else None, "engine": fixed[3] if len(fixed) > 3 else None,
+                        "measured": shift,
                         "measured_points": [len(arms[v]) for v in values]})
     return out
 
@@ -85,6 +99,9 @@ def predicted(arm: dict, gpus: str) -> dict:
     if arm["precision"]:
         kw["precision"] = [PRECISIONS[arm["precision"]]]
     values = [PRECISIONS[v] for v in arm["values"]] if arm["knob"] == "precision" else list(arm["values"])
+    if arm["knob"] == "layout":  # the measured layout arms are one engine's aggregated runs: so are the predicted frontiers
+        kw["modes"] = ["agg"]
+        kw["engine"] = arm["engine"] or None
     res = api.frontier_compare("deepseek-r1", gpus, arm["knob"], values, isl=arm["isl"], osl=arm["osl"], **kw)
     return res["verdicts"][0]
 
@@ -190,7 +207,7 @@ def main(argv=None) -> int:
         agree = None if m["verdict"] == "disjoint" or pred.get("verdict") in (None, "disjoint", "unknown") else (
             pred["verdict"].split(":")[0] == m["verdict"].split(":")[0])
         rows.append({"knob": arm["knob"], "arms": " -> ".join(arm["values"]), "isl/osl": f"{arm['isl']}/{arm['osl']}",
-                     "precision": arm["precision"] or "both", "measured points": "/".join(map(str, arm["measured_points"])),
+                     "precision": arm["precision"] or "both", "engine": arm["engine"] or "any", "measured points": "/".join(map(str, arm["measured_points"])),
                      "measured verdict": m["verdict"], "measured median gain %": round(100 * m["median_gain"], 1) if "median_gain" in m else None,
                      "predicted verdict": pred.get("verdict"), "predicted median gain %": pred.get("median_gain_pct"), "agree": agree})
     cols = list(rows[0]) if rows else []

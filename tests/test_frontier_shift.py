@@ -78,3 +78,30 @@ def test_compare_arms_pairs_experts_spread_against_sliced_at_one_load():
     assert np.isclose(pairs[0]["predicted_over_measured"], pairs[0]["predicted"] / 1.5, atol=1e-3)
     [summary] = mod.pair_summary(pairs)
     assert (summary["engine"], summary["precision"], summary["pairs"]) == ("trtllm", "fp8", 1)
+
+
+def test_compare_arms_groups_layout_classes_of_one_engines_aggregated_runs():
+    """scripts/compare_arms.py's layout arms: aggregated runs of one engine, GPU, precision and ISL/OSL measured with TP,
+    with TP+EP and with attention-DP + EP are compared class against class (TP the baseline); disaggregated runs carry
+    no layout class, and another engine's runs form their own pair."""
+    import importlib.util
+    from pathlib import Path
+
+    from simfront.ingest.schema import MeasuredPoint
+
+    root = Path(__file__).resolve().parent.parent
+    spec = importlib.util.spec_from_file_location("compare_arms", root / "scripts" / "compare_arms.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    base = dict(model="deepseek-ai/DeepSeek-R1", gpu="B200", num_gpus=8, engine="trtllm", mode="agg", tp=8, attention_dp=1,
+                precision="fp8", isl=1024, osl=1024, source_file="test.csv", line=1, format="offline_csv")
+    pts = [MeasuredPoint(**{**base, "concurrency": c}, ep=1, tok_s_per_user=u, output_tok_s_per_gpu=g)
+           for c, u, g in ((4, 100.0, 50.0), (64, 50.0, 400.0))]
+    pts += [MeasuredPoint(**{**base, "concurrency": c}, ep=8, tok_s_per_user=u, output_tok_s_per_gpu=g)
+            for c, u, g in ((4, 90.0, 40.0), (64, 45.0, 300.0))]  # EP below TP at every tok/s/user: pulls the frontier in
+    pts += [MeasuredPoint(**{**base, "concurrency": 64, "mode": "disagg"}, ep=8, tok_s_per_user=80.0, output_tok_s_per_gpu=900.0)]
+    pts += [MeasuredPoint(**{**base, "concurrency": 64, "engine": "sglang"}, ep=1, tok_s_per_user=50.0, output_tok_s_per_gpu=400.0)]
+    assert [mod._arm_of(p, "layout") for p in pts] == ["tp", "tp", "tp+ep", "tp+ep", None, "tp"]
+    arms = [a for a in mod.measured_arms(pts, "b200_sxm") if a["knob"] == "layout"]
+    assert len(arms) == 1 and arms[0]["values"] == ("tp", "tp+ep") and arms[0]["engine"] == "trtllm"
+    assert arms[0]["measured"]["verdict"] == "pulls the frontier in" and arms[0]["measured_points"] == [2, 2]
