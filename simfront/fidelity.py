@@ -26,6 +26,7 @@ import numpy as np
 from .coverage import calibrated_layouts, outside_calibration
 from .errors import SimfrontError
 from .hardware import GpuSet
+from .layout import layout_class_of
 from .measured import resolve
 from .pareto import interp_frontier, knee_index, pareto_mask
 from .scheduler import engine_key, release_family, release_key
@@ -51,15 +52,14 @@ COVERAGE_COLUMNS = ("mode", "tp", "pp", "ep", "attention_dp", "spec", "prefill_t
 
 
 def layout_class(tp: int, ep: int, attention_dp: int) -> str:
-    """TP (dense or expert TP), TP+EP (experts split over GPUs), DPA+EP (attention data parallel)."""
-    if attention_dp > 1:
-        return "DPA+EP"
-    return "TP+EP" if ep > 1 else "TP"
+    """TP (dense or expert TP), TP+EP (experts split over GPUs), DPA+EP (attention data parallel): the classes of
+    :data:`simfront.layout.LAYOUT_CLASSES` (``--layout``), as this report spells them."""
+    return str(layout_class_of(attention_dp, ep)).upper()
 
 
 def layout_classes(ep: np.ndarray, attention_dp: np.ndarray) -> np.ndarray:
     """:func:`layout_class` of arrays of configurations."""
-    return np.where(np.asarray(attention_dp) > 1, "DPA+EP", np.where(np.asarray(ep) > 1, "TP+EP", "TP"))
+    return np.char.upper(layout_class_of(attention_dp, ep))
 
 
 def _num(v, default=1):

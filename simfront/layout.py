@@ -173,12 +173,15 @@ def check_classes_for(arch: ModelArch, model_id: str, classes: tuple[str, ...] |
                             "are tp and dpa+ep")
 
 
+def layout_class_of(dp, ep) -> np.ndarray:
+    """The LAYOUT_CLASSES name of each layout (attention-DP ``dp``, expert-parallel ``ep``; broadcasts)."""
+    dp, ep = np.asarray(dp), np.asarray(ep)
+    return np.where(dp > 1, "dpa+ep", np.where(ep > 1, "tp+ep", "tp"))
+
+
 def layout_class_mask(classes, dp, ep) -> np.ndarray:
     """Whether each layout (attention-DP ``dp``, expert-parallel ``ep``; broadcasts) is of one of ``classes``
     (None: every layout)."""
-    dp, ep = np.asarray(dp), np.asarray(ep)
-    shape = np.broadcast(dp, ep).shape
     if classes is None:
-        return np.ones(shape, dtype=bool)
-    cls = np.where(dp > 1, "dpa+ep", np.where(ep > 1, "tp+ep", "tp"))
-    return np.isin(cls, list(classes))
+        return np.ones(np.broadcast(np.asarray(dp), np.asarray(ep)).shape, dtype=bool)
+    return np.isin(layout_class_of(dp, ep), list(classes))
