@@ -256,7 +256,8 @@ class Plan(Result):
     engine_version: str | None = None  # the engine release whose scheduler family was priced (None: the newest)
     notes: list[str] = []
     launch: dict | None = None
-    search: dict = {}  # the knobs the plan was restricted to: precision, kv_dtype, spec, spec_k, acceptance, modes
+    search: dict = {}  # the knobs the plan was restricted to: precision, kv_dtype, spec, spec_k, acceptance, modes,
+    # layout, max_pp (search.HELD_KNOBS) and the routing_alpha priced
 
     def _frame_rows(self) -> list[dict]:
         return [{k: v for k, v in r.items() if k != "point"} for r in self.rows]
