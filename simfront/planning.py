@@ -37,7 +37,7 @@ from .search import (SearchSpace, held_knobs, kv_link_bytes_per_s, parse_spec_la
 from .serving import DEFAULT_CHUNK_TOKENS, DecodeResult, PrefillResult, Workload, engine_profile, engine_workload, finish_prefill, slot_at_transfer, usd_per_mtok
 from .results import layout_label
 from .scheduler import release_note
-from .inputs import check_lengths as check_request_lengths, check_spec
+from .inputs import check_lengths as check_request_lengths, check_spec, count
 from .speculative import borrowed_note
 from .step import DEFAULT_ROUTING_ALPHA
 from .sizing import min_gpus as fewest_gpus
@@ -501,8 +501,7 @@ def plan(model: str, rate: float, isl: int = 1024, osl: int = 1024, ttft_ms: flo
     specs = spec_choices(spec, spec_k, acceptance, m) if spec is not None else None
     classes = parse_layout_classes(layout)
     check_classes_for(m.arch, m.id, classes)
-    if max_pp is not None and not (isinstance(max_pp, int) and max_pp >= 1):
-        raise SimfrontError(f"--max-pp {max_pp!r} must be a whole number of pipeline stages, at least 1")
+    count("--max-pp", max_pp, lo=1)  # as predict checks it
     space = SearchSpace(precisions=as_list(precision) or None, kv_dtypes=as_list(kv_dtype) or None, specs=specs, modes=modes,
                         engine=eng, engine_version=engine_version if eng else None, chunk_tokens=(int(DEFAULT_CHUNK_TOKENS),),
                         layouts=classes, max_pp=max_pp)
