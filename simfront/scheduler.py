@@ -51,6 +51,8 @@ class SchedulerSettings:
     dp_divides_token_budget: bool = False  # the engine splits its (whole-server) token budget over attention-DP ranks
     max_running_with_spec: float = float("inf")  # requests a server runs at once with drafts and no cap set (inf: max_running)
     dp_divides_max_running: bool = False  # the running-request cap is the whole server's, split over attention-DP ranks
+    # two-batch overlap: the smallest step split in two (decode tokens above, prompt tokens above, decode requests at least)
+    two_batch_overlap_split: tuple = (1.0, 1.0, 2.0)
 
     def running_cap(self, speculative: bool = False) -> float:
         """Requests one server runs at once when the run sets no cap: the engine's default, with drafts the lower of it
@@ -185,7 +187,8 @@ def scheduler_settings(engine: str | None = None, version: str | None = None, gp
                           bool(fam.get("cpu_overlap_with_spec", False)), str(fam.get("decode_slot_at", "prefill")),
                           str(fam["kv_memory_rule"]), float(fam.get("max_prefill_tokens", float("inf"))),
                           bool(fam.get("dp_divides_token_budget", False)),
-                          float(fam.get("max_running_with_spec", float("inf"))), bool(fam.get("dp_divides_max_running", False)))
+                          float(fam.get("max_running_with_spec", float("inf"))), bool(fam.get("dp_divides_max_running", False)),
+                          tuple(float(x) for x in fam.get("two_batch_overlap_split", (1.0, 1.0, 2.0))))
     _check(s)
     return s
 

@@ -4,9 +4,11 @@ A step runs, on every GPU of a worker, the decode tokens of the requests on that
 rank plus an optional prefill chunk (continuous batching with chunked prefill). All inputs are
 numpy arrays that broadcast, so one call costs thousands of configurations.
 
-Overlap assumption (documented, deliberately simple): ops run back to back; communication is not
-overlapped with compute. Engines that overlap (two-batch overlap, DeepEP hooks) run somewhat
-faster at large batch; the serving calibration's per-engine factors absorb the average effect.
+Overlap assumption: ops run back to back; communication is not overlapped with compute (the serving
+calibration's per-engine factors absorb what engines overlap on average). Two-batch overlap (SGLang
+``--enable-two-batch-overlap``, vLLM ``--enable-dbo``), which an engine runs only when it is switched on, is the
+exception: ``forward_step(..., two_batch_overlap=True)`` splits an attention-DP + EP step into two micro-batches
+whose all-to-all hides behind the other's compute (:func:`two_batch_overlap_step`).
 
 Pipeline parallelism: a token passes all ``pp`` stages, so the step latency sums every layer plus
 the stage-to-stage sends; each GPU only computes ``1/pp`` of the layers. With ``pp`` micro-batches in
@@ -359,14 +361,21 @@ _UNKEYED = object()  # an argument a memo key cannot hold
 
 
 def forward_step(model: Model, precision: Precision, hw: Hardware, tp, pp, dp, ep, batch: StepBatch,
-                 routing_alpha: float | None = DEFAULT_ROUTING_ALPHA, memo: dict | None = None) -> StepCost:
+                 routing_alpha: float | None = DEFAULT_ROUTING_ALPHA, memo: dict | None = None,
+                 two_batch_overlap: bool | tuple | None = None) -> StepCost:
     """Per-GPU op list of one step, with time, FLOPs and bytes of each op (per rank, all layers).
 
     ``memo``: a dict shared by step calls that may repeat ops (a search's precisions that differ only in
     the KV-cache format run the same GEMMs, experts and collectives): an op called again with the same
     function, the same input values and the same efficiency overrides in force takes the cost computed
     the first time (the caller keeps the hardware object alive while the dict lives, and drops the dict
-    when the efficiency files themselves may change)."""
+    when the efficiency files themselves may change). ``two_batch_overlap``: the engine runs two-batch overlap
+    (:func:`two_batch_overlap_step`) wherever the step has an all-to-all and is large enough to split: True for the
+    least split (``TBO_SPLIT``), or the engine's thresholds (decode tokens above, prompt tokens above, decode requests
+    at least; :attr:`simfront.serving.Workload.overlap`); None or False: off."""
+    if two_batch_overlap is not None and two_batch_overlap is not False:
+        split_at = TBO_SPLIT if two_batch_overlap is True else tuple(two_batch_overlap)
+        return two_batch_overlap_step(model, precision, hw, tp, pp, dp, ep, batch, routing_alpha, memo, split_at)
     arch = model.arch
     tp, pp, dp, ep = (_f(x) for x in (tp, pp, dp, ep))
     B = _f(batch.decode_reqs)
@@ -555,6 +564,78 @@ def forward_step(model: Model, precision: Precision, hw: Hardware, tp, pp, dp, e
     op("pp.send", "model", pp - 1 - crossing, p2p_cost, T * H * ACT_BYTES, hw, scope="scaleup")
     op("pp.send", "model", crossing, p2p_cost, T * H * ACT_BYTES, hw, scope="scaleout")
     return st
+
+
+# ---------------- two-batch overlap ----------------
+# An engine with two-batch overlap (SGLang --enable-two-batch-overlap, vLLM --enable-dbo "dual batch overlap", after
+# DeepSeek's dual micro-batch overlap) splits a step's batch into two micro-batches and runs each layer as four phases,
+# each one micro-batch's compute beside the other's all-to-all (vLLM docs/design/dbo.md, its decode schedule):
+#   compute  | A0            | E1        | S1 + E0    | S0 + A1    |
+#   comm     | dispatch 1    | dispatch 0| combine 1  | combine 0  |
+# A: the layer's ops up to the router (norms, attention, projections), E: the routed experts, S: the shared experts.
+# Each phase takes the longer of its two streams; the weights are read once per micro-batch. Engines split only
+# attention-DP + EP steps (the all-to-all it hides; vLLM: "only targets DP+EP deployments"), and only a step large
+# enough: (decode tokens above, prompt tokens above for a step that carries any, decode requests at least), per engine in
+# simfront/engines/scheduler.yaml (two_batch_overlap_split; vLLM 32 / 512 tokens). TBO_SPLIT is the least a split needs:
+# two requests (SGLang splits a decode batch by requests) or two prompt tokens.
+TBO_SPLIT = (1.0, 1.0, 2.0)
+_TBO_COMM = ("ep.dispatch", "ep.combine")
+_TBO_SHARED = ("moe.shared_gate_up", "moe.shared_act", "moe.shared_down")
+_TBO_EXPERTS = ("moe.experts", "moe.latent_down", "moe.latent_up")
+
+
+def _halved(batch: StepBatch, split) -> StepBatch:
+    """One micro-batch of ``batch`` where ``split`` (half its requests, prompt tokens and sampled rows), else the batch."""
+    def half(x):
+        return None if x is None else np.where(split, _f(x) / 2.0, _f(x))
+    return StepBatch(decode_reqs=half(batch.decode_reqs), decode_ctx=batch.decode_ctx, q_tokens=batch.q_tokens,
+                     prefill_tokens=half(batch.prefill_tokens), prefill_seqs=half(batch.prefill_seqs),
+                     prefill_prefix=batch.prefill_prefix, sampled=half(batch.sampled), prefill_ranks=batch.prefill_ranks)
+
+
+def two_batch_overlap_step(model: Model, precision: Precision, hw: Hardware, tp, pp, dp, ep, batch: StepBatch,
+                           routing_alpha: float | None = DEFAULT_ROUTING_ALPHA, memo: dict | None = None,
+                           split_at: tuple = TBO_SPLIT) -> StepCost:
+    """The step of an engine running two-batch overlap: where the step splits (attention-DP > 1, so its MoE layers move
+    tokens all-to-all, and above the engine's ``split_at`` thresholds: decode tokens above, prompt tokens above,
+    decode requests at least), the op list of one micro-batch, each compute op counted twice and the all-to-all
+    counted for the share the phases leave exposed (the four-phase schedule above, per layer group); elsewhere the
+    plain step."""
+    dp_ = _f(dp)
+    B, P = _f(batch.decode_reqs), _f(batch.prefill_tokens)
+    dec_above, pre_above, min_reqs = (float(x) for x in split_at)
+    tokens = B * _f(batch.q_tokens) + P  # tokens of the rank's step
+    big = np.where(P > 0, tokens > pre_above, (tokens > dec_above) & (B >= min_reqs))
+    split = (dp_ > 1) & big  # steps the engine splits
+    if not np.any(split):
+        return forward_step(model, precision, hw, tp, pp, dp, ep, batch, routing_alpha, memo)
+    st = forward_step(model, precision, hw, tp, pp, dp, ep, _halved(batch, split), routing_alpha, memo)
+    runs = np.where(split, 2.0, 1.0)  # micro-batches that run each compute op
+
+    def total(r: OpRow):  # seconds of one micro-batch's calls of an op, over every layout
+        return np.asarray(r.count) * r.expand(r.cost_rows.time_s)
+
+    parts: dict[str, dict[str, object]] = {}
+    for r in st.ops:
+        if r.group == "model":
+            continue
+        kind = "D" if r.name == "ep.dispatch" else "C" if r.name == "ep.combine" else \
+            "S" if r.name in _TBO_SHARED else "E" if r.name in _TBO_EXPERTS else "A"
+        g = parts.setdefault(r.group, {k: 0.0 for k in "ADCES"})
+        g[kind] = g[kind] + total(r)
+    exposed_share: dict[str, object] = {}
+    for group, t in parts.items():
+        a, d, c, e, s = (t[k] for k in "ADCES")
+        phases = np.maximum(a, d) + np.maximum(e, d) + np.maximum(s + e, c) + np.maximum(s + a, c)  # the layer group, both
+        exposed = np.maximum(phases - 2.0 * (a + e + s), 0.0)  # all-to-all time the compute stream does not cover
+        comm = d + c
+        exposed_share[group] = np.where(split, exposed / np.where(comm > 0, comm, 1.0), 1.0)
+    ops = []
+    for r in st.ops:
+        n = np.asarray(r.count)
+        n = n * exposed_share[r.group] if r.name in _TBO_COMM else n * runs
+        ops.append(OpRow(r.name, r.group, n, r.cost_rows, r.replicated, r.rows, r.n_rows, r.nd, r.level))
+    return StepCost(ops=ops, layout=st.layout, pp=st.pp)
 
 
 def step_time_s(model: Model, precision: Precision, hw: Hardware, tp, pp, dp, ep, batch: StepBatch, **kw) -> np.ndarray:
