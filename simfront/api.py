@@ -241,7 +241,7 @@ def predict(model: str, gpus: str | GpuSet, isl: int | None = None, osl: int | N
             prompts_per_client: float | None = None, workload: str | None = None, routing: str | None = None,
             replicas: int | None = None, workload_set: dict | None = None, routing_skew: float | str | None = None,
             random_range_ratio: float | None = None, engine_version: str | None = None,
-            layout: list[str] | str | None = None, max_pp: int | None = None) -> Frontier:
+            layout: list[str] | str | None = None, max_pp: int | None = None, two_batch_overlap: bool = False) -> Frontier:
     """The predicted frontier of every configuration of ``model`` on ``gpus`` (a :class:`simfront.results.Frontier`:
     attributes, ``["field"]`` access, ``.to_frame()``, ``.points`` for every feasible configuration).
 
@@ -255,8 +255,12 @@ def predict(model: str, gpus: str | GpuSet, isl: int | None = None, osl: int | N
     ``engine_version``: the ``engine`` release whose scheduler family is priced (simfront/engines/scheduler.yaml;
     default the newest); ``engine["scheduler_family"]`` of the result names the family used.
     ``layout``: the layout classes to search (``tp``, ``tp+ep``, ``dpa+ep``: :data:`simfront.layout.LAYOUT_CLASSES`),
-    for every worker; default every class. ``max_pp``: the most pipeline stages a worker may have (1: none)."""
+    for every worker; default every class. ``max_pp``: the most pipeline stages a worker may have (1: none).
+    ``two_batch_overlap``: the engine runs two-batch overlap (SGLang ``--enable-two-batch-overlap``, vLLM
+    ``--enable-dbo``), so attention-DP + EP steps are priced as two overlapped micro-batches
+    (:func:`simfront.step.two_batch_overlap_step`); default off, as engines ship it."""
     classes = parse_layout_classes(layout)
+    inputs.check_two_batch_overlap(engine, two_batch_overlap)
     inputs.count("--max-pp", max_pp, lo=1)
     isl, osl, prefix_hit, preset = _resolve_workload(isl, osl, prefix_hit, workload, routing, replicas, workload_set)
     alpha = _routing_alpha(routing_skew)
@@ -302,6 +306,7 @@ def predict(model: str, gpus: str | GpuSet, isl: int | None = None, osl: int | N
         "model": m.id, "gpus": g.label, "workload": {"isl": isl, "osl": osl, "concurrency": concurrency, "rate": rate, "prefix_hit": prefix_hit,
                                                       "prompts_per_client": prompts_per_client, "preset": preset,
                                                       "routing_alpha": alpha, "random_range_ratio": random_range_ratio,
+                                                      "two_batch_overlap": bool(two_batch_overlap),
                                                       # the mean lengths the evaluator costs (ISL / OSL are the longest with a range ratio)
                                                       "mean_isl": mean_length(isl, random_range_ratio),
                                                       "mean_osl": mean_length(osl, random_range_ratio)},
@@ -343,7 +348,8 @@ def predict(model: str, gpus: str | GpuSet, isl: int | None = None, osl: int | N
     wave = 0.0 if prompts_per_client is None else 1.0 / prompts_per_client
     inputs.check_range_ratio(random_range_ratio)
     wl = Workload(isl=isl, osl=osl, prefix_hit=prefix_hit, chunk_tokens=chunk_tokens or DEFAULT_CHUNK_TOKENS,
-                  startup_wave_share=wave, routing_alpha=alpha, length_range_ratio=random_range_ratio, **engine_workload(engine))
+                  startup_wave_share=wave, routing_alpha=alpha, length_range_ratio=random_range_ratio,
+                  two_batch_overlap=bool(two_batch_overlap), **engine_workload(engine))
     res = search(m, g, wl, space, price)
     out["n_configs_evaluated"] = res.n_evaluated
     out["n_feasible"] = res.n_feasible
@@ -404,7 +410,7 @@ def predict(model: str, gpus: str | GpuSet, isl: int | None = None, osl: int | N
     note = None if engine else startable_note(out["frontier"], "frontier point")
     if note:
         out["notes"].append(note)
-    if note := wide_ep_note(out["frontier"], layouts, alpha):
+    if note := wide_ep_note(out["frontier"], layouts, alpha, two_batch_overlap=bool(two_batch_overlap)):
         out["notes"].append(note)
     out["uncertainty"] = {"band": "p10-p90 of measured/predicted from leave-one-model-out validation", "widening": widen,
                           "note": "wider (x%.1f on log scale) for GPUs or models outside the calibration data" % widen if widen > 1 else
@@ -503,7 +509,7 @@ def explain(model: str, gpus: str | GpuSet, tp: int = 1, pp: int = 1, ep: int = 
             spec_k: int | None = None, acceptance: float | None = None, isl: int | None = None, osl: int | None = None,
             engine: str | None = None, chunk_tokens: int | None = None, mode: str = "agg",
             random_range_ratio: float | None = None, engine_version: str | None = None,
-            routing_skew: float | str | None = None) -> StepBreakdown:
+            routing_skew: float | str | None = None, two_batch_overlap: bool = False) -> StepBreakdown:
     """Per-op table of one forward step on one GPU and every term between it and the step time the
     serving model uses (hidden kernel latency, engine step scale, per-step overhead, mixed prefill
     steps, draft passes, tokens accepted per step).
@@ -558,6 +564,9 @@ def explain(model: str, gpus: str | GpuSet, tp: int = 1, pp: int = 1, ep: int = 
         sp = make_spec(spec or "mtp", spec_k, acceptance, m)
     prof = engine_profile(engine, engine_version)  # the scheduler family of that release (newest when None)
     alpha = _routing_alpha(routing_skew)  # the MoE routing skew, as predict takes it
+    inputs.check_two_batch_overlap(engine, two_batch_overlap)
+    tbo = bool(two_batch_overlap)  # the engine's two-batch overlap, as predict takes it
+    tbo_split = engine_workload(engine)["two_batch_overlap_split"]  # the smallest step the engine splits
     hw = g.hardware
     q = 1 + sp.k
     terms: list[dict] = []
@@ -565,7 +574,7 @@ def explain(model: str, gpus: str | GpuSet, tp: int = 1, pp: int = 1, ep: int = 
     if serving:
         inputs.check_range_ratio(random_range_ratio)
         wl = Workload(isl=isl, osl=osl, chunk_tokens=float(chunk_tokens or DEFAULT_CHUNK_TOKENS), length_range_ratio=random_range_ratio,
-                      routing_alpha=alpha, **engine_workload(engine))
+                      routing_alpha=alpha, two_batch_overlap=tbo, **engine_workload(engine))
         # mean cached context of a decoding request on the busiest attention-DP rank (what the evaluator costs)
         ctx_eff = float(decode_context(wl, attention_dp, batch))
         sb = StepBatch(decode_reqs=batch, decode_ctx=ctx_eff, q_tokens=q)
@@ -576,16 +585,20 @@ def explain(model: str, gpus: str | GpuSet, tp: int = 1, pp: int = 1, ep: int = 
         ctx_eff = float(ctx)
         sb = StepBatch(prefill_tokens=batch * ctx, prefill_seqs=batch, sampled=batch)
     tokens = batch * q if phase == "decode" else batch * ctx
-    st = forward_step(m, prec, hw, tp, pp, attention_dp, ep, sb, routing_alpha=alpha)
+    st = forward_step(m, prec, hw, tp, pp, attention_dp, ep, sb, routing_alpha=alpha, two_batch_overlap=tbo_split if tbo else None)
     if serving and mode == "agg":
         raw = aggregated_raw(m, prec, hw, tp, pp, attention_dp, ep, float(batch), wl, sp)
         split = raw.decode_step_s
     elif serving:
         split = decode_raw(m, prec, hw, tp, pp, attention_dp, ep, float(batch), wl, sp)[0]
     elif phase == "decode":
-        split = decode_raw(m, prec, hw, tp, pp, attention_dp, ep, float(batch), Workload(isl=ctx_eff, osl=0.0, routing_alpha=alpha), sp)[0]
+        split = decode_raw(m, prec, hw, tp, pp, attention_dp, ep, float(batch), Workload(isl=ctx_eff, osl=0.0, routing_alpha=alpha,
+                                                                                                  two_batch_overlap=tbo,
+                                                                                                  two_batch_overlap_split=tbo_split), sp)[0]
     else:
-        split, _, _, lone = prefill_raw(m, prec, hw, tp, pp, attention_dp, ep, float(batch), Workload(isl=float(ctx), osl=1.0, routing_alpha=alpha), np.inf)
+        split, _, _, lone = prefill_raw(m, prec, hw, tp, pp, attention_dp, ep, float(batch), Workload(isl=float(ctx), osl=1.0, routing_alpha=alpha,
+                                                                                                          two_batch_overlap=tbo,
+                                                                                                          two_batch_overlap_split=tbo_split), np.inf)
     raw_roof, raw_fixed = (float(x) for x in st.split())
     # requests on the rank each decode step: the running batch, which the token budget can hold below --batch
     running = float(np.asarray(raw.batch).ravel()[0]) if serving and mode == "agg" else float(batch)
@@ -665,6 +678,7 @@ def explain(model: str, gpus: str | GpuSet, tp: int = 1, pp: int = 1, ep: int = 
         "model": m.id, "gpus": g.label, "layout": lay.label(), "phase": phase, "mode": mode, "batch": batch, "ctx": ctx_eff,
         "isl": isl, "osl": osl, "random_range_ratio": random_range_ratio if serving else None,
         "precision": prec.label, "kv_dtype": prec.kv, "spec": spec_label(sp), "engine": engine or "default", "routing_alpha": alpha,
+        "two_batch_overlap": tbo,
         "profile": prof, "tokens": tokens, "ops": rows, "raw_step_time_s": float(st.time_s), "terms": terms,
         "engine_step_s": engine_step, "mixed": mixed, "step_time_s": out_step, "lone_prompt_step_s": lone_step,
         "accepted_tokens_per_step": al,
@@ -678,7 +692,9 @@ def explain(model: str, gpus: str | GpuSet, tp: int = 1, pp: int = 1, ep: int = 
                                           mode == "disagg" and phase == "decode"),
         "note": "op times and FLOPs are per GPU of one attention-DP rank, all layers (a PP worker spreads them over its stages); "
                 "step_time_s is the step the serving model uses (terms add up to it from the op sum); "
-                "model_flops counts the useful work of the whole worker (replicated ops once); reference = 2 x active params x tokens",
+                "model_flops counts the useful work of the whole worker (replicated ops once); reference = 2 x active params x tokens"
+                + ("; two-batch overlap: where the step splits, each op of one micro-batch runs twice (n counts both) and "
+                   "the all-to-all counts only the share the other micro-batch's compute does not hide" if tbo else ""),
     })
 
 
@@ -722,7 +738,9 @@ def validation_flat(res: dict) -> ValidationReport:
 # ---------------------------------------------------------------------------------------------
 # Frontier comparison: does a knob move configurations along the frontier or push it out?
 
-COMPARE_KNOBS = ("precision", "kv_dtype", "spec", "mode", "layout", "gpus")
+COMPARE_KNOBS = ("precision", "kv_dtype", "spec", "mode", "layout", "two_batch_overlap", "gpus")
+# --compare two_batch_overlap=off,on: the spellings of each setting
+OVERLAP_VALUES = {"off": False, "false": False, "no": False, "0": False, "on": True, "true": True, "yes": True, "1": True}
 from .pareto import SAME_FRONTIER_TOLERANCE  # noqa: E402,F401 - re-exported: notebooks read it from the API
 
 
@@ -753,9 +771,10 @@ def frontier_compare(model: str, gpus: str, knob: str, values: list[str], isl: i
         raise SimfrontError(f"--compare {knob!r}: valid knobs are {', '.join(COMPARE_KNOBS)} (e.g. precision=fp8,nvfp4)")
     if len(values) < 2:
         raise SimfrontError(f"--compare {knob}=... needs at least two comma-separated values")
-    own = {"precision": "precision", "kv_dtype": "kv_dtype", "spec": "spec", "mode": "modes", "layout": "layout"}.get(knob)
+    own = {"precision": "precision", "kv_dtype": "kv_dtype", "spec": "spec", "mode": "modes", "layout": "layout",
+           "two_batch_overlap": "two_batch_overlap"}.get(knob)
     if own is not None and kw.get(own) is not None:  # the compared knob takes each value in turn: a held value would be dropped
-        flag = {"modes": "--mode", "kv_dtype": "--kv-dtype"}.get(own, f"--{own}")
+        flag = {"modes": "--mode", "kv_dtype": "--kv-dtype", "two_batch_overlap": "--two-batch-overlap"}.get(own, f"--{own}")
         raise SimfrontError(f"{flag} cannot be given with --compare {knob}=...: that knob takes each compared value in turn")
     sets = []
     for v in values:
@@ -776,6 +795,11 @@ def frontier_compare(model: str, gpus: str, knob: str, values: list[str], isl: i
             args["kv_dtype"] = [v]
         elif knob == "layout":
             args["layout"] = [v]
+        elif knob == "two_batch_overlap":
+            on = OVERLAP_VALUES.get(v.strip().lower())
+            if on is None:
+                raise SimfrontError(f"--compare two_batch_overlap={','.join(values)}: {v!r} is not a setting; valid: off, on")
+            args["two_batch_overlap"] = on
         res = predict(model, g, isl=isl, osl=osl, **args)
         sets.append({"value": v, "gpus": res["gpus"], "fits": res["fits"], "frontier": res["frontier"], "memory": res["memory"],
                      "n_configs_evaluated": res["n_configs_evaluated"], "reason": None if res["frontier"] else no_frontier_reason(res),
@@ -881,7 +905,7 @@ def launch_target(res: Frontier, engine: str, engine_version: str | None = None)
 
 def launch_for(point: dict, model: str, gpus: str, engine: str, isl: int, osl: int, engine_version: str | None = None,
                random_range_ratio: float | None = None, prompts_per_client: float | None = None, prefix_hit: float = 0.0,
-               priced_engine: str | None = None) -> dict:
+               priced_engine: str | None = None, two_batch_overlap: bool = False) -> dict:
     """Engine launch lines, client benchmark and sidecar for a point (``engine_version``: spell the flags of
     that release; default the newest in simfront's flag tables; ``random_range_ratio``: the benchmark's lengths
     uniform in [r ISL, ISL], and ``prompts_per_client`` requests per client, as ``predict`` priced them; a
@@ -892,7 +916,7 @@ def launch_for(point: dict, model: str, gpus: str, engine: str, isl: int, osl: i
     gpu = gpus.split("x", 1)[1] if "x" in gpus.lower() and gpus.split("x", 1)[0].strip().isdigit() else gpus
     return _launch_for(point, model, gpu, engine=engine, isl=isl, osl=osl, engine_version=engine_version,
                        random_range_ratio=random_range_ratio, prompts_per_client=prompts_per_client, prefix_hit=prefix_hit,
-                       priced_engine=priced_engine)
+                       priced_engine=priced_engine, two_batch_overlap=two_batch_overlap)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -64,6 +64,7 @@ ModeOpt = typer.Option(None, "--mode", help="agg, disagg or agg,disagg (default 
 MaxPpOpt = typer.Option(None, "--max-pp", help="Most pipeline stages per worker (1: no pipeline parallelism). Default: simfront's range (up to 9).")
 LayoutOpt = typer.Option(None, "--layout", help="Layout classes to search, comma list: tp (tensor parallel), tp+ep (experts over GPUs by expert parallelism), dpa+ep (attention data-parallel with EP); pipeline stages may join any. Default: every class.")
 RoutingSkewOpt = typer.Option(None, "--routing-skew", help="MoE routing: balanced, or a power-law exponent of tokens over experts (a measured skew; default 1.01, production-typical).")
+TwoBatchOverlapOpt = typer.Option(False, "--two-batch-overlap", help="The engine runs two-batch overlap (SGLang --enable-two-batch-overlap, vLLM --enable-dbo): attention-DP + EP steps run as two micro-batches, each one's all-to-all hidden behind the other's compute. Default off, as engines ship it.")
 SpecKOpt = typer.Option(None, "--spec-k", help="Draft tokens per step (default: each method searched at 1-4 drafts).")
 ExplainSpecKOpt = typer.Option(None, "--spec-k", help="Draft tokens per step (default: 1 for MTP, 3 for EAGLE and n-gram).")
 AcceptanceOpt = typer.Option(None, "--acceptance", help="Per-token draft acceptance probability (0-1).")
@@ -259,6 +260,7 @@ def predict_cmd(
     replicas: Optional[int] = typer.Option(None, "--replicas", help="With --workload: engine replicas the router spreads sessions over (default 8; round-robin finds a session's KV 1 time in this many)."),
     workload_set: Optional[str] = typer.Option(None, "--workload-set", help="With --workload: session knobs, e.g. turns=12,first_prompt=8192,output_tokens=512,tool_tokens=2048."),
     routing_skew: Optional[str] = RoutingSkewOpt,
+    two_batch_overlap: bool = TwoBatchOverlapOpt,
     engine: Optional[str] = EngineOpt,
     html: Optional[str] = typer.Option(None, "--html", help="Write a self-contained offline plotly page of the frontier."),
     csv_path: Optional[str] = typer.Option(None, "--csv", help="Write every frontier point as CSV."),
@@ -292,7 +294,7 @@ def predict_cmd(
                       quality=quality, tails=tails, sla_percentile=sla_percentile, prompts_per_client=prompts_per_client,
                       workload=workload, routing=routing, replicas=replicas, workload_set=_settings("--workload-set", workload_set),
                       routing_skew=routing_skew, random_range_ratio=random_range_ratio, engine_version=price_version,
-                      layout=_values("--layout", layout), max_pp=max_pp)
+                      layout=_values("--layout", layout), max_pp=max_pp, two_batch_overlap=two_batch_overlap)
     if version_note:
         res["notes"].append(version_note)
     isl, osl = res.workload.isl, res.workload.osl
@@ -300,7 +302,8 @@ def predict_cmd(
     if launch and res["fits"]:
         target, why = api.launch_target(res, launch, engine_version)
         res["launch"] = (api.launch_for(target, model, gpus, launch, isl, osl, engine_version, random_range_ratio,
-                                        prompts_per_client, res.workload.prefix_hit or 0.0, engine or "default")
+                                        prompts_per_client, res.workload.prefix_hit or 0.0, engine or "default",
+                                        two_batch_overlap=two_batch_overlap)
                          if target else None)
         if why:
             res["notes"].append(why)
@@ -362,6 +365,7 @@ def explain_cmd(
     engine_version: Optional[str] = typer.Option(None, "--engine-version", help="With --engine: the release whose scheduler family is priced (e.g. 0.5.12); default the newest simfront knows."),
     chunk_tokens: Optional[int] = typer.Option(None, "--chunk-tokens", help="Engine token budget per step (a frontier point's chunk_tokens; default 8192)."),
     routing_skew: Optional[str] = RoutingSkewOpt,
+    two_batch_overlap: bool = TwoBatchOverlapOpt,
     random_range_ratio: Optional[float] = RangeRatioOpt,
     calibration: Optional[str] = CalOpt,
     as_json: bool = JsonOpt,
@@ -374,7 +378,7 @@ def explain_cmd(
                       precision=precision, kv_dtype=kv_dtype, spec=spec, spec_k=spec_k, acceptance=acceptance, isl=isl, osl=osl,
                       engine=engine, chunk_tokens=chunk_tokens, mode=mode, random_range_ratio=random_range_ratio,
                       engine_version=_priced_release(engine, None, inputs.check_engine_version(engine_version))[0],
-                      routing_skew=routing_skew)
+                      routing_skew=routing_skew, two_batch_overlap=two_batch_overlap)
     if as_json:
         return _emit_json(res)
     report.print_explain(res)
@@ -436,7 +440,7 @@ def validate_cmd(
 def frontier_cmd(
     model: str = ModelOpt,
     gpus: Optional[str] = typer.Option(None, "--gpus", "-g", help="GPU set (not needed with --compare gpus=...)."),
-    compare: str = typer.Option(..., "--compare", help="KNOB=V1,V2,...: precision, kv_dtype, spec, mode, layout or gpus (e.g. precision=fp8,nvfp4; layout=tp,tp+ep,dpa+ep; gpus=8xH200,8xB200)."),
+    compare: str = typer.Option(..., "--compare", help="KNOB=V1,V2,...: precision, kv_dtype, spec, mode, layout, two_batch_overlap or gpus (e.g. precision=fp8,nvfp4; layout=tp,tp+ep,dpa+ep; two_batch_overlap=off,on; gpus=8xH200,8xB200)."),
     isl: int = IslOpt,
     osl: int = OslOpt,
     prefix_hit: float = PrefixOpt,
@@ -450,6 +454,7 @@ def frontier_cmd(
     layout: Optional[str] = typer.Option(None, "--layout", help="Layout classes every frontier searches: tp, tp+ep, dpa+ep (not with --compare layout=...)."),
     max_pp: Optional[int] = MaxPpOpt,
     routing_skew: Optional[str] = RoutingSkewOpt,
+    two_batch_overlap: bool = TwoBatchOverlapOpt,
     html: Optional[str] = typer.Option(None, "--html", help="Write the overlaid frontiers as an offline plotly page."),
     quality: Optional[str] = typer.Option(None, "--quality", help="Your quality scores (see predict --quality): the verdict then names the trade, throughput gained per quality point lost."),
     quiet: bool = QuietOpt,
@@ -476,6 +481,8 @@ def frontier_cmd(
             "modes": modes, "layout": _values("--layout", layout), "max_pp": max_pp}
     kw = {k: v for k, v in held.items() if v is not None}
     kw.update({k: v for k, v in (("spec_k", spec_k), ("acceptance", acceptance), ("routing_skew", routing_skew)) if v is not None})
+    if two_batch_overlap:
+        kw["two_batch_overlap"] = True
     with progress(f"predicting {len(values)} frontiers ({knob.strip()})", quiet=quiet or as_json):
         res = api.frontier_compare(model, gpus or "", knob.strip(), values, isl=isl, osl=osl, prefix_hit=prefix_hit, engine=engine,
                                    **({"quality": quality} if quality else {}), **kw)
@@ -552,6 +559,7 @@ def plan_cmd(
     layout: Optional[str] = LayoutOpt,
     max_pp: Optional[int] = MaxPpOpt,
     routing_skew: Optional[str] = RoutingSkewOpt,
+    two_batch_overlap: bool = TwoBatchOverlapOpt,
     prefix_hit: float = PrefixOpt,
     engine: Optional[str] = typer.Option(None, "--engine", help="Plan for an engine (its overhead profile and the layouts it can launch)."),
     max_gpus: Optional[int] = typer.Option(None, "--max-gpus", help="Largest deployment to consider, in GPUs (default 512)."),
@@ -582,13 +590,13 @@ def plan_cmd(
                        max_gpus=max_gpus, progress=bar.step if bar.active else None, prefix_hit=prefix_hit,
                        engine_version=price_version, kv_dtype=_values("--kv-dtype", kv_dtype), spec=spec, spec_k=spec_k,
                        acceptance=acceptance, routing_skew=routing_skew, layout=_values("--layout", layout), max_pp=max_pp,
-                       **({"modes": modes} if modes else {}))
+                       two_batch_overlap=two_batch_overlap, **({"modes": modes} if modes else {}))
     if version_note:
         res["notes"].append(version_note)
     if launch:
         best = next((r for r in res["rows"] if r.get("feasible", True) and r.get("point")), None)
         res["launch"] = (api.launch_for(best["point"], model, best["gpu"], launch, isl, osl, engine_version,
-                                        prefix_hit=prefix_hit or 0.0) if best else None)
+                                        prefix_hit=prefix_hit or 0.0, two_batch_overlap=two_batch_overlap) if best else None)
     if as_json:
         return _emit_json(res)
     report.print_plan(res)
@@ -615,6 +623,7 @@ def compare_cmd(
     layout: Optional[str] = LayoutOpt,
     max_pp: Optional[int] = MaxPpOpt,
     routing_skew: Optional[str] = RoutingSkewOpt,
+    two_batch_overlap: bool = TwoBatchOverlapOpt,
     prefix_hit: Optional[float] = typer.Option(None, "--prefix-hit", help="Share of input tokens served from the prefix cache (0-1; default 0)."),
     engine: Optional[str] = EngineOpt,
     engine_version: Optional[str] = typer.Option(None, "--engine-version", help="With --engine: the release whose scheduler family is priced (default the newest simfront knows)."),
@@ -641,7 +650,8 @@ def compare_cmd(
                                min_tok_s_user=min_tok_s_user, precision=_values("--precision", precision),
                                kv_dtype=_values("--kv-dtype", kv_dtype), spec=spec, spec_k=spec_k, acceptance=acceptance,
                                modes=modes, prefix_hit=prefix_hit, engine=engine, engine_version=price_version,
-                               routing_skew=routing_skew, layout=_values("--layout", layout), max_pp=max_pp)
+                               routing_skew=routing_skew, layout=_values("--layout", layout), max_pp=max_pp,
+                               two_batch_overlap=two_batch_overlap)
     if html:
         report.write_compare_html(res, html)
     if as_json:

@@ -112,6 +112,20 @@ def check_engine(engine: Any, *, canonical: bool = False) -> str | None:
     return eng
 
 
+# engines with a two-batch-overlap mode (SGLang --enable-two-batch-overlap, vLLM --enable-dbo); TensorRT-LLM has none
+TWO_BATCH_OVERLAP_ENGINES = ("sglang", "vllm")
+
+
+def check_two_batch_overlap(engine: Any, on: Any) -> None:
+    """--two-batch-overlap only with an engine that has it (or no engine: the average profile)."""
+    if not on or engine is None:
+        return
+    eng = check_engine(engine)
+    if eng not in TWO_BATCH_OVERLAP_ENGINES:
+        raise SimfrontError(f"--two-batch-overlap with --engine {engine}: {eng} has no two-batch overlap; engines that "
+                            f"have it: {', '.join(TWO_BATCH_OVERLAP_ENGINES)}")
+
+
 _RELEASE = re.compile(r"^v?\d+(\.\d+)*([.+-]?[0-9A-Za-z]+)*$")
 
 

@@ -123,6 +123,7 @@ class Deployment:
     gpu: str | None = None  # hardware name for the sidecar, e.g. "h200_sxm"
     checkpoint: str | None = None  # exact checkpoint to serve; None: chosen from model_id + precision
     draft_model: str | None = None  # EAGLE3 draft checkpoint
+    two_batch_overlap: bool = False  # priced with the engine's two-batch overlap (predict --two-batch-overlap)
 
     @property
     def seq_len(self) -> int:
@@ -535,6 +536,19 @@ def _moe_a2a(dep, role: str, lay, sp: EngineSpelling, notes: list[str]) -> tuple
     return [], env
 
 
+def _two_batch_overlap(dep, role: str, lay, sp: EngineSpelling, notes: list[str]) -> list:
+    """The engine flag of two-batch overlap for an attention-DP + EP worker of a point priced with it
+    (``step.two_batch_overlap_step``; SGLang --enable-two-batch-overlap, vLLM --enable-dbo); nothing for other
+    layouts, which the engines do not split. A release whose flag table names no such flag gets a note."""
+    if not dep.two_batch_overlap or lay.attention_dp <= 1 or lay.ep <= 1:
+        return []
+    if sp.flags.get("two_batch_overlap"):
+        return [sp.flags["two_batch_overlap"]]
+    notes.append(f"{sp.engine} {sp.since}+ {role}: simfront/engines/{sp.engine}.yaml names no two-batch-overlap flag for "
+                 "this release, so the worker runs without the overlap this point was priced with")
+    return []
+
+
 # Decode tokens per step vLLM captures in CUDA graphs when no capture size is given and the release has no flag for
 # one (0.8.x: [1, 2, 4] + multiples of 8 up to 512, vllm/config.py CompilationConfig of those releases)
 VLLM_DEFAULT_GRAPH_TOKENS = 512
@@ -608,6 +622,7 @@ def _vllm_server(dep, role, lay, ckpt, quant, port, notes, files, sp: EngineSpel
     if role != "prefill":
         args += _vllm_cuda_graph(dep, role, batch, per_rank_tokens, notes, sp)
     args += _vllm_async_scheduling(dep, role, lay, notes, sp)
+    args += _two_batch_overlap(dep, role, lay, sp, notes)
     if quant:
         args += [f("quantization"), quant]
     if dep.spec_method:
@@ -698,6 +713,7 @@ def _sglang_server(dep, role, lay, ckpt, quant, port, notes, files, sp: EngineSp
         notes.append(note)
     if role != "prefill":
         args += [f("cuda_graph_max_bs"), _per_rank(lay.max_batch, lay.attention_dp, f"{role}.max_batch", notes)]
+    args += _two_batch_overlap(dep, role, lay, sp, notes)
     if quant:
         args += [f("quantization"), quant]
     if dep.spec_method:
@@ -964,6 +980,8 @@ def _record(dep: Deployment, engine: str | None, engine_version: str | None = No
                 "random_range_ratio": dep.random_range_ratio, "spec_decoding": dep.spec_method or "none"})
     if dep.spec_method:
         rec["spec_k"] = dep.spec_k
+    if dep.two_batch_overlap:  # priced (and launched) with the engine's two-batch overlap: validate prices it so
+        rec["two_batch_overlap"] = True
     return {k: v for k, v in rec.items() if v is not None}
 
 

@@ -102,6 +102,7 @@ class Resolved:
     # the row's TTFT is the median over its requests (``ttft_statistic``): a steady-state request's TTFT where the
     # start-up wave holds under half of them (:func:`steady_ttft`)
     ttft_median: bool = False
+    two_batch_overlap: bool = False  # the engine ran two-batch overlap (the row's two_batch_overlap)
 
     def plan_memory(self, tp, pp, dp, ep, context_tokens):
         """:func:`simfront.memory.plan_memory` of the row's model, formats and GPU with its engine's KV pool."""
@@ -112,7 +113,7 @@ class Resolved:
         """The row's workload: its lengths as the client drew them (ISL / OSL the longest when it recorded a
         range ratio; the cost model takes their means), its token budget and its engine's scheduler facts (engine_workload)."""
         return Workload(isl=self.isl, osl=self.osl, chunk_tokens=self.token_budget, length_range_ratio=self.range_ratio,
-                        **engine_workload(constants=self.constants), **kw)
+                        two_batch_overlap=self.two_batch_overlap, **engine_workload(constants=self.constants), **kw)
 
 
 def _precision_for(model: Model, p, hw=None) -> Any:
@@ -206,7 +207,7 @@ def resolve(p) -> tuple[Resolved | None, str | None]:
     sched = engine_settings(_get(p, "engine"), _get(p, "engine_version"), _get(p, "measured_on"))
     return Resolved(model, hw, prec, _get(p, "engine"), float(isl), float(osl), spec, budget, wave_share(p), ratio,
                     float(_get(p, "scheduler_recv_interval") or 1), consts, memory, unrecorded, sched,
-                    _get(p, "ttft_statistic") == "median"), None
+                    _get(p, "ttft_statistic") == "median", bool(_get(p, "two_batch_overlap"))), None
 
 
 def steady_ttft(r: Resolved) -> bool:
@@ -616,7 +617,7 @@ def disagg_rows(pts, idx, r: Resolved) -> DisaggRows:
 
 def disagg_workload(r: Resolved) -> Workload:
     """The workload a disaggregated row is priced with (its lengths as its client drew them)."""
-    return Workload(isl=r.isl, osl=r.osl, length_range_ratio=r.range_ratio)
+    return Workload(isl=r.isl, osl=r.osl, length_range_ratio=r.range_ratio, two_batch_overlap=r.two_batch_overlap)
 
 
 def disagg_prefill_raw(d: DisaggRows, r: Resolved) -> tuple:

@@ -24,6 +24,7 @@ from .coverage import calibrated_layouts, outside_calibration, outside_note, wid
 from .errors import check_decodes
 from .errors import SimfrontError
 from .hardware import GpuSet, Hardware, get_hardware, parse_gpus
+from . import inputs
 from .layout import check_classes_for, parse_layout_classes
 from .launch import Deployment, LaunchPlan, WorkerLayout, benchmark_command, launch_commands, sidecar_yaml, startable_note
 from .memory import weight_bytes
@@ -459,7 +460,7 @@ def plan(model: str, rate: float, isl: int = 1024, osl: int = 1024, ttft_ms: flo
          progress: Callable[[str], Any] | None = None, kv_dtype: Sequence[str] | str | None = None, prefix_hit: float = 0.0,
          modes: Iterable[str] = ("agg", "disagg"), engine_version: str | None = None, spec: str | None = None,
          spec_k: int | None = None, acceptance: float | None = None, routing_alpha: float | None = DEFAULT_ROUTING_ALPHA,
-         layout: Sequence[str] | str | None = None, max_pp: int | None = None) -> dict:
+         layout: Sequence[str] | str | None = None, max_pp: int | None = None, two_batch_overlap: bool = False) -> dict:
     """Fewest GPUs of each type serving ``rate`` requests/s of ISL/OSL within the SLA, cheapest first.
 
     Returns ``{model, workload, sla, max_gpus, engine, rows, search_time_s}``. Feasible rows carry
@@ -509,8 +510,9 @@ def plan(model: str, rate: float, isl: int = 1024, osl: int = 1024, ttft_ms: flo
         apply_precision(m, p)  # unknown formats fail here with a one-line error
     for k in space.kv_dtypes or ():
         apply_precision(m, None, k)
+    inputs.check_two_batch_overlap(eng, two_batch_overlap)
     wl = Workload(isl=isl, osl=osl, prefix_hit=prefix_hit, chunk_tokens=DEFAULT_CHUNK_TOKENS, routing_alpha=routing_alpha,
-                  **engine_workload(eng))
+                  two_batch_overlap=bool(two_batch_overlap), **engine_workload(eng))
     sla = {"ttft_ms": ttft_ms, "tpot_ms": tpot_ms, "min_tok_s_user": min_tok_s_user}
     rows = []
     for hw in hws:  # one set of worker tables per GPU type
@@ -540,14 +542,16 @@ def plan(model: str, rate: float, isl: int = 1024, osl: int = 1024, ttft_ms: flo
         notes.append(note)
     for fam in sorted({h.family for h in hws}):  # chosen deployments wider than any calibration run of their family
         fam_rows = [r["point"] for r in ok if get_hardware(r["gpu"]).family == fam]
-        if note := wide_ep_note(fam_rows, calibrated_layouts(fam), routing_alpha, f"chosen deployments on {fam} GPUs"):
+        if note := wide_ep_note(fam_rows, calibrated_layouts(fam), routing_alpha, f"chosen deployments on {fam} GPUs",
+                                two_batch_overlap=two_batch_overlap):
             notes.append(note)
     if unpriced:
         notes.append(f"--price {', '.join(unpriced)}: not among the GPU types planned ({', '.join(h.id for h in hws)}), "
                      f"so not used")
     searched = held_knobs(routing_alpha, precision=space.precisions, kv_dtype=space.kv_dtypes, spec=spec, spec_k=spec_k,
                           acceptance=acceptance, modes=list(modes),
-                          layout=None if classes is None else list(classes), max_pp=max_pp)  # the knobs the plan was restricted to
+                          layout=None if classes is None else list(classes), max_pp=max_pp,
+                          two_batch_overlap=two_batch_overlap)  # the knobs the plan was restricted to
     return {"model": m.id, "workload": {"isl": isl, "osl": osl, "rate": rate, "prefix_hit": prefix_hit}, "sla": sla,
             "search": searched, "max_gpus": max_gpus, "engine": eng, "engine_version": space.engine_version, "rows": ok + [r for r in rows if not r["feasible"]],
             "search_time_s": time.perf_counter() - t0, "notes": notes}
@@ -570,7 +574,8 @@ def _weights(label: str) -> str:
 
 
 def deployment_for(point: Mapping[str, Any], model: str, gpu: str, isl: int, osl: int,
-                   random_range_ratio: float | None = None, prompts_per_client: float | None = None) -> Deployment:
+                   random_range_ratio: float | None = None, prompts_per_client: float | None = None,
+                   two_batch_overlap: bool = False) -> Deployment:
     """The :class:`simfront.launch.Deployment` that runs exactly ``point``'s configuration (measured by a benchmark
     of lengths uniform in [r ISL, ISL] when ``random_range_ratio`` r is given, else of fixed lengths, sending
     ``prompts_per_client`` requests per client when given)."""
@@ -592,7 +597,7 @@ def deployment_for(point: Mapping[str, Any], model: str, gpu: str, isl: int, osl
     common = dict(model_id=m.hf_id or m.id, mode=point["mode"], kv_dtype=kv, weight_precision=_weights(point["precision"]),
                   spec_method=method, spec_k=k, gpus_per_node=hw.gpus_per_node, isl=int(isl), osl=int(osl), gpu=hw.id,
                   random_range_ratio=random_range_ratio, prompts_per_client=prompts_per_client,
-                  concurrency=max(1, int(point.get("concurrency") or b * dp * pp)))
+                  concurrency=max(1, int(point.get("concurrency") or b * dp * pp)), two_batch_overlap=bool(two_batch_overlap))
     if point["mode"] == "disagg":
         pdp, pb = int(point["prefill_attention_dp"]), int(point["prefill_batch"])
         prefill = WorkerLayout(tp=int(point["prefill_tp"]), pp=1, ep=int(point["prefill_ep"]), attention_dp=pdp,
@@ -607,12 +612,14 @@ def deployment_for(point: Mapping[str, Any], model: str, gpu: str, isl: int, osl
 
 def launch_for(point: Mapping[str, Any], model: str, gpu: str, engine: str = "vllm", isl: int = 1024, osl: int = 1024,
                engine_version: str | None = None, random_range_ratio: float | None = None,
-               prompts_per_client: float | None = None, prefix_hit: float = 0.0, priced_engine: str | None = None) -> dict:
+               prompts_per_client: float | None = None, prefix_hit: float = 0.0, priced_engine: str | None = None,
+               two_batch_overlap: bool = False) -> dict:
     """Launch lines, files, notes, client benchmark and sidecar for a frontier point or plan row point
     (flags as spelled by ``engine_version``; the newest release in the flag tables when None; the benchmark's
     lengths uniform in [r ISL, ISL] with ``random_range_ratio`` r, and ``prompts_per_client`` requests per client, as
     the point was predicted)."""
-    dep = deployment_for(point, model, gpu, isl, osl, random_range_ratio, prompts_per_client)
+    inputs.check_two_batch_overlap(engine, two_batch_overlap)
+    dep = deployment_for(point, model, gpu, isl, osl, random_range_ratio, prompts_per_client, two_batch_overlap)
     lp: LaunchPlan = launch_commands(dep, engine, engine_version)
     notes = list(lp.notes)
     if priced_engine is not None and priced_engine != lp.engine:  # priced with one engine's profile, launched on another

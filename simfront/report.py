@@ -90,6 +90,7 @@ def print_predict(res, show_all: bool = False) -> None:
     layouts = res.get("layouts")  # --layout: the layout classes searched
     print(f"{res['model']} on {res['gpus']}  {preset}ISL {wl['isl']} / OSL {wl['osl']}" + spread
           + (f", prefix hit {wl['prefix_hit']:.0%}" if wl["prefix_hit"] else "") + routing
+          + (", two-batch overlap" if wl.get("two_batch_overlap") else "")
           + (f", layouts {','.join(layouts)}" if layouts else "")
           + (f", at most PP{res['max_pp']}" if res.get("max_pp") is not None else "")
           + f"  (${res['price_usd_per_gpu_hour']:.2f}/GPU-h)")
@@ -180,7 +181,8 @@ def print_explain(res: dict) -> None:
     head += f"ISL {res['isl']} / OSL {res['osl']} ({res['mode']}{spread})" if res.get("isl") is not None else f"ctx {res['ctx']:,.0f}"
     moe = any(r["op"] == "moe.experts" for r in res["ops"])
     routing = ("  routing balanced" if res.get("routing_alpha") is None else f"  routing skew {res['routing_alpha']:g}") if moe else ""
-    print(head + f"  {res['precision']} (KV {res['kv_dtype']})  spec {res['spec']}  engine profile {res['engine']}{routing}")
+    tbo = "  two-batch overlap" if res.get("two_batch_overlap") else ""
+    print(head + f"  {res['precision']} (KV {res['kv_dtype']})  spec {res['spec']}  engine profile {res['engine']}{routing}{tbo}")
     rows = sorted(res["ops"], key=lambda r: -r["time_s"])
     tot = res["raw_step_time_s"]
     for r in rows:
@@ -378,6 +380,8 @@ def search_text(search: dict | None) -> str:
         parts.append(f"--max-pp {search['max_pp']}")
     if "routing_alpha" in search and search["routing_alpha"] != DEFAULT_ROUTING_ALPHA:
         parts.append("--routing-skew " + ("balanced" if search["routing_alpha"] is None else f"{search['routing_alpha']:g}"))
+    if search.get("two_batch_overlap"):
+        parts.append("--two-batch-overlap")
     return ", ".join(parts)
 
 

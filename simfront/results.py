@@ -155,6 +155,7 @@ class Workload(Result):
     preset: dict | None = None  # the workload preset that set isl/osl/prefix_hit (--workload agentic-coding), with its knobs
     routing_alpha: float | None = None  # MoE routing skew: power-law exponent of tokens over experts; None = balanced
     random_range_ratio: float | None = None  # benchmark lengths uniform in [r L, L] (1: fixed); None: lengths that vary
+    two_batch_overlap: bool = False  # the engine runs two-batch overlap (--two-batch-overlap): attention-DP + EP steps overlapped
 
 
 class Sla(Result):
@@ -277,6 +278,7 @@ class StepBreakdown(Result):
     osl: int | None
     random_range_ratio: float | None = None  # lengths uniform in [r ISL, ISL]: ctx is costed at their mean
     routing_alpha: float | None = None  # the MoE routing skew priced (--routing-skew; None: balanced)
+    two_batch_overlap: bool = False  # the step priced as the engine's two-batch overlap runs it (--two-batch-overlap)
     precision: str
     kv_dtype: str
     spec: str

@@ -107,11 +107,12 @@ HELD_KNOBS = ("precision", "kv_dtype", "spec", "spec_k", "acceptance", "modes", 
 
 def held_knobs(routing_alpha: float | None, **given) -> dict:
     """The ``search`` field of plan, compare and frontier --compare: each of ``HELD_KNOBS`` as given (None: simfront's
-    default choice; layout classes in their canonical spelling) and the MoE ``routing_alpha`` priced (None: balanced)."""
+    default choice; layout classes in their canonical spelling), the MoE ``routing_alpha`` priced (None: balanced) and
+    whether the engine's ``two_batch_overlap`` was priced."""
     out = {k: given.get(k) for k in HELD_KNOBS}
     if out["layout"] is not None:
         out["layout"] = list(parse_layout_classes(out["layout"]))
-    return {**out, "routing_alpha": routing_alpha}
+    return {**out, "routing_alpha": routing_alpha, "two_batch_overlap": bool(given.get("two_batch_overlap"))}
 
 
 def spec_choices(methods: str, k: int | None = None, acceptance: float | None = None,

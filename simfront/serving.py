@@ -69,6 +69,17 @@ class Workload:
     # (policy mixed: vLLM V1, TensorRT-LLM in-flight batching; simfront/engines/scheduler.yaml); False: prompts run in
     # steps of their own (prefill_first: SGLang's default), which the budget fills whole (see :func:`decode_in_budget`)
     decode_in_budget: bool = True
+    # the engine runs two-batch overlap (SGLang --enable-two-batch-overlap, vLLM --enable-dbo): attention-DP + EP steps
+    # split into two micro-batches whose all-to-all hides behind the other's compute (step.two_batch_overlap_step)
+    two_batch_overlap: bool = False
+    # the smallest step the engine splits (engine_workload: simfront/engines/scheduler.yaml two_batch_overlap_split)
+    two_batch_overlap_split: tuple = (1.0, 1.0, 2.0)
+
+    @property
+    def overlap(self) -> tuple | None:
+        """What :func:`simfront.step.forward_step` takes as ``two_batch_overlap``: the engine's split thresholds when
+        the overlap is on, else None."""
+        return self.two_batch_overlap_split if self.two_batch_overlap else None
 
     @property
     def fixed_lengths(self) -> bool:
@@ -97,7 +108,10 @@ def engine_workload(engine: str | None = None, constants: dict | None = None) ->
     a release or a date; else the newest release of ``engine``): its attention-DP balance gate in steps and whether its
     token budget carries the running requests' decode tokens. Every workload priced for an engine takes them here."""
     c = engine_constants(engine) if constants is None else dict(constants)
-    return {"adp_gate_iters": float(c["adp_balance_timeout_iters"]), "decode_in_budget": not c["prefill_first"]}
+    split = tuple(float(c.get(k, d)) for k, d in (("tbo_decode_tokens_above", 1.0), ("tbo_prompt_tokens_above", 1.0),
+                                                  ("tbo_min_requests", 2.0)))
+    return {"adp_gate_iters": float(c["adp_balance_timeout_iters"]), "decode_in_budget": not c["prefill_first"],
+            "two_batch_overlap_split": split}
 
 
 def adp_gate_iters(engine: str | None) -> float:
@@ -189,7 +203,10 @@ def engine_constants(engine: str | None = None, version: str | None = None, meas
             # the engine's CPU work per step runs beside the GPU step (overlap scheduler), without and with speculation
             "cpu_overlap": float(sched.cpu_overlap), "cpu_overlap_spec": float(sched.cpu_overlap_with_spec),
             # disaggregated: the decode slot is taken at KV transfer (1) or before the prefill (0)
-            "decode_slot_at_transfer": float(sched.decode_slot_at == "transfer")}
+            "decode_slot_at_transfer": float(sched.decode_slot_at == "transfer"),
+            # two-batch overlap: the smallest step the engine splits (decode tokens above, prompt tokens above, requests)
+            "tbo_decode_tokens_above": sched.two_batch_overlap_split[0], "tbo_prompt_tokens_above": sched.two_batch_overlap_split[1],
+            "tbo_min_requests": sched.two_batch_overlap_split[2]}
 
 
 def _f(x) -> np.ndarray:
@@ -433,9 +450,9 @@ def _aggregated(model, precision, hw, tp, pp, dp, ep, b, wl: Workload, q, al, sp
     arrays over the batch columns) and ``split`` turning a :class:`StepCost` into its (roofline, fixed) pair."""
     dec, mix, raw = _agg_steps(dp, pp, b, wl, q, al)
     if decode_step is None:  # callers that costed the same decode step already (decode_raw) pass it in
-        decode_step = split(forward_step(model, precision, hw, tp, pp, dp, ep, dec, routing_alpha=wl.routing_alpha))
+        decode_step = split(forward_step(model, precision, hw, tp, pp, dp, ep, dec, routing_alpha=wl.routing_alpha, two_batch_overlap=wl.overlap))
     raw.decode_step_s = decode_step
-    raw.mixed_step_s = split(forward_step(model, precision, hw, tp, pp, dp, ep, mix, routing_alpha=wl.routing_alpha))
+    raw.mixed_step_s = split(forward_step(model, precision, hw, tp, pp, dp, ep, mix, routing_alpha=wl.routing_alpha, two_batch_overlap=wl.overlap))
     return raw
 
 
@@ -555,7 +572,7 @@ def worker_raw(model: Model, precision: Precision, hw: Hardware, tp, pp, dp, ep,
                      sampled=_cat([col(_default_sampled(x) if x.sampled is None else x.sampled, k) for x, k in zip(blocks, likes)]))
     blocked = SpecColumns(cols.specs, cols.nb, _cat(likes), step.q_tokens, None, _cat([d[0] for d in drafts]),
                           _cat([d[1] for d in drafts]), _cat([d[2] for d in drafts]) != 0)
-    split = blocked.split(forward_step(model, precision, hw, tp, pp, dp, ep, step, routing_alpha=wl.routing_alpha, memo=memo), model)
+    split = blocked.split(forward_step(model, precision, hw, tp, pp, dp, ep, step, routing_alpha=wl.routing_alpha, two_batch_overlap=wl.overlap, memo=memo), model)
     ends = np.cumsum([0] + widths)
     parts = [split[..., ends[i]:ends[i + 1]] for i in range(len(blocks))]
     slots = b * _f(dp) * _f(pp)
@@ -773,9 +790,9 @@ def prefill_raw(model: Model, precision: Precision, hw: Hardware, tp, pp, dp, ep
     b = _f(batch)
     busy_n, lone_n = prefill_chunks(wl, chunk_tokens)
     t = busy_n * _split(forward_step(model, precision, hw, tp, pp, dp, ep, _prefill_step(b, wl, chunks=busy_n),
-                                     routing_alpha=wl.routing_alpha, memo=memo), model, NO_SPEC)
+                                     routing_alpha=wl.routing_alpha, two_batch_overlap=wl.overlap, memo=memo), model, NO_SPEC)
     lone = lone_n * _split(forward_step(model, precision, hw, tp, pp, dp, ep, _lone_prefill_step(wl, chunks=lone_n),
-                                        routing_alpha=wl.routing_alpha, memo=memo),
+                                        routing_alpha=wl.routing_alpha, two_batch_overlap=wl.overlap, memo=memo),
                            model, NO_SPEC, pipelined=False)  # a prompt alone passes the stages once
     return _prefill_out(t, model, precision, dp, pp, b, wl, link_bytes_per_s, lone)
 
@@ -839,7 +856,7 @@ def decode_raw(model: Model, precision: Precision, hw: Hardware, tp, pp, dp, ep,
     """(raw step seconds, tokens per step, requests in flight per worker, requests per rank, micro-batches per step)."""
     b = _f(batch)
     sb = StepBatch(decode_reqs=b, decode_ctx=decode_context(wl, dp, b), q_tokens=spec.k + 1)
-    st = forward_step(model, precision, hw, tp, pp, dp, ep, sb, routing_alpha=wl.routing_alpha)
+    st = forward_step(model, precision, hw, tp, pp, dp, ep, sb, routing_alpha=wl.routing_alpha, two_batch_overlap=wl.overlap)
     return _split(st, model, spec), spec.accepted_per_step, b * _f(dp) * _f(pp), b, _f(pp) + 0 * b
 
 

@@ -144,13 +144,14 @@ def _kv_per_rank(model, precision, hw, lay: Layouts, context_tokens: float, D: i
 def simulate_agg(model, precision, hw, lay: Layouts, workers, concurrency, plan_fn, *, sched: SchedulerSettings,
                  profile: dict, spec: Speculation = NO_SPEC, max_batch=None, token_budget=None, isl: float, osl: float,
                  prefix: float = 0.0, kv_tokens=None, table: StepTable | None = None,
-                 routing_alpha=DEFAULT_ROUTING_ALPHA, recv_interval=1.0) -> SimMetrics:
+                 routing_alpha=DEFAULT_ROUTING_ALPHA, recv_interval=1.0, two_batch_overlap: tuple | None = None) -> SimMetrics:
     """Simulate aggregated deployments (arrays of length D): ``workers`` copies of a worker with
     layout ``lay`` under ``concurrency`` clients. ``plan_fn(users, D)`` returns the
     :class:`~simfront.clients.RequestPlan` of one representative server with ``users`` clients
     (see :func:`simfront.clients.plan_closed`). ``max_batch``: the engine's max running requests per
     rank (default the scheduler's); ``isl``/``osl``: nominal lengths (the table's range); ``recv_interval``: decode
-    steps between the engine's intakes of new requests (SGLang's --scheduler-recv-interval, 1: every step).
+    steps between the engine's intakes of new requests (SGLang's --scheduler-recv-interval, 1: every step);
+    ``two_batch_overlap``: the engine's two-batch overlap (:attr:`simfront.serving.Workload.overlap`; None: off).
     ``precision`` and ``spec`` are one setting for all deployments or a sequence of D (one step table
     per distinct setting, one simulation for all)."""
     D = np.asarray(lay.tp).reshape(-1).size
@@ -174,7 +175,7 @@ def simulate_agg(model, precision, hw, lay: Layouts, workers, concurrency, plan_
     if table is None:
         table = step_tables(model, precision, hw, L, profile, spec, D, isl_new=isl_new, prefix=prefix,
                         ctx_lo=TABLE_CTX_LO_SHARE * isl, ctx_hi=isl + osl, b_max=float(np.max(running)) + 1,
-                        p_max=float(np.max(budget)), routing_alpha=routing_alpha,
+                        p_max=float(np.max(budget)), routing_alpha=routing_alpha, two_batch_overlap=two_batch_overlap,
                         prefill_ranks=np.where(adp, ms.prefill_ranks, L.dp) if adp.any() else None)
     if adp.any():
         table = with_other_ranks_prefill(table, np.where(adp, other_ranks_prefill_share(ms.mixed_share, ms.rank_share), 0.0),
@@ -188,7 +189,7 @@ def simulate_agg(model, precision, hw, lay: Layouts, workers, concurrency, plan_
 def simulate_disagg(model, precision, hw, prefill: Layouts, prefill_workers, decode: Layouts, decode_workers, concurrency,
                     plan_fn, *, sched: SchedulerSettings, profile: dict, spec: Speculation = NO_SPEC, link_bytes_per_s,
                     decode_max_batch=None, prefill_budget=None, isl: float, osl: float, prefix: float = 0.0,
-                    decode_kv_tokens=None, routing_alpha=DEFAULT_ROUTING_ALPHA) -> SimMetrics:
+                    decode_kv_tokens=None, routing_alpha=DEFAULT_ROUTING_ALPHA, two_batch_overlap: tuple | None = None) -> SimMetrics:
     """Simulate disaggregated deployments (arrays of length D): ``prefill_workers`` x prefill layout,
     ``decode_workers`` x decode layout, KV moved over ``link_bytes_per_s``; ``decode_kv_tokens``: context tokens a decode
     rank's KV pool holds (default simfront's pool); see :func:`simulate_agg`."""
@@ -205,10 +206,11 @@ def simulate_disagg(model, precision, hw, prefill: Layouts, prefill_workers, dec
     pkv = _kv_per_rank(model, precision, hw, P, isl + osl, D)
     pbudget = _col(sched.token_budget if prefill_budget is None else prefill_budget, D) * P.dp  # every prefill rank's budget
     ptable = step_tables(model, precision, hw, P, profile, NO_SPEC, D, isl_new=max(isl - prefix, 1.0), prefix=prefix, ctx_lo=isl,
-                     ctx_hi=isl + 1, b_max=1, p_max=float(np.max(pbudget)), routing_alpha=routing_alpha, worker_prompts=True)
+                     ctx_hi=isl + 1, b_max=1, p_max=float(np.max(pbudget)), routing_alpha=routing_alpha, worker_prompts=True,
+                     two_batch_overlap=two_batch_overlap)
     b_top = float(np.max(np.minimum(users / np.maximum(dranks, 1e-9), dmax))) + 1
     dtable = step_tables(model, precision, hw, Dl, profile, spec, D, isl_new=max(isl - prefix, 1.0), prefix=prefix, ctx_lo=TABLE_CTX_LO_SHARE * isl,
-                     ctx_hi=isl + osl, b_max=b_top, p_max=1, routing_alpha=routing_alpha)
+                     ctx_hi=isl + osl, b_max=b_top, p_max=1, routing_alpha=routing_alpha, two_batch_overlap=two_batch_overlap)
     kv_bytes = np.zeros(D)
     for rows, prec in per_row(precision, D):
         kv_bytes[rows] = kv_bytes_per_token(model, prec.kv)

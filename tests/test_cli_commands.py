@@ -118,7 +118,8 @@ def test_compare_searches_what_predict_would_and_shows_each_sets_best_under_the_
     res = json.loads(run("compare", *args, "--json").stdout)
     assert res["sla"]["tpot_ms"] == 20
     assert res["search"] == {"precision": None, "kv_dtype": None, "spec": "none", "spec_k": None, "acceptance": None,
-                             "modes": ["agg"], "layout": None, "max_pp": None, "routing_alpha": None}
+                             "modes": ["agg"], "layout": None, "max_pp": None, "routing_alpha": None,
+                             "two_batch_overlap": False}
     for s in res["sets"]:
         alone = api.predict("deepseek-r1", s["gpus"], spec="none", modes=["agg"], tpot_ms=20, routing_skew="balanced")
         assert s["frontier"] == json.loads(json.dumps(alone.to_json()["frontier"]))
@@ -142,7 +143,8 @@ def test_frontier_compare_holds_the_other_knobs_and_refuses_to_hold_the_compared
     args = ["--model", "deepseek-r1", "--gpus", "8xB200", "--compare", "precision=fp8_block,nvfp4", "--spec", "none", "--mode", "agg"]
     res = json.loads(run("frontier", *args, "--json").stdout)
     assert res["search"] == {"precision": None, "kv_dtype": None, "spec": "none", "spec_k": None, "acceptance": None,
-                             "modes": ["agg"], "layout": None, "max_pp": None, "routing_alpha": 1.01}
+                             "modes": ["agg"], "layout": None, "max_pp": None, "routing_alpha": 1.01,
+                             "two_batch_overlap": False}
     for s in res["sets"]:
         alone = api.predict("deepseek-r1", "8xB200", precision=[s["value"]], spec="none", modes=["agg"])
         assert s["frontier"] == json.loads(json.dumps(alone.to_json()["frontier"]))

@@ -697,6 +697,7 @@ def _r1(**kw):
 VARIED = {
     "r1-dpa8-ep8": _r1(),
     "r1-dpa8-ep8-mtp2": _r1(spec_method="mtp", spec_k=2),
+    "r1-dpa8-ep8-two-batch-overlap": _r1(two_batch_overlap=True),
     "r1-tp8-ep8": _r1(tp=8, attention_dp=1, max_batch=256),
     "r1-tp8-moe-tp": _r1(tp=8, attention_dp=1, ep=1, max_batch=256),
     "r1-tp2-dpa4-ep8": _r1(tp=2, attention_dp=4),

@@ -335,7 +335,8 @@ def test_plan_restricted_to_no_speculation_and_aggregated_serving(capsys):
     assert row["feasible"] and row["spec"] == "none" and row["mode"] == "agg"
     assert row["num_gpus"] >= free["num_gpus"]
     assert res["search"] == {"precision": None, "kv_dtype": None, "spec": "none", "spec_k": None, "acceptance": None,
-                             "modes": ["agg"], "layout": None, "max_pp": None, "routing_alpha": 1.01}
+                             "modes": ["agg"], "layout": None, "max_pp": None, "routing_alpha": 1.01,
+                             "two_batch_overlap": False}
     space = SearchSpace(specs=[make_spec("none")], modes=("agg",), chunk_tokens=(int(DEFAULT_CHUNK_TOKENS),))
     pts = search(get_model(MODEL), parse_gpus("64xh200"), Workload(isl=ISL, osl=OSL), space).points
     assert set(pts["spec"]) == {"none"}

@@ -146,3 +146,13 @@ def test_frontier_points_wider_than_any_measured_expert_parallel_run_say_what_is
     assert all(max(p["ep"], p["prefill_ep"] or 1) <= top for p in narrow["frontier"])
     assert not any("spread experts over more than" in n for n in narrow["notes"])
     assert wide_ep_note([{"ep": 8, "prefill_ep": 16}], {"ep": [1, 8]}, None).startswith("1 of the 1 frontier points")
+
+
+def test_wide_ep_note_says_how_the_all_to_all_was_priced():
+    """With --two-batch-overlap the note says the all-to-all was overlapped, and the outside check's size then."""
+    from simfront.coverage import wide_ep_note
+
+    plain = wide_ep_note([{"ep": 16}], {"ep": [1, 8]}, None)
+    tbo = wide_ep_note([{"ep": 16}], {"ep": [1, 8]}, None, two_batch_overlap=True)
+    assert "added to each step" in plain and "--two-batch-overlap prices it" in plain and "1.5x too slow" in plain
+    assert "overlapped with the other micro-batch's compute (--two-batch-overlap)" in tbo and "1.07x" in tbo

@@ -117,6 +117,8 @@ class MeasuredPoint(BaseModel):
     random_range_ratio: Annotated[float, Field(ge=0, le=1)] | None = None
     # engine admission: SGLang --scheduler-recv-interval N (new requests taken in every N decode steps; 1 = every step)
     scheduler_recv_interval: Count | None = None
+    # the engine ran two-batch overlap (SGLang --enable-two-batch-overlap, vLLM --enable-dbo; simfront's sidecar records it)
+    two_batch_overlap: bool | None = None
 
     # speculative decoding
     spec_decoding: SpecDecoding | None = None
