@@ -375,7 +375,7 @@ def _pl_rank_load_of(num_tokens, topk, num_experts, moe_ep, alpha):
 
 
 def moe_cost(num_tokens, hidden, inter, topk, num_experts, moe_tp, moe_ep, fmt, hw, alpha=None, gated=True, p=None, *,
-             spread_balanced=False) -> Cost:
+             spread_balanced=False, dispatched=False, routed_tokens=None) -> Cost:
     """One rank's fused MoE time for ``num_tokens`` tokens entering the op (broadcasts).
 
     Where more than one MoE kernel exists for the format (``moe_path_costs``: the fused FP4 kernel
@@ -388,7 +388,7 @@ def moe_cost(num_tokens, hidden, inter, topk, num_experts, moe_tp, moe_ep, fmt, 
     uniform random routing (a batch of pairs touches ``L·(1 − exp(−pairs/L))`` experts).
     """
     paths = moe_path_costs(num_tokens, hidden, inter, topk, num_experts, moe_tp, moe_ep, fmt, hw, alpha=alpha, gated=gated,
-                           p=p, spread_balanced=spread_balanced)
+                           p=p, spread_balanced=spread_balanced, dispatched=dispatched, routed_tokens=routed_tokens)
     best = paths["grouped"]
     fused = paths.get("fused")
     if fused is not None:
@@ -400,7 +400,8 @@ def moe_cost(num_tokens, hidden, inter, topk, num_experts, moe_tp, moe_ep, fmt, 
 
 
 def moe_path_costs(num_tokens, hidden, inter, topk, num_experts, moe_tp, moe_ep, fmt, hw, alpha=None, gated=True, p=None, *,
-                   spread_balanced=False, collector_router=False, timed_kernel=False) -> dict[str, Cost]:
+                   spread_balanced=False, collector_router=False, timed_kernel=False, dispatched=False,
+                   routed_tokens=None) -> dict[str, Cost]:
     """Each MoE kernel's cost for the same work: ``{"grouped": ..., "fused": ...}`` (arguments as ``moe_cost``).
 
     ``grouped``: routing, permute, CUTLASS grouped expert GEMMs and finalize as separate kernels (every
@@ -427,6 +428,10 @@ def moe_path_costs(num_tokens, hidden, inter, topk, num_experts, moe_tp, moe_ep,
         *(np.asarray(x, dtype=np.float64) for x in (num_tokens, hidden, inter, topk, num_experts, moe_tp, moe_ep))
     )
     T = np.maximum(T, 0.0)
+    disp = np.asarray(dispatched, dtype=bool)
+    # tokens whose top-k the rank scans and whose router logits it reads: with all-to-all dispatch only its own (routed
+    # before the dispatch), else every token entering the op
+    routed = T if routed_tokens is None else np.where(disp, np.asarray(routed_tokens, dtype=np.float64), T)
     local = E / ep  # experts held by this rank
     inter_local = I / tp  # expert width after moe TP slicing
     mean_pairs = T * k / ep  # token-expert pairs per rank, balanced routing
@@ -477,18 +482,21 @@ def moe_path_costs(num_tokens, hidden, inter, topk, num_experts, moe_tp, moe_ep,
     tokens_rank = np.minimum(T * -np.expm1(k * np.log1p(-1.0 / np.maximum(ep, 1.0 + 1e-9))) * pairs / np.maximum(mean_pairs, 1e-30), T)
     tokens_rank = np.where(ep > 1, tokens_rank, T)
     # tokens the token-level passes touch: the local ones plus a share of those routed elsewhere
-    tokens_pass = tokens_rank + q["all_token_fraction"] * (T - tokens_rank)
-    token_bytes = tokens_pass * H * (quant_reads * ACT_SOURCE_BYTES + f.act_bytes + OUT_BYTES) + T * E * ACT_SOURCE_BYTES
+    # (an all-to-all dispatch delivers only the tokens with a local expert: none routed elsewhere)
+    tokens_pass = tokens_rank + q["all_token_fraction"] * (T - tokens_rank) * ~disp
+    # tokens whose selections the rank's kernels walk: those it received after a dispatch, else all
+    seen = np.where(disp, tokens_rank, T)
+    token_bytes = tokens_pass * H * (quant_reads * ACT_SOURCE_BYTES + f.act_bytes + OUT_BYTES) + routed * E * ACT_SOURCE_BYTES
     # pair-level bytes: unfused share of the local pairs' round trips, plus the share of every one of
     # the T·k selections (local or not) that the routing / expand / finalize walk moves
-    pair_rows = pair_frac * pairs + q["selection_traffic_fraction"] * T * k
+    pair_rows = pair_frac * pairs + q["selection_traffic_fraction"] * seen * k
     aux_bytes = token_bytes + pair_rows * H * (f.act_bytes + OUT_BYTES)
     aux_s = aux_bytes / (q["eta_aux"] * bw)  # HBM time of the token- and pair-level passes
     compute_s = c1 + c2
     memory_s = m1 + m2 + aux_s
     gemm_s = soft_max(c1, m1, q["roofline_sharpness"]) + soft_max(c2, m2, q["roofline_sharpness"])
     # router top-k over every token entering the op (local experts or not)
-    routing_s = T * k * E * q["topk_scan_s"]
+    routing_s = routed * k * E * q["topk_scan_s"]
     # per-group setup of every expert the rank holds, unless its engines serve the class without grouped problem lists
     held_s = local * q["local_expert_s"]
     if not timed_kernel and kernels.served_without_group_setup("moe", cls, hw):
@@ -520,7 +528,7 @@ def moe_path_costs(num_tokens, hidden, inter, topk, num_experts, moe_tp, moe_ep,
         # launch grid of both GEMMs, sized for every selection (FUSED_TILE_TOKENS); its empty CTAs cost
         # SM time even when few selections are local (expert parallelism)
         tile_t = np.clip(T * k / E, *FUSED_TILE_TOKENS)
-        grid = (T * k + local * (tile_t - 1.0)) / tile_t * (np.ceil(up_width / q["tile_n"]) + np.ceil(H / q["tile_n"]))
+        grid = (seen * k + local * (tile_t - 1.0)) / tile_t * (np.ceil(up_width / q["tile_n"]) + np.ceil(H / q["tile_n"]))
         grid_s = grid / hw.sm_count * q["fused_cta_s"]
         f_time_s = q["fused_launch_fraction"] * q["launch_s"] + f_gemm_s + f_aux_s + routing_s + grid_s
         # models beyond the fused kernel's router limit run the grouped path only (never picked: inf)

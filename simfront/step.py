@@ -538,8 +538,10 @@ def forward_step(model: Model, precision: Precision, hw: Hardware, tp, pp, dp, e
             # (TP ranks of one DP group share theirs).
             pre_ranks = dp if batch.prefill_ranks is None else np.minimum(_f(batch.prefill_ranks), dp)
             tokens_group = B * q * dp + P * pre_ranks
+            # with attention-DP the tokens reach their experts' ranks by an all-to-all dispatch (below): a rank routes only
+            # its own tokens and its kernels see only the tokens dispatched to it
             op("moe.experts", g, n, moe_cost, tokens_group, width, m.expert_inter, m.top_k, m.n_experts, moe_tp, ep,
-               precision.experts, hw, alpha=routing_alpha, gated=m.gated)
+               precision.experts, hw, alpha=routing_alpha, gated=m.gated, dispatched=dp > 1, routed_tokens=T)
             if m.latent_dim:
                 gemm("moe.latent_up", g, n, T, H, m.latent_dim, precision.dense, replicated=True)
             # Communication around the experts. With attention-DP each rank owns distinct tokens:

@@ -265,3 +265,21 @@ def test_only_benchmark_rows_take_the_collector_router():
     assert float(bench) < float(plain)  # half the experts' weights streamed
     serving = moe_cost(*args, spread_balanced=True).time_s
     assert float(serving) == pytest.approx(min(float(plain), float(moe_path_costs(*args, spread_balanced=True)["grouped"].time_s)))
+
+
+@pytest.mark.parametrize("fmt,gpu", [("fp8_block", "h200_sxm"), ("nvfp4", "gb200"), ("fp8_block", "b200_sxm")])
+def test_an_all_to_all_dispatch_hands_the_kernels_only_the_ranks_own_tokens(fmt, gpu):
+    """With attention-DP the tokens reach their experts by an all-to-all dispatch: a rank routes only its own tokens
+    and its kernels walk only the tokens dispatched to it, so the op is never slower than when every token enters it
+    (the calibration benchmark's all-gather), the saving grows with the EP width, the work is the same, and EP 1 is
+    unchanged."""
+    hw = get_hardware(gpu)
+    saving = []
+    for ep in (1, 8, 32):
+        T = 256.0 * ep  # 256 tokens of each attention-DP rank
+        kw = dict(alpha=1.01)
+        allg = moe_cost(T, 7168, 2048, 8, 256, 1, ep, fmt, hw, **kw)
+        disp = moe_cost(T, 7168, 2048, 8, 256, 1, ep, fmt, hw, dispatched=ep > 1, routed_tokens=256.0, **kw)
+        assert float(disp.time_s) <= float(allg.time_s) and float(disp.flops) == float(allg.flops)
+        saving.append(1.0 - float(disp.time_s) / float(allg.time_s))
+    assert saving[0] == 0.0 and saving[1] < saving[2]
