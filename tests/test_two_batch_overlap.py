@@ -174,3 +174,23 @@ def test_frontier_compare_takes_the_overlap_as_its_knob(capsys):
     code, _, err = run_cli(["frontier", "--model", "deepseek-r1", "--gpus", "16xH200", "--compare", "two_batch_overlap=off,on",
                             "--two-batch-overlap"], capsys)
     assert code != 0 and "--two-batch-overlap cannot be given with --compare two_batch_overlap" in err
+
+
+def test_tails_simulate_the_overlapped_steps():
+    """--tails replays frontier points with step tables of the same overlapped steps the evaluator prices: finite
+    tails with the overlap on, and the simulated mean TPOT of the same attention-DP point moves with it."""
+    from simfront.hardware import parse_gpus
+    from simfront.serving import Workload, engine_profile, engine_workload
+    from simfront.tails import simulate_points
+
+    kw = dict(layout="dpa+ep", engine="sglang", modes=["agg"], spec="none")
+    on = api.predict("deepseek-r1", "16xH200", two_batch_overlap=True, tails=True, **kw)
+    assert on.frontier and all(np.isfinite(p["tpot_p99_ms"]) and p["tpot_p99_ms"] >= p["tpot_p50_ms"] for p in on.frontier)
+    res = api.predict("deepseek-r1", "16xH200", **kw)
+    pts = res.points
+    i = int(np.argmax(np.where(pts["attention_dp"] > 1, pts["tok_s_gpu"], -np.inf)))  # a busy attention-DP point
+    sims = {}
+    for tbo in (False, True):
+        wl = Workload(isl=1024, osl=1024, two_batch_overlap=tbo, **engine_workload("sglang"))
+        sims[tbo] = simulate_points(M, parse_gpus("16xH200"), wl, pts, [i], engine_profile("sglang"), "sglang")["tpot_mean_ms"][0]
+    assert np.isfinite(sims[True]) and sims[True] != pytest.approx(sims[False], rel=1e-4)
