@@ -575,12 +575,17 @@ def forward_step(model: Model, precision: Precision, hw: Hardware, tp, pp, dp, e
 #   compute  | A0            | E1        | S1 + E0    | S0 + A1    |
 #   comm     | dispatch 1    | dispatch 0| combine 1  | combine 0  |
 # A: the layer's ops up to the router (norms, attention, projections), E: the routed experts, S: the shared experts.
-# Each phase takes the longer of its two streams; the weights are read once per micro-batch. Engines split only
+# Each phase takes the longer of its two streams; the weights are read once per micro-batch; beside a normal-mode
+# all-to-all (steps with prompt tokens) the compute has the SMs DeepEP's kernels leave (DEEPEP_NORMAL_SMS). Engines split only
 # attention-DP + EP steps (the all-to-all it hides; vLLM: "only targets DP+EP deployments"), and only a step large
 # enough: (decode tokens above, prompt tokens above for a step that carries any, decode requests at least), per engine in
 # simfront/engines/scheduler.yaml (two_batch_overlap_split; vLLM 32 / 512 tokens). TBO_SPLIT is the least a split needs:
 # two requests (SGLang splits a decode batch by requests) or two prompt tokens.
 TBO_SPLIT = (1.0, 1.0, 2.0)
+# SMs DeepEP's normal kernels (the all-to-all of steps with prompt tokens) take while they run: deep_ep/buffer.py
+# Buffer.num_sms = 20. Overlapped, the other micro-batch's compute has the rest; the low-latency kernels of decode
+# steps receive through hooks and take none (DeepEP README).
+DEEPEP_NORMAL_SMS = 20.0
 _TBO_COMM = ("ep.dispatch", "ep.combine")
 _TBO_SHARED = ("moe.shared_gate_up", "moe.shared_act", "moe.shared_down")
 _TBO_EXPERTS = ("moe.experts", "moe.latent_down", "moe.latent_up")
@@ -625,12 +630,18 @@ def two_batch_overlap_step(model: Model, precision: Precision, hw: Hardware, tp,
             "S" if r.name in _TBO_SHARED else "E" if r.name in _TBO_EXPERTS else "A"
         g = parts.setdefault(r.group, {k: 0.0 for k in "ADCES"})
         g[kind] = g[kind] + total(r)
+    # compute beside a normal-mode all-to-all runs on the SMs DeepEP leaves it
+    slow = np.where(_f(_halved(batch, split).prefill_tokens) > 0, hw.sm_count / max(hw.sm_count - DEEPEP_NORMAL_SMS, 1.0), 1.0)
     exposed_share: dict[str, object] = {}
     for group, t in parts.items():
         a, d, c, e, s = (t[k] for k in "ADCES")
-        phases = np.maximum(a, d) + np.maximum(e, d) + np.maximum(s + e, c) + np.maximum(s + a, c)  # the layer group, both
-        exposed = np.maximum(phases - 2.0 * (a + e + s), 0.0)  # all-to-all time the compute stream does not cover
         comm = d + c
+        sl = np.where(comm > 0, slow, 1.0)
+        a_, e_, s_ = a * sl, e * sl, s * sl  # each micro-batch's compute while the other one's all-to-all runs
+        phases = np.maximum(a_, d) + np.maximum(e_, d) + np.maximum(s_ + e_, c) + np.maximum(s_ + a_, c)  # the layer group, both
+        # what the phases add to both micro-batches' compute alone: all-to-all time the compute stream does not cover, and
+        # the compute slowed by a normal-mode all-to-all's SMs (charged to the all-to-all ops)
+        exposed = np.maximum(phases - 2.0 * (a + e + s), 0.0)
         exposed_share[group] = np.where(split, exposed / np.where(comm > 0, comm, 1.0), 1.0)
     ops = []
     for r in st.ops:

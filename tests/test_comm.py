@@ -208,3 +208,4 @@ def test_engine_allreduce_is_nccl_across_nodes_on_pcie_and_above_its_buffer():
     h100, l40s = get_hardware("h100_sxm"), get_hardware("l40s")
     for hw, n, s in ((h100, 16, 65536.0), (l40s, 4, 65536.0), (h100, 8, 4 * ENGINE_ALLREDUCE_MAX_BYTES)):
         assert engine_allreduce_cost(s, n, hw).time_s == pytest.approx(collective_cost("all_reduce", s, n, hw).time_s)
+

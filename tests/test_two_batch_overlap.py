@@ -194,3 +194,27 @@ def test_tails_simulate_the_overlapped_steps():
         wl = Workload(isl=1024, osl=1024, two_batch_overlap=tbo, **engine_workload("sglang"))
         sims[tbo] = simulate_points(M, parse_gpus("16xH200"), wl, pts, [i], engine_profile("sglang"), "sglang")["tpot_mean_ms"][0]
     assert np.isfinite(sims[True]) and sims[True] != pytest.approx(sims[False], rel=1e-4)
+
+
+def test_overlapped_prefill_computes_on_the_sms_deepeps_normal_kernels_leave(monkeypatch):
+    """A step with prompt tokens moves its tokens with DeepEP's normal kernels, which hold DEEPEP_NORMAL_SMS of the SMs
+    while they run: overlapped, its MoE layers compute slower than they would on every SM (a decode step's low-latency
+    kernels take none), and never faster than the plain step's compute. On one B200 node (prompts of 2k tokens per
+    rank) the overlap still pays; on four H100 nodes the all-to-all through the NICs hides the slower compute."""
+    from simfront import step
+
+    sb = StepBatch(prefill_tokens=2048.0, prefill_seqs=1.0)
+    dec = StepBatch(decode_reqs=64.0, decode_ctx=2048.0)
+
+    def times(gpu, dp, batch):
+        hw = get_hardware(gpu)
+        plain = forward_step(M, PREC, hw, 1, 1, dp, dp, batch, routing_alpha=None)
+        tbo = float(forward_step(M, PREC, hw, 1, 1, dp, dp, batch, routing_alpha=None, two_batch_overlap=True).time_s)
+        return float(plain.time_s), float(plain.time_s) - float(_comm_s(plain)), tbo
+
+    b200, h100, b200_dec = times("b200_sxm", 8, sb), times("h100_sxm", 32, sb), times("b200_sxm", 8, dec)
+    monkeypatch.setattr(step, "DEEPEP_NORMAL_SMS", 0.0)
+    b200_all, h100_all, b200_dec_all = times("b200_sxm", 8, sb), times("h100_sxm", 32, sb), times("b200_sxm", 8, dec)
+    assert b200[1] <= b200[2] < b200[0] and b200[2] > 1.05 * b200_all[2]
+    assert h100[1] <= h100[2] < h100[0] and h100[2] >= h100_all[2]
+    assert b200_dec[2] == pytest.approx(b200_dec_all[2], rel=1e-12)
