@@ -218,3 +218,14 @@ def test_overlapped_prefill_computes_on_the_sms_deepeps_normal_kernels_leave(mon
     assert b200[1] <= b200[2] < b200[0] and b200[2] > 1.05 * b200_all[2]
     assert h100[1] <= h100[2] < h100[0] and h100[2] >= h100_all[2]
     assert b200_dec[2] == pytest.approx(b200_dec_all[2], rel=1e-12)
+
+
+def test_the_flag_says_when_it_changed_nothing():
+    """Nothing the user gave is silently dropped: --two-batch-overlap on a dense model (or a frontier without an
+    attention-DP + EP worker) says it changed no point; on one that has such points it says nothing of the kind."""
+    dense = api.predict("llama-3.1-8b", "1xH100", two_batch_overlap=True)
+    assert any("--two-batch-overlap changed no frontier point: llama-3.1-8b is dense" in n for n in dense.notes)
+    tp = api.predict("deepseek-r1", "8xH200", layout="tp", two_batch_overlap=True)
+    assert any("no frontier point has an attention-DP + EP worker" in n for n in tp.notes)
+    dpa = api.predict("deepseek-r1", "16xH200", layout="dpa+ep", two_batch_overlap=True)
+    assert not any("--two-batch-overlap changed no frontier point" in n for n in dpa.notes)
