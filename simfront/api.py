@@ -193,18 +193,6 @@ def _routing_alpha(skew) -> float | None:
     return a
 
 
-def overlap_unused_note(m, frontier: list[dict]) -> str | None:
-    """With --two-batch-overlap: a note when no frontier point has a worker the engines split (attention-DP and EP),
-    so the flag changed none of them; None when one has."""
-    if any(max(int(p.get("attention_dp") or 1), int(p.get("prefill_attention_dp") or 1)) > 1 and
-           max(int(p.get("ep") or 1), int(p.get("prefill_ep") or 1)) > 1 for p in frontier):
-        return None
-    why = (f"{m.id} is dense (no experts to move all-to-all)" if m.arch.moe is None else
-           "no frontier point has an attention-DP + EP worker")
-    return (f"--two-batch-overlap changed no frontier point: {why}, and the engines split only attention-DP + EP steps "
-            "(--layout dpa+ep shows those)")
-
-
 def cpu_overlap_note(engine: str | None, speculative: bool, version: str | None = None) -> str | None:
     """A note for predictions with speculative decoding on an engine whose releases differ in whether the overlap
     scheduler runs it (SGLang before 0.5.13 ran EAGLE / MTP without it; simfront/engines/scheduler.yaml): which
@@ -398,7 +386,7 @@ def predict(model: str, gpus: str | GpuSet, isl: int | None = None, osl: int | N
         on_front = pareto_mask(kept(pts["tok_s_user"]), kept(pts["tok_s_gpu"]))
     front = np.nonzero(on_front)[0] if sel is None else sel[on_front]
     front = front[np.argsort(pts["tok_s_user"][front])]
-    from .coverage import calibrated_layouts, outside_note, wide_ep_note
+    from .coverage import calibrated_layouts, outside_note, overlap_unused_note, wide_ep_note
     from .launch import startable_note
     from .uncertainty import prediction_bands
 
@@ -424,7 +412,7 @@ def predict(model: str, gpus: str | GpuSet, isl: int | None = None, osl: int | N
         out["notes"].append(note)
     if note := wide_ep_note(out["frontier"], layouts, alpha, two_batch_overlap=bool(two_batch_overlap)):
         out["notes"].append(note)
-    if two_batch_overlap and (note := overlap_unused_note(m, out["frontier"])):
+    if two_batch_overlap and (note := overlap_unused_note(m, out["frontier"], "frontier point")):
         out["notes"].append(note)
     out["uncertainty"] = {"band": "p10-p90 of measured/predicted from leave-one-model-out validation", "widening": widen,
                           "note": "wider (x%.1f on log scale) for GPUs or models outside the calibration data" % widen if widen > 1 else

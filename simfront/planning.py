@@ -20,7 +20,7 @@ from typing import Any, Callable, Iterable, Mapping, Sequence
 import numpy as np
 
 from . import efficiency
-from .coverage import calibrated_layouts, outside_calibration, outside_note, wide_ep_note
+from .coverage import calibrated_layouts, outside_calibration, outside_note, overlap_unused_note, wide_ep_note
 from .errors import check_decodes
 from .errors import SimfrontError
 from .hardware import GpuSet, Hardware, get_hardware, parse_gpus
@@ -545,6 +545,8 @@ def plan(model: str, rate: float, isl: int = 1024, osl: int = 1024, ttft_ms: flo
         if note := wide_ep_note(fam_rows, calibrated_layouts(fam), routing_alpha, f"chosen deployments on {fam} GPUs",
                                 two_batch_overlap=two_batch_overlap):
             notes.append(note)
+    if two_batch_overlap and ok and (note := overlap_unused_note(m, [r["point"] for r in ok], "chosen deployment")):
+        notes.append(note)
     if unpriced:
         notes.append(f"--price {', '.join(unpriced)}: not among the GPU types planned ({', '.join(h.id for h in hws)}), "
                      f"so not used")

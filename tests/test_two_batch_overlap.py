@@ -229,3 +229,9 @@ def test_the_flag_says_when_it_changed_nothing():
     assert any("no frontier point has an attention-DP + EP worker" in n for n in tp.notes)
     dpa = api.predict("deepseek-r1", "16xH200", layout="dpa+ep", two_batch_overlap=True)
     assert not any("--two-batch-overlap changed no frontier point" in n for n in dpa.notes)
+
+
+def test_plan_says_when_the_overlap_changed_no_chosen_deployment():
+    res = api.plan("llama-3.1-8b", 5.0, hardware=["h100"], two_batch_overlap=True)
+    assert res["search"]["two_batch_overlap"] is True
+    assert any("--two-batch-overlap changed no chosen deployment: llama-3.1-8b is dense" in n for n in res["notes"])
