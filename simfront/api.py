@@ -568,7 +568,8 @@ def explain(model: str, gpus: str | GpuSet, tp: int = 1, pp: int = 1, ep: int = 
     alpha = _routing_alpha(routing_skew)  # the MoE routing skew, as predict takes it
     inputs.check_two_batch_overlap(engine, two_batch_overlap)
     tbo = bool(two_batch_overlap)  # the engine's two-batch overlap, as predict takes it
-    tbo_split = engine_workload(engine)["two_batch_overlap_split"]  # the smallest step the engine splits
+    # the overlap with the smallest step the engine splits, as every workload of this step carries it
+    overlap = {"two_batch_overlap": tbo, "two_batch_overlap_split": engine_workload(engine)["two_batch_overlap_split"]}
     hw = g.hardware
     q = 1 + sp.k
     terms: list[dict] = []
@@ -576,7 +577,7 @@ def explain(model: str, gpus: str | GpuSet, tp: int = 1, pp: int = 1, ep: int = 
     if serving:
         inputs.check_range_ratio(random_range_ratio)
         wl = Workload(isl=isl, osl=osl, chunk_tokens=float(chunk_tokens or DEFAULT_CHUNK_TOKENS), length_range_ratio=random_range_ratio,
-                      routing_alpha=alpha, two_batch_overlap=tbo, **engine_workload(engine))
+                      routing_alpha=alpha, **{**engine_workload(engine), **overlap})
         # mean cached context of a decoding request on the busiest attention-DP rank (what the evaluator costs)
         ctx_eff = float(decode_context(wl, attention_dp, batch))
         sb = StepBatch(decode_reqs=batch, decode_ctx=ctx_eff, q_tokens=q)
@@ -587,7 +588,7 @@ def explain(model: str, gpus: str | GpuSet, tp: int = 1, pp: int = 1, ep: int = 
         ctx_eff = float(ctx)
         sb = StepBatch(prefill_tokens=batch * ctx, prefill_seqs=batch, sampled=batch)
     tokens = batch * q if phase == "decode" else batch * ctx
-    st = forward_step(m, prec, hw, tp, pp, attention_dp, ep, sb, routing_alpha=alpha, two_batch_overlap=tbo_split if tbo else None)
+    st = forward_step(m, prec, hw, tp, pp, attention_dp, ep, sb, routing_alpha=alpha, two_batch_overlap=Workload(**overlap).overlap)
     if serving and mode == "agg":
         raw = aggregated_raw(m, prec, hw, tp, pp, attention_dp, ep, float(batch), wl, sp)
         split = raw.decode_step_s
@@ -595,12 +596,10 @@ def explain(model: str, gpus: str | GpuSet, tp: int = 1, pp: int = 1, ep: int = 
         split = decode_raw(m, prec, hw, tp, pp, attention_dp, ep, float(batch), wl, sp)[0]
     elif phase == "decode":
         split = decode_raw(m, prec, hw, tp, pp, attention_dp, ep, float(batch), Workload(isl=ctx_eff, osl=0.0, routing_alpha=alpha,
-                                                                                                  two_batch_overlap=tbo,
-                                                                                                  two_batch_overlap_split=tbo_split), sp)[0]
+                                                                                                  **overlap), sp)[0]
     else:
         split, _, _, lone = prefill_raw(m, prec, hw, tp, pp, attention_dp, ep, float(batch), Workload(isl=float(ctx), osl=1.0, routing_alpha=alpha,
-                                                                                                          two_batch_overlap=tbo,
-                                                                                                          two_batch_overlap_split=tbo_split), np.inf)
+                                                                                                          **overlap), np.inf)
     raw_roof, raw_fixed = (float(x) for x in st.split())
     # requests on the rank each decode step: the running batch, which the token budget can hold below --batch
     running = float(np.asarray(raw.batch).ravel()[0]) if serving and mode == "agg" else float(batch)

@@ -159,14 +159,6 @@ def _inter(kind: str, S, nodes, hw, q):
     return np.where(nodes > 1, t, 0.0), np.where(nodes > 1, wire, 0.0)
 
 
-def _alltoall(in_domain, remote, local, nodes, hw, q):
-    """(time, wire bytes) of an all-to-all that moves ``in_domain`` bytes over the scale-up links among ``local`` GPUs and
-    ``remote`` bytes through this GPU's NIC to the other ``nodes`` - 1 domains, the two at once."""
-    a, w1 = _intra("alltoall", in_domain, local, hw, q)
-    x = q["net_alltoall_base_s"] + remote / q["net_bw"] + q["net_alltoall_sync_s"]  # + the wait for the last node's ranks
-    return np.where(nodes > 1, np.maximum(a, x), a), w1 + np.where(nodes > 1, remote, 0.0)
-
-
 def collective_cost(kind: str, message_bytes, n_gpus, hw, p: dict | None = None) -> Cost:
     """Time of one collective of ``message_bytes`` over ``n_gpus`` GPUs (broadcasts; 0 for n <= 1)."""
     if kind not in KINDS:
@@ -193,7 +185,11 @@ def collective_cost(kind: str, message_bytes, n_gpus, hw, p: dict | None = None)
         x, w2 = _inter(kind, S / local, nodes, hw, q)
         t, wire = a + x, w1 + w2
     else:  # alltoall: the off-domain share goes through the NIC while the rest uses the scale-up links
-        t, wire = _alltoall(S * local / n, S * (n - local) / n, local, nodes, hw, q)
+        a, w1 = _intra(kind, S * local / n, local, hw, q)
+        remote = S * (n - local) / n
+        x = q["net_alltoall_base_s"] + remote / q["net_bw"] + q["net_alltoall_sync_s"]  # + the wait for the last node's ranks
+        t = np.where(nodes > 1, np.maximum(a, x), a)
+        wire = w1 + np.where(nodes > 1, remote, 0.0)
     t = np.where(n > 1, t, 0.0)
     wire = np.where(n > 1, wire, 0.0)
     zero = np.zeros_like(t)

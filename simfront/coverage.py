@@ -117,8 +117,7 @@ def wide_ep_note(points: list[Mapping], ranges: Mapping[str, list[int]], routing
 def overlap_unused_note(model, points: list[Mapping], what: str = "frontier point") -> str | None:
     """With --two-batch-overlap: a note when none of ``points`` (frontier-point dicts) has a worker the engines split
     (attention-DP and EP), so the flag changed none of them; None when one has."""
-    if any(max(int(p.get("attention_dp") or 1), int(p.get("prefill_attention_dp") or 1)) > 1 and
-           max(int(p.get("ep") or 1), int(p.get("prefill_ep") or 1)) > 1 for p in points):
+    if any(w["attention_dp"] > 1 for p in points for w in point_workers(p)):
         return None
     why = (f"{model.id} is dense (no experts to move all-to-all)" if model.arch.moe is None else
            f"no {what} has an attention-DP + EP worker")

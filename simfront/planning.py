@@ -24,7 +24,6 @@ from .coverage import calibrated_layouts, outside_calibration, outside_note, ove
 from .errors import check_decodes
 from .errors import SimfrontError
 from .hardware import GpuSet, Hardware, get_hardware, parse_gpus
-from . import inputs
 from .layout import check_classes_for, parse_layout_classes
 from .launch import Deployment, LaunchPlan, WorkerLayout, benchmark_command, launch_commands, sidecar_yaml, startable_note
 from .memory import weight_bytes
@@ -38,7 +37,7 @@ from .search import (SearchSpace, held_knobs, kv_link_bytes_per_s, parse_spec_la
 from .serving import DEFAULT_CHUNK_TOKENS, DecodeResult, PrefillResult, Workload, engine_profile, engine_workload, finish_prefill, slot_at_transfer, usd_per_mtok
 from .results import layout_label
 from .scheduler import release_note
-from .inputs import check_lengths as check_request_lengths, check_spec, count
+from .inputs import check_lengths as check_request_lengths, check_spec, check_two_batch_overlap, count
 from .speculative import borrowed_note
 from .step import DEFAULT_ROUTING_ALPHA
 from .sizing import min_gpus as fewest_gpus
@@ -510,7 +509,7 @@ def plan(model: str, rate: float, isl: int = 1024, osl: int = 1024, ttft_ms: flo
         apply_precision(m, p)  # unknown formats fail here with a one-line error
     for k in space.kv_dtypes or ():
         apply_precision(m, None, k)
-    inputs.check_two_batch_overlap(eng, two_batch_overlap)
+    check_two_batch_overlap(eng, two_batch_overlap)
     wl = Workload(isl=isl, osl=osl, prefix_hit=prefix_hit, chunk_tokens=DEFAULT_CHUNK_TOKENS, routing_alpha=routing_alpha,
                   two_batch_overlap=bool(two_batch_overlap), **engine_workload(eng))
     sla = {"ttft_ms": ttft_ms, "tpot_ms": tpot_ms, "min_tok_s_user": min_tok_s_user}
@@ -620,7 +619,7 @@ def launch_for(point: Mapping[str, Any], model: str, gpu: str, engine: str = "vl
     (flags as spelled by ``engine_version``; the newest release in the flag tables when None; the benchmark's
     lengths uniform in [r ISL, ISL] with ``random_range_ratio`` r, and ``prompts_per_client`` requests per client, as
     the point was predicted)."""
-    inputs.check_two_batch_overlap(engine, two_batch_overlap)
+    check_two_batch_overlap(engine, two_batch_overlap)
     dep = deployment_for(point, model, gpu, isl, osl, random_range_ratio, prompts_per_client, two_batch_overlap)
     lp: LaunchPlan = launch_commands(dep, engine, engine_version)
     notes = list(lp.notes)

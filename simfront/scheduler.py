@@ -32,6 +32,12 @@ ENGINE_ALIASES = {"vllm": "vllm", "sglang": "sglang", "trtllm": "trtllm", "tenso
                   "trt-llm": "trtllm", "dynamo": "default", "default": "default"}
 
 
+# The least step two-batch overlap splits, where an engine's family names no threshold (two_batch_overlap_split in
+# simfront/engines/scheduler.yaml): (decode tokens above, prompt tokens above, decode requests at least) = two requests
+# (SGLang splits a decode batch by requests) or two prompt tokens.
+TWO_BATCH_OVERLAP_SPLIT = (1.0, 1.0, 2.0)
+
+
 @dataclass(frozen=True)
 class SchedulerSettings:
     engine: str
@@ -52,7 +58,7 @@ class SchedulerSettings:
     max_running_with_spec: float = float("inf")  # requests a server runs at once with drafts and no cap set (inf: max_running)
     dp_divides_max_running: bool = False  # the running-request cap is the whole server's, split over attention-DP ranks
     # two-batch overlap: the smallest step split in two (decode tokens above, prompt tokens above, decode requests at least)
-    two_batch_overlap_split: tuple = (1.0, 1.0, 2.0)
+    two_batch_overlap_split: tuple = TWO_BATCH_OVERLAP_SPLIT
 
     def running_cap(self, speculative: bool = False) -> float:
         """Requests one server runs at once when the run sets no cap: the engine's default, with drafts the lower of it
@@ -188,7 +194,7 @@ def scheduler_settings(engine: str | None = None, version: str | None = None, gp
                           str(fam["kv_memory_rule"]), float(fam.get("max_prefill_tokens", float("inf"))),
                           bool(fam.get("dp_divides_token_budget", False)),
                           float(fam.get("max_running_with_spec", float("inf"))), bool(fam.get("dp_divides_max_running", False)),
-                          tuple(float(x) for x in fam.get("two_batch_overlap_split", (1.0, 1.0, 2.0))))
+                          tuple(float(x) for x in fam.get("two_batch_overlap_split", TWO_BATCH_OVERLAP_SPLIT)))
     _check(s)
     return s
 

@@ -32,7 +32,7 @@ from .clients import mean_length
 from .hardware import Hardware
 from .memory import kv_bytes_per_token
 from .models import Model, Precision
-from .scheduler import scheduler_settings, settings_key
+from .scheduler import TWO_BATCH_OVERLAP_SPLIT, scheduler_settings, settings_key
 from .step import DEFAULT_ROUTING_ALPHA, StepBatch, forward_step
 
 # Default engine token budget per step (max_num_batched_tokens / max_num_tokens; 8192 is the
@@ -73,7 +73,7 @@ class Workload:
     # split into two micro-batches whose all-to-all hides behind the other's compute (step.two_batch_overlap_step)
     two_batch_overlap: bool = False
     # the smallest step the engine splits (engine_workload: simfront/engines/scheduler.yaml two_batch_overlap_split)
-    two_batch_overlap_split: tuple = (1.0, 1.0, 2.0)
+    two_batch_overlap_split: tuple = TWO_BATCH_OVERLAP_SPLIT
 
     @property
     def overlap(self) -> tuple | None:
@@ -108,8 +108,8 @@ def engine_workload(engine: str | None = None, constants: dict | None = None) ->
     a release or a date; else the newest release of ``engine``): its attention-DP balance gate in steps and whether its
     token budget carries the running requests' decode tokens. Every workload priced for an engine takes them here."""
     c = engine_constants(engine) if constants is None else dict(constants)
-    split = tuple(float(c.get(k, d)) for k, d in (("tbo_decode_tokens_above", 1.0), ("tbo_prompt_tokens_above", 1.0),
-                                                  ("tbo_min_requests", 2.0)))
+    split = tuple(float(c.get(k, d)) for k, d in zip(("tbo_decode_tokens_above", "tbo_prompt_tokens_above", "tbo_min_requests"),
+                                                     TWO_BATCH_OVERLAP_SPLIT))
     return {"adp_gate_iters": float(c["adp_balance_timeout_iters"]), "decode_in_budget": not c["prefill_first"],
             "two_batch_overlap_split": split}
 

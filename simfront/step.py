@@ -34,6 +34,7 @@ from .mla import dsa_indexer_cost, mla_decode_cost, mla_prefill_cost
 from .models import Model, Precision
 from .moe import moe_cost
 from .precision import kv_bytes
+from .scheduler import TWO_BATCH_OVERLAP_SPLIT
 
 ACT_BYTES = 2.0  # BF16 activations between ops
 DISPATCH_BYTES = 1.0  # EP dispatch sends FP8 activations (DeepEP low-latency; modeling-notes §3)
@@ -579,9 +580,9 @@ def forward_step(model: Model, precision: Precision, hw: Hardware, tp, pp, dp, e
 # all-to-all (steps with prompt tokens) the compute has the SMs DeepEP's kernels leave (DEEPEP_NORMAL_SMS). Engines split only
 # attention-DP + EP steps (the all-to-all it hides; vLLM: "only targets DP+EP deployments"), and only a step large
 # enough: (decode tokens above, prompt tokens above for a step that carries any, decode requests at least), per engine in
-# simfront/engines/scheduler.yaml (two_batch_overlap_split; vLLM 32 / 512 tokens). TBO_SPLIT is the least a split needs:
-# two requests (SGLang splits a decode batch by requests) or two prompt tokens.
-TBO_SPLIT = (1.0, 1.0, 2.0)
+# simfront/engines/scheduler.yaml (two_batch_overlap_split; vLLM 32 / 512 tokens); TBO_SPLIT is the least a split needs
+# (scheduler.TWO_BATCH_OVERLAP_SPLIT).
+TBO_SPLIT = TWO_BATCH_OVERLAP_SPLIT
 # SMs DeepEP's normal kernels (the all-to-all of steps with prompt tokens) take while they run: deep_ep/buffer.py
 # Buffer.num_sms = 20. Overlapped, the other micro-batch's compute has the rest; the low-latency kernels of decode
 # steps receive through hooks and take none (DeepEP README).
@@ -631,7 +632,7 @@ def two_batch_overlap_step(model: Model, precision: Precision, hw: Hardware, tp,
         g = parts.setdefault(r.group, {k: 0.0 for k in "ADCES"})
         g[kind] = g[kind] + total(r)
     # compute beside a normal-mode all-to-all runs on the SMs DeepEP leaves it
-    slow = np.where(_f(_halved(batch, split).prefill_tokens) > 0, hw.sm_count / max(hw.sm_count - DEEPEP_NORMAL_SMS, 1.0), 1.0)
+    slow = np.where(P > 0, hw.sm_count / max(hw.sm_count - DEEPEP_NORMAL_SMS, 1.0), 1.0)
     exposed_share: dict[str, object] = {}
     for group, t in parts.items():
         a, d, c, e, s = (t[k] for k in "ADCES")
