@@ -418,8 +418,11 @@ def run_engine(table: StepTable, plan: RequestPlan, eng: EngineArrays, decode_ta
         itl_w.append(b_rank * kd)
         done = (ph == _DECODE) & (left == 0) & (running | admitted)
         when = dnow + kd * td
-        # an empty pool waits for its next ready request, or (nothing in flight) for the prefill clock
-        idle_to = np.where(np.isfinite(nxt_ready), np.minimum(nxt_ready, np.where(np.isfinite(h_p), np.maximum(h_p, dnow), nxt_ready)),
+        # an empty pool waits for its next ready request, or (nothing in flight) for the prefill clock; queued prompts
+        # that no prefill step can take (each waits for a decode slot reserved before its prefill: SGLang) are no event
+        # before that request, whose slot they wait for (waiting for them, both clocks would stand still)
+        h_idle = np.where((qlen > 0) & ~has_p, pend, h_p)
+        idle_to = np.where(np.isfinite(nxt_ready), np.minimum(nxt_ready, np.where(np.isfinite(h_idle), np.maximum(h_idle, dnow), nxt_ready)),
                            np.maximum(dnow, now))
         dnow = np.where(kd > 0, when, np.maximum(dnow, idle_to))
         _finish(done, when, ph, rq, t_end, t_send, kv, need, done_p, left, isl, cached, plan, issued, fin, n_req, t_req)
