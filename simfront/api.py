@@ -430,6 +430,10 @@ def predict(model: str, gpus: str | GpuSet, isl: int | None = None, osl: int | N
             for f in TAIL_FIELDS + (("goodput_requests_s",) if "goodput_requests_s" in sim else ()):
                 v = float(sim[f][j])
                 p[f] = round(v, 4) if np.isfinite(v) else None
+        for why in sorted(set(raw_sim["unsimulated"].values())):
+            k = sum(w == why for w in raw_sim["unsimulated"].values())
+            out["notes"].append(f"{k} of the {len(out['frontier'])} frontier points {'has' if k == 1 else 'have'} no simulated "
+                                f"tails: {why}")
         out["notes"].append("p50/p90/p99 TTFT and TPOT of the frontier points: the evaluator's means times the spread of a "
                             "step-level simulation (steady closed loop at each point's concurrency, fixed lengths); "
                             "against measured p99 TTFT the reported p99 runs low (README, Accuracy: "

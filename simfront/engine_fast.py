@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 
 from .clients import RequestPlan
-from .engine_loop import MAX_LOOP_ITERATIONS, BalanceGate, EngineArrays, in_window, life_s
+from .engine_loop import MAX_LOOP_ITERATIONS, STALL_CHECK_ITERATIONS, BalanceGate, EngineArrays, in_window, life_s
 from .errors import SimfrontError
 from .sim_metrics import SimTrace
 from .step_table import INF, ONE, TINY, TOL, ZERO, Cells
@@ -301,12 +301,20 @@ def _too_long(max_iterations):
 
 def _iterations(st: _Fast, max_iterations: int):
     """(iteration number, deployments still running) of an engine loop, arrivals taken at each; stops when
-    every deployment's requests are done, fails past ``max_iterations``."""
+    every deployment's requests are done, fails past ``max_iterations`` or when a running deployment has not moved in
+    ``STALL_CHECK_ITERATIONS`` (its clock, prompt tokens, decode steps and request counters all where they were)."""
     it = 0
+    seen = None
     while np.count_nonzero(act := st.e < st.stop):
         it += 1
         if it > max_iterations:
             _too_long(max_iterations)
+        if it % STALL_CHECK_ITERATIONS == 0:
+            now = np.stack([st.now, st.ptok, st.G, st.c, st.e])
+            if seen is not None and np.any(act & np.all(now == seen, axis=0)):
+                raise SimfrontError(f"simulation stalled: {int(np.count_nonzero(act & np.all(now == seen, axis=0)))} "
+                                    f"deployment(s) made no progress in {STALL_CHECK_ITERATIONS} steps")
+            seen = now
         st.arrive()
         yield it, act
 

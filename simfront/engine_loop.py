@@ -21,6 +21,9 @@ from .step_table import StepTable
 
 # Above this many decode steps per request the loop would run long; the caller is told (SimfrontError).
 MAX_LOOP_ITERATIONS = 2_000_000
+# iterations between checks that every running deployment moves (a deadlock fails there rather than after
+# MAX_LOOP_ITERATIONS); a deployment that moves changes a clock, a counter or a request's progress every iteration
+STALL_CHECK_ITERATIONS = 4096
 
 # seed of the draws that place the representative rank's prompts in the attention-DP balance gate's rounds
 GATE_SEED = 0
@@ -223,6 +226,7 @@ def run_engine(table: StepTable, plan: RequestPlan, eng: EngineArrays, decode_ta
     recv_gated = (eng.recv_interval > 1.0) & (not dis)
     recv_ct = eng.recv_interval.copy()  # an idle engine takes in at once
     it = 0
+    seen = None  # the running deployments' state at the last stall check
     while True:
         active = fin < n_req
         if not active.any():
@@ -230,6 +234,12 @@ def run_engine(table: StepTable, plan: RequestPlan, eng: EngineArrays, decode_ta
         it += 1
         if it > max_iterations:
             raise SimfrontError(f"simulation did not finish within {max_iterations} steps; simulate fewer prompts")
+        if it % STALL_CHECK_ITERATIONS == 0:  # a running deployment whose state has not moved is stuck: fail now
+            state = np.stack([now, dnow if dis else now, fin, done_p.sum(axis=1), left.sum(axis=1), kv.sum(axis=1)])
+            if seen is not None and np.any(active & np.all(state == seen, axis=0)):
+                raise SimfrontError(f"simulation stalled: {int(np.count_nonzero(active & np.all(state == seen, axis=0)))} "
+                                    f"deployment(s) made no progress in {STALL_CHECK_ITERATIONS} steps")
+            seen = state
         # ---------------- prefill side (the whole engine when aggregated) ----------------
         pclock = now
         arr = (ph == _PENDING) & (t_send <= pclock[:, None])

@@ -105,6 +105,9 @@ class SimMetrics:
     iterations: int
     trace: SimTrace = field(repr=False, default=None)
     scale: np.ndarray = field(repr=False, default=None)  # deployment requests/s over the representative's
+    # (D,) bool: deployments the simulation cannot represent and left out (their statistics are NaN), and why
+    skipped: np.ndarray | None = field(repr=False, default=None)
+    skipped_why: str = ""
     _itl: dict | None = field(repr=False, default=None)
 
     @property
@@ -182,7 +185,8 @@ def summarise(tr: SimTrace, scale, concurrency, gpus) -> SimMetrics:
         return out
 
     # throughput: counted requests over the time from the first counted send to the last counted end
-    start = np.nanmin(np.where(m, tr.t_send, np.nan), axis=1) if m.any() else np.zeros(m.shape[0])
+    some = m.any(axis=1)  # deployments with counted requests (the rest, left out or never finished, give NaN)
+    start = np.where(some, np.min(np.where(m, tr.t_send, np.inf), axis=1), np.nan) if m.any() else np.zeros(m.shape[0])
     # warm-up: finished requests left out that were sent before the first counted one (those sent after
     # it only kept the load up); measure from the warm-up's end
     before = tr.t_send <= np.where(np.isfinite(start), start, np.inf)[:, None]
@@ -191,7 +195,7 @@ def summarise(tr: SimTrace, scale, concurrency, gpus) -> SimMetrics:
     end_warm = np.nanmax(np.where(warmups, tr.t_end, -np.inf), axis=1)
     start = np.where(warm & np.isfinite(end_warm), end_warm, start)
     done_in = (m & (tr.t_end >= start[:, None])).sum(axis=1)
-    span = np.nanmax(np.where(m, tr.t_end, np.nan), axis=1) - start
+    span = np.where(some, np.max(np.where(m, tr.t_end, -np.inf), axis=1), np.nan) - start
     with np.errstate(invalid="ignore", divide="ignore"):
         x_rep = done_in / span
         tok_rep = (np.where(m & (tr.t_end >= start[:, None]), tr.osl, 0.0)).sum(axis=1) / span

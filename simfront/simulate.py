@@ -215,17 +215,31 @@ def simulate_disagg(model, precision, hw, prefill: Layouts, prefill_workers, dec
     for rows, prec in per_row(precision, D):
         kv_bytes[rows] = kv_bytes_per_token(model, prec.kv)
     plan = plan_fn(users, D)
+    # the representative prefill worker's share of the decode slots: under one slot (fewer slots in the deployment than
+    # prefill workers) it cannot hold a request, and the workers' sharing of slots is not what the loop represents; such
+    # deployments are left out (NaN statistics, SimMetrics.skipped) rather than simulated as never finishing
+    dslots = np.floor(dmax * dranks)
+    skipped = dslots < 1.0
+    if skipped.any():
+        plan.n = np.where(skipped, 0, plan.n)
     eng = EngineArrays.of(D, sched, pkv * P.dp, NO_SPEC, profile, max_running=sched.max_running * P.dp, token_budget=pbudget)
     eng.al, eng.q = _spec_arrays(spec, D)
     eng.prefill_first[:] = True
     # the profile's per-request time of a disaggregated hand-off (router, KV bootstrap), as the evaluator adds it to TTFT
     eng.ttft_overhead_s = eng.ttft_overhead_s + float(profile.get("disagg_overhead_s", 0.0))
     dis = {"transfer_s": kv_bytes / _col(link_bytes_per_s, D), "decode_scale": dranks,
-           "decode_slots": np.floor(dmax * dranks), "decode_kv_tokens": dkv * dranks,
+           "decode_slots": dslots, "decode_kv_tokens": dkv * dranks,
            "slot_at_prefill": np.full(D, sched.decode_slot_at == "prefill")}
     tr = simulate_trace(ptable, plan, eng, decode_table=dtable, disagg=dis)
     gpus = x * P.gpus + y * Dl.gpus
-    return summarise(tr, C / users, C, gpus)
+    out = summarise(tr, C / users, C, gpus)
+    out.skipped, out.skipped_why = skipped, FEWER_SLOTS_THAN_PREFILL_WORKERS
+    return out
+
+
+# why simulate_disagg leaves a deployment out (SimMetrics.skipped)
+FEWER_SLOTS_THAN_PREFILL_WORKERS = ("fewer decode slots than prefill workers: the simulation represents one prefill "
+                                    "worker with its share of the decode slots, under one here")
 
 
 __all__ = ["simulate_trace", "simulate_agg", "simulate_disagg", "kv_tokens_per_rank", "kv_tokens_of"]

@@ -46,6 +46,7 @@ def simulate_points(model: Model, gpus: GpuSet, wl: Workload, points: dict, idx,
     out = {k: np.full(idx.size, np.nan) for k in TAIL_FIELDS + SHAPE_FIELDS + ("requests_s",)}
     # each point's counted requests: (TTFT, TPOT) over the point's simulated means (for goodput at an SLA)
     out["requests_rel"] = [None] * idx.size
+    out["unsimulated"] = {}  # point position -> why the simulation left it out (its fields stay NaN)
     # the workload's length spread when it names one (a benchmark's --random-range-ratio), else fixed lengths
     ratio = 1.0 if wl.length_range_ratio is None else wl.length_range_ratio
     client = cl.ClosedLoop(1.0, cl.Lengths(wl.isl, wl.osl, ratio), num_prompts=PROMPTS_PER_CLIENT, first_wave=False, warmup=1)
@@ -89,6 +90,8 @@ def simulate_points(model: Model, gpus: GpuSet, wl: Workload, points: dict, idx,
             out[f"ttft_{q}_ms"][js] = np.asarray(r.ttft_s[q]) * 1e3
             out[f"tpot_{q}_ms"][js] = np.asarray(r.tpot_s[q]) * 1e3
         out["requests_s"][js] = r.requests_s
+        if r.skipped is not None:
+            out["unsimulated"].update((js[d], r.skipped_why) for d in np.flatnonzero(r.skipped))
         ttft, tpot = request_latencies(r.trace)
         with np.errstate(divide="ignore", invalid="ignore"):
             ttft_rel = ttft / np.asarray(r.ttft_s["mean"])[:, None]  # each request's TTFT over its point's simulated mean

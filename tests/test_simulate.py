@@ -464,3 +464,33 @@ def test_lone_request_on_an_attention_dp_decode_pool_runs_a_batch_of_one():
                           _closed(1, prompts=3, warm=1, isl=isl, osl=osl), sched=scheduler_settings("sglang"), profile=prof,
                           link_bytes_per_s=link, isl=isl, osl=osl)
     assert sim.tpot_s["mean"][0] == pytest.approx(float(dec.tpot_s), rel=0.03)
+
+
+def test_fewer_decode_slots_than_prefill_workers_is_left_out_not_run_forever():
+    """A deployment with fewer decode slots than prefill workers (one request per rank on one decode rank, two prefill
+    workers: the search puts such points at the frontier's low-latency end) gives its representative prefill worker
+    under one slot. The loop cannot represent that sharing; it leaves the deployment out (NaN statistics, ``skipped``
+    with a reason) and simulates the others, where before it never finished (`predict --tails` hung on phi-4,
+    4xMI355X, disaggregated)."""
+    link = HW.scaleup.bandwidth_bytes_per_s
+    for engine in ("vllm", "sglang"):  # the slot given at the KV transfer, and reserved before the prefill
+        sim = simulate_disagg(MODEL, MODEL.precision, HW, Layouts.of([1, 1]), [2, 1], Layouts.of([1, 1]), [1, 1], [2, 2],
+                              _closed(2), sched=scheduler_settings(engine), profile=dict(NEUTRAL_PROFILE),
+                              link_bytes_per_s=link, decode_max_batch=[1, 4], isl=ISL, osl=64)
+        assert list(sim.skipped) == [True, False] and "fewer decode slots than prefill workers" in sim.skipped_why
+        assert np.isnan(sim.ttft_s["mean"][0]) and np.isnan(sim.requests_s[0])
+        assert np.isfinite(sim.ttft_s["mean"][1]) and sim.requests_s[1] > 0
+
+
+@pytest.mark.parametrize("fast", [True, False])
+def test_a_deployment_that_cannot_move_fails_as_stalled_at_once(fast):
+    """No decode slot at all (a dict built by hand; simulate_disagg leaves such deployments out): the prompts are
+    prefilled and then nothing can move. Both loops say so after STALL_CHECK_ITERATIONS steps instead of running to
+    MAX_LOOP_ITERATIONS (two million steps, minutes)."""
+    from simfront.engine_fast import run_fast
+    from simfront.engine_loop import STALL_CHECK_ITERATIONS
+
+    ptable, dtable, plan, eng, dis = _disagg_inputs("vllm", [2], ISL, 64, scale=1.0, slots=[0.0], kv_ranks=1.0)
+    runner = run_fast if fast else run_engine
+    with pytest.raises(SimfrontError, match="stalled"):
+        runner(ptable, plan, eng, dtable, dis, max_iterations=10 * STALL_CHECK_ITERATIONS)

@@ -112,3 +112,23 @@ def test_predict_table_says_when_it_thins_the_frontier(capsys):
     code, out, _ = run_cli(base + ["--all"], capsys)
     assert code == 0 and "frontier points (--all" not in out
     assert sum(1 for line in out.splitlines() if re.match(r"^[ *][ ~](TP|\d+P\[)", line)) == total
+
+
+def test_points_the_simulation_leaves_out_are_named_in_a_note(monkeypatch):
+    """A frontier point the simulation cannot represent keeps no tails (None in the JSON) and predict says how many
+    and why (simulate_disagg leaves out deployments with fewer decode slots than prefill workers)."""
+    import simfront.tails as tails
+
+    real = tails.simulate_points
+
+    def leave_first_out(*a, **k):
+        out = real(*a, **k)
+        for f in tails.TAIL_FIELDS:
+            out[f][0] = np.nan
+        out["unsimulated"] = {0: "a reason"}
+        return out
+
+    monkeypatch.setattr(tails, "simulate_points", leave_first_out)
+    res = api.predict("llama-3.1-8b", "1xH100", modes=["agg"], tails=True)
+    assert res.frontier[0].ttft_p99_ms is None and res.frontier[-1].ttft_p99_ms is not None
+    assert any(n.startswith(f"1 of the {len(res.frontier)} frontier points has no simulated tails: a reason") for n in res.notes)
