@@ -408,7 +408,11 @@ def run_engine(table: StepTable, plan: RequestPlan, eng: EngineArrays, decode_ta
         # the next KV to arrive (requests already there wait for a slot, which a finish frees: not an event)
         nxt_ready = np.where((ph == _DECODE) & (left < 0) & (ready > dnow[:, None]), ready, np.inf).min(axis=1)
         pend = np.where(ph == _PENDING, t_send, np.inf).min(axis=1)
-        h_p = np.where(qlen > 0, now, pend)  # next event of the prefill side
+        # the prefill side's next event: now while it has prompt tokens to step (or holds for this pool to catch up);
+        # queued prompts that no prefill step can take (each waits for a decode slot reserved before its prefill:
+        # SGLang) wait for this pool to free one, so the pool runs on to its own next event (a finish frees a slot)
+        blocked = (qlen > 0) & ~has_p
+        h_p = np.where((qlen > 0) & ~blocked, now, pend)
         horizon = np.minimum(h_p, nxt_ready)
         b_rank = n_r / dscale  # requests per decode rank (mean field)
         b_step = np.where(n_r > 0, np.maximum(b_rank, 1.0), 0.0)  # the busiest rank's batch: a lone request runs one
@@ -428,13 +432,13 @@ def run_engine(table: StepTable, plan: RequestPlan, eng: EngineArrays, decode_ta
         itl_w.append(b_rank * kd)
         done = (ph == _DECODE) & (left == 0) & (running | admitted)
         when = dnow + kd * td
-        # an empty pool waits for its next ready request, or (nothing in flight) for the prefill clock; queued prompts
-        # that no prefill step can take (each waits for a decode slot reserved before its prefill: SGLang) are no event
-        # before that request, whose slot they wait for (waiting for them, both clocks would stand still)
-        h_idle = np.where((qlen > 0) & ~has_p, pend, h_p)
-        idle_to = np.where(np.isfinite(nxt_ready), np.minimum(nxt_ready, np.where(np.isfinite(h_idle), np.maximum(h_idle, dnow), nxt_ready)),
+        # an empty pool waits for its next ready request, or (nothing in flight) for the prefill clock
+        idle_to = np.where(np.isfinite(nxt_ready), np.minimum(nxt_ready, np.where(np.isfinite(h_p), np.maximum(h_p, dnow), nxt_ready)),
                            np.maximum(dnow, now))
         dnow = np.where(kd > 0, when, np.maximum(dnow, idle_to))
+        # a blocked prefill side can do nothing before the pool's next event: its clock follows the pool's, so a prompt
+        # starts no earlier than the finish that frees its slot
+        now = np.where(blocked & active, np.maximum(now, dnow), now)
         _finish(done, when, ph, rq, t_end, t_send, kv, need, done_p, left, isl, cached, plan, issued, fin, n_req, t_req)
     pos = np.broadcast_to(np.arange(R)[None, :], (D, R))
     counted = np.isfinite(t_end) & (pos >= plan.warmup[:, None]) & (pos < n_req[:, None]) & in_window(pos, plan)
