@@ -7,6 +7,7 @@ lists ready for JSON, so the CLI stays a thin formatting layer.
 from __future__ import annotations
 
 import math
+from collections import Counter
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
@@ -430,8 +431,7 @@ def predict(model: str, gpus: str | GpuSet, isl: int | None = None, osl: int | N
             for f in TAIL_FIELDS + (("goodput_requests_s",) if "goodput_requests_s" in sim else ()):
                 v = float(sim[f][j])
                 p[f] = round(v, 4) if np.isfinite(v) else None
-        for why in sorted(set(raw_sim["unsimulated"].values())):
-            k = sum(w == why for w in raw_sim["unsimulated"].values())
+        for why, k in sorted(Counter(raw_sim["unsimulated"].values()).items()):  # points the simulation left out, per reason
             out["notes"].append(f"{k} of the {len(out['frontier'])} frontier points {'has' if k == 1 else 'have'} no simulated "
                                 f"tails: {why}")
         out["notes"].append("p50/p90/p99 TTFT and TPOT of the frontier points: the evaluator's means times the spread of a "

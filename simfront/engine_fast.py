@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 
 from .clients import RequestPlan
-from .engine_loop import MAX_LOOP_ITERATIONS, STALL_CHECK_ITERATIONS, BalanceGate, EngineArrays, in_window, life_s
+from .engine_loop import MAX_LOOP_ITERATIONS, STALL_CHECK_ITERATIONS, BalanceGate, EngineArrays, check_moving, in_window, life_s
 from .errors import SimfrontError
 from .sim_metrics import SimTrace
 from .step_table import INF, ONE, TINY, TOL, ZERO, Cells
@@ -310,11 +310,7 @@ def _iterations(st: _Fast, max_iterations: int):
         if it > max_iterations:
             _too_long(max_iterations)
         if it % STALL_CHECK_ITERATIONS == 0:
-            now = np.stack([st.now, st.ptok, st.G, st.c, st.e])
-            if seen is not None and np.any(act & np.all(now == seen, axis=0)):
-                raise SimfrontError(f"simulation stalled: {int(np.count_nonzero(act & np.all(now == seen, axis=0)))} "
-                                    f"deployment(s) made no progress in {STALL_CHECK_ITERATIONS} steps")
-            seen = now
+            seen = check_moving(np.stack([st.now, st.ptok, st.G, st.c, st.e]), seen, act)
         st.arrive()
         yield it, act
 

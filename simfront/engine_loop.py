@@ -25,6 +25,16 @@ MAX_LOOP_ITERATIONS = 2_000_000
 # MAX_LOOP_ITERATIONS); a deployment that moves changes a clock, a counter or a request's progress every iteration
 STALL_CHECK_ITERATIONS = 4096
 
+
+def check_moving(state: np.ndarray, seen: np.ndarray | None, active: np.ndarray) -> np.ndarray:
+    """Fail when a running deployment's ``state`` ((quantities, D): its clocks, counters and progress) is where it was
+    at the last check (``seen``, None at the first); return ``state`` for the next check."""
+    if seen is not None:
+        stuck = int(np.count_nonzero(active & np.all(state == seen, axis=0)))
+        if stuck:
+            raise SimfrontError(f"simulation stalled: {stuck} deployment(s) made no progress in {STALL_CHECK_ITERATIONS} steps")
+    return state
+
 # seed of the draws that place the representative rank's prompts in the attention-DP balance gate's rounds
 GATE_SEED = 0
 
@@ -234,12 +244,9 @@ def run_engine(table: StepTable, plan: RequestPlan, eng: EngineArrays, decode_ta
         it += 1
         if it > max_iterations:
             raise SimfrontError(f"simulation did not finish within {max_iterations} steps; simulate fewer prompts")
-        if it % STALL_CHECK_ITERATIONS == 0:  # a running deployment whose state has not moved is stuck: fail now
-            state = np.stack([now, dnow if dis else now, fin, done_p.sum(axis=1), left.sum(axis=1), kv.sum(axis=1)])
-            if seen is not None and np.any(active & np.all(state == seen, axis=0)):
-                raise SimfrontError(f"simulation stalled: {int(np.count_nonzero(active & np.all(state == seen, axis=0)))} "
-                                    f"deployment(s) made no progress in {STALL_CHECK_ITERATIONS} steps")
-            seen = state
+        if it % STALL_CHECK_ITERATIONS == 0:
+            seen = check_moving(np.stack([now, dnow if dis else now, fin, done_p.sum(axis=1), left.sum(axis=1),
+                                          kv.sum(axis=1)]), seen, active)
         # ---------------- prefill side (the whole engine when aggregated) ----------------
         pclock = now
         arr = (ph == _PENDING) & (t_send <= pclock[:, None])

@@ -372,10 +372,10 @@ def forward_step(model: Model, precision: Precision, hw: Hardware, tp, pp, dp, e
     the first time (the caller keeps the hardware object alive while the dict lives, and drops the dict
     when the efficiency files themselves may change). ``two_batch_overlap``: the engine runs two-batch overlap
     (:func:`two_batch_overlap_step`) wherever the step has an all-to-all and is large enough to split: True for the
-    least split (``TBO_SPLIT``), or the engine's thresholds (decode tokens above, prompt tokens above, decode requests
+    least split (``scheduler.TWO_BATCH_OVERLAP_SPLIT``), or the engine's thresholds (decode tokens above, prompt tokens above, decode requests
     at least; :attr:`simfront.serving.Workload.overlap`); None or False: off."""
     if two_batch_overlap is not None and two_batch_overlap is not False:
-        split_at = TBO_SPLIT if two_batch_overlap is True else tuple(two_batch_overlap)
+        split_at = TWO_BATCH_OVERLAP_SPLIT if two_batch_overlap is True else tuple(two_batch_overlap)
         return two_batch_overlap_step(model, precision, hw, tp, pp, dp, ep, batch, routing_alpha, memo, split_at)
     arch = model.arch
     tp, pp, dp, ep = (_f(x) for x in (tp, pp, dp, ep))
@@ -580,9 +580,8 @@ def forward_step(model: Model, precision: Precision, hw: Hardware, tp, pp, dp, e
 # all-to-all (steps with prompt tokens) the compute has the SMs DeepEP's kernels leave (DEEPEP_NORMAL_SMS). Engines split only
 # attention-DP + EP steps (the all-to-all it hides; vLLM: "only targets DP+EP deployments"), and only a step large
 # enough: (decode tokens above, prompt tokens above for a step that carries any, decode requests at least), per engine in
-# simfront/engines/scheduler.yaml (two_batch_overlap_split; vLLM 32 / 512 tokens); TBO_SPLIT is the least a split needs
-# (scheduler.TWO_BATCH_OVERLAP_SPLIT).
-TBO_SPLIT = TWO_BATCH_OVERLAP_SPLIT
+# simfront/engines/scheduler.yaml (two_batch_overlap_split; vLLM 32 / 512 tokens); scheduler.TWO_BATCH_OVERLAP_SPLIT is the
+# least a split needs.
 # SMs DeepEP's normal kernels (the all-to-all of steps with prompt tokens) take while they run: deep_ep/buffer.py
 # Buffer.num_sms = 20. Overlapped, the other micro-batch's compute has the rest; the low-latency kernels of decode
 # steps receive through hooks and take none (DeepEP README).
@@ -603,7 +602,7 @@ def _halved(batch: StepBatch, split) -> StepBatch:
 
 def two_batch_overlap_step(model: Model, precision: Precision, hw: Hardware, tp, pp, dp, ep, batch: StepBatch,
                            routing_alpha: float | None = DEFAULT_ROUTING_ALPHA, memo: dict | None = None,
-                           split_at: tuple = TBO_SPLIT) -> StepCost:
+                           split_at: tuple = TWO_BATCH_OVERLAP_SPLIT) -> StepCost:
     """The step of an engine running two-batch overlap: where the step splits (attention-DP > 1, so its MoE layers move
     tokens all-to-all, and above the engine's ``split_at`` thresholds: decode tokens above, prompt tokens above,
     decode requests at least), the op list of one micro-batch, each compute op counted twice and the all-to-all
