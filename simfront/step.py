@@ -613,7 +613,8 @@ def two_batch_overlap_step(model: Model, precision: Precision, hw: Hardware, tp,
     dec_above, pre_above, min_reqs = (float(x) for x in split_at)
     tokens = B * _f(batch.q_tokens) + P  # tokens of the rank's step
     big = np.where(P > 0, tokens > pre_above, (tokens > dec_above) & (B >= min_reqs))
-    split = (dp_ > 1) & big  # steps the engine splits
+    # steps the engine splits: only a MoE model's attention-DP steps have an all-to-all to hide
+    split = (dp_ > 1) & big & (model.arch.moe is not None)
     if not np.any(split):
         return forward_step(model, precision, hw, tp, pp, dp, ep, batch, routing_alpha, memo)
     st = forward_step(model, precision, hw, tp, pp, dp, ep, _halved(batch, split), routing_alpha, memo)

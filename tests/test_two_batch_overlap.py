@@ -50,6 +50,17 @@ def test_a_step_without_all_to_all_or_without_two_requests_is_not_split():
         assert float(tbo.time_s) == pytest.approx(float(plain.time_s), rel=1e-12)
 
 
+def test_a_dense_model_is_not_split_even_with_attention_dp():
+    """A dense model's attention-DP step moves no tokens all-to-all, so the engine has nothing to overlap: the step as
+    it is (before, it was priced as two micro-batches, each reading the weights)."""
+    m = get_model("llama-3.1-70b")
+    prec = apply_precision(m, "fp8", "native")
+    sb = StepBatch(decode_reqs=64.0, decode_ctx=2000.0, q_tokens=1.0)
+    plain = forward_step(m, prec, HW, 1, 1, 8, 1, sb, routing_alpha=None)
+    tbo = forward_step(m, prec, HW, 1, 1, 8, 1, sb, routing_alpha=None, two_batch_overlap=True)
+    assert float(tbo.time_s) == pytest.approx(float(plain.time_s), rel=1e-12)
+
+
 def test_overlap_hides_at_most_the_all_to_all_and_pays_for_the_split():
     """Overlapped, a step is never shorter than its compute alone (the plain step less its all-to-all), nor than its
     longer stream; at a small batch the weights read twice make it slower, at a large one the hidden all-to-all faster."""
