@@ -59,6 +59,16 @@ CLASS_FALLBACK = {"fp4": "fp8", "fp8_block": "fp8"}
 # amax pass before the quantize pass (2 reads); block scales are computed in one pass per 1x128 / 1x16
 # group (1 read) (TensorRT-LLM / TransformerEngine quantization kernels; modeling-notes.md §1.1).
 ACT_QUANT_READS = {"fp8": 2.0, "fp8_block": 1.0, "fp4": 1.0}
+# Classes whose activation quantization a serving engine fuses into the kernel that produces the GEMM's input
+# (the residual-add + RMSNorm before it, or the gated activation) when that input is a norm's or activation's output:
+# per-tensor FP8 with the checkpoint's static scale (and INT8 SmoothQuant, the same class) and NVFP4. vLLM's
+# fuse_norm_quant (FP8 static) and fuse_act_quant (FP8 static; NVFP4 on SM100) at its default optimization level and
+# fuse_allreduce_rms (all-reduce + RMSNorm + FP8 static / NVFP4 quant, TP > 1) at O2 (vllm-project/vllm
+# docs/design/fusions.md, "Quick Reference" and "Support Matrix"); TensorRT-LLM's AllReduceFusionOp
+# RESIDUAL_RMS_NORM_QUANT_FP8 / RESIDUAL_RMS_NORM_QUANT_NVFP4 kernels; FlashInfer's add_rmsnorm_fp4quant. Block-FP8
+# (1x128 groups) keeps its separate quantize kernel: the DeepGEMM / trtllm-gen block-scaled paths quantize their
+# input in their own pass.
+FUSED_QUANT_CLASSES = ("fp8", "fp4")
 
 # name -> (default, lower bound, upper bound). Defaults from modeling-notes.md §2 / specs.md A.3;
 # lo == hi marks a parameter that is chosen, not fitted.
@@ -238,7 +248,8 @@ def soft_max(a, b, sharpness):
     return hi * (1.0 + (lo / np.maximum(hi, 1e-30)) ** sharpness) ** (1.0 / sharpness)
 
 
-def gemm_cost(m, n, k, fmt: str, hw, p: dict | None = None, *, static_act_scale: bool = False) -> Cost:
+def gemm_cost(m, n, k, fmt: str, hw, p: dict | None = None, *, static_act_scale: bool = False,
+              fused_act_quant: bool = False) -> Cost:
     """Time of one GEMM X[m,k]·W[k,n] in ``fmt`` on ``hw`` (broadcast over m, n, k).
 
     ``static_act_scale``: a serving engine's per-tensor FP8 linear, whose activation scale is the checkpoint's static
@@ -247,13 +258,20 @@ def gemm_cost(m, n, k, fmt: str, hw, p: dict | None = None, *, static_act_scale:
     than the block-scaled ones, which quantise their input in one kernel (fitted 14.2 against 5.8 us on B200, 12.3
     against 4.4 us on H100). Engines quantise a static-scale activation in one pass or fuse it into the kernel
     before the GEMM (vLLM ``RMSNormQuantFusionPass`` / ``kFp8StaticTensorSym``, SGLang ``RMSNormQuantPass``), so the
-    serving GEMM pays at most the block-scaled format's fixed time."""
+    serving GEMM pays at most the block-scaled format's fixed time.
+
+    ``fused_act_quant``: the GEMM's input is a norm's or gated activation's output, which a serving engine writes
+    already quantized for the classes of ``FUSED_QUANT_CLASSES``: no quantize pass, and the GEMM kernel's own fixed
+    time, which the fitted ``launch_s`` of BF16 GEMMs measures (their calibration op runs no quantize kernel)."""
     f = FORMATS[fmt] if fmt in FORMATS else resolve_format(fmt, hw)
     cls = dtype_class(f, hw)
     allp = resolve_params("gemm", hw, p, PARAMS, FAMILY_DEFAULTS)
     q = class_view(allp, cls)
     if static_act_scale and cls == "fp8":
         q["launch_s"] = min(q["launch_s"], allp["launch_s_fp8_block"])  # one quantisation pass at most
+    fused = fused_act_quant and cls in FUSED_QUANT_CLASSES
+    if fused:  # the quantize pass runs in the kernel before: the GEMM kernel's own fixed time
+        q["launch_s"] = min(q["launch_s"], allp["launch_s_bf16"])
     rate_dtype = gemm_rate_dtype(f, hw)
     # block-scaled FP8 has its own measured maximum where the spec lists one
     rate = hw.achievable_matmul_flops_per_s("fp8_block" if cls == "fp8_block" and rate_dtype == "fp8" else rate_dtype)
@@ -264,7 +282,7 @@ def gemm_cost(m, n, k, fmt: str, hw, p: dict | None = None, *, static_act_scale:
         b_act=f.act_bytes, b_w=f.bytes_per_element, b_out=OUT_BYTES, q=q,
     )
     time_s = q["launch_s"] + soft_max(compute_s, memory_s, q["roofline_sharpness"])
-    if cls in ACT_QUANT_READS:
+    if cls in ACT_QUANT_READS and not fused:
         # activation quantization: read the BF16 input (once or twice), write the quantized copy
         quant_bytes = m * k * (ACT_QUANT_READS[cls] * ACT_SOURCE_BYTES + f.act_bytes)
         quant_s = quant_bytes / (q["eta_quant"] * bw)

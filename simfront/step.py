@@ -193,6 +193,20 @@ class OpRow:
         return Cost(*(self.expand(getattr(c, n)) for n in _COST_FIELDS), kernel=c.kernel)
 
 
+# GEMMs whose input is the output of an RMSNorm (the layer's input or post-attention norm, MLA's latent norms) or of
+# the gated activation: the kernels an engine fuses the GEMM's activation quantization into (gemm.FUSED_QUANT_CLASSES).
+# The attention output projection reads the attention kernel's output (vLLM's fuse_attn_quant is off by default) and
+# MLA's kv_b_proj a cached latent, so they keep their quantize pass.
+NORM_OR_ACT_INPUT = frozenset({
+    # the normalized hidden state (or MLA's normalized query latent)
+    "attn.qkv_proj", "linear_attn.qkv_proj", "linear_attn.gates", "linear_attn.gate_down", "mla.q_proj", "mla.q_a_proj",
+    "mla.kv_a_proj", "mla.q_b_proj", "mla.output_gate", "dsa.indexer_proj", "mlp.gate_up", "moe.shared_gate_up",
+    "moe.latent_down",
+    # the gated activation's output
+    "mlp.down", "moe.shared_down",
+})
+
+
 @dataclass
 class StepCost:
     ops: list[OpRow] = field(default_factory=list)
@@ -436,8 +450,10 @@ def forward_step(model: Model, precision: Precision, hw: Hardware, tp, pp, dp, e
         st.ops.append(OpRow(name, group, count, cost, replicated, inv, int(rep.size), rows.nd, level))
 
     def gemm(name, group, count, m, n, k, fmt, replicated=False):
-        # serving engines run per-tensor FP8 with the checkpoint's static activation scale (gemm.gemm_cost)
-        op(name, group, count, gemm_cost, m, n, k, fmt, hw, replicated=replicated, static_act_scale=True)
+        # serving engines run per-tensor FP8 with the checkpoint's static activation scale, and write a norm's or gated
+        # activation's output already quantized for the GEMM after it (gemm.gemm_cost, gemm.FUSED_QUANT_CLASSES)
+        op(name, group, count, gemm_cost, m, n, k, fmt, hw, replicated=replicated, static_act_scale=True,
+           fused_act_quant=name in NORM_OR_ACT_INPUT)
 
     def allreduce(name, group, count, tokens, width):
         msg = tokens * width * ACT_BYTES  # one BF16 activation row per token

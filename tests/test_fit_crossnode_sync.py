@@ -20,7 +20,7 @@ spec.loader.exec_module(fcs)
 def test_shipped_sync_is_the_choice_of_the_multi_node_runs(tmp_path, monkeypatch, capsys):
     # a coarse grid around the shipped values (the script's own grid is finer; same rule)
     monkeypatch.setattr(fcs, "SYNC_GRID_S", np.array([0.0, 60e-6]))
-    monkeypatch.setattr(fcs, "ALLTOALL_SYNC_GRID_S", np.array([0.0, 40e-6, 70e-6, 100e-6]))
+    monkeypatch.setattr(fcs, "ALLTOALL_SYNC_GRID_S", np.array([0.0, 40e-6, 60e-6, 70e-6, 100e-6]))
     out = tmp_path / "fit.json"
     assert fcs.main(["--json", str(out)]) == 0
     res = json.loads(out.read_text())

@@ -196,3 +196,24 @@ def test_a_serving_fp8_linear_with_a_static_activation_scale_pays_no_more_fixed_
         assert gemm_cost(*big, "fp8", hw, static_act_scale=True).time_s / gemm_cost(*big, "fp8", hw).time_s > 0.97  # a fixed-time change
         for fmt in ("bf16", "fp8_block"):  # other formats are as benchmarked
             assert gemm_cost(4, 10240, 8192, fmt, hw, static_act_scale=True).time_s == gemm_cost(4, 10240, 8192, fmt, hw).time_s
+
+
+def test_a_gemm_whose_input_arrives_quantized_skips_the_quantize_pass_for_fp8_and_nvfp4_only():
+    """A norm or gated activation that writes FP8 (static scale) or NVFP4 for the GEMM after it (gemm.FUSED_QUANT_CLASSES)
+    leaves the GEMM its own kernel: no quantize pass (fewer bytes, less time), the same FLOPs, and a saving that is the
+    pass alone (the smaller part of a large GEMM); block-FP8 and BF16 GEMMs are unchanged."""
+    from simfront.gemm import gemm_cost
+    from simfront.hardware import get_hardware
+
+    for gpu, fmts in (("h100_sxm", ("fp8",)), ("b200_sxm", ("fp8", "nvfp4"))):
+        hw = get_hardware(gpu)
+        for fmt in fmts:
+            for shape in ((4, 10240, 8192), (8192, 8192, 8192)):
+                alone = gemm_cost(*shape, fmt, hw, static_act_scale=True)
+                fused = gemm_cost(*shape, fmt, hw, static_act_scale=True, fused_act_quant=True)
+                assert fused.time_s < alone.time_s and fused.mem_bytes < alone.mem_bytes and fused.flops == alone.flops
+            assert fused.time_s / alone.time_s > 0.75  # the large GEMM: the pass is the smaller part of it
+        for fmt in ("bf16", "fp8_block"):
+            a = gemm_cost(4, 10240, 8192, fmt, hw, static_act_scale=True)
+            b = gemm_cost(4, 10240, 8192, fmt, hw, static_act_scale=True, fused_act_quant=True)
+            assert a.time_s == b.time_s and a.mem_bytes == b.mem_bytes

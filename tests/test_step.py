@@ -122,3 +122,32 @@ def test_every_layer_prices_its_norm_and_activation_kernels():
     assert ds["moe.shared_act"] == sum(layer.ffn == "moe" for layer in get_model("deepseek-r1").arch.layers) == 58
     n, ll = counts("llama-3.1-70b")
     assert ll["norms+residual"] == 2 * n and "mla.latent_norms" not in ll and "moe.shared_act" not in ll
+
+
+def test_gemms_after_a_norm_or_the_gated_activation_read_their_input_already_quantized():
+    """NORM_OR_ACT_INPUT names GEMMs the step emits; in a serving step those GEMMs cost what gemm_cost gives for an input
+    that arrives quantized (no quantize pass in FP8 and NVFP4, gemm.FUSED_QUANT_CLASSES), while the attention output
+    projection, which reads the attention kernel's output, keeps its pass."""
+    from simfront.gemm import gemm_cost
+    from simfront.models import apply_precision
+    from simfront.step import NORM_OR_ACT_INPUT
+
+    hw = get_hardware("b200")
+    sb = StepBatch(decode_reqs=8, decode_ctx=2048)
+    emitted = set()
+    for mid in MODELS:
+        m = get_model(mid)
+        emitted |= {r.name for r in forward_step(m, m.native, hw, 8, 1, 1, 8 if m.arch.is_moe else 1, sb, routing_alpha=None).ops}
+    assert NORM_OR_ACT_INPUT & emitted >= {"attn.qkv_proj", "mlp.gate_up", "mlp.down", "mla.q_a_proj", "mla.kv_a_proj",
+                                          "mla.q_b_proj", "moe.shared_gate_up", "moe.shared_down"}
+    assert not {"attn.o_proj", "mla.o_proj", "mla.kv_b_proj", "lm_head"} & NORM_OR_ACT_INPUT
+    m = get_model("llama-3.1-70b")
+    a, tp, H = m.arch.attention, 8, m.arch.hidden
+    inter = m.arch.dense_inter / tp
+    for fmt in ("nvfp4", "fp8"):
+        ops = {r.name: r.cost for r in forward_step(m, apply_precision(m, fmt), hw, tp, 1, 1, 1, sb, routing_alpha=None).ops}
+        down = gemm_cost(8, H, inter, fmt, hw, static_act_scale=True, fused_act_quant=True)
+        assert float(ops["mlp.down"].time_s) == pytest.approx(float(down.time_s), rel=1e-9)
+        o_proj = gemm_cost(8, H, a.n_heads / tp * a.head_dim_v, fmt, hw, static_act_scale=True)
+        assert float(ops["attn.o_proj"].time_s) == pytest.approx(float(o_proj.time_s), rel=1e-9)
+        assert float(ops["mlp.down"].time_s) < float(gemm_cost(8, H, inter, fmt, hw, static_act_scale=True).time_s)
