@@ -153,8 +153,8 @@ def test_fast_loop_runs_the_attention_dp_balance_gate_as_the_request_slot_loop()
     points stay on it (with the gate only on the request-slot loop, --engine trtllm --tails took 3.8 s instead of 1.1 s
     for deepseek-r1 on 8xB200). The gate's rounds start where each loop sees the waiting request, so the two agree in
     the mean, not request by request: a request that reaches the gate just before or just after a round opens waits a
-    round more or less (up to about a second here), which moves a 12-request mean by a few per cent (4.4 % and 1.8 %
-    here, 0.0 % and 0.02 % with the serving profile before round 44). TTFT within 5 %, TPOT within 1 % (0.03 %)."""
+    round more or less (up to about a second here), which moves a 12-request mean by a few per cent (0.15 % and 0.1 %
+    here; 4.4 % and 1.8 % with one of round 44's intermediate serving profiles). TTFT within 5 %, TPOT within 1 %."""
     m, hw = get_model("deepseek-r1"), get_hardware("b200_sxm")
     isl = osl = 1024
     lay = Layouts.of([1, 1], dp=[8, 8], ep=[8, 8])
