@@ -286,8 +286,10 @@ def gemm_cost(m, n, k, fmt: str, hw, p: dict | None = None, *, static_act_scale:
     )
     time_s = q["launch_s"] + soft_max(compute_s, memory_s, q["roofline_sharpness"])
     if cls in ACT_QUANT_READS and not fused:
-        # activation quantization: read the BF16 input (once or twice), write the quantized copy
-        quant_bytes = m * k * (ACT_QUANT_READS[cls] * ACT_SOURCE_BYTES + f.act_bytes)
+        # activation quantization: read the BF16 input (once or twice), write the quantized copy; a static scale needs
+        # no amax pass, so it reads the input once
+        reads = 1.0 if static_act_scale and cls == "fp8" else ACT_QUANT_READS[cls]
+        quant_bytes = m * k * (reads * ACT_SOURCE_BYTES + f.act_bytes)
         quant_s = quant_bytes / (q["eta_quant"] * bw)
         time_s = time_s + quant_s
         mem_bytes = mem_bytes + quant_bytes

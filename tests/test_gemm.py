@@ -184,16 +184,20 @@ def test_memory_op_never_slower_with_more_bandwidth_and_never_nan(gpu, nbytes, f
 
 def test_a_serving_fp8_linear_with_a_static_activation_scale_pays_no_more_fixed_time_than_block_fp8():
     """The benchmark's per-tensor FP8 Linear carries its scale handling; a serving engine's static-scale FP8 GEMM
-    pays at most the block-scaled format's fixed time (one quantisation pass), and nothing else changes."""
+    pays at most the block-scaled format's fixed time (one quantisation pass) and reads its input once in that pass
+    (no amax pass: the checkpoint holds the scale); its FLOPs and weight bytes do not change."""
     from simfront.gemm import gemm_cost
     from simfront.hardware import get_hardware
 
     for gpu in ("h100_sxm", "b200_sxm"):
         hw = get_hardware(gpu)
         bench, serve = gemm_cost(4, 10240, 8192, "fp8", hw), gemm_cost(4, 10240, 8192, "fp8", hw, static_act_scale=True)
-        assert serve.time_s < bench.time_s and serve.memory_s == bench.memory_s and serve.flops == bench.flops
+        assert serve.time_s < bench.time_s and serve.flops == bench.flops
+        # the quantize pass reads the BF16 input once instead of twice: one m x k BF16 read less
+        assert bench.mem_bytes - serve.mem_bytes == pytest.approx(4 * 8192 * 2.0)
         big = (8192, 8192, 8192)
-        assert gemm_cost(*big, "fp8", hw, static_act_scale=True).time_s / gemm_cost(*big, "fp8", hw).time_s > 0.97  # a fixed-time change
+        # at a large GEMM the saving is the amax pass's read of the input, a small part of the op
+        assert gemm_cost(*big, "fp8", hw, static_act_scale=True).time_s / gemm_cost(*big, "fp8", hw).time_s > 0.85
         for fmt in ("bf16", "fp8_block"):  # other formats are as benchmarked
             assert gemm_cost(4, 10240, 8192, fmt, hw, static_act_scale=True).time_s == gemm_cost(4, 10240, 8192, fmt, hw).time_s
 
