@@ -270,7 +270,8 @@ def gemm_cost(m, n, k, fmt: str, hw, p: dict | None = None, *, static_act_scale:
     cls = dtype_class(f, hw)
     allp = resolve_params("gemm", hw, p, PARAMS, FAMILY_DEFAULTS)
     q = class_view(allp, cls)
-    if static_act_scale and cls == "fp8":
+    static = static_act_scale and cls == "fp8"  # a checkpoint's static scale: one quantize pass, no amax pass
+    if static:
         q["launch_s"] = min(q["launch_s"], allp["launch_s_fp8_block"])  # one quantisation pass at most
     fused = fused_act_quant and cls in FUSED_QUANT_CLASSES
     if fused:  # the quantize pass runs in the kernel before: one dependent launch fewer (its bytes below)
@@ -286,9 +287,9 @@ def gemm_cost(m, n, k, fmt: str, hw, p: dict | None = None, *, static_act_scale:
     )
     time_s = q["launch_s"] + soft_max(compute_s, memory_s, q["roofline_sharpness"])
     if cls in ACT_QUANT_READS and not fused:
-        # activation quantization: read the BF16 input (once or twice), write the quantized copy; a static scale needs
-        # no amax pass, so it reads the input once
-        reads = 1.0 if static_act_scale and cls == "fp8" else ACT_QUANT_READS[cls]
+        # activation quantization: read the BF16 input (once, or twice with a dynamic scale's amax pass), write the
+        # quantized copy
+        reads = 1.0 if static else ACT_QUANT_READS[cls]
         quant_bytes = m * k * (reads * ACT_SOURCE_BYTES + f.act_bytes)
         quant_s = quant_bytes / (q["eta_quant"] * bw)
         time_s = time_s + quant_s
