@@ -14,7 +14,7 @@ Every client lives in its own virtualenv (their pins conflict); give the executa
         --vllm .venv-ci/engines/bin/vllm --sglang-python .venv-ci/engines/bin/python \\
         --aiperf VENV/bin/aiperf --guidellm VENV/bin/guidellm --genai-bench VENV/bin/genai-bench
 
-(.ci/run engine-parsers builds .venv-ci/engines: vLLM 0.33.0, SGLang 0.5.23, CPU torch, aiohttp, tokenizers; the
+(.ci/run engine-parsers builds .venv-ci/engines: vLLM 0.34.0, SGLang 0.5.23, CPU torch, aiohttp, tokenizers; the
 clients' entry points import a few more: `pip install uvicorn watchfiles datasets torchvision sentencepiece
 compressed-tensors gguf` there. AIPerf, GuideLLM and genai-bench: `pip install aiperf==0.13.0` etc., one
 virtualenv each.)

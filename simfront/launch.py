@@ -571,12 +571,21 @@ def graph_capture_tokens(tokens: int, steps: dict) -> int:
 
 
 def _vllm_cuda_graph(dep, role, per_rank_batch, per_rank_tokens, notes, sp: EngineSpelling) -> list:
-    """The flag that makes vLLM capture a CUDA graph for the worker's whole decode step (max requests per rank x
-    (1 + draft tokens), rounded up to vLLM's capture grid, at most the rank's token budget, where vLLM caps it), as
-    simfront prices it; vLLM's default stops at 512 tokens (1024 on datacenter Blackwell in late releases) and runs
-    larger decode steps eager (simfront/engines/vllm.yaml)."""
+    """The flags that make vLLM capture a CUDA graph for the worker's whole decode step, as simfront prices it: from
+    0.34.0 the largest request count of a decode graph (the rank's max requests) and, where that step holds more tokens
+    than the default decode-graph budget, the budget; before, the largest capture size in tokens (max requests per rank x
+    (1 + draft tokens), rounded up to vLLM's capture grid, at most the rank's token budget, where vLLM caps it).
+    vLLM's defaults stop at 512 tokens (1024 on datacenter Blackwell in late releases; 0.34.0 off SM100: 512 / (1 +
+    draft tokens) requests) and run larger decode steps eager (simfront/engines/vllm.yaml)."""
     q = 1 + (dep.spec_k if dep.spec_method else 0)  # tokens per request in a decode step
     per_rank = per_rank_batch * q
+    if "cuda_graph_max_requests" in sp.flags:
+        # decode graphs keyed by request counts (vLLM 0.34.0+): every count up to the rank's batch, each of at most the
+        # decode-graph token budget, which the line raises where the step needs more than the default one
+        out = [sp.flags["cuda_graph_max_requests"], per_rank_batch]
+        if per_rank > int(sp.values["cuda_graph_decode_tokens_default"]):
+            out += [sp.flags["cuda_graph_decode_tokens"], min(per_rank, max(per_rank_tokens, 1))]
+        return out
     if "cuda_graph_max_tokens" not in sp.flags:
         if per_rank > VLLM_DEFAULT_GRAPH_TOKENS:
             notes.append(f"vLLM {sp.since}+ {role}: no flag for CUDA-graph capture sizes in simfront/engines/vllm.yaml; "

@@ -520,7 +520,7 @@ def test_measurement_dates_are_read_as_iso_dates(tmp_path):
     imax = load_measurements([root / "inferencemax_b200_h100.csv"]).points
     assert all(p.measured_on and len(p.measured_on) == 10 for p in imax) and max(p.measured_on for p in imax) == "2026-06-11"
     vllm = load_measurements([DATA / "captured" / "vllm_bench_serve_llama8b_tp1.json"]).points
-    assert [p.measured_on for p in vllm] == ["2026-12-02"]
+    assert [p.measured_on for p in vllm] == ["2026-12-07"]  # the capture's date field, 20261207-030011
     assert iso_date("20261202-004022") == "2026-12-02" and iso_date("2026-03-23T10:00:00Z") == "2026-03-23"
     assert iso_date("") is None
     with pytest.raises(RecordError, match="not a date"):

@@ -108,13 +108,25 @@ def test_sglang_older_release_keeps_old_spellings():
 def test_vllm_lines_capture_the_whole_decode_step_per_release():
     """vLLM runs a decode step of more tokens than its largest CUDA graph eagerly, and its default stops at 512 tokens;
     simfront prices every step graphed, so its lines ask for a capture size that holds the worker's whole step (max
-    requests per rank x (1 + drafts), on vLLM's capture grid), each release in its own spelling."""
+    requests per rank x (1 + drafts), on vLLM's capture grid), each release in its own spelling: from 0.34.0 the
+    largest request count of a decode graph (and its token budget where the step needs more than SM100's default
+    8,192), before it the largest capture size in tokens."""
     dep = dsr1_adp(spec_method="mtp", spec_k=2)  # 64 requests per rank x 3 tokens = 192 tokens a step
     [new] = launch_commands(dep, "vllm").commands
-    assert value(new, "--max-cudagraph-capture-size") == "192" and "--cuda-graph-sizes" not in tokens(new)
+    assert value(new, "--compilation-config.max_decode_cudagraph_capture_requests") == "64"
+    assert not {"--max-cudagraph-capture-size", "--cuda-graph-sizes",
+                "--compilation-config.max_decode_cudagraph_capture_tokens"} & set(tokens(new))
     assert value(new, "--all2all-backend") == "deepep_low_latency"
+    wide = dsr1_adp(max_batch=8 * 4096, spec_method="mtp", spec_k=2, max_num_tokens=8 * 16384)  # 12,288 tokens a step
+    [w] = launch_commands(wide, "vllm").commands
+    assert value(w, "--compilation-config.max_decode_cudagraph_capture_requests") == "4096"
+    assert value(w, "--compilation-config.max_decode_cudagraph_capture_tokens") == "12288"
+    # 0.14.0-0.33.x: one capture size in tokens on vLLM's grid
+    [v033] = launch_commands(dep, "vllm", engine_version="0.33.0").commands
+    assert value(v033, "--max-cudagraph-capture-size") == "192" and "--cuda-graph-sizes" not in tokens(v033)
+    assert "--compilation-config.max_decode_cudagraph_capture_requests" not in tokens(v033)
     big = dsr1_adp(max_batch=8 * 200, spec_method="mtp", spec_k=2, max_num_tokens=8 * 8192)  # 600 tokens: above 512
-    assert value(launch_commands(big, "vllm").commands[0],
+    assert value(launch_commands(big, "vllm", engine_version="0.33.0").commands[0],
                  "--max-cudagraph-capture-size") == "608"  # 256 + 16 k above 256 (vllm/config/vllm.py)
     # 0.11.0: the capture size through --cuda-graph-sizes, the all-to-all through VLLM_ALL2ALL_BACKEND
     [v110] = launch_commands(dep, "vllm", engine_version="0.11.0").commands
@@ -637,7 +649,7 @@ def test_ngram_per_engine(engine):
 # The engines' real argument parsers are used where the engine is importable: vLLM's `vllm serve`
 # parser (vllm.entrypoints.common.cli_args.make_arg_parser) and `vllm bench serve` parser, SGLang's
 # ServerArgs.add_cli_args (sglang.srt.server_args), TRT-LLM's click command (tensorrt_llm.commands.serve).
-# .ci/run installs the vLLM 0.33.0 and SGLang 0.5.23 wheels without their CUDA dependencies (CPU torch,
+# .ci/run installs the vLLM 0.34.0 and SGLang 0.5.23 wheels without their CUDA dependencies (CPU torch,
 # triton and the few pure-Python modules the parser modules import) in a separate virtualenv and runs
 # these tests with SIMFRONT_REQUIRE_ENGINE_PARSERS=1, so there a parser that does not import fails
 # instead of skipping. TRT-LLM is not installable there (CUDA-only wheel on pypi.nvidia.com, several
@@ -889,11 +901,17 @@ def test_vllm_lines_parse_with_vllm_serve_parser(vllm_cpu_platform):
                 assert args.speculative_config["method"] in get_args(SpeculativeMethod)
             if args.nnodes > 1:  # vLLM's own check: the nodes divide the world evenly (vllm/engine/arg_utils.py)
                 assert (lay.tp * lay.pp * lay.attention_dp) % args.nnodes == 0 and args.node_rank < args.nnodes, name
-            if role != "prefill":  # the whole decode step is captured, on vLLM's capture grid (vllm/config/vllm.py)
+            if role != "prefill":  # the whole decode step is captured (vllm/config/vllm.py, vllm/config/compilation.py)
                 q = 1 + (args.speculative_config or {}).get("num_speculative_tokens", 0)
-                size = args.max_cudagraph_capture_size
-                assert args.max_num_seqs * q <= size or size == args.max_num_batched_tokens, name
-                assert size in [1, 2, 4] + list(range(8, 256, 8)) + list(range(256, size + 1, 16)), (name, size)
+                if args.max_cudagraph_capture_size is None:  # 0.34.0+: decode graphs keyed by request counts
+                    cc = args.compilation_config
+                    cc = cc if isinstance(cc, dict) else cc.model_dump() if hasattr(cc, "model_dump") else vars(cc)
+                    assert cc["max_decode_cudagraph_capture_requests"] == args.max_num_seqs, name
+                    assert args.max_num_seqs * q <= max(8192, cc.get("max_decode_cudagraph_capture_tokens") or 0), name
+                else:  # up to 0.33.x: one capture size in tokens, on vLLM's capture grid
+                    size = args.max_cudagraph_capture_size
+                    assert args.max_num_seqs * q <= size or size == args.max_num_batched_tokens, name
+                    assert size in [1, 2, 4] + list(range(8, 256, 8)) + list(range(256, size + 1, 16)), (name, size)
             n += 1
     assert n >= 20
 
