@@ -536,7 +536,8 @@ def explain(model: str, gpus: str | GpuSet, tp: int = 1, pp: int = 1, ep: int = 
     from .speculative import borrowed_note
     from .serving import (NO_SPEC, Workload, _split, engine_workload, aggregated_raw, decode_context, decode_raw, engine_profile, finish_aggregated,
                           mean_step_s, others_mixed_share, prefill_raw, runs_in_waves, step_terms)
-    from .step import ELEMENTWISE_OPS, StepBatch, forward_step
+    from .fusion import fused as allreduce_norm_fused
+    from .step import ACT_BYTES, ELEMENTWISE_OPS, StepBatch, forward_step
 
     if phase not in ("decode", "prefill"):
         raise SimfrontError(f"--phase {phase!r}: valid values are decode, prefill")
@@ -573,7 +574,8 @@ def explain(model: str, gpus: str | GpuSet, tp: int = 1, pp: int = 1, ep: int = 
     inputs.check_two_batch_overlap(engine, two_batch_overlap)
     tbo = bool(two_batch_overlap)  # the engine's two-batch overlap, as predict takes it
     # the overlap with the smallest step the engine splits, as every workload of this step carries it
-    overlap = {"two_batch_overlap": tbo, "two_batch_overlap_split": engine_workload(engine)["two_batch_overlap_split"]}
+    ew = engine_workload(constants=prof)  # that release's scheduler facts, as every workload of this step carries them
+    overlap = {"two_batch_overlap": tbo, "two_batch_overlap_split": ew["two_batch_overlap_split"]}
     hw = g.hardware
     q = 1 + sp.k
     terms: list[dict] = []
@@ -581,7 +583,7 @@ def explain(model: str, gpus: str | GpuSet, tp: int = 1, pp: int = 1, ep: int = 
     if serving:
         inputs.check_range_ratio(random_range_ratio)
         wl = Workload(isl=isl, osl=osl, chunk_tokens=float(chunk_tokens or DEFAULT_CHUNK_TOKENS), length_range_ratio=random_range_ratio,
-                      routing_alpha=alpha, **{**engine_workload(engine), **overlap})
+                      routing_alpha=alpha, **{**ew, **overlap})
         # mean cached context of a decoding request on the busiest attention-DP rank (what the evaluator costs)
         ctx_eff = float(decode_context(wl, attention_dp, batch))
         sb = StepBatch(decode_reqs=batch, decode_ctx=ctx_eff, q_tokens=q)
@@ -592,7 +594,8 @@ def explain(model: str, gpus: str | GpuSet, tp: int = 1, pp: int = 1, ep: int = 
         ctx_eff = float(ctx)
         sb = StepBatch(prefill_tokens=batch * ctx, prefill_seqs=batch, sampled=batch)
     tokens = batch * q if phase == "decode" else batch * ctx
-    st = forward_step(m, prec, hw, tp, pp, attention_dp, ep, sb, routing_alpha=alpha, two_batch_overlap=Workload(**overlap).overlap)
+    st = forward_step(m, prec, hw, tp, pp, attention_dp, ep, sb, routing_alpha=alpha, two_batch_overlap=Workload(**overlap).overlap,
+                      allreduce_norm_fusion=ew["allreduce_norm_fusion"])
     if serving and mode == "agg":
         raw = aggregated_raw(m, prec, hw, tp, pp, attention_dp, ep, float(batch), wl, sp)
         split = raw.decode_step_s
@@ -679,6 +682,9 @@ def explain(model: str, gpus: str | GpuSet, tp: int = 1, pp: int = 1, ep: int = 
     # the tokens that are sampled), over every attention-DP rank
     ref = 2.0 * (pc.active - pc.lm_head_active) * n_tok + 2.0 * pc.lm_head_active * sampled * attention_dp
     weight_flops = model_flops - attn_flops - elem_flops
+    # the engine's all-reduce + RMSNorm fusion at this step's tokens per rank (simfront.fusion), for the note below
+    ar_fused = bool(np.any(allreduce_norm_fused(ew["allreduce_norm_fusion"], m.arch, hw, tp, attention_dp, tokens,
+                                                tokens * m.arch.hidden * ACT_BYTES)))
     return StepBreakdown(**{
         "model": m.id, "gpus": g.label, "layout": lay.label(), "phase": phase, "mode": mode, "batch": batch, "ctx": ctx_eff,
         "isl": isl, "osl": osl, "random_range_ratio": random_range_ratio if serving else None,
@@ -699,7 +705,10 @@ def explain(model: str, gpus: str | GpuSet, tp: int = 1, pp: int = 1, ep: int = 
                 "step_time_s is the step the serving model uses (terms add up to it from the op sum); "
                 "model_flops counts the useful work of the whole worker (replicated ops once); reference = 2 x active params x tokens"
                 + ("; two-batch overlap: where the step splits, each op of one micro-batch runs twice (n counts both) and "
-                   "the all-to-all counts only the share the other micro-batch's compute does not hide" if tbo else ""),
+                   "the all-to-all counts only the share the other micro-batch's compute does not hide" if tbo else "")
+                + ("; this engine release runs the TP all-reduce, the residual add and the RMSNorm after it as one kernel "
+                   "here (simfront/engines/scheduler.yaml allreduce_norm_fusion), so the norms that follow the all-reduces "
+                   "are inside them, not in norms+residual" if ar_fused else ""),
     })
 
 

@@ -16,6 +16,7 @@ import numpy as np
 
 from . import yamlio
 from .errors import SimfrontError
+from .fusion import AllreduceNormFusion, parse_rules
 
 SCHEDULER_FILE = Path(__file__).with_name("engines") / "scheduler.yaml"
 POLICIES = ("mixed", "prefill_first")
@@ -59,6 +60,8 @@ class SchedulerSettings:
     dp_divides_max_running: bool = False  # the running-request cap is the whole server's, split over attention-DP ranks
     # two-batch overlap: the smallest step split in two (decode tokens above, prompt tokens above, decode requests at least)
     two_batch_overlap_split: tuple = TWO_BATCH_OVERLAP_SPLIT
+    # where the engine runs the TP all-reduce, residual add and RMSNorm as one kernel (simfront.fusion)
+    allreduce_norm_fusion: tuple[AllreduceNormFusion, ...] = ()
 
     def running_cap(self, speculative: bool = False) -> float:
         """Requests one server runs at once when the run sets no cap: the engine's default, with drafts the lower of it
@@ -194,7 +197,8 @@ def scheduler_settings(engine: str | None = None, version: str | None = None, gp
                           str(fam["kv_memory_rule"]), float(fam.get("max_prefill_tokens", float("inf"))),
                           bool(fam.get("dp_divides_token_budget", False)),
                           float(fam.get("max_running_with_spec", float("inf"))), bool(fam.get("dp_divides_max_running", False)),
-                          tuple(float(x) for x in fam.get("two_batch_overlap_split", TWO_BATCH_OVERLAP_SPLIT)))
+                          tuple(float(x) for x in fam.get("two_batch_overlap_split", TWO_BATCH_OVERLAP_SPLIT)),
+                          parse_rules(fam.get("allreduce_norm_fusion"), f"simfront/engines/scheduler.yaml {key} {fam['since']}"))
     _check(s)
     return s
 

@@ -74,6 +74,9 @@ class Workload:
     two_batch_overlap: bool = False
     # the smallest step the engine splits (engine_workload: simfront/engines/scheduler.yaml two_batch_overlap_split)
     two_batch_overlap_split: tuple = TWO_BATCH_OVERLAP_SPLIT
+    # where the engine runs the TP all-reduce, residual add and RMSNorm as one kernel (engine_workload:
+    # simfront/engines/scheduler.yaml allreduce_norm_fusion; simfront.fusion); () for none
+    allreduce_norm_fusion: tuple = ()
 
     @property
     def overlap(self) -> tuple | None:
@@ -111,7 +114,7 @@ def engine_workload(engine: str | None = None, constants: dict | None = None) ->
     split = tuple(float(c.get(k, d)) for k, d in zip(("tbo_decode_tokens_above", "tbo_prompt_tokens_above", "tbo_min_requests"),
                                                      TWO_BATCH_OVERLAP_SPLIT))
     return {"adp_gate_iters": float(c["adp_balance_timeout_iters"]), "decode_in_budget": not c["prefill_first"],
-            "two_batch_overlap_split": split}
+            "two_batch_overlap_split": split, "allreduce_norm_fusion": tuple(c.get("allreduce_norm_fusion", ()))}
 
 
 def adp_gate_iters(engine: str | None) -> float:
@@ -206,7 +209,9 @@ def engine_constants(engine: str | None = None, version: str | None = None, meas
             "decode_slot_at_transfer": float(sched.decode_slot_at == "transfer"),
             # two-batch overlap: the smallest step the engine splits (decode tokens above, prompt tokens above, requests)
             "tbo_decode_tokens_above": sched.two_batch_overlap_split[0], "tbo_prompt_tokens_above": sched.two_batch_overlap_split[1],
-            "tbo_min_requests": sched.two_batch_overlap_split[2]}
+            "tbo_min_requests": sched.two_batch_overlap_split[2],
+            # where the engine runs the TP all-reduce, residual add and RMSNorm as one kernel (not a number: the rules)
+            "allreduce_norm_fusion": sched.allreduce_norm_fusion}
 
 
 def _f(x) -> np.ndarray:
@@ -450,9 +455,9 @@ def _aggregated(model, precision, hw, tp, pp, dp, ep, b, wl: Workload, q, al, sp
     arrays over the batch columns) and ``split`` turning a :class:`StepCost` into its (roofline, fixed) pair."""
     dec, mix, raw = _agg_steps(dp, pp, b, wl, q, al)
     if decode_step is None:  # callers that costed the same decode step already (decode_raw) pass it in
-        decode_step = split(forward_step(model, precision, hw, tp, pp, dp, ep, dec, routing_alpha=wl.routing_alpha, two_batch_overlap=wl.overlap))
+        decode_step = split(forward_step(model, precision, hw, tp, pp, dp, ep, dec, routing_alpha=wl.routing_alpha, two_batch_overlap=wl.overlap, allreduce_norm_fusion=wl.allreduce_norm_fusion))
     raw.decode_step_s = decode_step
-    raw.mixed_step_s = split(forward_step(model, precision, hw, tp, pp, dp, ep, mix, routing_alpha=wl.routing_alpha, two_batch_overlap=wl.overlap))
+    raw.mixed_step_s = split(forward_step(model, precision, hw, tp, pp, dp, ep, mix, routing_alpha=wl.routing_alpha, two_batch_overlap=wl.overlap, allreduce_norm_fusion=wl.allreduce_norm_fusion))
     return raw
 
 
@@ -572,7 +577,7 @@ def worker_raw(model: Model, precision: Precision, hw: Hardware, tp, pp, dp, ep,
                      sampled=_cat([col(_default_sampled(x) if x.sampled is None else x.sampled, k) for x, k in zip(blocks, likes)]))
     blocked = SpecColumns(cols.specs, cols.nb, _cat(likes), step.q_tokens, None, _cat([d[0] for d in drafts]),
                           _cat([d[1] for d in drafts]), _cat([d[2] for d in drafts]) != 0)
-    split = blocked.split(forward_step(model, precision, hw, tp, pp, dp, ep, step, routing_alpha=wl.routing_alpha, two_batch_overlap=wl.overlap, memo=memo), model)
+    split = blocked.split(forward_step(model, precision, hw, tp, pp, dp, ep, step, routing_alpha=wl.routing_alpha, two_batch_overlap=wl.overlap, allreduce_norm_fusion=wl.allreduce_norm_fusion, memo=memo), model)
     ends = np.cumsum([0] + widths)
     parts = [split[..., ends[i]:ends[i + 1]] for i in range(len(blocks))]
     slots = b * _f(dp) * _f(pp)
@@ -790,9 +795,9 @@ def prefill_raw(model: Model, precision: Precision, hw: Hardware, tp, pp, dp, ep
     b = _f(batch)
     busy_n, lone_n = prefill_chunks(wl, chunk_tokens)
     t = busy_n * _split(forward_step(model, precision, hw, tp, pp, dp, ep, _prefill_step(b, wl, chunks=busy_n),
-                                     routing_alpha=wl.routing_alpha, two_batch_overlap=wl.overlap, memo=memo), model, NO_SPEC)
+                                     routing_alpha=wl.routing_alpha, two_batch_overlap=wl.overlap, allreduce_norm_fusion=wl.allreduce_norm_fusion, memo=memo), model, NO_SPEC)
     lone = lone_n * _split(forward_step(model, precision, hw, tp, pp, dp, ep, _lone_prefill_step(wl, chunks=lone_n),
-                                        routing_alpha=wl.routing_alpha, two_batch_overlap=wl.overlap, memo=memo),
+                                        routing_alpha=wl.routing_alpha, two_batch_overlap=wl.overlap, allreduce_norm_fusion=wl.allreduce_norm_fusion, memo=memo),
                            model, NO_SPEC, pipelined=False)  # a prompt alone passes the stages once
     return _prefill_out(t, model, precision, dp, pp, b, wl, link_bytes_per_s, lone)
 
@@ -856,7 +861,7 @@ def decode_raw(model: Model, precision: Precision, hw: Hardware, tp, pp, dp, ep,
     """(raw step seconds, tokens per step, requests in flight per worker, requests per rank, micro-batches per step)."""
     b = _f(batch)
     sb = StepBatch(decode_reqs=b, decode_ctx=decode_context(wl, dp, b), q_tokens=spec.k + 1)
-    st = forward_step(model, precision, hw, tp, pp, dp, ep, sb, routing_alpha=wl.routing_alpha, two_batch_overlap=wl.overlap)
+    st = forward_step(model, precision, hw, tp, pp, dp, ep, sb, routing_alpha=wl.routing_alpha, two_batch_overlap=wl.overlap, allreduce_norm_fusion=wl.allreduce_norm_fusion)
     return _split(st, model, spec), spec.accepted_per_step, b * _f(dp) * _f(pp), b, _f(pp) + 0 * b
 
 

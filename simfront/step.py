@@ -27,6 +27,7 @@ from . import efficiency
 from .cost import _FIELDS as _COST_FIELDS
 from .cost import Cost
 from .elementwise import memory_op_cost
+from .fusion import fused as allreduce_norm_fused
 from .gemm import gemm_cost
 from .hardware import Hardware
 from .linear_attention import linear_attention_decode_cost, linear_attention_prefill_cost
@@ -377,7 +378,7 @@ _UNKEYED = object()  # an argument a memo key cannot hold
 
 def forward_step(model: Model, precision: Precision, hw: Hardware, tp, pp, dp, ep, batch: StepBatch,
                  routing_alpha: float | None = DEFAULT_ROUTING_ALPHA, memo: dict | None = None,
-                 two_batch_overlap: bool | tuple | None = None) -> StepCost:
+                 two_batch_overlap: bool | tuple | None = None, allreduce_norm_fusion: tuple = ()) -> StepCost:
     """Per-GPU op list of one step, with time, FLOPs and bytes of each op (per rank, all layers).
 
     ``memo``: a dict shared by step calls that may repeat ops (a search's precisions that differ only in
@@ -387,10 +388,13 @@ def forward_step(model: Model, precision: Precision, hw: Hardware, tp, pp, dp, e
     when the efficiency files themselves may change). ``two_batch_overlap``: the engine runs two-batch overlap
     (:func:`two_batch_overlap_step`) wherever the step has an all-to-all and is large enough to split: True for the
     least split (``scheduler.TWO_BATCH_OVERLAP_SPLIT``), or the engine's thresholds (decode tokens above, prompt tokens above, decode requests
-    at least; :attr:`simfront.serving.Workload.overlap`); None or False: off."""
+    at least; :attr:`simfront.serving.Workload.overlap`); None or False: off. ``allreduce_norm_fusion``: the engine's
+    rules for running a TP all-reduce and the RMSNorm after it as one kernel (:mod:`simfront.fusion`,
+    :attr:`simfront.serving.Workload.allreduce_norm_fusion`); () for none."""
     if two_batch_overlap is not None and two_batch_overlap is not False:
         split_at = TWO_BATCH_OVERLAP_SPLIT if two_batch_overlap is True else tuple(two_batch_overlap)
-        return two_batch_overlap_step(model, precision, hw, tp, pp, dp, ep, batch, routing_alpha, memo, split_at)
+        return two_batch_overlap_step(model, precision, hw, tp, pp, dp, ep, batch, routing_alpha, memo, split_at,
+                                      allreduce_norm_fusion)
     arch = model.arch
     tp, pp, dp, ep = (_f(x) for x in (tp, pp, dp, ep))
     B = _f(batch.decode_reqs)
@@ -459,11 +463,17 @@ def forward_step(model: Model, precision: Precision, hw: Hardware, tp, pp, dp, e
         msg = tokens * width * ACT_BYTES  # one BF16 activation row per token
         op(name, group, count * (tp > 1), engine_allreduce_cost, msg, tp, hw)
 
+    # where the engine runs a TP all-reduce and the residual add + RMSNorm after it as one kernel, per layout
+    ar_norm = allreduce_norm_fused(allreduce_norm_fusion, arch, hw, tp, dp, T, T * H * ACT_BYTES)
     for layer, n in _groups(arch):
         g = f"{layer.mixer}/{layer.ffn}" + (f"/idx-{layer.indexer}" if layer.indexer else "")
         # two fused residual-add + RMSNorm kernels per layer (before the mixer, before the FFN): each reads the
-        # residual and the update and writes both back
-        op("norms+residual", g, 2 * n, memory_op_cost, 2 * T * H * ACT_BYTES, hw, flops=5 * T * H, replicated=True)
+        # residual and the update and writes both back. At TP > 1 each follows an all-reduce (the mixer's, and the
+        # FFN's, which a MoE layer with attention-DP replaces by its all-to-all combine); where the engine fuses those
+        # norms into the all-reduce kernel they leave the op list (their bytes and launches)
+        after_allreduce = 1.0 + (1.0 if layer.ffn == "dense" else (dp <= 1))  # norms per layer that follow an all-reduce
+        op("norms+residual", g, n * (2.0 - ar_norm * after_allreduce), memory_op_cost, 2 * T * H * ACT_BYTES, hw,
+           flops=5 * T * H, replicated=True)
         # ---------------- token mixer ----------------
         if layer.mixer == "linear":
             la = arch.linear
@@ -618,7 +628,7 @@ def _halved(batch: StepBatch, split) -> StepBatch:
 
 def two_batch_overlap_step(model: Model, precision: Precision, hw: Hardware, tp, pp, dp, ep, batch: StepBatch,
                            routing_alpha: float | None = DEFAULT_ROUTING_ALPHA, memo: dict | None = None,
-                           split_at: tuple = TWO_BATCH_OVERLAP_SPLIT) -> StepCost:
+                           split_at: tuple = TWO_BATCH_OVERLAP_SPLIT, allreduce_norm_fusion: tuple = ()) -> StepCost:
     """The step of an engine running two-batch overlap: where the step splits (attention-DP > 1, so its MoE layers move
     tokens all-to-all, and above the engine's ``split_at`` thresholds: decode tokens above, prompt tokens above,
     decode requests at least), the op list of one micro-batch, each compute op counted twice and the all-to-all
@@ -632,8 +642,10 @@ def two_batch_overlap_step(model: Model, precision: Precision, hw: Hardware, tp,
     # steps the engine splits: only a MoE model's attention-DP steps have an all-to-all to hide
     split = (dp_ > 1) & big & (model.arch.moe is not None)
     if not np.any(split):
-        return forward_step(model, precision, hw, tp, pp, dp, ep, batch, routing_alpha, memo)
-    st = forward_step(model, precision, hw, tp, pp, dp, ep, _halved(batch, split), routing_alpha, memo)
+        return forward_step(model, precision, hw, tp, pp, dp, ep, batch, routing_alpha, memo,
+                            allreduce_norm_fusion=allreduce_norm_fusion)
+    st = forward_step(model, precision, hw, tp, pp, dp, ep, _halved(batch, split), routing_alpha, memo,
+                      allreduce_norm_fusion=allreduce_norm_fusion)
     runs = np.where(split, 2.0, 1.0)  # micro-batches that run each compute op
 
     def total(r: OpRow):  # seconds of one micro-batch's calls of an op, over every layout

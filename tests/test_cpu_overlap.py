@@ -35,13 +35,15 @@ def test_engine_table_says_which_engines_overlap_and_when():
 def test_release_family_by_version_then_date_then_newest():
     """A row's release picks its family; a row without one takes the release out on its measurement date (the
     InferenceMAX / aiconfigurator rows, all measured by 2026-06-11 on SGLang <= 0.5.12); neither: the newest."""
-    assert scheduler_settings("sglang", "v0.5.8-cu130").version_family == "0.5.3"
+    assert scheduler_settings("sglang", "v0.5.8-cu130").version_family == "0.5.8"
+    assert scheduler_settings("sglang", "0.5.9").version_family == "0.5.8"
     assert scheduler_settings("sglang", "0.5.1.post1").version_family == "0.4.8"
-    assert scheduler_settings("sglang", "0.6.0").version_family == "0.5.13"
-    assert scheduler_settings("sglang", measured_on="2026-06-11").version_family == "0.5.10"
-    assert scheduler_settings("sglang", measured_on="2025-11-10").version_family == "0.5.3"
-    assert scheduler_settings("sglang", measured_on="2026-09-01").version_family == "0.5.13"
-    assert scheduler_settings("sglang", "0.5.12", measured_on="2026-09-01").version_family == "0.5.10"  # the release wins
+    assert scheduler_settings("sglang", "0.6.0").version_family == "0.5.20"
+    assert scheduler_settings("sglang", measured_on="2026-06-11").version_family == "0.5.12"
+    assert scheduler_settings("sglang", measured_on="2025-11-10").version_family == "0.5.5"
+    assert scheduler_settings("sglang", measured_on="2025-10-10").version_family == "0.5.3"
+    assert scheduler_settings("sglang", measured_on="2026-09-01").version_family == "0.5.16"
+    assert scheduler_settings("sglang", "0.5.11", measured_on="2026-09-01").version_family == "0.5.10"  # the release wins
     # a family states what changed; the rest is inherited from the family before it
     a, b = scheduler_settings("sglang", "0.5.12"), scheduler_settings("sglang", "0.5.13")
     assert (a.policy, a.token_budget, a.max_running, a.first_token_lag_steps) == (b.policy, b.token_budget, b.max_running,
@@ -120,8 +122,8 @@ def test_predict_says_which_release_family_its_speculative_points_are_priced_wit
     old, old_notes = run(engine="sglang", engine_version="0.5.12")
     assert len(new_notes) == 1 and "priced with the overlap scheduler" in new_notes[0]
     assert len(old_notes) == 1 and "without the overlap scheduler" in old_notes[0]
-    assert new["engine"] == {"name": "sglang", "version": None, "scheduler_family": "0.5.13"}
-    assert old["engine"]["scheduler_family"] == "0.5.10"
+    assert new["engine"] == {"name": "sglang", "version": None, "scheduler_family": "0.5.20"}
+    assert old["engine"]["scheduler_family"] == "0.5.12"
     assert run(engine="trtllm")[1] == [] and run(engine="sglang", spec="none")[1] == []
     assert api.cpu_overlap_note(None, True) is None and api.cpu_overlap_note("vllm", True) is None
     # the same MTP deployment is no slower on the release that overlaps it
@@ -138,14 +140,14 @@ def test_cli_engine_version_prices_the_release_or_says_why_not(capsys):
 
     base = ["predict", "-m", "deepseek-r1", "-g", "8xB200", "--mode", "agg", "--engine", "sglang", "--json"]
     code, out, _ = run_cli(base + ["--engine-version", "0.5.12"], capsys)
-    assert code == 0 and json.loads(out)["engine"]["scheduler_family"] == "0.5.10"
+    assert code == 0 and json.loads(out)["engine"]["scheduler_family"] == "0.5.12"
     code, out, err = run_cli(["predict", "-m", "deepseek-r1", "-g", "8xB200", "--engine-version", "0.5.12"], capsys)
     assert code == 2 and err.startswith("error: --engine-version 0.5.12") and "Traceback" not in err
     code, _, err = run_cli(base + ["--engine-version", "latest"], capsys)
     assert code == 2 and "release number" in err
     code, out, _ = run_cli(base + ["--engine-version", "0.12.0", "--launch", "vllm"], capsys)
     doc = json.loads(out)
-    assert code == 0 and doc["engine"]["scheduler_family"] == "0.5.13" and doc["launch"]["engine_version"] == "0.12.0"
+    assert code == 0 and doc["engine"]["scheduler_family"] == "0.5.20" and doc["launch"]["engine_version"] == "0.12.0"
     assert any("spells --launch vllm's flags" in n for n in doc["notes"])
 
 

@@ -11,7 +11,7 @@ PKG = Path(__file__).resolve().parent.parent / "simfront"
 # layer of each module (a module may import its own layer or lower ones; a cycle inside a layer fails too)
 LAYERS = {
     0: ["errors", "yamlio", "units", "precision", "hardware", "kernels", "architecture", "model_schema", "models", "params", "efficiency",
-        "engines", "engine_rules", "speculative", "scheduler", "engine_memory", "clients", "benchmark_run"],
+        "engines", "engine_rules", "speculative", "fusion", "scheduler", "engine_memory", "clients", "benchmark_run"],
     1: ["cost", "gemm", "moe", "attention", "mla", "linear_attention", "elementwise", "comm", "kernel_ops", "layout", "memory"],
     2: ["step", "sizing", "kernel_validate", "bounds", "priced"],
     3: ["serving", "agentic"],
