@@ -690,7 +690,8 @@ def explain(model: str, gpus: str | GpuSet, tp: int = 1, pp: int = 1, ep: int = 
         "isl": isl, "osl": osl, "random_range_ratio": random_range_ratio if serving else None,
         "precision": prec.label, "kv_dtype": prec.kv, "spec": spec_label(sp), "engine": engine or "default", "routing_alpha": alpha,
         "two_batch_overlap": tbo,
-        "profile": prof, "tokens": tokens, "ops": rows, "raw_step_time_s": float(st.time_s), "terms": terms,
+        # the profile's numbers (the fusion rules it carries are not numbers: the note below says where they apply)
+        "profile": {k: v for k, v in prof.items() if k != "allreduce_norm_fusion"}, "tokens": tokens, "ops": rows, "raw_step_time_s": float(st.time_s), "terms": terms,
         "engine_step_s": engine_step, "mixed": mixed, "step_time_s": out_step, "lone_prompt_step_s": lone_step,
         "accepted_tokens_per_step": al,
         "tpot_s": out_step / al if phase == "decode" else None,

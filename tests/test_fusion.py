@@ -110,3 +110,15 @@ def test_explain_prices_the_fusion_of_the_release_it_is_asked_for():
     one_old = api.explain("gpt-oss-120b", "1xH100", tp=1, batch=8, isl=1024, osl=1024, engine="vllm", engine_version="0.16.0")
     one_new = api.explain("gpt-oss-120b", "1xH100", tp=1, batch=8, isl=1024, osl=1024, engine="vllm", engine_version="0.18.0")
     assert one_new.step_time_s == one_old.step_time_s
+
+
+def test_explains_profile_stays_numbers_when_the_engine_has_fusion_rules():
+    """The ``profile`` of ``explain --json`` is the engine's numbers; the rules it prices with (not numbers, with
+    unbounded token caps) stay out of it, as the fuzzer found (scripts/fuzz_api.py: non-finite values)."""
+    import math
+
+    from simfront import api
+
+    for engine in ("trtllm", "sglang", "vllm"):
+        prof = api.explain("deepseek-r1", "8xB200", tp=8, ep=8, batch=1, ctx=4096, engine=engine).profile
+        assert all(isinstance(v, float) and math.isfinite(v) for v in prof.values()), engine
