@@ -272,7 +272,7 @@ def predict(model: str, gpus: str | GpuSet, isl: int | None = None, osl: int | N
     from .clients import mean_length
     from .pareto import knee_index, pareto_mask, sla_mask
     from .search import SearchSpace, search, spec_choices
-    from .serving import DEFAULT_CHUNK_TOKENS, Workload, engine_workload
+    from .serving import DEFAULT_CHUNK_TOKENS, Workload, engine_constants, engine_workload
 
     check_decodes(osl)
     inputs.check_range_ratio(random_range_ratio)
@@ -350,7 +350,8 @@ def predict(model: str, gpus: str | GpuSet, isl: int | None = None, osl: int | N
     inputs.check_range_ratio(random_range_ratio)
     wl = Workload(isl=isl, osl=osl, prefix_hit=prefix_hit, chunk_tokens=chunk_tokens or DEFAULT_CHUNK_TOKENS,
                   startup_wave_share=wave, routing_alpha=alpha, length_range_ratio=random_range_ratio,
-                  two_batch_overlap=bool(two_batch_overlap), **engine_workload(engine))
+                  two_batch_overlap=bool(two_batch_overlap),
+                  **engine_workload(constants=engine_constants(engine, engine_version)))  # the release priced
     res = search(m, g, wl, space, price)
     out["n_configs_evaluated"] = res.n_evaluated
     out["n_feasible"] = res.n_feasible

@@ -122,3 +122,18 @@ def test_explains_profile_stays_numbers_when_the_engine_has_fusion_rules():
     for engine in ("trtllm", "sglang", "vllm"):
         prof = api.explain("deepseek-r1", "8xB200", tp=8, ep=8, batch=1, ctx=4096, engine=engine).profile
         assert all(isinstance(v, float) and math.isfinite(v) for v in prof.values()), engine
+
+
+def test_predict_prices_the_fusion_of_the_engine_version_named():
+    """--engine-version reaches the workload the search prices (its fusion rules), not only the fitted profile (plan builds
+    its workload the same way)."""
+    from simfront import api
+
+    kw = dict(isl=1024, osl=1024, modes=["agg"], engine="vllm")
+    old = api.predict("gpt-oss-120b", "8xH100", engine_version="0.16.0", **kw).points
+    new = api.predict("gpt-oss-120b", "8xH100", engine_version="0.18.0", **kw).points
+    for tp in (8, 1):
+        a, b = old["tpot_ms"][old["tp"] == tp], new["tpot_ms"][new["tp"] == tp]
+        assert a.size == b.size > 0 and np.all(b <= a * (1 + 1e-12))
+        # TP 8: steps up to FlashInfer's 1 MiB (182 tokens of gpt-oss) fuse, larger ones do not; TP 1 has no all-reduce
+        assert np.any(b < a) if tp > 1 else np.allclose(a, b)
