@@ -272,7 +272,7 @@ def predict(model: str, gpus: str | GpuSet, isl: int | None = None, osl: int | N
     from .clients import mean_length
     from .pareto import knee_index, pareto_mask, sla_mask
     from .search import SearchSpace, search, spec_choices
-    from .serving import DEFAULT_CHUNK_TOKENS, Workload, engine_constants, engine_workload
+    from .serving import DEFAULT_CHUNK_TOKENS, Workload, engine_workload
 
     check_decodes(osl)
     inputs.check_range_ratio(random_range_ratio)
@@ -351,7 +351,7 @@ def predict(model: str, gpus: str | GpuSet, isl: int | None = None, osl: int | N
     wl = Workload(isl=isl, osl=osl, prefix_hit=prefix_hit, chunk_tokens=chunk_tokens or DEFAULT_CHUNK_TOKENS,
                   startup_wave_share=wave, routing_alpha=alpha, length_range_ratio=random_range_ratio,
                   two_batch_overlap=bool(two_batch_overlap),
-                  **engine_workload(constants=engine_constants(engine, engine_version)))  # the release priced
+                  **engine_workload(engine, engine_version))  # the release priced
     res = search(m, g, wl, space, price)
     out["n_configs_evaluated"] = res.n_evaluated
     out["n_feasible"] = res.n_feasible
@@ -575,7 +575,7 @@ def explain(model: str, gpus: str | GpuSet, tp: int = 1, pp: int = 1, ep: int = 
     inputs.check_two_batch_overlap(engine, two_batch_overlap)
     tbo = bool(two_batch_overlap)  # the engine's two-batch overlap, as predict takes it
     # the overlap with the smallest step the engine splits, as every workload of this step carries it
-    ew = engine_workload(constants=prof)  # that release's scheduler facts, as every workload of this step carries them
+    ew = engine_workload(engine, engine_version)  # that release's scheduler facts, as every workload of this step carries them
     overlap = {"two_batch_overlap": tbo, "two_batch_overlap_split": ew["two_batch_overlap_split"]}
     hw = g.hardware
     q = 1 + sp.k
@@ -691,8 +691,8 @@ def explain(model: str, gpus: str | GpuSet, tp: int = 1, pp: int = 1, ep: int = 
         "isl": isl, "osl": osl, "random_range_ratio": random_range_ratio if serving else None,
         "precision": prec.label, "kv_dtype": prec.kv, "spec": spec_label(sp), "engine": engine or "default", "routing_alpha": alpha,
         "two_batch_overlap": tbo,
-        # the profile's numbers (the fusion rules it carries are not numbers: the note below says where they apply)
-        "profile": {k: v for k, v in prof.items() if k != "allreduce_norm_fusion"}, "tokens": tokens, "ops": rows, "raw_step_time_s": float(st.time_s), "terms": terms,
+        # the profile's numbers (the release's fusion rules ride along as rules; the note below says where they apply)
+        "profile": {k: v for k, v in prof.items() if isinstance(v, float)}, "tokens": tokens, "ops": rows, "raw_step_time_s": float(st.time_s), "terms": terms,
         "engine_step_s": engine_step, "mixed": mixed, "step_time_s": out_step, "lone_prompt_step_s": lone_step,
         "accepted_tokens_per_step": al,
         "tpot_s": out_step / al if phase == "decode" else None,

@@ -17,7 +17,7 @@ from .errors import SimfrontError
 
 # the keys a rule may hold (simfront/engines/scheduler.yaml)
 RULE_KEYS = ("architectures", "min_hidden_exclusive", "platforms", "max_mib", "max_mb", "max_tokens", "attention_dp",
-             "single_node", "needs_nvlink", "exclude_gpus", "source")
+             "single_node", "needs_nvlink", "exclude_gpus")
 MIB = float(1 << 20)  # bytes per MiB (vLLM's FlashInfer thresholds)
 MB = 1e6  # bytes per decimal MB (TensorRT-LLM's custom all-reduce workspace)
 

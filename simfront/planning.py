@@ -34,7 +34,7 @@ from .pareto import sla_text
 from .deployment import evaluate_agg, evaluate_disagg
 from .search import (SearchSpace, held_knobs, kv_link_bytes_per_s, parse_spec_label, precision_options, prefill_dominated, spec_choices,
                      spec_label, spec_options, worker_tables)
-from .serving import DEFAULT_CHUNK_TOKENS, DecodeResult, PrefillResult, Workload, engine_constants, engine_profile, engine_workload, finish_prefill, slot_at_transfer, usd_per_mtok
+from .serving import DEFAULT_CHUNK_TOKENS, DecodeResult, PrefillResult, Workload, engine_profile, engine_workload, finish_prefill, slot_at_transfer, usd_per_mtok
 from .results import layout_label
 from .scheduler import release_note
 from .inputs import check_lengths as check_request_lengths, check_spec, check_two_batch_overlap, count
@@ -512,7 +512,7 @@ def plan(model: str, rate: float, isl: int = 1024, osl: int = 1024, ttft_ms: flo
     check_two_batch_overlap(eng, two_batch_overlap)
     wl = Workload(isl=isl, osl=osl, prefix_hit=prefix_hit, chunk_tokens=DEFAULT_CHUNK_TOKENS, routing_alpha=routing_alpha,
                   two_batch_overlap=bool(two_batch_overlap),
-                  **engine_workload(constants=engine_constants(eng, space.engine_version)))  # the release priced
+                  **engine_workload(eng, space.engine_version))  # the release priced
     sla = {"ttft_ms": ttft_ms, "tpot_ms": tpot_ms, "min_tok_s_user": min_tok_s_user}
     rows = []
     for hw in hws:  # one set of worker tables per GPU type

@@ -106,11 +106,12 @@ def fixed_lengths(range_ratio: float | None) -> bool:
     return range_ratio is not None and range_ratio >= 1.0
 
 
-def engine_workload(engine: str | None = None, constants: dict | None = None) -> dict:
+def engine_workload(engine: str | None = None, version: str | None = None, constants: dict | None = None) -> dict:
     """The :class:`Workload` fields an engine's scheduler sets (``constants``: :func:`engine_constants` already read for
-    a release or a date; else the newest release of ``engine``): its attention-DP balance gate in steps and whether its
-    token budget carries the running requests' decode tokens. Every workload priced for an engine takes them here."""
-    c = engine_constants(engine) if constants is None else dict(constants)
+    a release or a date; else those of ``engine``'s release ``version``, the newest when None): its attention-DP balance
+    gate in steps, whether its token budget carries the running requests' decode tokens, its two-batch overlap split
+    and its all-reduce + RMSNorm fusion rules. Every workload priced for an engine takes them here."""
+    c = engine_constants(engine, version) if constants is None else dict(constants)
     split = tuple(float(c.get(k, d)) for k, d in zip(("tbo_decode_tokens_above", "tbo_prompt_tokens_above", "tbo_min_requests"),
                                                      TWO_BATCH_OVERLAP_SPLIT))
     return {"adp_gate_iters": float(c["adp_balance_timeout_iters"]), "decode_in_budget": not c["prefill_first"],
