@@ -536,6 +536,50 @@ def _moe_a2a(dep, role: str, lay, sp: EngineSpelling, notes: list[str]) -> tuple
     return [], env
 
 
+def _mxfp4_experts(dep: Deployment) -> bool:
+    """Whether ``dep`` serves MXFP4 expert weights (a catalog MoE model, or a model simfront does not know, at mxfp4)."""
+    if normalize_format(dep.weight_precision) != "mxfp4":
+        return False
+    from .models import get_model  # catalog lookup; unknown models are served as given
+
+    try:
+        return get_model(dep.checkpoint or dep.model_id).arch.is_moe
+    except SimfrontError:
+        return True
+
+
+def _vllm_moe_activation(dep, role: str, sp: EngineSpelling, notes: list[str]) -> tuple[list, dict]:
+    """(flags, environment) that make vLLM run MXFP4 experts with MXFP8 activations on a GPU where simfront prices them
+    so (the fused trtllm-gen MXFP4 x MXFP8 MoE, ``moe_fused_mxfp4`` in hardware/kernels.yaml): vLLM's own default there
+    is the BF16-activation kernel, which the calibration MoE rows (``w4a16_mxfp4``) time several times slower in
+    decode. How a release asks for it is ``moe_mxfp4_activation`` in simfront/engines/vllm.yaml (an environment
+    variable up to 0.23.x, ``--quantization-config`` from 0.24.0). Nothing for other formats or GPUs."""
+    if not dep.gpu or not _mxfp4_experts(dep):
+        return [], {}
+    from .hardware import get_hardware
+    from .kernels import native_kernel
+
+    hw = get_hardware(dep.gpu)
+    kernel = native_kernel("moe_fused_mxfp4", hw)
+    if kernel is None:
+        return [], {}
+    what = (f"vLLM {role}: MXFP4 experts on {hw.id} run with MXFP8 activations ({kernel.kernel}), the kernel simfront "
+            "prices; vLLM's default there keeps BF16 activations (FlashInfer's W4A16 MXFP4 MoE, which the calibration "
+            "MoE rows time at 1.2 ms for 128 tokens over 128 experts on one B200, against 0.46 ms for 3,072 tokens with "
+            "MXFP8 activations), and vLLM warns that MXFP8 activations may cost some accuracy")
+    if "quantization_config" in sp.flags:
+        notes.append(what)
+        return [sp.flags["quantization_config"], json.dumps(sp.values["moe_mxfp4_activation"], separators=(",", ":"))], {}
+    env = {k: str(v) for k, v in (sp.env.get("moe_mxfp4_activation") or {}).items()}
+    if env:
+        notes.append(what)
+    else:
+        notes.append(f"vLLM {sp.since}+ {role}: simfront/engines/vllm.yaml names no way to ask this release for MXFP8 "
+                     f"activations in its MXFP4 MoE, so the experts on {hw.id} run the engine's default kernel, not the "
+                     f"{kernel.kernel} simfront priced")
+    return [], env
+
+
 def _two_batch_overlap(dep, role: str, lay, sp: EngineSpelling, notes: list[str]) -> list:
     """The engine flag of two-batch overlap for an attention-DP + EP worker of a point priced with it
     (``step.two_batch_overlap_step``; SGLang --enable-two-batch-overlap, vLLM --enable-dbo); nothing for other
@@ -929,6 +973,10 @@ def launch_commands(dep: Deployment, engine: str, engine_version: str | None = N
         a2a_args, a2a_env = _moe_a2a(dep, role, lay, sp, notes)
         args += a2a_args  # after every other word: the engines' parsers take flags in any order
         env.update(a2a_env)
+        if eng == "vllm":
+            act_args, act_env = _vllm_moe_activation(dep, role, sp, notes)
+            args += act_args
+            env.update(act_env)
         if lay.pp > 1 and dep.spec_method and role != "prefill" and sp.env.get("pp_drafts"):
             alg = sp.values["spec_method"][dep.spec_method]
             if alg not in sp.values.get("pp_spec_algorithms", ()):

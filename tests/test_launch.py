@@ -159,6 +159,31 @@ def test_vllm_lines_ask_for_async_scheduling_where_it_is_off_by_default():
     assert not any("async" in n for n in launch_commands(dsr1_adp(), "vllm", engine_version="0.9.2").notes)  # no such flag
 
 
+def test_vllm_lines_ask_for_mxfp8_activations_where_the_fused_mxfp4_moe_is_priced():
+    """simfront prices MXFP4 experts on SM100 as the fused trtllm-gen MXFP4 x MXFP8 MoE (hardware/kernels.yaml); vLLM
+    runs BF16 activations there unless asked: --quantization-config from 0.24.0, an environment variable in 0.10.1-0.23.x.
+    Hopper (weight-only experts), other formats and lines without a GPU get neither."""
+    oss = Deployment("openai/gpt-oss-120b", tp=2, weight_precision="mxfp4", max_batch=128, gpu="b200_sxm")
+    plan = launch_commands(oss, "vllm")
+    words = tokens(plan.commands[0])
+    i = words.index("--quantization-config")
+    assert json.loads(words[i + 1]) == {"moe": {"activation": "mxfp8"}}
+    assert any("MXFP8 activations" in n and "b200_sxm" in n for n in plan.notes)
+    for release in ("0.23.0", "0.18.0", "0.10.1"):
+        old = launch_commands(oss, "vllm", engine_version=release).commands[0]
+        assert old.startswith("VLLM_USE_FLASHINFER_MOE_MXFP4_MXFP8=1 ") and "--quantization-config" not in old, release
+    assert "VLLM_USE_FLASHINFER_MOE_MXFP4_MXFP8" not in launch_commands(oss, "vllm", engine_version="0.24.0").commands[0]
+    assert "--quantization-config" in tokens(launch_commands(replace(oss, gpu="gb200"), "vllm").commands[0])
+    for other in (replace(oss, gpu="h100_sxm"), replace(oss, gpu=None),
+                  dsr1_adp(weight_precision="fp8_block", gpu="b200_sxm")):
+        line = launch_commands(other, "vllm", engine_version="0.18.0").commands[0]
+        assert "MXFP8" not in line and "--quantization-config" not in tokens(launch_commands(other, "vllm").commands[0])
+    old = launch_commands(oss, "vllm", engine_version="0.9.2")  # no way to ask: said so
+    assert "MXFP4_MXFP8" not in old.commands[0] and any("no way to ask this release for MXFP8" in n for n in old.notes)
+    for engine in ("sglang", "trtllm"):  # their lines are untouched (SGLang's SM100 MXFP4 path is MXFP8 already)
+        assert "mxfp8" not in launch_commands(oss, engine).commands[0].lower()
+
+
 def test_engine_table_inheritance_states_only_what_differs():
     from simfront.launch import engine_table, graph_capture_tokens
 
@@ -743,6 +768,8 @@ VARIED = {
     "qwen3-235b-tp4-ep4-fp8": Deployment("Qwen/Qwen3-235B-A22B", tp=4, ep=4, weight_precision="fp8_block",
                                          kv_dtype="fp8", max_batch=128),
     "gpt-oss-120b-mxfp4-tp2": Deployment("openai/gpt-oss-120b", tp=2, weight_precision="mxfp4", max_batch=128),
+    "gpt-oss-120b-mxfp4-b200-dpa4-ep4": Deployment("openai/gpt-oss-120b", attention_dp=4, ep=4, weight_precision="mxfp4",
+                                                   max_batch=256, gpu="b200_sxm"),
 }
 # The layouts an engine cannot start, and why (launchable() says so; launch_commands refuses them).
 NOT_LAUNCHABLE = {("vllm", "r1-tp8-dpa2-ep8-16gpu"): "ep must be 1 or 16",
@@ -899,6 +926,11 @@ def test_vllm_lines_parse_with_vllm_serve_parser(vllm_cpu_platform):
             assert args.enable_expert_parallel == (lay.ep > 1)
             if args.speculative_config:
                 assert args.speculative_config["method"] in get_args(SpeculativeMethod)
+            if args.quantization_config is not None:  # MXFP8 activations for MXFP4 experts, as vLLM resolves the argument
+                from vllm.config.quantization import QUANT_KEY_NAMES, resolve_quantization_config
+
+                q = resolve_quantization_config(args.quantization, args.quantization_config)
+                assert q.moe.activation == QUANT_KEY_NAMES["mxfp8"], name
             if args.nnodes > 1:  # vLLM's own check: the nodes divide the world evenly (vllm/engine/arg_utils.py)
                 assert (lay.tp * lay.pp * lay.attention_dp) % args.nnodes == 0 and args.node_rank < args.nnodes, name
             if role != "prefill":  # the whole decode step is captured (vllm/config/vllm.py, vllm/config/compilation.py)
