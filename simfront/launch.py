@@ -554,16 +554,11 @@ def _vllm_moe_activation(dep, role: str, sp: EngineSpelling, notes: list[str]) -
     is the BF16-activation kernel, which the calibration MoE rows (``w4a16_mxfp4``) time several times slower in
     decode. How a release asks for it is ``moe_mxfp4_activation`` in simfront/engines/vllm.yaml (an environment
     variable up to 0.23.x, ``--quantization-config`` from 0.24.0). Nothing for other formats or GPUs."""
-    if not dep.gpu or not _mxfp4_experts(dep):
+    priced = _priced_mxfp4_moe_kernel(dep)
+    if priced is None or priced[1] != "moe_fused_mxfp4":
         return [], {}
-    from .hardware import get_hardware
-    from .kernels import native_kernel
-
-    hw = get_hardware(dep.gpu)
-    kernel = native_kernel("moe_fused_mxfp4", hw)
-    if kernel is None:
-        return [], {}
-    what = (f"vLLM {role}: MXFP4 experts on {hw.id} run with MXFP8 activations ({kernel.kernel}), the kernel simfront "
+    hw_id, _, kernel = priced
+    what = (f"vLLM {role}: MXFP4 experts on {hw_id} run with MXFP8 activations ({kernel.kernel}), the kernel simfront "
             "prices; vLLM's default there keeps BF16 activations (FlashInfer's W4A16 MXFP4 MoE, which the calibration "
             "MoE rows time at 1.2 ms for 128 tokens over 128 experts on one B200, against 0.46 ms for 3,072 tokens with "
             "MXFP8 activations), and vLLM warns that MXFP8 activations may cost some accuracy")
@@ -575,7 +570,7 @@ def _vllm_moe_activation(dep, role: str, sp: EngineSpelling, notes: list[str]) -
         notes.append(what)
     else:
         notes.append(f"vLLM {sp.since}+ {role}: simfront/engines/vllm.yaml names no way to ask this release for MXFP8 "
-                     f"activations in its MXFP4 MoE, so the experts on {hw.id} run the engine's default kernel, not the "
+                     f"activations in its MXFP4 MoE, so the experts on {hw_id} run the engine's default kernel, not the "
                      f"{kernel.kernel} simfront priced")
     return [], env
 
@@ -799,6 +794,7 @@ def _trtllm_yaml(dep, role, lay, per_rank_batch, per_rank_tokens, notes, sp: Eng
         cfg["cuda_graph_config"] = {"enable_padding": True, "max_batch_size": per_rank_batch}
     if lay.attention_dp > 1 and role not in ROLE_PORTS:
         cfg.update(_trtllm_adp_balance(role, notes, sp))
+    cfg.update(_trtllm_moe_backend(dep, role, lay, notes, sp))
     if dep.isl > per_rank_tokens and role != "decode":
         cfg["enable_chunked_prefill"] = True  # a prompt longer than the budget must be chunked
         notes.append(f"TRT-LLM {role}: isl {dep.isl} > max_num_tokens {per_rank_tokens}: enable_chunked_prefill set")
@@ -816,6 +812,46 @@ def _trtllm_yaml(dep, role, lay, per_rank_batch, per_rank_tokens, notes, sp: Eng
         if role == "prefill":
             cfg["disable_overlap_scheduler"] = True
     return cfg
+
+
+def _priced_mxfp4_moe_kernel(dep: Deployment) -> tuple[str, str, object] | None:
+    """(GPU id, op, kernel: hardware/kernels.yaml NativeKernel) whose fitted values price ``dep``'s MXFP4 experts on its
+    GPU: the fused MXFP4 MoE (``moe_fused_mxfp4``) where the GPU has one, else the weight-only grouped MoE
+    (``moe_weight_only_grouped``) where MXFP4 runs weight-only; None for other formats, GPUs without either, or a
+    deployment without a GPU."""
+    if not dep.gpu or not _mxfp4_experts(dep):
+        return None
+    from .hardware import get_hardware
+    from .kernels import native_kernel
+
+    hw = get_hardware(dep.gpu)
+    for op in ("moe_fused_mxfp4", "moe_weight_only_grouped"):
+        kernel = native_kernel(op, hw)
+        if kernel is not None:
+            return hw.id, op, kernel
+    return None
+
+
+def _trtllm_moe_backend(dep, role, lay, notes, sp: EngineSpelling) -> dict:
+    """``moe_config.backend`` naming the TensorRT-LLM MoE that runs the kernel simfront prices for MXFP4 experts
+    (``moe_backend`` in simfront/engines/trtllm.yaml: trtllm-gen on datacenter Blackwell, Triton on Hopper), which
+    releases before the AUTO backend run only when asked (their default is CUTLASS); a backend that serves
+    expert-parallel layouts only (``moe_backend_expert_parallel_only``) is asked for where the experts are not split
+    by tensor parallelism, elsewhere a note says the layer runs another kernel. Nothing for other formats."""
+    priced = _priced_mxfp4_moe_kernel(dep)
+    if priced is None:
+        return {}
+    gpu, _, kernel = priced
+    backend = (sp.values.get("moe_backend") or {}).get(kernel.kernel)
+    if backend is None:
+        return {}
+    if backend in (sp.values.get("moe_backend_expert_parallel_only") or ()) and lay.ep != lay.tp * lay.attention_dp:
+        notes.append(f"TRT-LLM {role}: its {backend} MoE (the {kernel.kernel} simfront prices MXFP4 experts with on "
+                     f"{gpu}) runs expert-parallel layouts only; with the experts split by tensor parallelism "
+                     f"(ep {lay.ep} of {lay.tp * lay.attention_dp} GPUs) TensorRT-LLM runs its CUTLASS MoE, which no "
+                     "calibration row times")
+        return {}
+    return {sp.values["moe_backend_config"]: {"backend": backend}}
 
 
 def _trtllm_adp_balance(role, notes, sp: EngineSpelling) -> dict:

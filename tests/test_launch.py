@@ -184,6 +184,25 @@ def test_vllm_lines_ask_for_mxfp8_activations_where_the_fused_mxfp4_moe_is_price
         assert "mxfp8" not in launch_commands(oss, engine).commands[0].lower()
 
 
+def test_trtllm_lines_name_the_moe_backend_simfront_prices_for_mxfp4_experts():
+    """TensorRT-LLM ran CUTLASS's MoE unless told otherwise before its AUTO backend; the lines name the backend of the
+    kernel simfront prices (trtllm-gen on datacenter Blackwell, Triton on Hopper, the latter for expert-parallel
+    layouts only, with a note elsewhere), and nothing for other formats."""
+    def moe_config(dep):
+        plan = launch_commands(dep, "trtllm")
+        cfg = yaml.safe_load(plan.files["extra_llm_api_options.yaml"])
+        return cfg.get("moe_config"), plan.notes
+
+    oss = Deployment("openai/gpt-oss-120b", tp=8, weight_precision="mxfp4", max_batch=64, gpu="b200_sxm")
+    assert moe_config(oss)[0] == {"backend": "TRTLLM"}
+    assert moe_config(replace(oss, attention_dp=8, tp=1, ep=8))[0] == {"backend": "TRTLLM"}
+    assert moe_config(replace(oss, gpu="h100_sxm", ep=8))[0] == {"backend": "TRITON"}
+    cfg, notes = moe_config(replace(oss, gpu="h100_sxm"))  # MoE tensor parallelism: Triton's MoE does not serve it
+    assert cfg is None and any("expert-parallel layouts only" in n for n in notes)
+    assert moe_config(replace(oss, gpu=None))[0] is None
+    assert moe_config(dsr1_adp(weight_precision="nvfp4", gpu="b200_sxm"))[0] is None
+
+
 def test_engine_table_inheritance_states_only_what_differs():
     from simfront.launch import engine_table, graph_capture_tokens
 
@@ -1011,7 +1030,7 @@ def test_engine_version_reaches_the_printed_launch_lines():
 def test_trtllm_lines_parse_with_trtllm_serve():
     """trtllm-serve's click command (tensorrt_llm/commands/serve.py) and LlmArgs field names for the YAML."""
     serve = _engine_module("tensorrt-llm", "tensorrt_llm.commands.serve", TRTLLM_ABSENT, in_ci=False)
-    from tensorrt_llm.llmapi.llm_args import KvCacheConfig, TorchLlmArgs
+    from tensorrt_llm.llmapi.llm_args import KvCacheConfig, MoeConfig, TorchLlmArgs
 
     n = 0
     for name, plan in _plans("trtllm"):
@@ -1025,6 +1044,8 @@ def test_trtllm_lines_parse_with_trtllm_serve():
             cfg = yaml.safe_load(plan.files[value(cmd, "--extra_llm_api_options")])
             assert set(cfg) <= set(TorchLlmArgs.model_fields), (name, set(cfg) - set(TorchLlmArgs.model_fields))
             assert set(cfg["kv_cache_config"]) <= set(KvCacheConfig.model_fields)
+            if "moe_config" in cfg:  # a backend the release's MoeConfig names
+                assert MoeConfig(**cfg["moe_config"]).backend == cfg["moe_config"]["backend"], name
             n += 1
     assert n >= 20
 
