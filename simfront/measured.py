@@ -616,10 +616,11 @@ def disagg_rows(pts, idx, r: Resolved) -> DisaggRows:
 
 
 def disagg_workload(r: Resolved) -> Workload:
-    """The workload a disaggregated row is priced with (its lengths as its client drew them, and the kernels its engine
-    release fuses, as the search's disaggregated workers take them)."""
+    """The workload a disaggregated row is priced with: its lengths as its client drew them and its engine release's
+    scheduler facts (:func:`engine_workload`: the fused kernels, the two-batch overlap split, ...), as the search's
+    disaggregated workers take them; the token budgets are the workers' own (:func:`disagg_rows`), not the row's one."""
     return Workload(isl=r.isl, osl=r.osl, length_range_ratio=r.range_ratio, two_batch_overlap=r.two_batch_overlap,
-                    allreduce_norm_fusion=engine_workload(constants=r.constants)["allreduce_norm_fusion"])
+                    **engine_workload(constants=r.constants))
 
 
 def disagg_prefill_raw(d: DisaggRows, r: Resolved) -> tuple:
