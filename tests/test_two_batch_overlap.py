@@ -139,28 +139,32 @@ def test_launch_lines_switch_the_overlap_on_for_attention_dp_ep_workers_only(eng
 
 def test_sidecar_records_the_overlap_and_validate_prices_it(tmp_path):
     """The loop keeps the fact: the sidecar of a point priced with the overlap says so, and validate prices the run
-    with it (another predicted TPOT than the same run without it)."""
+    with it at the engine release's own split, as the search does: vLLM splits decode steps of more than 32 tokens per
+    rank (simfront/engines/scheduler.yaml two_batch_overlap_split), so 512 clients over the eight decode ranks (64
+    each) get another predicted TPOT with it, and 256 (32 each) the same one."""
     from simfront.validation import validate_files
 
     src = json.loads((DATA / "vllm_0.33_openai_dsr1_disagg.json").read_text())
     bare = {k: v for k, v in src.items() if not k.startswith(("prefill_", "decode_")) and k not in
             ("mode", "num_gpus", "engine", "engine_version", "gpu", "precision", "kv_dtype", "model")}
     preds = {}
-    for tbo in (False, True):
-        d = tmp_path / str(tbo)
-        d.mkdir()
-        (d / "run.json").write_text(json.dumps(bare))
-        dep = Deployment("deepseek-ai/DeepSeek-R1", mode="disagg", kv_dtype="fp8", weight_precision="fp8_block",
-                         gpu="h200_sxm", prefill=WorkerLayout(tp=1, attention_dp=8, ep=8, max_batch=16),
-                         decode=WorkerLayout(tp=1, attention_dp=8, ep=8, max_batch=768), isl=8192, osl=1024,
-                         concurrency=256, two_batch_overlap=tbo)
-        side = sidecar_yaml(dep, "vllm")
-        assert ("two_batch_overlap" in yaml.safe_load(side)) is tbo
-        (d / "run.json.simfront.yaml").write_text(side)
-        res = validate_files([str(d / "run.json")])
-        assert res["problems"] == [] and "reason" not in res["serving"]["rows"][0]
-        preds[tbo] = res["serving"]["rows"][0]["predicted_tpot_ms"]
-    assert preds[True] != pytest.approx(preds[False], rel=1e-6)
+    for clients in (256, 512):
+        for tbo in (False, True):
+            d = tmp_path / f"{clients}-{tbo}"
+            d.mkdir()
+            (d / "run.json").write_text(json.dumps(bare | {"max_concurrency": clients, "max_concurrent_requests": clients}))
+            dep = Deployment("deepseek-ai/DeepSeek-R1", mode="disagg", kv_dtype="fp8", weight_precision="fp8_block",
+                             gpu="h200_sxm", prefill=WorkerLayout(tp=1, attention_dp=8, ep=8, max_batch=16),
+                             decode=WorkerLayout(tp=1, attention_dp=8, ep=8, max_batch=768), isl=8192, osl=1024,
+                             concurrency=clients, two_batch_overlap=tbo)
+            side = sidecar_yaml(dep, "vllm")
+            assert ("two_batch_overlap" in yaml.safe_load(side)) is tbo
+            (d / "run.json.simfront.yaml").write_text(side)
+            res = validate_files([str(d / "run.json")])
+            assert res["problems"] == [] and "reason" not in res["serving"]["rows"][0]
+            preds[clients, tbo] = res["serving"]["rows"][0]["predicted_tpot_ms"]
+    assert preds[512, True] != pytest.approx(preds[512, False], rel=1e-6)
+    assert preds[256, True] == pytest.approx(preds[256, False], rel=1e-9)
 
 
 def test_each_engine_splits_from_its_own_threshold():
