@@ -7,9 +7,9 @@ Nothing here is fitted: every row is predicted with the shipped parameters (``si
 the figures say how simfront does on GPUs it was not calibrated on (MI300X, MI325X, MI355X, H200, GB200, B300, ...:
 their kernel parameters fitted on H100 and B200 or borrowed from another family, their peaks from the catalog) and,
 for the two calibration GPUs, on the same runs as the calibration file. The snapshot's own sidecar
-(measurements/inferencex_api_snapshot.simfront.yaml) carries the recipe facts of its aggregated runs, read from the public
-benchmark scripts; its disaggregated runs keep simfront's defaults (the calibration file's sidecar knows more of
-them: decode caps, prefill batches, MTP drafts). Per GPU: rows,
+(measurements/inferencex_api_snapshot.simfront.yaml) includes the calibration file's recipe facts for B200 and H100 and
+carries those of the other GPUs' aggregated runs, read from the public benchmark scripts; the other GPUs'
+disaggregated runs keep simfront's defaults. Per GPU: rows,
 whether its kernel parameters are fitted on it, on its family or borrowed (``simfront.efficiency.provenance``), the
 median predicted / measured TPOT, TTFT and output tok/s per GPU, their MAPEs, and how many measured values fall
 inside the p10-p90 band ``predict`` reports for that GPU and model (``simfront.uncertainty``; target 80 %); then per
@@ -157,11 +157,11 @@ def main(argv=None) -> int:
     lines += [f"  - {n} x {why}" for why, n in sorted(reasons.items(), key=lambda x: -x[1])] + [""]
     lines += [f"- calibration-GPU rows (B200, H100): {len(seen)}, of which {in_fit} are runs of the calibration file "
               f"`{CALIBRATION_FILE.relative_to(ROOT)}` (same run URL, concurrency and lengths). Recipe facts come from "
-              "this file's own sidecar (`measurements/inferencex_api_snapshot.simfront.yaml`: the aggregated runs' "
-              "request intake, memory share, token budget, KV dtype and MTP drafts, read from the public benchmark "
-              "scripts); disaggregated runs keep simfront's defaults, so the calibration-GPU rows' gap to the calibration "
-              "file's own figures is mostly what the disaggregated recipes' facts (decode caps, prefill batches, MTP "
-              "drafts) cost, which the held-out disaggregated rows lack too.", ""]
+              "this file's own sidecar (`measurements/inferencex_api_snapshot.simfront.yaml`), which includes the "
+              "calibration file's for B200 and H100 (the same runs) and adds the aggregated runs of the other GPUs "
+              "(request intake, memory share, token budget, KV dtype, MTP drafts, read from the public benchmark "
+              "scripts); the disaggregated runs of the other GPUs keep simfront's defaults (decode caps, prefill "
+              "batches and MTP drafts not known).", ""]
     lines += table("held-out GPUs against the calibration GPUs' rows",
                    {"held-out GPUs": held, "calibration GPUs (B200, H100)": seen})
     lines += table("by GPU", dict(sorted(by_gpu.items())), extra=parameter_source)

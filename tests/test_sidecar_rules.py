@@ -124,3 +124,20 @@ def test_the_inferencemax_sidecar_gives_the_sglang_prefill_servers_their_budgets
     row = by_line[116]
     chunked, whole = predict_points([row, row.model_copy(update={"token_budget": None})])
     assert chunked["predicted_ttft_ms"] > whole["predicted_ttft_ms"]
+
+
+def test_an_included_sidecar_applies_to_the_rows_its_where_selects_and_the_files_own_rules_win(tmp_path):
+    """``include``: another file's sidecar (a file of the same runs) applies its fields and rules to the rows the include
+    selects, narrowed by its ``where``; this file's own rules come after and win; a missing file is a problem."""
+    (tmp_path / "other.simfront.yaml").write_text(RULES)
+    own = ("include:\n  - {file: other.simfront.yaml, where: {engine: trtllm}}\n"
+           "rules:\n  - where: {engine: trtllm, attention_dp: 8}\n    set: {spec_k: 2}\n")
+    res = _rows(tmp_path, own)
+    assert res.problems == []
+    got = [(p.engine, p.spec_k, p.random_range_ratio) for p in res.points]
+    # TensorRT-LLM rows take the other file's rules (3; its range ratio), the DP one this file's own rule (2 over 1);
+    # the SGLang row is outside the include: neither the other file's spec_k 2 nor its range ratio
+    assert got == [("trtllm", 3, 0.8), ("trtllm", 2, 0.8), ("sglang", None, None), ("trtllm", None, 0.8)]
+    gone = _rows(tmp_path, "include:\n  - {file: nowhere.simfront.yaml}\n")
+    assert any("nowhere.simfront.yaml" in p for p in gone.problems)
+    assert _rows(tmp_path, "include: other.simfront.yaml\n").problems  # not a list of {file, where}: said, ignored

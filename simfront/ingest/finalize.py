@@ -75,12 +75,14 @@ def load_sidecar(path: Path) -> tuple[dict[str, Any], str | None, list[Problem]]
         for k in ("tp", "pp", "ep", "attention_dp"):
             if doc.get(f"decode_{k}") is not None:
                 doc.pop(k, None)
+    included = _included_rules(doc.pop(INCLUDE_KEY, None), found, label, problems)
     rules = doc.pop(RULES_KEY, None)
+    parsed = []
     if rules is not None:
         parsed, rule_problems = _sidecar_rules(rules, label)
         problems += rule_problems
-        if parsed:
-            values[RULES_KEY] = parsed
+    if included or parsed:
+        values[RULES_KEY] = included + parsed  # the file's own rules after the included ones: they win
     for key, value in doc.items():
         if key not in CONFIG_FIELDS:
             problems.append(Problem(label, None, f"{unknown('sidecar field', str(key), CONFIG_FIELDS)}; key ignored"))
@@ -117,6 +119,63 @@ def _sidecar_rules(rules, label: str) -> tuple[list[tuple[dict, dict]], list[Pro
         except RecordError as err:
             problems.append(Problem(label, None, f"rule {n}: {err}; rule ignored"))
     return out, problems
+
+
+# Another sidecar's rules for the rows both files share: ``include: [{file: other.simfront.yaml, where: {field: value}},
+# ...]`` (path relative to this sidecar). Its rules, and its unconditional fields as one more rule, apply to the rows the
+# ``where`` selects (a file of the same benchmark runs as another, read with that file's recipe facts), before this
+# file's own rules. An included sidecar's own ``include`` is not followed.
+INCLUDE_KEY = "include"
+
+
+def _included_rules(includes, path: Path, label: str, problems: list) -> list[tuple[dict, dict]]:
+    """(where, set) rules of the sidecars ``includes`` names, each narrowed to its include's ``where``."""
+    if includes is None:
+        return []
+    if not isinstance(includes, list) or not all(isinstance(i, dict) and set(i) <= {"file", "where"} and "file" in i
+                                                 for i in includes):
+        problems.append(Problem(label, None, "include must be a list of {file: other.simfront.yaml, where: {field: value}}; "
+                                             "ignored"))
+        return []
+    out = []
+    for inc in includes:
+        other = path.parent / str(inc["file"])
+        if not other.is_file():
+            problems.append(Problem(label, None, f"include: no sidecar {other}; ignored"))
+            continue
+        narrow, narrow_problems = _sidecar_rules([{"where": dict(inc.get("where") or {}), "set": {}}], label)
+        problems += narrow_problems
+        if narrow_problems:
+            continue
+        scope = narrow[0][0]
+        try:
+            doc = yaml.safe_load(other.read_text(encoding="utf-8")) or {}
+        except yaml.YAMLError as err:
+            problems.append(Problem(label, None, f"include {other}: invalid YAML ({err}); ignored"))
+            continue
+        doc = {k: v for k, v in (doc if isinstance(doc, dict) else {}).items() if k != INCLUDE_KEY}
+        base = {k: v for k, v in doc.items() if k != RULES_KEY}
+        raw = ([{"where": {}, "set": base}] if base else []) + list(doc.get(RULES_KEY) or [])
+        rules, rule_problems = _sidecar_rules(raw, str(other))
+        problems += rule_problems
+        for where, values in rules:
+            merged = _narrowed(where, scope)
+            if merged is not None:
+                out.append((merged, values))
+    return out
+
+
+def _narrowed(where: dict, scope: dict) -> dict | None:
+    """``where`` also requiring ``scope`` (a key both name keeps the values both allow); None where none is left."""
+    out = dict(where)
+    for k, allowed in scope.items():
+        if k in out:
+            out[k] = [v for v in out[k] if any(_same_value(k, v, a) for a in allowed)]
+            if not out[k]:
+                return None
+        else:
+            out[k] = list(allowed)
+    return out
 
 
 def _rule_matches(fields: dict, where: dict) -> bool:
