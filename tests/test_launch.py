@@ -203,6 +203,25 @@ def test_trtllm_lines_name_the_moe_backend_simfront_prices_for_mxfp4_experts():
     assert moe_config(dsr1_adp(weight_precision="nvfp4", gpu="b200_sxm"))[0] is None
 
 
+def test_sglang_lines_keep_mxfp4_experts_weight_only_under_expert_parallelism():
+    """SGLang's own MoE pick for MXFP4 experts on Hopper (triton_kernels) serves EP 1 only and otherwise upcasts the
+    experts to BF16 at load; a TP + EP line asks for Marlin's weight-only MXFP4 MoE (0.5.12 on), an older release or an
+    attention-DP + EP line (DeepEP: Marlin takes the standard dispatcher only) gets a note; EP 1, Blackwell and other
+    formats get neither."""
+    oss = Deployment("openai/gpt-oss-120b", tp=8, ep=8, weight_precision="mxfp4", max_batch=128, gpu="h100_sxm")
+    plan = launch_commands(oss, "sglang")
+    assert value(plan.commands[0], "--moe-runner-backend") == "marlin"
+    assert any("upcast the experts to BF16" in n for n in plan.notes)
+    assert value(launch_commands(oss, "sglang", engine_version="0.5.12").commands[0], "--moe-runner-backend") == "marlin"
+    old = launch_commands(oss, "sglang", engine_version="0.5.10")
+    assert "--moe-runner-backend" not in old.commands[0] and any("no weight-only MXFP4 MoE runner" in n for n in old.notes)
+    dpa = launch_commands(replace(oss, tp=1, attention_dp=8), "sglang")
+    assert "--moe-runner-backend" not in dpa.commands[0] and any("standard dispatcher only" in n for n in dpa.notes)
+    for other in (replace(oss, ep=1), replace(oss, gpu="b200_sxm"), replace(oss, gpu=None),
+                  dsr1_adp(tp=8, attention_dp=1, weight_precision="fp8_block", gpu="h100_sxm")):
+        assert "--moe-runner-backend" not in launch_commands(other, "sglang").commands[0]
+
+
 def test_engine_table_inheritance_states_only_what_differs():
     from simfront.launch import engine_table, graph_capture_tokens
 
@@ -789,6 +808,8 @@ VARIED = {
     "gpt-oss-120b-mxfp4-tp2": Deployment("openai/gpt-oss-120b", tp=2, weight_precision="mxfp4", max_batch=128),
     "gpt-oss-120b-mxfp4-b200-dpa4-ep4": Deployment("openai/gpt-oss-120b", attention_dp=4, ep=4, weight_precision="mxfp4",
                                                    max_batch=256, gpu="b200_sxm"),
+    "gpt-oss-120b-mxfp4-h100-tp8-ep8": Deployment("openai/gpt-oss-120b", tp=8, ep=8, weight_precision="mxfp4", max_batch=128,
+                                                  gpu="h100_sxm"),
 }
 # The layouts an engine cannot start, and why (launchable() says so; launch_commands refuses them).
 NOT_LAUNCHABLE = {("vllm", "r1-tp8-dpa2-ep8-16gpu"): "ep must be 1 or 16",
