@@ -575,31 +575,33 @@ def _vllm_moe_activation(dep, role: str, sp: EngineSpelling, notes: list[str]) -
     return [], env
 
 
-def _sglang_moe_runner(dep, role: str, lay, sp: EngineSpelling, notes: list[str]) -> list:
-    """``--moe-runner-backend`` for MXFP4 experts on a GPU where they run weight-only (Hopper) under expert
-    parallelism: SGLang's own pick there (triton_kernels) serves EP 1 only, and without a runner that reads MXFP4 it
-    upcasts the experts to BF16 at load (four times the expert memory simfront sized, BF16 expert GEMMs); the release's
-    weight-only MXFP4 runner (``moe_runner_weight_only_ep`` in simfront/engines/sglang.yaml: Marlin, from 0.5.12) keeps
-    them as priced. A release without one gets a note. Nothing for other formats, GPUs or EP 1."""
+def _sglang_moe_runner(dep, role: str, lay, sp: EngineSpelling, notes: list[str]) -> tuple[list, bool]:
+    """(``--moe-runner-backend`` words, whether the worker must keep SGLang's standard dispatcher) for MXFP4 experts on a
+    GPU where they run weight-only (Hopper) under expert parallelism: SGLang's own pick there (triton_kernels) serves EP 1
+    only, and without a runner that reads MXFP4 it upcasts the experts to BF16 at load (four times the expert memory
+    simfront sized, which need not fit, and BF16 expert GEMMs); the release's weight-only MXFP4 runner
+    (``moe_runner_weight_only_ep`` in simfront/engines/sglang.yaml: Marlin, from 0.5.12) keeps them as priced. Marlin's
+    runner takes the standard dispatcher only, so an attention-DP + EP worker then leaves DeepEP out (its MoE traffic
+    runs all-gather + reduce-scatter, more than the all-to-all priced, said in a note). A release without the runner
+    gets a note. Nothing for other formats, GPUs or EP 1."""
     priced = _priced_mxfp4_moe_kernel(dep)
     if priced is None or priced[1] != "moe_weight_only_grouped" or lay.ep <= 1:
-        return []
+        return [], False
     runner = sp.values.get("moe_runner_weight_only_ep")
-    if lay.attention_dp > 1:  # the line asks for DeepEP's all-to-all (_moe_a2a); Marlin's runner takes the standard one
-        notes.append(f"SGLang {role}: attention-DP + EP worker with MXFP4 experts on {priced[0]}: its weight-only MXFP4 "
-                     "runner (Marlin) serves the standard dispatcher only (layers/moe/moe_runner/marlin.py registers "
-                     "('none', 'marlin')), so under DeepEP the experts are upcast to BF16 at load: four times the expert "
-                     "memory simfront sized and BF16 expert GEMMs, slower than priced; a TP + EP layout keeps them MXFP4")
-        return []
-    if runner and "moe_runner" in sp.flags:
-        notes.append(f"SGLang {role}: MXFP4 experts with EP {lay.ep} on {priced[0]} run {runner}'s weight-only MXFP4 MoE "
-                     f"({sp.flags['moe_runner']} {runner}); SGLang's own pick (triton_kernels) serves EP 1 only and would "
-                     "upcast the experts to BF16 at load, four times the expert memory simfront sized")
-        return [sp.flags["moe_runner"], runner]
-    notes.append(f"SGLang {sp.since}+ {role}: no weight-only MXFP4 MoE runner with expert parallelism in this release "
-                 f"(simfront/engines/sglang.yaml), so the MXFP4 experts on {priced[0]} are upcast to BF16 at load: four "
-                 "times the expert memory simfront sized and BF16 expert GEMMs, slower than priced; use EP 1 or 0.5.12+")
-    return []
+    if not (runner and "moe_runner" in sp.flags):
+        notes.append(f"SGLang {sp.since}+ {role}: no weight-only MXFP4 MoE runner with expert parallelism in this release "
+                     f"(simfront/engines/sglang.yaml), so the MXFP4 experts on {priced[0]} are upcast to BF16 at load: four "
+                     "times the expert memory simfront sized and BF16 expert GEMMs; use EP 1 or 0.5.12+")
+        return [], False
+    notes.append(f"SGLang {role}: MXFP4 experts with EP {lay.ep} on {priced[0]} run {runner}'s weight-only MXFP4 MoE "
+                 f"({sp.flags['moe_runner']} {runner}); SGLang's own pick (triton_kernels) serves EP 1 only and would "
+                 "upcast the experts to BF16 at load, four times the expert memory simfront sized")
+    keep_standard = lay.attention_dp > 1
+    if keep_standard:
+        notes.append(f"SGLang {role}: {runner}'s MoE runner takes the standard dispatcher only (layers/moe/moe_runner/"
+                     f"{runner}.py registers ('none', '{runner}')), so this attention-DP + EP worker runs without DeepEP: "
+                     "its MoE traffic is all-gather + reduce-scatter, more than the all-to-all simfront priced")
+    return [sp.flags["moe_runner"], runner], keep_standard
 
 
 def _two_batch_overlap(dep, role: str, lay, sp: EngineSpelling, notes: list[str]) -> list:
@@ -1033,15 +1035,15 @@ def launch_commands(dep: Deployment, engine: str, engine_version: str | None = N
             if eng == "vllm":
                 env["VLLM_NIXL_SIDE_CHANNEL_PORT"] = str(VLLM_NIXL_SIDE_CHANNEL_BASE_PORT + i)
         args = server(dep, role, lay, ckpt, quant, ROLE_PORTS.get(role, FRONT_PORT), notes, files, sp)
-        a2a_args, a2a_env = _moe_a2a(dep, role, lay, sp, notes)
+        runner_args, keep_standard = _sglang_moe_runner(dep, role, lay, sp, notes) if eng == "sglang" else ([], False)
+        a2a_args, a2a_env = ([], {}) if keep_standard else _moe_a2a(dep, role, lay, sp, notes)
+        args += runner_args
         args += a2a_args  # after every other word: the engines' parsers take flags in any order
         env.update(a2a_env)
         if eng == "vllm":
             act_args, act_env = _vllm_moe_activation(dep, role, sp, notes)
             args += act_args
             env.update(act_env)
-        elif eng == "sglang":
-            args += _sglang_moe_runner(dep, role, lay, sp, notes)
         if lay.pp > 1 and dep.spec_method and role != "prefill" and sp.env.get("pp_drafts"):
             alg = sp.values["spec_method"][dep.spec_method]
             if alg not in sp.values.get("pp_spec_algorithms", ()):

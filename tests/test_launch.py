@@ -205,9 +205,9 @@ def test_trtllm_lines_name_the_moe_backend_simfront_prices_for_mxfp4_experts():
 
 def test_sglang_lines_keep_mxfp4_experts_weight_only_under_expert_parallelism():
     """SGLang's own MoE pick for MXFP4 experts on Hopper (triton_kernels) serves EP 1 only and otherwise upcasts the
-    experts to BF16 at load; a TP + EP line asks for Marlin's weight-only MXFP4 MoE (0.5.12 on), an older release or an
-    attention-DP + EP line (DeepEP: Marlin takes the standard dispatcher only) gets a note; EP 1, Blackwell and other
-    formats get neither."""
+    experts to BF16 at load; an EP line asks for Marlin's weight-only MXFP4 MoE (0.5.12 on), without DeepEP under
+    attention DP (Marlin takes the standard dispatcher only, said in a note); an older release gets a note; EP 1,
+    Blackwell and other formats get neither."""
     oss = Deployment("openai/gpt-oss-120b", tp=8, ep=8, weight_precision="mxfp4", max_batch=128, gpu="h100_sxm")
     plan = launch_commands(oss, "sglang")
     assert value(plan.commands[0], "--moe-runner-backend") == "marlin"
@@ -215,8 +215,11 @@ def test_sglang_lines_keep_mxfp4_experts_weight_only_under_expert_parallelism():
     assert value(launch_commands(oss, "sglang", engine_version="0.5.12").commands[0], "--moe-runner-backend") == "marlin"
     old = launch_commands(oss, "sglang", engine_version="0.5.10")
     assert "--moe-runner-backend" not in old.commands[0] and any("no weight-only MXFP4 MoE runner" in n for n in old.notes)
+    # attention DP + EP: Marlin takes the standard dispatcher only, so the line leaves DeepEP out and says so
     dpa = launch_commands(replace(oss, tp=1, attention_dp=8), "sglang")
-    assert "--moe-runner-backend" not in dpa.commands[0] and any("standard dispatcher only" in n for n in dpa.notes)
+    assert value(dpa.commands[0], "--moe-runner-backend") == "marlin" and "--moe-a2a-backend" not in dpa.commands[0]
+    assert any("standard dispatcher only" in n and "all-gather" in n for n in dpa.notes)
+    assert "--moe-a2a-backend" in launch_commands(replace(oss, tp=1, attention_dp=8, gpu="b200_sxm"), "sglang").commands[0]
     for other in (replace(oss, ep=1), replace(oss, gpu="b200_sxm"), replace(oss, gpu=None),
                   dsr1_adp(tp=8, attention_dp=1, weight_precision="fp8_block", gpu="h100_sxm")):
         assert "--moe-runner-backend" not in launch_commands(other, "sglang").commands[0]
