@@ -867,6 +867,9 @@ def _trtllm_moe_backend(dep, role, lay, notes, sp: EngineSpelling) -> dict:
     releases before the AUTO backend run only when asked (their default is CUTLASS); a backend that serves
     expert-parallel layouts only (``moe_backend_expert_parallel_only``) is asked for where the experts are not split
     by tensor parallelism, elsewhere a note says the layer runs another kernel. Nothing for other formats."""
+    fp8_block = _trtllm_fp8_block_backend(dep, role, sp)
+    if fp8_block:
+        return fp8_block
     priced = _priced_mxfp4_moe_kernel(dep)
     if priced is None:
         return {}
@@ -881,6 +884,23 @@ def _trtllm_moe_backend(dep, role, lay, notes, sp: EngineSpelling) -> dict:
                      "calibration row times")
         return {}
     return {sp.values["moe_backend_config"]: {"backend": backend}}
+
+
+def _trtllm_fp8_block_backend(dep, role, sp: EngineSpelling) -> dict:
+    """``moe_config.backend`` for block-scaled FP8 experts on a GPU where simfront prices their prefill with the
+    calibrated kernel and their decode with the kernel engines serve there without per-expert groups
+    (``served_without_group_setup`` in hardware/kernels.yaml: DeepGEMM's rows, trtllm-gen's FP8 block-scale MoE):
+    ``moe_backend_fp8_block`` in simfront/engines/trtllm.yaml by role (prefill workers the calibrated DeepGEMM, decode
+    workers and aggregated servers trtllm-gen), the split of InferenceX's TensorRT-LLM B200 FP8 recipes. {} elsewhere."""
+    by_role = sp.values.get("moe_backend_fp8_block")
+    if not by_role or not dep.gpu or normalize_format(dep.weight_precision) != "fp8_block":
+        return {}
+    from .hardware import get_hardware
+    from .kernels import served_without_group_setup
+
+    if not served_without_group_setup("moe", "fp8_block", get_hardware(dep.gpu)):
+        return {}
+    return {sp.values["moe_backend_config"]: {"backend": by_role["prefill" if role == "prefill" else "decode"]}}
 
 
 def _trtllm_adp_balance(role, notes, sp: EngineSpelling) -> dict:

@@ -225,6 +225,23 @@ def test_sglang_lines_keep_mxfp4_experts_weight_only_under_expert_parallelism():
         assert "--moe-runner-backend" not in launch_commands(other, "sglang").commands[0]
 
 
+def test_trtllm_lines_name_the_block_fp8_moe_backend_by_role_on_blackwell():
+    """Block-FP8 experts on datacenter Blackwell are priced with the calibrated DeepGEMM kernel in prefill and, in
+    decode, as trtllm-gen's FP8 block-scale MoE serves them (no per-expert groups): prefill workers ask for DEEPGEMM,
+    decode workers and aggregated servers for TRTLLM (TensorRT-LLM's own default, CUTLASS, is timed by no row there);
+    Hopper (its CUTLASS kernel is the calibrated one) and other formats get nothing."""
+    def moe(plan, name="extra_llm_api_options.yaml"):
+        return yaml.safe_load(plan.files[name]).get("moe_config")
+
+    agg = dsr1_adp(tp=8, attention_dp=1, weight_precision="fp8_block", gpu="b200_sxm", max_batch=64)
+    assert moe(launch_commands(agg, "trtllm")) == {"backend": "TRTLLM"}
+    dis = launch_commands(replace(VARIED["r1-disagg-multinode"], gpu="b200_sxm"), "trtllm")
+    assert moe(dis, "extra_llm_api_options_prefill.yaml") == {"backend": "DEEPGEMM"}
+    assert moe(dis, "extra_llm_api_options_decode.yaml") == {"backend": "TRTLLM"}
+    assert moe(launch_commands(replace(agg, gpu="h100_sxm"), "trtllm")) is None
+    assert moe(launch_commands(replace(agg, weight_precision="nvfp4"), "trtllm")) is None
+
+
 def test_engine_table_inheritance_states_only_what_differs():
     from simfront.launch import engine_table, graph_capture_tokens
 
