@@ -867,7 +867,7 @@ def _trtllm_moe_backend(dep, role, lay, notes, sp: EngineSpelling) -> dict:
     releases before the AUTO backend run only when asked (their default is CUTLASS); a backend that serves
     expert-parallel layouts only (``moe_backend_expert_parallel_only``) is asked for where the experts are not split
     by tensor parallelism, elsewhere a note says the layer runs another kernel. Nothing for other formats."""
-    fp8_block = _trtllm_fp8_block_backend(dep, role, sp)
+    fp8_block = _trtllm_fp8_block_backend(dep, role, sp) or _trtllm_fp4_backend(dep, role, lay, sp)
     if fp8_block:
         return fp8_block
     priced = _priced_mxfp4_moe_kernel(dep)
@@ -901,6 +901,41 @@ def _trtllm_fp8_block_backend(dep, role, sp: EngineSpelling) -> dict:
     if not served_without_group_setup("moe", "fp8_block", get_hardware(dep.gpu)):
         return {}
     return {sp.values["moe_backend_config"]: {"backend": by_role["prefill" if role == "prefill" else "decode"]}}
+
+
+def _trtllm_fp4_backend(dep, role, lay, sp: EngineSpelling) -> dict:
+    """``moe_config.backend`` for NVFP4 experts on a GPU with both priced MoE kernels (the fused trtllm-gen
+    "min-latency" MoE beside CUTLASS's grouped one, ``simfront.moe.moe_path_costs``): simfront prices the faster of
+    the two at each step, so the line names the one priced faster for this worker's step (its decode tokens per rank,
+    a prefill worker's token budget), ``moe_backend_nvfp4`` in simfront/engines/trtllm.yaml (TensorRT-LLM runs the
+    fused kernel only with backend TRTLLM). {} elsewhere."""
+    by_path = sp.values.get("moe_backend_nvfp4")
+    if not by_path or not dep.gpu or normalize_format(dep.weight_precision) != "nvfp4":
+        return {}
+    from .hardware import get_hardware
+    from .models import get_model
+    from .moe import has_fused_path, moe_path_costs
+    from .step import DEFAULT_ROUTING_ALPHA
+
+    try:
+        arch = get_model(dep.checkpoint or dep.model_id).arch
+    except SimfrontError:
+        return {}
+    hw = get_hardware(dep.gpu)
+    moe = arch.moe
+    if moe is None or not has_fused_path("nvfp4", hw, moe.gated, moe.n_experts):
+        return {}
+    dp = lay.attention_dp
+    if role == "prefill":
+        per_rank = float(_tokens(dep, lay)) / dp  # a prefill worker's step: its token budget per rank
+    else:
+        per_rank = lay.max_batch / dp * (1 + (dep.spec_k if dep.spec_method else 0))  # a full decode step per rank
+    # tokens entering this GPU's experts, as the step prices them (simfront.step: every attention-DP rank's tokens)
+    paths = moe_path_costs(per_rank * dp, moe.latent_dim or arch.hidden, moe.expert_inter, moe.top_k, moe.n_experts,
+                           lay.tp * dp / lay.ep, lay.ep, "nvfp4", hw, alpha=DEFAULT_ROUTING_ALPHA, gated=moe.gated,
+                           dispatched=dp > 1, routed_tokens=per_rank)
+    faster = "fused" if float(paths["fused"].time_s) < float(paths["grouped"].time_s) else "grouped"
+    return {sp.values["moe_backend_config"]: {"backend": by_path[faster]}}
 
 
 def _trtllm_adp_balance(role, notes, sp: EngineSpelling) -> dict:
