@@ -862,14 +862,16 @@ def _priced_mxfp4_moe_kernel(dep: Deployment) -> tuple[str, str, object] | None:
 
 
 def _trtllm_moe_backend(dep, role, lay, notes, sp: EngineSpelling) -> dict:
-    """``moe_config.backend`` naming the TensorRT-LLM MoE that runs the kernel simfront prices for MXFP4 experts
-    (``moe_backend`` in simfront/engines/trtllm.yaml: trtllm-gen on datacenter Blackwell, Triton on Hopper), which
-    releases before the AUTO backend run only when asked (their default is CUTLASS); a backend that serves
-    expert-parallel layouts only (``moe_backend_expert_parallel_only``) is asked for where the experts are not split
-    by tensor parallelism, elsewhere a note says the layer runs another kernel. Nothing for other formats."""
-    fp8_block = _trtllm_fp8_block_backend(dep, role, sp) or _trtllm_fp4_backend(dep, role, lay, sp)
-    if fp8_block:
-        return fp8_block
+    """``moe_config.backend`` naming the TensorRT-LLM MoE that runs the kernel simfront prices for the experts, which
+    TensorRT-LLM runs only when asked (its default, CUTLASS, or AUTO's pick is another kernel): block-FP8 experts by role
+    (:func:`_trtllm_fp8_block_backend`), NVFP4 experts by the kernel priced faster (:func:`_trtllm_fp4_backend`), MXFP4
+    experts by platform (``moe_backend`` in simfront/engines/trtllm.yaml: trtllm-gen on datacenter Blackwell, Triton on
+    Hopper). A backend that serves expert-parallel layouts only (``moe_backend_expert_parallel_only``) is asked for where
+    the experts are not split by tensor parallelism; elsewhere a note says the layer runs another kernel. {} for other
+    formats and GPUs."""
+    by_format = _trtllm_fp8_block_backend(dep, role, sp) or _trtllm_fp4_backend(dep, role, lay, sp)
+    if by_format:
+        return by_format
     priced = _priced_mxfp4_moe_kernel(dep)
     if priced is None:
         return {}
