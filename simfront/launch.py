@@ -575,6 +575,23 @@ def _vllm_moe_activation(dep, role: str, sp: EngineSpelling, notes: list[str]) -
     return [], env
 
 
+def _vllm_moe_backend(dep, role: str, sp: EngineSpelling) -> list:
+    """``--moe-backend`` for block-scaled FP8 experts on a GPU where simfront prices prefill with the calibrated kernel
+    and decode with the one engines serve without per-expert groups (``served_without_group_setup`` in
+    hardware/kernels.yaml): ``moe_backend_fp8_block`` in simfront/engines/vllm.yaml by role (a prefill worker asks for
+    DeepGEMM; vLLM's own first pick from 0.17.0, FlashInfer's trtllm-gen MoE, is the decode pricing's). [] elsewhere."""
+    by_role = sp.values.get("moe_backend_fp8_block") or {}
+    backend = by_role.get("prefill" if role == "prefill" else "decode")
+    if not backend or "moe_backend" not in sp.flags or not dep.gpu or normalize_format(dep.weight_precision) != "fp8_block":
+        return []
+    from .hardware import get_hardware
+    from .kernels import served_without_group_setup
+
+    if not served_without_group_setup("moe", "fp8_block", get_hardware(dep.gpu)):
+        return []
+    return [sp.flags["moe_backend"], backend]
+
+
 def _sglang_moe_runner(dep, role: str, lay, sp: EngineSpelling, notes: list[str]) -> tuple[list, bool]:
     """(``--moe-runner-backend`` words, whether the worker must keep SGLang's standard dispatcher) for MXFP4 experts on a
     GPU where they run weight-only (Hopper) under expert parallelism: SGLang's own pick there (triton_kernels) serves EP 1
@@ -1099,7 +1116,7 @@ def launch_commands(dep: Deployment, engine: str, engine_version: str | None = N
         env.update(a2a_env)
         if eng == "vllm":
             act_args, act_env = _vllm_moe_activation(dep, role, sp, notes)
-            args += act_args
+            args += act_args + _vllm_moe_backend(dep, role, sp)
             env.update(act_env)
         if lay.pp > 1 and dep.spec_method and role != "prefill" and sp.env.get("pp_drafts"):
             alg = sp.values["spec_method"][dep.spec_method]

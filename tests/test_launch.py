@@ -225,6 +225,27 @@ def test_sglang_lines_keep_mxfp4_experts_weight_only_under_expert_parallelism():
         assert "--moe-runner-backend" not in launch_commands(other, "sglang").commands[0]
 
 
+def test_vllm_prefill_workers_ask_for_deepgemm_block_fp8_experts_on_blackwell():
+    """vLLM's FP8 MoE oracle (0.17.0 on) picks FlashInfer's trtllm-gen block-scale MoE on SM100, the kernel simfront's
+    decode pricing assumes there; a prefill worker, priced with the calibrated DeepGEMM rows, asks for
+    --moe-backend deep_gemm. Decode workers, aggregated servers, Hopper, other formats and releases before the flag
+    (0.16.0) get nothing."""
+    dis = replace(VARIED["r1-disagg-multinode"], gpu="b200_sxm")
+    plan = launch_commands(dis, "vllm")
+    prefill = [c for c in plan.commands if "--moe-backend" in tokens(c)]
+    assert len(prefill) >= 1
+    for c in prefill:
+        words = tokens(c)
+        assert words[words.index("--moe-backend") + 1] == "deep_gemm"
+    assert len(prefill) < len(plan.commands)  # the decode workers run vLLM's own pick
+    assert not any("--moe-backend" in tokens(c) for c in launch_commands(dis, "vllm", engine_version="0.16.0").commands)
+    assert not any("--moe-backend" in tokens(c) for c in launch_commands(replace(dis, gpu="h100_sxm"), "vllm").commands)
+    assert not any("--moe-backend" in tokens(c)
+                   for c in launch_commands(replace(dis, weight_precision="nvfp4"), "vllm").commands)
+    agg = dsr1_adp(tp=8, attention_dp=1, weight_precision="fp8_block", gpu="b200_sxm", max_batch=64)
+    assert "--moe-backend" not in tokens(launch_commands(agg, "vllm").commands[0])
+
+
 def test_trtllm_lines_name_the_block_fp8_moe_backend_by_role_on_blackwell():
     """Block-FP8 experts on datacenter Blackwell are priced with the calibrated DeepGEMM kernel in prefill and, in
     decode, as trtllm-gen's FP8 block-scale MoE serves them (no per-expert groups): prefill workers ask for DEEPGEMM,
@@ -825,6 +846,10 @@ VARIED = {
                                       decode=WorkerLayout(tp=1, attention_dp=16, ep=16, max_batch=1024,
                                                           max_num_tokens=4096),
                                       isl=8192, osl=1024, concurrency=512),
+    "r1-disagg-b200-fp8": Deployment(R1, mode="disagg", kv_dtype="fp8", weight_precision="fp8_block", gpu="b200_sxm",
+                                     prefill=WorkerLayout(tp=1, attention_dp=8, ep=8, max_batch=16, max_num_tokens=16384),
+                                     decode=WorkerLayout(tp=1, attention_dp=8, ep=8, max_batch=256, max_num_tokens=2048),
+                                     isl=8192, osl=1024, concurrency=256),
     "r1-disagg-mtp": Deployment(R1, mode="disagg", kv_dtype="fp8", weight_precision="fp8_block",
                                 spec_method="mtp", spec_k=3,
                                 prefill=WorkerLayout(tp=8, ep=8, max_batch=8, max_num_tokens=16384),
