@@ -621,6 +621,24 @@ def _sglang_moe_runner(dep, role: str, lay, sp: EngineSpelling, notes: list[str]
     return [sp.flags["moe_runner"], runner], keep_standard
 
 
+def _sglang_fp8_block_runner(dep, role: str, lay, sp: EngineSpelling) -> list:
+    """``--moe-runner-backend`` for block-scaled FP8 experts on a worker without an all-to-all, on a GPU where simfront
+    prices prefill with the calibrated DeepGEMM rows and decode with the kernel engines serve without per-expert groups
+    (``served_without_group_setup`` in hardware/kernels.yaml): ``moe_runner_fp8_block`` in simfront/engines/sglang.yaml
+    by role (a prefill worker asks for DeepGEMM; SGLang's own pick there is trtllm-gen's MoE for DeepSeek-V3 models,
+    Triton's otherwise). With DeepEP SGLang picks DeepGEMM by itself; [] there and elsewhere."""
+    backend = (sp.values.get("moe_runner_fp8_block") or {}).get("prefill" if role == "prefill" else "decode")
+    if (not backend or "moe_runner" not in sp.flags or not dep.gpu or normalize_format(dep.weight_precision) != "fp8_block"
+            or (lay.attention_dp > 1 and lay.ep > 1)):
+        return []
+    from .hardware import get_hardware
+    from .kernels import served_without_group_setup
+
+    if not served_without_group_setup("moe", "fp8_block", get_hardware(dep.gpu)):
+        return []
+    return [sp.flags["moe_runner"], backend]
+
+
 def _two_batch_overlap(dep, role: str, lay, sp: EngineSpelling, notes: list[str]) -> list:
     """The engine flag of two-batch overlap for an attention-DP + EP worker of a point priced with it
     (``step.two_batch_overlap_step``; SGLang --enable-two-batch-overlap, vLLM --enable-dbo); nothing for other
@@ -1111,7 +1129,7 @@ def launch_commands(dep: Deployment, engine: str, engine_version: str | None = N
         args = server(dep, role, lay, ckpt, quant, ROLE_PORTS.get(role, FRONT_PORT), notes, files, sp)
         runner_args, keep_standard = _sglang_moe_runner(dep, role, lay, sp, notes) if eng == "sglang" else ([], False)
         a2a_args, a2a_env = ([], {}) if keep_standard else _moe_a2a(dep, role, lay, sp, notes)
-        args += runner_args
+        args += runner_args or (_sglang_fp8_block_runner(dep, role, lay, sp) if eng == "sglang" else [])
         args += a2a_args  # after every other word: the engines' parsers take flags in any order
         env.update(a2a_env)
         if eng == "vllm":

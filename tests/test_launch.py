@@ -246,6 +246,31 @@ def test_vllm_prefill_workers_ask_for_deepgemm_block_fp8_experts_on_blackwell():
     assert "--moe-backend" not in tokens(launch_commands(agg, "vllm").commands[0])
 
 
+def test_sglang_prefill_workers_ask_for_deepgemm_block_fp8_experts_on_blackwell():
+    """SGLang (0.5.5 on) runs trtllm-gen's MoE by itself for DeepSeek-V3 block-FP8 experts on sm100 without an
+    all-to-all, the kernel simfront's decode pricing assumes there; a prefill worker, priced with the calibrated DeepGEMM
+    rows, asks for --moe-runner-backend deep_gemm. With DeepEP (attention-DP + EP) SGLang picks DeepGEMM by itself;
+    decode workers, Hopper, other formats and releases before the pick (0.5.3) get nothing."""
+    dis = VARIED["r1-disagg-b200-fp8"]
+
+    def runners(plan):
+        out = []
+        for c in plan.commands:
+            words = tokens(c)
+            out.append(words[words.index("--moe-runner-backend") + 1] if "--moe-runner-backend" in words else None)
+        return out
+
+    plan = launch_commands(dis, "sglang")
+    assert [r for r, role in zip(runners(plan), plan.roles) if role == "prefill"] == ["deep_gemm"]
+    assert all(r is None for r, role in zip(runners(plan), plan.roles) if role != "prefill")
+    assert runners(launch_commands(dis, "sglang", engine_version="0.5.5"))[plan.roles.index("prefill")] == "deep_gemm"
+    assert not any(runners(launch_commands(dis, "sglang", engine_version="0.5.3")))
+    dpa = replace(dis, prefill=WorkerLayout(tp=1, attention_dp=8, ep=8, max_batch=16, max_num_tokens=16384))
+    assert not any(runners(launch_commands(dpa, "sglang")))
+    for other in (replace(dis, gpu="h100_sxm"), replace(dis, weight_precision="nvfp4")):
+        assert not any(runners(launch_commands(other, "sglang")))
+
+
 def test_trtllm_lines_name_the_block_fp8_moe_backend_by_role_on_blackwell():
     """Block-FP8 experts on datacenter Blackwell are priced with the calibrated DeepGEMM kernel in prefill and, in
     decode, as trtllm-gen's FP8 block-scale MoE serves them (no per-expert groups): prefill workers ask for DEEPGEMM,
@@ -847,7 +872,7 @@ VARIED = {
                                                           max_num_tokens=4096),
                                       isl=8192, osl=1024, concurrency=512),
     "r1-disagg-b200-fp8": Deployment(R1, mode="disagg", kv_dtype="fp8", weight_precision="fp8_block", gpu="b200_sxm",
-                                     prefill=WorkerLayout(tp=1, attention_dp=8, ep=8, max_batch=16, max_num_tokens=16384),
+                                     prefill=WorkerLayout(tp=8, ep=8, max_batch=16, max_num_tokens=16384),
                                      decode=WorkerLayout(tp=1, attention_dp=8, ep=8, max_batch=256, max_num_tokens=2048),
                                      isl=8192, osl=1024, concurrency=256),
     "r1-disagg-mtp": Deployment(R1, mode="disagg", kv_dtype="fp8", weight_precision="fp8_block",
