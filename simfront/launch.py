@@ -575,21 +575,27 @@ def _vllm_moe_activation(dep, role: str, sp: EngineSpelling, notes: list[str]) -
     return [], env
 
 
-def _vllm_moe_backend(dep, role: str, sp: EngineSpelling) -> list:
-    """``--moe-backend`` for block-scaled FP8 experts on a GPU where simfront prices prefill with the calibrated kernel
-    and decode with the one engines serve without per-expert groups (``served_without_group_setup`` in
-    hardware/kernels.yaml): ``moe_backend_fp8_block`` in simfront/engines/vllm.yaml by role (a prefill worker asks for
-    DeepGEMM; vLLM's own first pick from 0.17.0, FlashInfer's trtllm-gen MoE, is the decode pricing's). [] elsewhere."""
-    by_role = sp.values.get("moe_backend_fp8_block") or {}
-    backend = by_role.get("prefill" if role == "prefill" else "decode")
-    if not backend or "moe_backend" not in sp.flags or not dep.gpu or normalize_format(dep.weight_precision) != "fp8_block":
-        return []
+def _fp8_block_backend(dep, role: str, sp: EngineSpelling, key: str) -> str | None:
+    """The MoE backend a worker of ``role`` names for block-scaled FP8 experts (``key`` in the engine's
+    simfront/engines/*.yaml values, by role), on a GPU where simfront prices their prefill with the calibrated kernel
+    and their decode with the one engines serve there without per-expert groups (``served_without_group_setup`` in
+    hardware/kernels.yaml: DeepGEMM's rows, trtllm-gen's FP8 block-scale MoE); None elsewhere or where the release's
+    table names none for the role."""
+    backend = (sp.values.get(key) or {}).get("prefill" if role == "prefill" else "decode")
+    if not backend or not dep.gpu or normalize_format(dep.weight_precision) != "fp8_block":
+        return None
     from .hardware import get_hardware
     from .kernels import served_without_group_setup
 
-    if not served_without_group_setup("moe", "fp8_block", get_hardware(dep.gpu)):
-        return []
-    return [sp.flags["moe_backend"], backend]
+    return backend if served_without_group_setup("moe", "fp8_block", get_hardware(dep.gpu)) else None
+
+
+def _vllm_moe_backend(dep, role: str, sp: EngineSpelling) -> list:
+    """``--moe-backend`` by role for block-scaled FP8 experts (``moe_backend_fp8_block`` in simfront/engines/vllm.yaml,
+    ``_fp8_block_backend``): a prefill worker asks for DeepGEMM; vLLM's own first pick from 0.17.0, FlashInfer's
+    trtllm-gen MoE, is the decode pricing's. [] elsewhere."""
+    backend = _fp8_block_backend(dep, role, sp, "moe_backend_fp8_block") if "moe_backend" in sp.flags else None
+    return [sp.flags["moe_backend"], backend] if backend else []
 
 
 def _sglang_moe_runner(dep, role: str, lay, sp: EngineSpelling, notes: list[str]) -> tuple[list, bool]:
@@ -622,21 +628,14 @@ def _sglang_moe_runner(dep, role: str, lay, sp: EngineSpelling, notes: list[str]
 
 
 def _sglang_fp8_block_runner(dep, role: str, lay, sp: EngineSpelling) -> list:
-    """``--moe-runner-backend`` for block-scaled FP8 experts on a worker without an all-to-all, on a GPU where simfront
-    prices prefill with the calibrated DeepGEMM rows and decode with the kernel engines serve without per-expert groups
-    (``served_without_group_setup`` in hardware/kernels.yaml): ``moe_runner_fp8_block`` in simfront/engines/sglang.yaml
-    by role (a prefill worker asks for DeepGEMM; SGLang's own pick there is trtllm-gen's MoE for DeepSeek-V3 models,
-    Triton's otherwise). With DeepEP SGLang picks DeepGEMM by itself; [] there and elsewhere."""
-    backend = (sp.values.get("moe_runner_fp8_block") or {}).get("prefill" if role == "prefill" else "decode")
-    if (not backend or "moe_runner" not in sp.flags or not dep.gpu or normalize_format(dep.weight_precision) != "fp8_block"
-            or (lay.attention_dp > 1 and lay.ep > 1)):
+    """``--moe-runner-backend`` by role for block-scaled FP8 experts on a worker without an all-to-all
+    (``moe_runner_fp8_block`` in simfront/engines/sglang.yaml, ``_fp8_block_backend``): a prefill worker asks for
+    DeepGEMM; SGLang's own pick there is trtllm-gen's MoE for DeepSeek-V3 models, Triton's otherwise. With DeepEP
+    (attention-DP + EP) SGLang picks DeepGEMM by itself; [] there and elsewhere."""
+    if "moe_runner" not in sp.flags or (lay.attention_dp > 1 and lay.ep > 1):
         return []
-    from .hardware import get_hardware
-    from .kernels import served_without_group_setup
-
-    if not served_without_group_setup("moe", "fp8_block", get_hardware(dep.gpu)):
-        return []
-    return [sp.flags["moe_runner"], backend]
+    backend = _fp8_block_backend(dep, role, sp, "moe_runner_fp8_block")
+    return [sp.flags["moe_runner"], backend] if backend else []
 
 
 def _two_batch_overlap(dep, role: str, lay, sp: EngineSpelling, notes: list[str]) -> list:
@@ -924,20 +923,11 @@ def _trtllm_moe_backend(dep, role, lay, notes, sp: EngineSpelling) -> dict:
 
 
 def _trtllm_fp8_block_backend(dep, role, sp: EngineSpelling) -> dict:
-    """``moe_config.backend`` for block-scaled FP8 experts on a GPU where simfront prices their prefill with the
-    calibrated kernel and their decode with the kernel engines serve there without per-expert groups
-    (``served_without_group_setup`` in hardware/kernels.yaml: DeepGEMM's rows, trtllm-gen's FP8 block-scale MoE):
-    ``moe_backend_fp8_block`` in simfront/engines/trtllm.yaml by role (prefill workers the calibrated DeepGEMM, decode
-    workers and aggregated servers trtllm-gen), the split of InferenceX's TensorRT-LLM B200 FP8 recipes. {} elsewhere."""
-    by_role = sp.values.get("moe_backend_fp8_block")
-    if not by_role or not dep.gpu or normalize_format(dep.weight_precision) != "fp8_block":
-        return {}
-    from .hardware import get_hardware
-    from .kernels import served_without_group_setup
-
-    if not served_without_group_setup("moe", "fp8_block", get_hardware(dep.gpu)):
-        return {}
-    return {sp.values["moe_backend_config"]: {"backend": by_role["prefill" if role == "prefill" else "decode"]}}
+    """``moe_config.backend`` by role for block-scaled FP8 experts (``moe_backend_fp8_block`` in
+    simfront/engines/trtllm.yaml, ``_fp8_block_backend``): prefill workers the calibrated DeepGEMM, decode workers and
+    aggregated servers trtllm-gen, the split of InferenceX's TensorRT-LLM B200 FP8 recipes. {} elsewhere."""
+    backend = _fp8_block_backend(dep, role, sp, "moe_backend_fp8_block")
+    return {sp.values["moe_backend_config"]: {"backend": backend}} if backend else {}
 
 
 def _trtllm_fp4_backend(dep, role, lay, sp: EngineSpelling) -> dict:
