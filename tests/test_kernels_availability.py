@@ -191,17 +191,18 @@ def test_mla_decode_prices_each_launch_of_its_kernel_library():
 
 def test_a_kernel_caveat_is_a_note_only_where_the_prediction_prices_the_op():
     """Block-scaled FP8 experts on datacenter Blackwell: the calibration times DeepGEMM, engines may serve another
-    MoE kernel there, and the prediction says so where it prices FP8-block experts; not on Hopper (CUTLASS, what the
-    engines there serve too) and not for an NVFP4-only search."""
+    MoE kernel there, and the prediction says so where it prices FP8-block experts, as on Hopper (CUTLASS, which only
+    TensorRT-LLM serves there by itself; vLLM TP and SGLang run Triton's fused MoE); not for an NVFP4-only search."""
     from simfront.models import get_model
     from simfront.priced import priced_configs
 
     b200, h100 = get_hardware("b200_sxm"), get_hardware("h100_sxm")
     path = kernels.kernel_path("moe_fp8_block_grouped", b200)
     assert path.kernel == "deepgemm-moe" and "trtllm-gen FP8 block-scale MoE" in path.caveat
-    assert kernels.kernel_path("moe_fp8_block_grouped", h100).caveat is None
+    assert "Triton" in kernels.kernel_path("moe_fp8_block_grouped", h100).caveat
     assert any("moe_fp8_block_grouped" in n and "may be optimistic" in n for n in kernels.caveat_notes(b200))
-    assert not kernels.caveat_notes(h100)
+    assert [n for n in kernels.caveat_notes(h100) if "moe_fp8_block_grouped" in n and "may be optimistic" in n]
+    assert not kernels.caveat_notes(h100, priced_configs(get_model("deepseek-r1"), h100, [("bf16", "bf16", 8)]))
     model = get_model("deepseek-r1")
     assert kernels.caveat_notes(b200, priced_configs(model, b200, [("fp8_block", "fp8", 8)]))
     assert not kernels.caveat_notes(b200, priced_configs(model, b200, [("nvfp4", "fp8", 8)]))
