@@ -627,12 +627,12 @@ def _sglang_moe_runner(dep, role: str, lay, sp: EngineSpelling, notes: list[str]
     return [sp.flags["moe_runner"], runner], keep_standard
 
 
-def _sglang_fp8_block_runner(dep, role: str, lay, sp: EngineSpelling) -> list:
-    """``--moe-runner-backend`` by role for block-scaled FP8 experts on a worker without an all-to-all
+def _sglang_fp8_block_runner(dep, role: str, sp: EngineSpelling, all_to_all: bool) -> list:
+    """``--moe-runner-backend`` by role for block-scaled FP8 experts on a worker whose line sets no all-to-all
     (``moe_runner_fp8_block`` in simfront/engines/sglang.yaml, ``_fp8_block_backend``): a prefill worker asks for
     DeepGEMM; SGLang's own pick there is trtllm-gen's MoE for DeepSeek-V3 models, Triton's otherwise. With DeepEP
-    (attention-DP + EP) SGLang picks DeepGEMM by itself; [] there and elsewhere."""
-    if "moe_runner" not in sp.flags or (lay.attention_dp > 1 and lay.ep > 1):
+    (``all_to_all``) SGLang picks DeepGEMM by itself; [] there and elsewhere."""
+    if "moe_runner" not in sp.flags or all_to_all:
         return []
     backend = _fp8_block_backend(dep, role, sp, "moe_runner_fp8_block")
     return [sp.flags["moe_runner"], backend] if backend else []
@@ -1119,7 +1119,9 @@ def launch_commands(dep: Deployment, engine: str, engine_version: str | None = N
         args = server(dep, role, lay, ckpt, quant, ROLE_PORTS.get(role, FRONT_PORT), notes, files, sp)
         runner_args, keep_standard = _sglang_moe_runner(dep, role, lay, sp, notes) if eng == "sglang" else ([], False)
         a2a_args, a2a_env = ([], {}) if keep_standard else _moe_a2a(dep, role, lay, sp, notes)
-        args += runner_args or (_sglang_fp8_block_runner(dep, role, lay, sp) if eng == "sglang" else [])
+        if eng == "sglang" and not runner_args:
+            runner_args = _sglang_fp8_block_runner(dep, role, sp, bool(a2a_args or a2a_env))
+        args += runner_args
         args += a2a_args  # after every other word: the engines' parsers take flags in any order
         env.update(a2a_env)
         if eng == "vllm":

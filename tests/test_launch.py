@@ -249,7 +249,7 @@ def test_vllm_prefill_workers_ask_for_deepgemm_block_fp8_experts_on_blackwell():
 def test_sglang_prefill_workers_ask_for_deepgemm_block_fp8_experts_on_blackwell():
     """SGLang (0.5.5 on) runs trtllm-gen's MoE by itself for DeepSeek-V3 block-FP8 experts on sm100 without an
     all-to-all, the kernel simfront's decode pricing assumes there; a prefill worker, priced with the calibrated DeepGEMM
-    rows, asks for --moe-runner-backend deep_gemm. With DeepEP (attention-DP + EP) SGLang picks DeepGEMM by itself;
+    rows, asks for --moe-runner-backend deep_gemm. Where the line sets DeepEP SGLang picks DeepGEMM by itself;
     decode workers, Hopper, other formats and releases before the pick (0.5.3) get nothing."""
     dis = VARIED["r1-disagg-b200-fp8"]
 
@@ -267,6 +267,8 @@ def test_sglang_prefill_workers_ask_for_deepgemm_block_fp8_experts_on_blackwell(
     assert not any(runners(launch_commands(dis, "sglang", engine_version="0.5.3")))
     dpa = replace(dis, prefill=WorkerLayout(tp=1, attention_dp=8, ep=8, max_batch=16, max_num_tokens=16384))
     assert not any(runners(launch_commands(dpa, "sglang")))
+    # a release whose table names no way to ask for DeepEP leaves that worker without an all-to-all: it asks
+    assert runners(launch_commands(dpa, "sglang", engine_version="0.5.12"))[plan.roles.index("prefill")] == "deep_gemm"
     for other in (replace(dis, gpu="h100_sxm"), replace(dis, weight_precision="nvfp4")):
         assert not any(runners(launch_commands(other, "sglang")))
 
