@@ -79,6 +79,13 @@ class Workload:
     allreduce_norm_fusion: tuple = ()
 
     @property
+    def step_kwargs(self) -> dict:
+        """The engine facts every :func:`simfront.step.forward_step` of this workload takes: routing skew, two-batch
+        overlap and the all-reduce + RMSNorm fusion rules."""
+        return {"routing_alpha": self.routing_alpha, "two_batch_overlap": self.overlap,
+                "allreduce_norm_fusion": self.allreduce_norm_fusion}
+
+    @property
     def overlap(self) -> tuple | None:
         """What :func:`simfront.step.forward_step` takes as ``two_batch_overlap``: the engine's split thresholds when
         the overlap is on, else None."""
@@ -456,9 +463,9 @@ def _aggregated(model, precision, hw, tp, pp, dp, ep, b, wl: Workload, q, al, sp
     arrays over the batch columns) and ``split`` turning a :class:`StepCost` into its (roofline, fixed) pair."""
     dec, mix, raw = _agg_steps(dp, pp, b, wl, q, al)
     if decode_step is None:  # callers that costed the same decode step already (decode_raw) pass it in
-        decode_step = split(forward_step(model, precision, hw, tp, pp, dp, ep, dec, routing_alpha=wl.routing_alpha, two_batch_overlap=wl.overlap, allreduce_norm_fusion=wl.allreduce_norm_fusion))
+        decode_step = split(forward_step(model, precision, hw, tp, pp, dp, ep, dec, **wl.step_kwargs))
     raw.decode_step_s = decode_step
-    raw.mixed_step_s = split(forward_step(model, precision, hw, tp, pp, dp, ep, mix, routing_alpha=wl.routing_alpha, two_batch_overlap=wl.overlap, allreduce_norm_fusion=wl.allreduce_norm_fusion))
+    raw.mixed_step_s = split(forward_step(model, precision, hw, tp, pp, dp, ep, mix, **wl.step_kwargs))
     return raw
 
 
@@ -578,7 +585,7 @@ def worker_raw(model: Model, precision: Precision, hw: Hardware, tp, pp, dp, ep,
                      sampled=_cat([col(_default_sampled(x) if x.sampled is None else x.sampled, k) for x, k in zip(blocks, likes)]))
     blocked = SpecColumns(cols.specs, cols.nb, _cat(likes), step.q_tokens, None, _cat([d[0] for d in drafts]),
                           _cat([d[1] for d in drafts]), _cat([d[2] for d in drafts]) != 0)
-    split = blocked.split(forward_step(model, precision, hw, tp, pp, dp, ep, step, routing_alpha=wl.routing_alpha, two_batch_overlap=wl.overlap, allreduce_norm_fusion=wl.allreduce_norm_fusion, memo=memo), model)
+    split = blocked.split(forward_step(model, precision, hw, tp, pp, dp, ep, step, **wl.step_kwargs, memo=memo), model)
     ends = np.cumsum([0] + widths)
     parts = [split[..., ends[i]:ends[i + 1]] for i in range(len(blocks))]
     slots = b * _f(dp) * _f(pp)
@@ -796,9 +803,9 @@ def prefill_raw(model: Model, precision: Precision, hw: Hardware, tp, pp, dp, ep
     b = _f(batch)
     busy_n, lone_n = prefill_chunks(wl, chunk_tokens)
     t = busy_n * _split(forward_step(model, precision, hw, tp, pp, dp, ep, _prefill_step(b, wl, chunks=busy_n),
-                                     routing_alpha=wl.routing_alpha, two_batch_overlap=wl.overlap, allreduce_norm_fusion=wl.allreduce_norm_fusion, memo=memo), model, NO_SPEC)
+                                     **wl.step_kwargs, memo=memo), model, NO_SPEC)
     lone = lone_n * _split(forward_step(model, precision, hw, tp, pp, dp, ep, _lone_prefill_step(wl, chunks=lone_n),
-                                        routing_alpha=wl.routing_alpha, two_batch_overlap=wl.overlap, allreduce_norm_fusion=wl.allreduce_norm_fusion, memo=memo),
+                                        **wl.step_kwargs, memo=memo),
                            model, NO_SPEC, pipelined=False)  # a prompt alone passes the stages once
     return _prefill_out(t, model, precision, dp, pp, b, wl, link_bytes_per_s, lone)
 
@@ -862,7 +869,7 @@ def decode_raw(model: Model, precision: Precision, hw: Hardware, tp, pp, dp, ep,
     """(raw step seconds, tokens per step, requests in flight per worker, requests per rank, micro-batches per step)."""
     b = _f(batch)
     sb = StepBatch(decode_reqs=b, decode_ctx=decode_context(wl, dp, b), q_tokens=spec.k + 1)
-    st = forward_step(model, precision, hw, tp, pp, dp, ep, sb, routing_alpha=wl.routing_alpha, two_batch_overlap=wl.overlap, allreduce_norm_fusion=wl.allreduce_norm_fusion)
+    st = forward_step(model, precision, hw, tp, pp, dp, ep, sb, **wl.step_kwargs)
     return _split(st, model, spec), spec.accepted_per_step, b * _f(dp) * _f(pp), b, _f(pp) + 0 * b
 
 
