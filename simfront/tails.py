@@ -49,7 +49,10 @@ def simulate_points(model: Model, gpus: GpuSet, wl: Workload, points: dict, idx,
     out["unsimulated"] = {}  # point position -> why the simulation left it out (its fields stay NaN)
     # the workload's length spread when it names one (a benchmark's --random-range-ratio), else fixed lengths
     ratio = 1.0 if wl.length_range_ratio is None else wl.length_range_ratio
-    client = cl.ClosedLoop(1.0, cl.Lengths(wl.isl, wl.osl, ratio), num_prompts=PROMPTS_PER_CLIENT, first_wave=False, warmup=1)
+    # the workload's prefix-cache hits: each prompt's cached share (the plan) and the step tables' prompt tokens to compute
+    client = cl.ClosedLoop(1.0, cl.Lengths(wl.isl, wl.osl, ratio), num_prompts=PROMPTS_PER_CLIENT, first_wave=False, warmup=1,
+                           prefix_hit=wl.prefix_hit)
+    prefix = wl.isl * wl.prefix_hit  # cached tokens of a nominal prompt
     specs: dict[str, object] = {}
 
     def spec_of(label: str):  # one Speculation per label, built once
@@ -78,14 +81,14 @@ def simulate_points(model: Model, gpus: GpuSet, wl: Workload, points: dict, idx,
             chunk = col("chunk_tokens")
             r = simulate_agg(model, prec, hw, lay, col("replicas"), conc, plan_fn, sched=sched, profile=profile, spec=spec,
                              max_batch=col("batch"), token_budget=np.where(chunk > 0, chunk, sched.token_budget),
-                             isl=wl.isl, osl=wl.osl, routing_alpha=wl.routing_alpha, recv_interval=wl.recv_interval_steps,
+                             isl=wl.isl, osl=wl.osl, prefix=prefix, routing_alpha=wl.routing_alpha, recv_interval=wl.recv_interval_steps,
                              two_batch_overlap=wl.overlap)
         else:
             play = Layouts.of(col("prefill_tp"), 1, col("prefill_attention_dp"), col("prefill_ep"))
             link = kv_link_bytes_per_s(hw, gpus.count, play.gpus)
             r = simulate_disagg(model, prec, hw, play, col("prefill_workers"), lay, col("decode_workers"), conc, plan_fn,
                                 sched=sched, profile=profile, spec=spec, link_bytes_per_s=link, decode_max_batch=col("batch"),
-                                isl=wl.isl, osl=wl.osl, routing_alpha=wl.routing_alpha, two_batch_overlap=wl.overlap)
+                                isl=wl.isl, osl=wl.osl, prefix=prefix, routing_alpha=wl.routing_alpha, two_batch_overlap=wl.overlap)
         for q in ("p50", "p90", "p99", "mean"):
             out[f"ttft_{q}_ms"][js] = np.asarray(r.ttft_s[q]) * 1e3
             out[f"tpot_{q}_ms"][js] = np.asarray(r.tpot_s[q]) * 1e3
