@@ -134,7 +134,8 @@ def test_points_the_simulation_leaves_out_are_named_in_a_note(monkeypatch):
     assert any(n.startswith(f"1 of the {len(res.frontier)} frontier points has no simulated tails: a reason") for n in res.notes)
 
 
-def test_tails_simulate_the_workloads_prefix_cache_hits():
+@pytest.mark.parametrize("mode,gpus", [("agg", "1xH100"), ("disagg", "2xH100")])
+def test_tails_simulate_the_workloads_prefix_cache_hits(mode, gpus):
     """The simulation behind --tails computes only the uncached share of each prompt, as the evaluator does: with 90 %
     of every 8k prompt cached, a lone request's simulated TTFT falls about as much as the evaluator's (before, the
     simulation prefilled whole prompts and its spread was a different workload's)."""
@@ -145,13 +146,13 @@ def test_tails_simulate_the_workloads_prefix_cache_hits():
 
     ttft = {}
     for hit in (0.0, 0.9):
-        res = api.predict("llama-3.1-8b", "1xH100", isl=8192, osl=256, prefix_hit=hit, modes=["agg"])
+        res = api.predict("llama-3.1-8b", gpus, isl=8192, osl=256, prefix_hit=hit, modes=[mode])
         pts = res.points
         i = int(np.nonzero((pts["concurrency"] == 1) & (pts["precision"] == "bf16"))[0][0])
-        out = simulate_points(get_model("llama-3.1-8b"), parse_gpus("1xH100"), Workload(isl=8192, osl=256, prefix_hit=hit),
+        out = simulate_points(get_model("llama-3.1-8b"), parse_gpus(gpus), Workload(isl=8192, osl=256, prefix_hit=hit),
                               pts, [i], engine_profile(None))
         ttft[hit] = (out["ttft_mean_ms"][0], pts["ttft_ms"][i])  # (simulated, evaluator)
     sim_ratio = ttft[0.9][0] / ttft[0.0][0]
     eval_ratio = ttft[0.9][1] / ttft[0.0][1]
-    assert sim_ratio < 0.5  # a tenth of the prompt computed (attention over the cached part still costs)
+    assert sim_ratio < 0.6  # a tenth of the prompt computed (attention over the cached part and the hand-off still cost)
     assert 0.5 < sim_ratio / eval_ratio < 2.0
