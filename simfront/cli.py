@@ -274,6 +274,7 @@ def predict_cmd(
     quality: Optional[str] = typer.Option(None, "--quality", help="Quality as a third axis: your scores per weight format, KV dtype (kv:fp8) and speculative method, e.g. nvfp4=0.97,fp8_block=1.0,kv:fp8=0.995, or a YAML file; simfront never invents scores."),
     calibration: Optional[str] = CalOpt,
     as_json: bool = JsonOpt,
+    quiet: bool = QuietOpt,
 ) -> None:
     """The predicted latency-throughput frontier of every sensible configuration (the main job)."""
     from . import api, inputs, report
@@ -288,13 +289,16 @@ def predict_cmd(
     engine_version = inputs.check_engine_version(engine_version)
     price_version, version_note = _priced_release(engine, launch, engine_version)
     _load_calibration(calibration)
-    res = api.predict(model, gpus, isl=isl, osl=osl, concurrency=concurrency, rate=rate, ttft_ms=ttft, tpot_ms=tpot,
-                      min_tok_s_user=min_tok_s_user, precision=_values("--precision", precision), kv_dtype=_values("--kv-dtype", kv_dtype),
-                      spec=spec, spec_k=spec_k, acceptance=acceptance, modes=modes, price=price, prefix_hit=prefix_hit, engine=engine,
-                      quality=quality, tails=tails, sla_percentile=sla_percentile, prompts_per_client=prompts_per_client,
-                      workload=workload, routing=routing, replicas=replicas, workload_set=_settings("--workload-set", workload_set),
-                      routing_skew=routing_skew, random_range_ratio=random_range_ratio, engine_version=price_version,
-                      layout=_values("--layout", layout), max_pp=max_pp, two_batch_overlap=two_batch_overlap)
+    # a search over a large GPU set, or the step-level simulation behind --tails, takes seconds: a pulsing bar on stderr
+    with progress(f"predicting {model} on {gpus}" + (", simulating the frontier's tails" if tails or sla_percentile else ""),
+                  quiet=quiet or as_json):
+        res = api.predict(model, gpus, isl=isl, osl=osl, concurrency=concurrency, rate=rate, ttft_ms=ttft, tpot_ms=tpot,
+                          min_tok_s_user=min_tok_s_user, precision=_values("--precision", precision), kv_dtype=_values("--kv-dtype", kv_dtype),
+                          spec=spec, spec_k=spec_k, acceptance=acceptance, modes=modes, price=price, prefix_hit=prefix_hit, engine=engine,
+                          quality=quality, tails=tails, sla_percentile=sla_percentile, prompts_per_client=prompts_per_client,
+                          workload=workload, routing=routing, replicas=replicas, workload_set=_settings("--workload-set", workload_set),
+                          routing_skew=routing_skew, random_range_ratio=random_range_ratio, engine_version=price_version,
+                          layout=_values("--layout", layout), max_pp=max_pp, two_batch_overlap=two_batch_overlap)
     if version_note:
         res["notes"].append(version_note)
     isl, osl = res.workload.isl, res.workload.osl

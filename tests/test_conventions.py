@@ -183,6 +183,17 @@ def test_plan_progress_bar_on_a_terminal_stderr_only():
     assert rc == 0 and err_q.strip() == ""
 
 
+def test_predict_shows_a_pulsing_bar_on_a_terminal_stderr_only():
+    args = ("predict", "--model", "llama-3.1-8b", "--gpus", "1xH100", "--tails")
+    out, err, rc = run_tty(*args, stdout_tty=False, stderr_tty=True)
+    assert rc == 0 and "frontier" in out.lower()
+    assert "predicting llama-3.1-8b on 1xH100, simulating the frontier's tails" in err
+    _, err_q, rc = run_tty(*args, "--quiet", stdout_tty=False, stderr_tty=True)
+    assert rc == 0 and err_q.strip() == ""
+    _, err_j, rc = run_tty(*args, "--json", stdout_tty=False, stderr_tty=True)  # a JSON consumer's stderr stays clean
+    assert rc == 0 and err_j.strip() == ""
+
+
 @pytest.mark.parametrize("args", [
     ("compare", "--model", "llama-3.1-8b", "--gpus", "1xH100,1xB200"),
     ("frontier", "--model", "llama-3.1-8b", "--gpus", "1xH100", "--compare", "kv_dtype=bf16,fp8"),
