@@ -269,7 +269,7 @@ def predict_cmd(
     engine_version: Optional[str] = typer.Option(None, "--engine-version", help="Engine release (e.g. 0.5.12): the scheduler family --engine is priced with (SGLang >= 0.5.13 overlaps speculative decoding) and the flags --launch spells; default the newest release simfront knows."),
     prompts_per_client: Optional[float] = typer.Option(None, "--prompts-per-client", help="Predict a benchmark run instead of steady state: K prompts per client (e.g. 10 for num_prompts = 10 x concurrency), the first of each sent at once; throughput is the run's, over its wall time."),
     random_range_ratio: Optional[float] = RangeRatioOpt,
-    tails: bool = typer.Option(False, "--tails", help="Add p50/p90/p99 TTFT and TPOT to the frontier points (step-level simulation; a few seconds) and, with --ttft/--tpot, their goodput (requests/s whose own TTFT and TPOT meet the SLA)."),
+    tails: bool = typer.Option(False, "--tails", help="Add p50/p90/p99 TTFT and TPOT to the frontier points (step-level simulation; a few seconds, up to about 20 s where a point holds tens of thousands of clients, e.g. a small model on 64+ GPUs) and, with --ttft/--tpot, their goodput (requests/s whose own TTFT and TPOT meet the SLA)."),
     sla_percentile: Optional[int] = typer.Option(None, "--sla-percentile", help="Judge --ttft/--tpot at this percentile (50, 90 or 99) of the simulated frontier points instead of the mean."),
     quality: Optional[str] = typer.Option(None, "--quality", help="Quality as a third axis: your scores per weight format, KV dtype (kv:fp8) and speculative method, e.g. nvfp4=0.97,fp8_block=1.0,kv:fp8=0.995, or a YAML file; simfront never invents scores."),
     calibration: Optional[str] = CalOpt,
