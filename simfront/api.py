@@ -153,6 +153,13 @@ def _rows_of(points, idx) -> dict:
     return {k: np.asarray(v)[np.asarray(idx, dtype=np.int64)] for k, v in points.items()}
 
 
+def _simulated_workload(wl) -> str:
+    """The requests the tail simulation sends (:func:`simfront.tails.simulate_points`), in words for its note."""
+    r = wl.length_range_ratio
+    lengths = "fixed lengths" if r is None or r >= 1.0 else f"lengths uniform in [{r:g} L, L]"
+    return lengths + (f", {wl.prefix_hit:.0%} of each prompt from the prefix cache" if wl.prefix_hit else "")
+
+
 def _resolve_workload(isl, osl, prefix_hit, workload, routing, replicas, workload_set) -> tuple[int, int, float, dict | None]:
     """(isl, osl, prefix_hit, preset) from explicit lengths or a named workload preset (simfront.agentic)."""
     if workload is None:
@@ -436,7 +443,7 @@ def predict(model: str, gpus: str | GpuSet, isl: int | None = None, osl: int | N
             out["notes"].append(f"{k} of the {len(out['frontier'])} frontier points {'has' if k == 1 else 'have'} no simulated "
                                 f"tails: {why}")
         out["notes"].append("p50/p90/p99 TTFT and TPOT of the frontier points: the evaluator's means times the spread of a "
-                            "step-level simulation (steady closed loop at each point's concurrency, fixed lengths); "
+                            f"step-level simulation (steady closed loop at each point's concurrency, {_simulated_workload(wl)}); "
                             "against measured p99 TTFT the reported p99 runs low (README, Accuracy: "
                             "scripts/validate_simulation.py)")
     k = knee_index(pts["tok_s_user"][front], pts["tok_s_gpu"][front])

@@ -156,3 +156,14 @@ def test_tails_simulate_the_workloads_prefix_cache_hits(mode, gpus):
     eval_ratio = ttft[0.9][1] / ttft[0.0][1]
     assert sim_ratio < 0.6  # a tenth of the prompt computed (attention over the cached part and the hand-off still cost)
     assert 0.5 < sim_ratio / eval_ratio < 2.0
+
+
+def test_tails_note_names_the_simulated_workload():
+    """The note beside the percentiles says what the simulated clients sent: fixed lengths by default, a benchmark's
+    length spread and the prefix-cache share where the workload has them."""
+    plain = api.predict("llama-3.1-8b", "1xH100", modes=["agg"], tails=True)
+    note = next(n for n in plain.notes if "step-level simulation" in n)
+    assert "fixed lengths" in note and "prefix cache" not in note
+    spread = api.predict("llama-3.1-8b", "1xH100", modes=["agg"], tails=True, prefix_hit=0.5, random_range_ratio=0.8)
+    note = next(n for n in spread.notes if "step-level simulation" in n)
+    assert "lengths uniform in [0.8 L, L]" in note and "50% of each prompt from the prefix cache" in note
