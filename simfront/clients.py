@@ -68,16 +68,26 @@ class Lengths:
     def mean_osl(self) -> float:
         return mean_length(self.osl, self.range_ratio)
 
+    @property
+    def fixed(self) -> bool:
+        """Whether every request has the same input and output length (each range holds one whole number)."""
+        return all(_ends(L, self.range_ratio)[0] == _ends(L, self.range_ratio)[1] for L in (self.isl, self.osl))
+
     def sample(self, rng: np.random.Generator, shape) -> tuple[np.ndarray, np.ndarray]:
-        """(input, output) token counts of ``shape`` requests."""
+        """(input, output) token counts of ``shape`` requests (a read-only view of one value where the range holds one)."""
         return _uniform_int(rng, self.isl, self.range_ratio, shape), _uniform_int(rng, self.osl, self.range_ratio, shape)
 
 
-def _uniform_int(rng, L: float, r: float, shape) -> np.ndarray:
+def _ends(L: float, r: float) -> tuple[int, int]:
+    """(shortest, longest) whole length of a range [r L, L]."""
     lo = max(int(np.floor(L * r)), 1)
-    hi = max(int(L), lo)
-    if lo == hi:
-        return np.full(shape, float(hi))
+    return lo, max(int(L), lo)
+
+
+def _uniform_int(rng, L: float, r: float, shape) -> np.ndarray:
+    lo, hi = _ends(L, r)
+    if lo == hi:  # one length: a read-only broadcast of it (callers compute from it, none writes into it)
+        return np.broadcast_to(float(hi), shape)
     return rng.integers(lo, hi + 1, size=shape).astype(float)
 
 
@@ -199,13 +209,17 @@ def plan_closed(c: ClosedLoop, users, n_deployments: int, seed: int = 0, prompts
     n = (np.asarray(prompts, dtype=float) if prompts is not None else np.ceil(c.prompts() * u / max(c.concurrency, 1.0)))
     n = np.broadcast_to(np.maximum(n, u), (n_deployments,)).astype(int)
     rng = np.random.default_rng(seed)
-    cols = int(n.max())
-    isl, osl = c.lengths.sample(rng, (n_deployments, cols))
-    cached = np.floor(isl * c.prefix_hit)
+    shape = (n_deployments, int(n.max()))
+    isl, osl = c.lengths.sample(rng, shape)
+    if c.lengths.fixed:  # every request alike: read-only views of one value, no (deployments x requests) arrays to fill
+        cached = np.broadcast_to(np.floor(float(isl.flat[0]) * c.prefix_hit), shape)
+        arrival, after = np.broadcast_to(0.0, shape), np.broadcast_to(float(c.think_s), shape)
+    else:
+        cached = np.floor(isl * c.prefix_hit)
+        arrival, after = np.zeros(shape), np.full(shape, float(c.think_s))
     warm = np.broadcast_to(np.ceil(np.asarray(c.warmup, dtype=float) * u / max(c.concurrency, 1.0)), (n_deployments,))
     until = None if counted is None else warm + np.ceil(counted * u)
-    return RequestPlan(isl, osl, cached, np.zeros_like(isl), np.full_like(isl, c.think_s), u, n, warm.astype(int),
-                       first_wave=c.first_wave, count_until=until)
+    return RequestPlan(isl, osl, cached, arrival, after, u, n, warm.astype(int), first_wave=c.first_wave, count_until=until)
 
 
 def plan_open(o: OpenLoop, share, n_deployments: int, seed: int = 0) -> RequestPlan:

@@ -22,6 +22,20 @@ def test_closed_loop_plan_defaults_to_ten_prompts_per_user():
     assert np.all(p.isl == 1000) and np.all(p.cached == 0)
 
 
+def test_fixed_length_closed_loop_plan_is_one_value_per_field_not_a_filled_grid():
+    """Identical requests (the tail simulation's clients) need no (deployments x requests) arrays: each field is a
+    read-only view of one value, equal to what a filled grid would hold; spread lengths keep real arrays."""
+    c = cl.ClosedLoop(8, cl.Lengths(1024, 256), num_prompts=24, prefix_hit=0.5, think_s=0.2)
+    plan = cl.plan_closed(c, [8, 4], 2)
+    assert plan.isl.shape == plan.cached.shape == plan.after_s.shape == (2, 24)
+    assert np.all(plan.isl == 1024) and np.all(plan.osl == 256) and np.all(plan.cached == 512)
+    assert np.all(plan.arrival_s == 0) and np.all(plan.after_s == 0.2)
+    assert not plan.isl.flags.writeable and plan.isl.strides == (0, 0)
+    spread = cl.plan_closed(cl.ClosedLoop(8, cl.Lengths(1024, 256, 0.8), num_prompts=24), [8, 4], 2)
+    assert spread.isl.flags.writeable and len(np.unique(spread.isl)) > 1
+    assert np.array_equal(spread.cached, np.zeros((2, 24)))
+
+
 def test_open_loop_poisson_rate():
     o = cl.OpenLoop(5.0, cl.Lengths(100, 10), num_prompts=20000)
     p = cl.plan_open(o, 1.0, 1, seed=1)
