@@ -230,7 +230,8 @@ class _Fast:
         t_send, rid = _in_send_order(t_send, rid, i)
         t_send = np.where(valid, t_send, np.nan)
         counted = valid & (rid >= plan.warmup[:, None]) & np.isfinite(t_end) & in_window(rid, plan)
-        full = lambda x: np.broadcast_to(x[:, None], (D, R)).copy()  # noqa: E731
+        # every request of a row has the row's lengths: read-only views, not (deployments x requests) copies
+        full = lambda x: np.broadcast_to(x[:, None], (D, R))  # noqa: E731
         return SimTrace(t_send, t_first, t_end, full(self.isl), full(self.osl), counted,
                         self.itl_s, self.itl_w, eng.ttft_overhead_s, iterations,
                         np.zeros(D), self.ptok.copy())
