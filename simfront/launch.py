@@ -919,15 +919,20 @@ def _trtllm_moe_backend(dep, role, lay, notes, sp: EngineSpelling) -> dict:
                      f"(ep {lay.ep} of {lay.tp * lay.attention_dp} GPUs) TensorRT-LLM runs its CUTLASS MoE, which no "
                      "calibration row times")
         return {}
-    return {sp.values["moe_backend_config"]: {"backend": backend}}
+    return _moe_config(sp, backend)
+
+
+def _moe_config(sp: EngineSpelling, backend: str | None) -> dict:
+    """The TensorRT-LLM YAML entry naming MoE ``backend`` (``moe_backend_config`` in simfront/engines/trtllm.yaml); {}
+    for none."""
+    return {sp.values["moe_backend_config"]: {"backend": backend}} if backend else {}
 
 
 def _trtllm_fp8_block_backend(dep, role, sp: EngineSpelling) -> dict:
     """``moe_config.backend`` by role for block-scaled FP8 experts (``moe_backend_fp8_block`` in
     simfront/engines/trtllm.yaml, ``_fp8_block_backend``): prefill workers the calibrated DeepGEMM, decode workers and
     aggregated servers trtllm-gen, the split of InferenceX's TensorRT-LLM B200 FP8 recipes. {} elsewhere."""
-    backend = _fp8_block_backend(dep, role, sp, "moe_backend_fp8_block")
-    return {sp.values["moe_backend_config"]: {"backend": backend}} if backend else {}
+    return _moe_config(sp, _fp8_block_backend(dep, role, sp, "moe_backend_fp8_block"))
 
 
 def _trtllm_fp4_backend(dep, role, lay, sp: EngineSpelling) -> dict:
@@ -962,7 +967,7 @@ def _trtllm_fp4_backend(dep, role, lay, sp: EngineSpelling) -> dict:
                            lay.tp * dp / lay.ep, lay.ep, "nvfp4", hw, alpha=DEFAULT_ROUTING_ALPHA, gated=moe.gated,
                            dispatched=dp > 1, routed_tokens=per_rank)
     faster = "fused" if float(paths["fused"].time_s) < float(paths["grouped"].time_s) else "grouped"
-    return {sp.values["moe_backend_config"]: {"backend": by_path[faster]}}
+    return _moe_config(sp, by_path[faster])
 
 
 def _trtllm_adp_balance(role, notes, sp: EngineSpelling) -> dict:
