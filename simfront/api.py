@@ -153,13 +153,6 @@ def _rows_of(points, idx) -> dict:
     return {k: np.asarray(v)[np.asarray(idx, dtype=np.int64)] for k, v in points.items()}
 
 
-def _simulated_workload(wl) -> str:
-    """The requests the tail simulation sends (:func:`simfront.tails.simulate_points`), in words for its note."""
-    r = wl.length_range_ratio
-    lengths = "fixed lengths" if r is None or r >= 1.0 else f"lengths uniform in [{r:g} L, L]"
-    return lengths + (f", {wl.prefix_hit:.0%} of each prompt from the prefix cache" if wl.prefix_hit else "")
-
-
 def _resolve_workload(isl, osl, prefix_hit, workload, routing, replicas, workload_set) -> tuple[int, int, float, dict | None]:
     """(isl, osl, prefix_hit, preset) from explicit lengths or a named workload preset (simfront.agentic)."""
     if workload is None:
@@ -428,7 +421,7 @@ def predict(model: str, gpus: str | GpuSet, isl: int | None = None, osl: int | N
                           "GPU and model are inside the calibration data"}
     if tails or sla_percentile is not None:  # tail latencies of the frontier points from the step-level simulation
         from .serving import engine_profile
-        from .tails import TAIL_FIELDS, goodput_requests_s, scaled_tails, simulate_points
+        from .tails import TAIL_FIELDS, goodput_requests_s, scaled_tails, simulate_points, simulated_workload
 
         raw_sim = simulate_points(m, g, wl, pts, front, engine_profile(engine, engine_version), engine, space)
         sim = scaled_tails(raw_sim, pts["ttft_ms"][front], pts["tpot_ms"][front])
@@ -443,7 +436,7 @@ def predict(model: str, gpus: str | GpuSet, isl: int | None = None, osl: int | N
             out["notes"].append(f"{k} of the {len(out['frontier'])} frontier points {'has' if k == 1 else 'have'} no simulated "
                                 f"tails: {why}")
         out["notes"].append("p50/p90/p99 TTFT and TPOT of the frontier points: the evaluator's means times the spread of a "
-                            f"step-level simulation (steady closed loop at each point's concurrency, {_simulated_workload(wl)}); "
+                            f"step-level simulation (steady closed loop at each point's concurrency, {simulated_workload(wl)}); "
                             "against measured p99 TTFT the reported p99 runs low (README, Accuracy: "
                             "scripts/validate_simulation.py)")
     k = knee_index(pts["tok_s_user"][front], pts["tok_s_gpu"][front])

@@ -71,7 +71,7 @@ class Lengths:
     @property
     def fixed(self) -> bool:
         """Whether every request has the same input and output length (each range holds one whole number)."""
-        return all(_ends(L, self.range_ratio)[0] == _ends(L, self.range_ratio)[1] for L in (self.isl, self.osl))
+        return all(lo == hi for lo, hi in (_ends(L, self.range_ratio) for L in (self.isl, self.osl)))
 
     def sample(self, rng: np.random.Generator, shape) -> tuple[np.ndarray, np.ndarray]:
         """(input, output) token counts of ``shape`` requests (a read-only view of one value where the range holds one)."""

@@ -105,6 +105,13 @@ def simulate_points(model: Model, gpus: GpuSet, wl: Workload, points: dict, idx,
     return out
 
 
+def simulated_workload(wl: Workload) -> str:
+    """What :func:`simulate_points`' clients send, in words (for the note beside the percentiles)."""
+    r = wl.length_range_ratio
+    lengths = "fixed lengths" if r is None or r >= 1.0 else f"lengths uniform in [{r:g} L, L]"
+    return lengths + (f", {wl.prefix_hit:.0%} of each prompt from the prefix cache" if wl.prefix_hit else "")
+
+
 def goodput_requests_s(sim: dict, ttft_mean_ms, tpot_mean_ms, requests_s, ttft_ms: float | None = None,
                        tpot_ms: float | None = None) -> np.ndarray:
     """Requests/s of each point that meet the SLA (TTFT at most ``ttft_ms`` and TPOT at most ``tpot_ms``;
