@@ -88,3 +88,16 @@ def test_awq_checkpoint_is_int4_weight_only():
     p = m.native
     assert (p.attention, p.dense, p.kv, p.embedding) == ("w4a16", "w4a16", "bf16", "bf16")
     assert m.arch.attention.bias  # Qwen2 q/k/v projections carry biases (model-type default, no config field)
+
+
+def test_mistral_7b_sliding_window_on_every_layer():
+    """Mistral-7B-v0.1: 7,241,732,096 parameters (model page), and a 4,096-token window on all 32 layers ('Mistral 7B',
+    arXiv 2310.06825 Table 1): no KV grows past the window, 32 x 2 x 8 x 128 x 2 B = 131,072 B per token within it."""
+    m = get_model("mistralai/Mistral-7B-Instruct-v0.1")
+    assert m.id == "mistral-7b" and m.params.total == 7_241_732_096 and m.warnings == ()
+    assert m.arch.count(mixer="sliding") == 32 and m.arch.layers[0].window == 4096
+    geo = kv_geometry(m, "bf16")
+    within = 32 * 2 * 8 * 128 * BF16
+    assert float(geo.per_token) == 0.0 and float(geo.windowed_per_token) == within
+    assert float(geo.seq_bytes(1024)) == 1024 * within and float(geo.seq_bytes(32768)) == 4096 * within
+
