@@ -45,8 +45,11 @@ def json_default(o: Any):
 
 def list_models() -> list[dict]:
     out = []
+    from .memory import kv_geometry
+
     for m in modmod.all_models():
         pc = m.params
+        geo = kv_geometry(m, "bf16")  # one copy, TP 1: what kv_bytes_per_token gives, and the windowed layers beside it
         out.append({
             "name": m.id,
             "hf_id": m.hf_id,
@@ -57,7 +60,9 @@ def list_models() -> list[dict]:
             "architecture": m.arch.describe(),
             "native_precision": m.native.label,
             "layers": m.arch.n_layers,
-            "kv_bytes_per_token_bf16": __import__("simfront.memory", fromlist=["kv_bytes_per_token"]).kv_bytes_per_token(m, "bf16"),
+            "kv_bytes_per_token_bf16": float(geo.per_token),
+            "kv_windowed_bytes_per_token_bf16": float(geo.windowed_per_token),  # sliding layers, up to their window
+            "kv_window_tokens": int(geo.window) or None,
         })
     return out
 
@@ -99,10 +104,12 @@ def memory(model: str, gpus: str | GpuSet, precision: str = "native", kv_dtype: 
         layout = inputs.worker_layout(tp, pp, attention_dp, ep, g.count)
     v = memory_verdict(m, prec, g, isl, osl, layout=layout,
                        memory=inputs.engine_memory(engine, engine_version, gpu_memory_fraction, m))
+    from .memory import window_note
     from .scheduler import release_note
 
-    note = release_note(engine, engine_version)  # the fraction of the oldest release family simfront describes
-    return MemoryVerdict(**v.to_json(), notes=[note] if note else [])
+    # the fraction of the oldest release family simfront describes; the sliding windows the KV is priced with
+    notes = [n for n in (release_note(engine, engine_version), window_note(m, prec.kv, isl + osl)) if n]
+    return MemoryVerdict(**v.to_json(), notes=notes)
 
 
 def use_calibration(path: str) -> None:
@@ -398,8 +405,10 @@ def predict(model: str, gpus: str | GpuSet, isl: int | None = None, osl: int | N
 
     from .speculative import borrowed_note
 
+    from .memory import window_note
+
     for note in (release_note(engine, engine_version), cpu_overlap_note(engine, bool(spec_on_front), engine_version),
-                 borrowed_note(spec_on_front, m.id)):
+                 borrowed_note(spec_on_front, m.id), window_note(m, m.native.kv, wl.isl + wl.osl)):
         if note:
             out["notes"].append(note)
     rows = _rows_of(pts, front)  # the frontier's rows only: no column of a 10^6-point search is joined for them

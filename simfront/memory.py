@@ -172,6 +172,33 @@ def kv_bytes_per_token(model: Model, kv_dtype: str) -> float:
     return float(kv_geometry(model, kv_dtype).per_token)
 
 
+# Where engines keep a windowed layer's KV to its window: vLLM's hybrid KV cache manager reserves a sliding-window
+# layer's slots for its most recent window tokens only (docs.vllm.ai design/hybrid_kv_cache_manager); TensorRT-LLM keeps
+# one KV pool per attention window size, the windows set when the engine is created (kv_cache_config.max_attention_window,
+# nvidia.github.io/TensorRT-LLM features/kvcache). One that did not: TensorRT-LLM 0.17's TensorRT-engine flow served
+# Mistral-7B (32 sliding layers) at Llama-3.1-8B's throughput with 20k-token prompts (measurements/offline_throughput.csv).
+WINDOW_NOTE_MIN_RATIO = 1.5  # say so where keeping every token would hold at least this many times the priced KV
+
+
+def window_note(model: Model, kv_dtype: str, context_tokens: float) -> str | None:
+    """Where a sequence of ``context_tokens`` outgrows a model's sliding-window or chunked layers enough to matter: that
+    simfront prices their KV as stopping at the window, and how much more an engine that keeps every token's KV holds."""
+    geo = kv_geometry(model, kv_dtype)
+    win = float(geo.windowed_per_token)
+    if not (win > 0 and geo.window and context_tokens > geo.window):
+        return None
+    priced = float(geo.seq_bytes(context_tokens))  # one sequence's KV with the windows kept
+    ratio = (priced + win * (context_tokens - geo.window)) / priced  # every token kept in the windowed layers too
+    if ratio < WINDOW_NOTE_MIN_RATIO:
+        return None
+    kinds = {layer.mixer: n for layer, n in model.arch.groups().items() if layer.window}
+    layers = " and ".join(f"{n} {mixer}" for mixer, n in kinds.items())
+    return (f"{model.id}: the KV of its {layers} attention layers is priced up to their {geo.window:,}-token window, as vLLM "
+            f"(hybrid KV cache manager) and TensorRT-LLM (per-window pools, max_attention_window) keep it; an engine that "
+            f"keeps every token holds {ratio:.1f}x the KV per sequence at {context_tokens:,.0f} tokens (TensorRT-LLM 0.17's "
+            f"TensorRT-engine flow did for Mistral-7B: measurements/offline_throughput.csv)")
+
+
 def runtime_reserve_bytes(model: Model, tp, pp, dp, ep, max_num_tokens=DEFAULT_MAX_NUM_TOKENS, max_batch=256) -> np.ndarray:
     """Per-GPU memory that is neither weights nor KV: context/graphs, comm buffers, activations."""
     tp, pp, dp, ep = (_f(x) for x in (tp, pp, dp, ep))

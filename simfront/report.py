@@ -39,7 +39,8 @@ def print_memory(v: dict) -> None:
     print(f"  weights per GPU      {gib(v['weights_bytes_per_gpu'])}")
     print(f"  runtime reserve/GPU  {gib(v['reserve_bytes_per_gpu'])}  (CUDA context and graphs 3.5 GiB, comm buffers, activations, logits)")
     print(f"  KV budget per GPU    {gib(v['kv_budget_bytes_per_gpu'])}" + _memory_source(v))
-    print(f"  KV bytes per token   {v['kv_bytes_per_token']:,.0f} B (model-wide, one copy); {v['kv_bytes_per_token_per_gpu']:,.0f} B per GPU")
+    print(f"  KV bytes per token   {_kv_per_token(v)}; {v['kv_bytes_per_token_per_gpu']:,.0f} B per GPU"
+          + (" within the window" if v.get("kv_window_tokens") else ""))
     if v["kv_state_bytes_per_seq"]:
         print(f"  recurrent state/seq  {v['kv_state_bytes_per_seq'] / 1e6:,.0f} MB (linear-attention layers, one copy)")
     cap = v["kv_capacity_tokens"]
@@ -53,6 +54,17 @@ def print_memory(v: dict) -> None:
         print(f"  also fits on         {', '.join(v['alternatives'])}")
     for n in v.get("notes") or []:
         print(f"note: {n}")
+
+
+def _kv_per_token(v: dict) -> str:
+    """The memory verdict's model-wide KV bytes per token in words: the part every token adds, and that of the
+    sliding-window layers, which stops at their window."""
+    grow = f"{v['kv_bytes_per_token']:,.0f} B"
+    win, w = v.get("kv_windowed_bytes_per_token") or 0.0, v.get("kv_window_tokens")
+    if not (win and w):
+        return grow + " (model-wide, one copy)"
+    full = f"{grow} full-attention layers + " if v["kv_bytes_per_token"] else ""
+    return f"{full}{win:,.0f} B sliding-window layers up to their {w:,}-token window (model-wide, one copy)"
 
 
 _RULE_READS = {"free": "of the memory free after weights and runtime", "total": "of the GPU for weights, runtime and KV",

@@ -230,6 +230,9 @@ class MemoryVerdict(Result):
     memory_fraction: float | None = None  # that fraction under the chosen layout, in the engine's own terms
     kv_memory_rule: str | None = None  # free | total | total_static: how the fraction reads (README)
     notes: list[str] = []  # what the verdict rests on beyond the spec (an engine release older than simfront describes)
+    # sliding-window / chunked layers: KV bytes each token adds up to their window (model-wide, one copy), and the window
+    kv_windowed_bytes_per_token: float = 0.0
+    kv_window_tokens: int | None = None
 
 
 class ValidationReport(Result):

@@ -15,7 +15,7 @@ from . import hardware as hwmod
 from .engine_memory import EngineFraction
 from .hardware import GpuSet, Hardware
 from .layout import Layout, check_layout, enumerate_layouts
-from .memory import KV_CACHE_FRACTION, plan_memory
+from .memory import KV_CACHE_FRACTION, kv_geometry, plan_memory
 from .models import Model, Precision
 
 # GPU counts tried when searching for the fewest GPUs that hold a model: single nodes, then whole
@@ -47,6 +47,9 @@ class MemoryVerdict:
     engine: str | None = None  # the engine whose memory fraction sized the KV pool (None: simfront's launch lines' pool)
     memory_fraction: float | None = KV_CACHE_FRACTION  # that fraction under the chosen layout, in the engine's terms
     kv_memory_rule: str = "free"  # how the fraction reads (simfront.scheduler.KV_MEMORY_RULES)
+    # sliding-window / chunked layers: KV bytes each token adds up to their window (model-wide, one copy), and the window
+    kv_windowed_bytes_per_token: float = 0.0
+    kv_window_tokens: int | None = None
 
     def to_json(self) -> dict:
         d = dict(self.__dict__)
@@ -114,7 +117,7 @@ def memory_verdict(model: Model, precision: Precision, gpus: GpuSet, isl: int, o
     if i is None:
         return MemoryVerdict(model.id, gpus.label, precision.label, precision.kv, False, None, 0, 0, 0, 0, 0, 0, 0, 0, 0, ctx, mg,
                              reason=f"no valid parallel layout of {model.id} over {gpus.count} GPUs (heads/experts/layers do not divide)",
-                             **_pool_fields(memory, gpus.hardware))
+                             **_pool_fields(memory, gpus.hardware), **_window_fields(model, precision))
     lo = Layout(int(lay["tp"][i]), int(lay["pp"][i]), int(lay["dp"][i]), int(lay["ep"][i]), int(lay["replicas"][i]), int(lay["idle"][i]))
     fits = bool(plan.fits[i])
     reason = None
@@ -143,5 +146,12 @@ def memory_verdict(model: Model, precision: Precision, gpus: GpuSet, isl: int, o
         kv_state_bytes_per_seq=float(model.arch.linear.state_bytes_per_seq_layer * model.arch.count(mixer="linear")) if model.arch.linear else 0.0,
         kv_capacity_tokens=float(plan.kv_capacity_tokens[i]), max_concurrency=int(plan.max_concurrency[i]),
         context_tokens=ctx, min_gpus=mg, reason=reason, alternatives=alts,
-        **_pool_fields(memory, hw, lo),
+        **_pool_fields(memory, hw, lo), **_window_fields(model, precision),
     )
+
+
+def _window_fields(model: Model, precision: Precision) -> dict:
+    """KV bytes per token of the sliding-window / chunked layers (model-wide, one copy) and their window, which
+    ``kv_bytes_per_token`` (the part that grows with every token) leaves out."""
+    geo = kv_geometry(model, precision.kv)
+    return {"kv_windowed_bytes_per_token": float(geo.windowed_per_token), "kv_window_tokens": int(geo.window) or None}

@@ -101,3 +101,56 @@ def test_mistral_7b_sliding_window_on_every_layer():
     assert float(geo.per_token) == 0.0 and float(geo.windowed_per_token) == within
     assert float(geo.seq_bytes(1024)) == 1024 * within and float(geo.seq_bytes(32768)) == 4096 * within
 
+
+def test_memory_verdict_names_the_sliding_window_part_of_the_kv():
+    """`kv_bytes_per_token` counts the KV that grows with every token; the verdict gives the sliding layers' part and
+    their window beside it (JSON and text), so an all-sliding model does not read as 0 bytes of KV per token."""
+    from simfront import api
+    from simfront.report import print_memory
+
+    v = api.memory("mistral-7b", "1xH100", isl=8192, osl=1024)
+    assert (v.kv_bytes_per_token, v.kv_windowed_bytes_per_token, v.kv_window_tokens) == (0.0, 131072.0, 4096)
+    g = api.memory("gemma-3-27b", "1xH200").to_json()
+    assert g["kv_bytes_per_token"] == 10 * 2 * 16 * 128 * BF16 and g["kv_windowed_bytes_per_token"] == 52 * 2 * 16 * 128 * BF16
+    assert g["kv_window_tokens"] == 1024
+    plain = api.memory("llama-3.1-8b", "1xH100").to_json()
+    assert plain["kv_windowed_bytes_per_token"] == 0.0 and plain["kv_window_tokens"] is None
+    import contextlib
+    import io
+    buf = io.StringIO()
+    with contextlib.redirect_stdout(buf):
+        print_memory(v.to_json())
+    line = next(x for x in buf.getvalue().splitlines() if "KV bytes per token" in x)
+    assert "131,072 B sliding-window layers up to their 4,096-token window" in line
+
+
+def test_models_json_gives_the_window_beside_the_growing_kv():
+    from simfront import api
+
+    rows = {r["name"]: r for r in api.list_models()}
+    assert (rows["mistral-7b"]["kv_bytes_per_token_bf16"], rows["mistral-7b"]["kv_windowed_bytes_per_token_bf16"],
+            rows["mistral-7b"]["kv_window_tokens"]) == (0.0, 131072.0, 4096)
+    assert rows["llama-3.1-8b"]["kv_window_tokens"] is None
+
+
+def test_window_note_says_what_keeping_every_token_would_hold():
+    """A context past the sliding windows gets a note with the factor an engine that keeps every token's KV would hold:
+    Mistral-7B at 9,216 tokens keeps 4,096 of them, so 9,216 / 4,096 = 2.25x; below the window, or without windowed
+    layers, or where the windowed share is small (Llama-4's 8k chunks at 9k), there is nothing to say."""
+    from simfront.memory import window_note
+
+    note = window_note(get_model("mistral-7b"), "bf16", 9216)
+    assert note is not None and "4,096-token window" in note and "2.2x" in note
+    assert window_note(get_model("mistral-7b"), "bf16", 4096) is None
+    assert window_note(get_model("llama-3.1-8b"), "bf16", 100_000) is None
+    assert window_note(get_model("llama-4-scout"), "bf16", 9216) is None  # 1.1x: under WINDOW_NOTE_MIN_RATIO
+
+
+def test_predict_and_memory_carry_the_window_note():
+    from simfront import api
+
+    v = api.memory("mistral-7b", "1xH100", isl=8192, osl=1024)
+    assert any("sliding attention layers" in n for n in v.notes)
+    res = api.predict("mistral-7b", "1xH100", isl=8192, osl=1024)
+    assert any("4,096-token window" in n for n in res.notes)
+    assert not any("window" in n for n in api.memory("llama-3.1-8b", "1xH100", isl=8192, osl=1024).notes)
