@@ -58,10 +58,13 @@ def fast_rows(plan: RequestPlan, eng: EngineArrays, decode: dict | None = None) 
         ok &= np.minimum(eng.max_running, users) * (isl + osl) <= eng.kv_tokens
         ok &= eng.recv_interval <= 1.0  # an intake interval holds prompts back: the request-slot loop
     else:
-        # a prefill worker holds only the prompts its budget reaches (head, full ones, the last partial one)
+        # a prefill worker's KV at an admission (run_engine's check): the prompt a step left part-done (its cached prefix
+        # and computed tokens, at most a whole prompt; FCFS steps leave at most one) and each new prompt the step's
+        # budget reaches at its uncomputed tokens; reserve: each one's output reserved too
         need = isl - np.minimum(plan.cached[:, 0], isl - 1)
-        in_prefill = np.minimum(np.minimum(eng.max_running, users), np.ceil(eng.token_budget / need) + 2)
-        ok &= in_prefill * (isl + np.where(eng.reserve, osl, 0.0)) <= eng.kv_tokens  # reserve: output reserved too
+        out_kv = np.where(eng.reserve, osl, 0.0)
+        reach = np.minimum(np.minimum(eng.max_running, users), np.ceil(eng.token_budget / need) + 1)  # new prompts a step takes
+        ok &= isl + out_kv + reach * (need + out_kv) <= eng.kv_tokens
         ok &= np.minimum(decode["decode_slots"], users) * (isl + osl) <= decode["decode_kv_tokens"]
         # a decode slot reserved before the prefill (SGLang) binds only with more users than slots: the request-slot loop
         ok &= ~(np.asarray(decode.get("slot_at_prefill", False), bool) & (users > decode["decode_slots"]))
@@ -246,14 +249,31 @@ def _in_send_order(t_send: np.ndarray, rid: np.ndarray, batch: np.ndarray) -> tu
     """(t_send, rid) with each row's entries stably sorted by (batch, t_send) (NaN send times last), as
     ``np.lexsort((t_send, batch))`` orders them; rows already in that order are left as they are."""
     t0, t1, b0, b1 = t_send[:, :-1], t_send[:, 1:], batch[:, :-1], batch[:, 1:]
-    # an entry the sort moves: after a later batch, or in the same batch after a later send (NaN counts as latest)
-    out_of_order = (b1 < b0) | ((b1 == b0) & ((t1 < t0) | (np.isnan(t0) & ~np.isnan(t1))))
-    rows = np.nonzero(out_of_order.any(axis=1))[0]
-    if rows.size:
+    # an entry the sort moves: in the same batch after a later send (NaN counts as latest), or after a later batch
+    late = (b1 == b0) & ((t1 < t0) | (np.isnan(t0) & ~np.isnan(t1)))
+    if (b1 < b0).any():  # batches out of order (the trace's are not): sort the rows that need it whole
+        rows = np.nonzero(late.any(axis=1) | (b1 < b0).any(axis=1))[0]
         t_send, rid = t_send.copy(), rid.copy()
         o = np.lexsort((t_send[rows], batch[rows]), axis=-1)
         t_send[rows] = np.take_along_axis(t_send[rows], o, axis=1)
         rid[rows] = np.take_along_axis(rid[rows], o, axis=1)
+        return t_send, rid
+    r, c = np.nonzero(late)
+    if not r.size:
+        return t_send, rid
+    # batches in order along each row: each batch is a run of entries, and only the runs that hold a late entry move,
+    # each within itself; their entries, in the rows' order, sorted by (row, batch, send time) stay in their runs
+    R = batch.shape[1]
+    width = np.int64(np.max(batch)) + 1
+    key = (np.arange(batch.shape[0], dtype=np.int64)[:, None] * width + batch).ravel()  # (row, batch): sorted, row-major
+    bad = np.unique(key[r * R + c + 1])
+    lo, hi = np.searchsorted(key, bad, side="left"), np.searchsorted(key, bad, side="right")  # each such run's entries
+    n = hi - lo
+    at = np.repeat(lo - np.cumsum(n) + n, n) + np.arange(n.sum())  # flat positions of those runs, in order
+    o = np.lexsort((t_send.ravel()[at], key[at]))
+    t_send, rid = t_send.copy(), rid.copy()
+    t_send.ravel()[at] = t_send.ravel()[at][o]
+    rid.ravel()[at] = rid.ravel()[at][o]
     return t_send, rid
 
 
