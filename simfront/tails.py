@@ -38,7 +38,8 @@ def simulate_points(model: Model, gpus: GpuSet, wl: Workload, points: dict, idx,
                     space: SearchSpace | None = None) -> dict[str, np.ndarray]:
     """``{field: array over idx}`` of simulated tail latencies (ms) for search points ``idx`` (and the
     simulated ``requests_s``). All aggregated points are one simulation, all disaggregated ones another
-    (per-point precision, speculation and token budget; one step table per distinct setting)."""
+    (per-point precision, speculation and token budget; one step table per distinct setting), each split into groups
+    of similar concurrency where one run would be mostly padding (:func:`_similar_loads`)."""
     idx = np.asarray(idx, dtype=int)
     hw = gpus.hardware
     sched = scheduler_settings(engine, space.engine_version if space else None, hw.hbm_bytes / 2**30)
@@ -61,48 +62,82 @@ def simulate_points(model: Model, gpus: GpuSet, wl: Workload, points: dict, idx,
         return specs[label]
 
     for mode in ("agg", "disagg"):
-        js = [j for j, i in enumerate(idx) if str(points["mode"][i]) == mode
-              and (str(points["precision"][i]), str(points["kv_dtype"][i])) in precs]
-        if not js:
-            continue
-        ii = idx[js]
-        prec = [precs[(str(points["precision"][i]), str(points["kv_dtype"][i]))] for i in ii]
-        spec = [spec_of(str(points["spec"][i])) for i in ii]
-        conc = np.asarray(points["concurrency"][ii], dtype=float)
-
-        def plan_fn(users, D):
-            return cl.plan_closed(client, users, D, prompts=np.ceil(PROMPTS_PER_CLIENT * users), counted=COUNTED_PER_CLIENT)
-
-        def col(k):
-            return np.asarray(points[k][ii], dtype=float)
-
-        lay = Layouts.of(col("tp"), col("pp"), col("attention_dp"), col("ep"))
-        if mode == "agg":
-            chunk = col("chunk_tokens")
-            r = simulate_agg(model, prec, hw, lay, col("replicas"), conc, plan_fn, sched=sched, profile=profile, spec=spec,
-                             max_batch=col("batch"), token_budget=np.where(chunk > 0, chunk, sched.token_budget),
-                             isl=wl.isl, osl=wl.osl, prefix=prefix, routing_alpha=wl.routing_alpha, recv_interval=wl.recv_interval_steps,
-                             two_batch_overlap=wl.overlap)
-        else:
-            play = Layouts.of(col("prefill_tp"), 1, col("prefill_attention_dp"), col("prefill_ep"))
-            link = kv_link_bytes_per_s(hw, gpus.count, play.gpus)
-            r = simulate_disagg(model, prec, hw, play, col("prefill_workers"), lay, col("decode_workers"), conc, plan_fn,
-                                sched=sched, profile=profile, spec=spec, link_bytes_per_s=link, decode_max_batch=col("batch"),
-                                isl=wl.isl, osl=wl.osl, prefix=prefix, routing_alpha=wl.routing_alpha, two_batch_overlap=wl.overlap)
-        for q in ("p50", "p90", "p99", "mean"):
-            out[f"ttft_{q}_ms"][js] = np.asarray(r.ttft_s[q]) * 1e3
-            out[f"tpot_{q}_ms"][js] = np.asarray(r.tpot_s[q]) * 1e3
-        out["requests_s"][js] = r.requests_s
-        if r.skipped is not None:
-            out["unsimulated"].update((js[d], r.skipped_why) for d in np.flatnonzero(r.skipped))
-        ttft, tpot = request_latencies(r.trace)
-        with np.errstate(divide="ignore", invalid="ignore"):
-            ttft_rel = ttft / np.asarray(r.ttft_s["mean"])[:, None]  # each request's TTFT over its point's simulated mean
-            tpot_rel = tpot / np.asarray(r.tpot_s["mean"])[:, None]  # and its TPOT
-        for d, j in enumerate(js):
-            m = r.trace.counted[d]
-            out["requests_rel"][j] = (ttft_rel[d][m], tpot_rel[d][m])
+        js_mode = [j for j, i in enumerate(idx) if str(points["mode"][i]) == mode
+                   and (str(points["precision"][i]), str(points["kv_dtype"][i])) in precs]
+        for js in _similar_loads(js_mode, np.asarray(points["concurrency"][idx[js_mode]], dtype=float)):
+            _simulate_group(model, gpus, wl, points, idx, js, mode, precs, spec_of, client, prefix, sched, profile, out)
     return out
+
+
+# A simulation's per-request arrays are (points x the most requests any point sends): where one point holds tens of
+# thousands of clients and the others a few hundred, most of them is padding that every pass over the trace fills and
+# reads. Points are then simulated in groups of similar concurrency, each group's arrays as wide as its own largest
+# point, once the padding passes PADDED_REQUESTS_MAX requests and half of the arrays; below that one simulation of all
+# points costs less than several (each builds its own step tables and runs its own loop).
+PADDED_REQUESTS_MAX = 4_000_000
+PADDED_SHARE_MAX = 0.5
+LOAD_GROUP_SPREAD = 4.0  # a group's largest concurrency over its smallest
+
+
+def _similar_loads(js: list[int], conc: np.ndarray) -> list[list[int]]:
+    """``js`` (positions of points of concurrency ``conc``) as one group, or as groups of similar concurrency where one
+    simulation of all of them would be mostly padding (requests simulated: PROMPTS_PER_CLIENT per client)."""
+    if not js:
+        return []
+    sent = PROMPTS_PER_CLIENT * np.maximum(np.ceil(conc), 1.0)  # requests each point's clients send, at most
+    pad = float(len(js) * sent.max() - sent.sum())
+    if pad <= PADDED_REQUESTS_MAX or pad <= PADDED_SHARE_MAX * len(js) * sent.max():
+        return [list(js)]
+    order = np.argsort(sent, kind="stable")
+    groups, start = [], 0
+    for k in range(1, order.size + 1):  # one pass over the chosen points (at most a few hundred)
+        if k == order.size or sent[order[k]] > LOAD_GROUP_SPREAD * sent[order[start]]:
+            groups.append(sorted(js[o] for o in order[start:k]))
+            start = k
+    return groups
+
+
+def _simulate_group(model: Model, gpus: GpuSet, wl: Workload, points: dict, idx: np.ndarray, js: list[int], mode: str, precs: dict,
+                    spec_of, client, prefix: float, sched, profile: dict, out: dict) -> None:
+    """Simulate the points at positions ``js`` of ``idx`` (all of one mode) as one run and write their fields of ``out``."""
+    hw = gpus.hardware
+    ii = idx[js]
+    prec = [precs[(str(points["precision"][i]), str(points["kv_dtype"][i]))] for i in ii]
+    spec = [spec_of(str(points["spec"][i])) for i in ii]
+    conc = np.asarray(points["concurrency"][ii], dtype=float)
+
+    def plan_fn(users, D):
+        return cl.plan_closed(client, users, D, prompts=np.ceil(PROMPTS_PER_CLIENT * users), counted=COUNTED_PER_CLIENT)
+
+    def col(k):
+        return np.asarray(points[k][ii], dtype=float)
+
+    lay = Layouts.of(col("tp"), col("pp"), col("attention_dp"), col("ep"))
+    if mode == "agg":
+        chunk = col("chunk_tokens")
+        r = simulate_agg(model, prec, hw, lay, col("replicas"), conc, plan_fn, sched=sched, profile=profile, spec=spec,
+                         max_batch=col("batch"), token_budget=np.where(chunk > 0, chunk, sched.token_budget),
+                         isl=wl.isl, osl=wl.osl, prefix=prefix, routing_alpha=wl.routing_alpha, recv_interval=wl.recv_interval_steps,
+                         two_batch_overlap=wl.overlap)
+    else:
+        play = Layouts.of(col("prefill_tp"), 1, col("prefill_attention_dp"), col("prefill_ep"))
+        link = kv_link_bytes_per_s(hw, gpus.count, play.gpus)
+        r = simulate_disagg(model, prec, hw, play, col("prefill_workers"), lay, col("decode_workers"), conc, plan_fn,
+                            sched=sched, profile=profile, spec=spec, link_bytes_per_s=link, decode_max_batch=col("batch"),
+                            isl=wl.isl, osl=wl.osl, prefix=prefix, routing_alpha=wl.routing_alpha, two_batch_overlap=wl.overlap)
+    for q in ("p50", "p90", "p99", "mean"):
+        out[f"ttft_{q}_ms"][js] = np.asarray(r.ttft_s[q]) * 1e3
+        out[f"tpot_{q}_ms"][js] = np.asarray(r.tpot_s[q]) * 1e3
+    out["requests_s"][js] = r.requests_s
+    if r.skipped is not None:
+        out["unsimulated"].update((js[d], r.skipped_why) for d in np.flatnonzero(r.skipped))
+    ttft, tpot = request_latencies(r.trace)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        ttft_rel = ttft / np.asarray(r.ttft_s["mean"])[:, None]  # each request's TTFT over its point's simulated mean
+        tpot_rel = tpot / np.asarray(r.tpot_s["mean"])[:, None]  # and its TPOT
+    for d, j in enumerate(js):
+        m = r.trace.counted[d]
+        out["requests_rel"][j] = (ttft_rel[d][m], tpot_rel[d][m])
 
 
 def simulated_workload(wl: Workload) -> str:

@@ -167,3 +167,30 @@ def test_tails_note_names_the_simulated_workload():
     spread = api.predict("llama-3.1-8b", "1xH100", modes=["agg"], tails=True, prefix_hit=0.5, random_range_ratio=0.8)
     note = next(n for n in spread.notes if "step-level simulation" in n)
     assert "lengths uniform in [0.8 L, L]" in note and "50% of each prompt from the prefix cache" in note
+
+
+def test_points_of_very_different_loads_are_simulated_in_groups_with_the_same_results(monkeypatch):
+    """Where one simulation of all chosen points would be mostly padding (one point's clients send far more requests
+    than the others'), the points run in groups of similar concurrency; each point's percentiles are those of the one
+    run (the points of a run never interact). The padding bound is lowered here so that a small search shows it."""
+    import simfront.tails as tails
+    from simfront.hardware import parse_gpus
+    from simfront.models import get_model
+    from simfront.serving import Workload, engine_profile
+
+    res = api.predict("llama-3.1-8b", "2xH100", isl=1024, osl=128)
+    pts = res.points
+    conc = np.asarray(pts["concurrency"], float)
+    idx = [int(np.argmin(conc)), int(np.argmax(conc)), *np.nonzero((conc > 8) & (conc < 64))[0][:6].tolist()]
+    assert len(set(idx)) == len(idx) == 8 and conc[idx].max() >= 16 * conc[idx].min()
+    args = (get_model("llama-3.1-8b"), parse_gpus("2xH100"), Workload(isl=1024, osl=128), pts, idx, engine_profile(None))
+    one = tails.simulate_points(*args)
+    runs = []
+    real_agg, real_disagg = tails.simulate_agg, tails.simulate_disagg
+    monkeypatch.setattr(tails, "simulate_agg", lambda *a, **k: runs.append(np.size(a[3].tp)) or real_agg(*a, **k))
+    monkeypatch.setattr(tails, "simulate_disagg", lambda *a, **k: runs.append(np.size(a[3].tp)) or real_disagg(*a, **k))
+    monkeypatch.setattr(tails, "PADDED_REQUESTS_MAX", 0)
+    grouped = tails.simulate_points(*args)
+    assert len(runs) > 2 and sum(runs) == len(idx)  # several runs, every point in one of them
+    for k in tails.TAIL_FIELDS + tails.SHAPE_FIELDS + ("requests_s",):
+        assert np.allclose(grouped[k], one[k], rtol=1e-12, equal_nan=True), k
