@@ -11,7 +11,8 @@ from __future__ import annotations
 import numpy as np
 
 from .clients import RequestPlan
-from .engine_loop import MAX_LOOP_ITERATIONS, STALL_CHECK_ITERATIONS, BalanceGate, EngineArrays, check_moving, in_window, life_s
+from .engine_loop import (CONTEXT_ONLY_OUTPUT_TOKENS, MAX_LOOP_ITERATIONS, STALL_CHECK_ITERATIONS, BalanceGate, EngineArrays,
+                          check_moving, in_window, life_s)
 from .errors import SimfrontError
 from .sim_metrics import SimTrace
 from .step_table import INF, ONE, TINY, TOL, ZERO, Cells
@@ -60,9 +61,9 @@ def fast_rows(plan: RequestPlan, eng: EngineArrays, decode: dict | None = None) 
     else:
         # a prefill worker's KV at an admission (run_engine's check): the prompt a step left part-done (its cached prefix
         # and computed tokens, at most a whole prompt; FCFS steps leave at most one) and each new prompt the step's
-        # budget reaches at its uncomputed tokens; reserve: each one's output reserved too
+        # budget reaches at its uncomputed tokens; reserve: each one's first token reserved too (a context server's output)
         need = isl - np.minimum(plan.cached[:, 0], isl - 1)
-        out_kv = np.where(eng.reserve, osl, 0.0)
+        out_kv = np.where(eng.reserve, CONTEXT_ONLY_OUTPUT_TOKENS, 0.0)
         reach = np.minimum(np.minimum(eng.max_running, users), np.ceil(eng.token_budget / need) + 1)  # new prompts a step takes
         ok &= isl + out_kv + reach * (need + out_kv) <= eng.kv_tokens
         ok &= np.minimum(decode["decode_slots"], users) * (isl + osl) <= decode["decode_kv_tokens"]

@@ -21,6 +21,10 @@ from .step_table import StepTable
 
 # Above this many decode steps per request the loop would run long; the caller is told (SimfrontError).
 MAX_LOOP_ITERATIONS = 2_000_000
+# Output tokens a disaggregated prefill (context) server is asked for and so reserves beside the prompt: one, the first
+# token; the decode server generates the rest. TensorRT-LLM's disaggregated server sends the context request with
+# max_tokens 1 (tensorrt_llm/serve/openai_disagg_server.py, _process_context_server_request).
+CONTEXT_ONLY_OUTPUT_TOKENS = 1.0
 # iterations between checks that every running deployment moves (a deadlock fails there rather than after
 # MAX_LOOP_ITERATIONS); a deployment that moves changes a clock, a counter or a request's progress every iteration
 STALL_CHECK_ITERATIONS = 4096
@@ -273,7 +277,9 @@ def run_engine(table: StepTable, plan: RequestPlan, eng: EngineArrays, decode_ta
             cap_run = eng.max_running
             kv_used = kv.sum(axis=1)
         rem = np.where(valid, need[rows, s] - done_p[rows, s], 0.0)
-        kv_new = np.where(new, rem + np.where(eng.reserve[:, None], osl[rows, rq[rows, s]], 0.0), 0.0)
+        # a reserving engine holds each new request's output too; a disaggregated prefill server only its first token
+        out_kv = CONTEXT_ONLY_OUTPUT_TOKENS if dis else osl[rows, rq[rows, s]]
+        kv_new = np.where(new, rem + np.where(eng.reserve[:, None], out_kv, 0.0), 0.0)
         ok_new = new & (n_run[:, None] + np.cumsum(new, axis=1) <= cap_run[:, None]) & (
             kv_used[:, None] + np.cumsum(kv_new, axis=1) <= eng.kv_tokens[:, None])
         if dis and slot_first.any():

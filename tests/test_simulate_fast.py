@@ -219,3 +219,14 @@ def test_send_order_sorts_only_the_batches_that_need_it_and_matches_a_full_sort(
         o = np.lexsort((t, batch), axis=-1)
         assert np.array_equal(got_t, np.take_along_axis(t, o, axis=1), equal_nan=True)
         assert np.array_equal(got_r, np.take_along_axis(rid, o, axis=1))
+
+
+def test_a_reserving_prefill_server_holds_each_prompt_and_its_first_token_only():
+    """TensorRT-LLM reserves a request's prompt and output at admission, but its disaggregated server asks the context
+    server for one token (max_tokens 1), so a prefill worker reserves the first token, not the decode's 2k: a 20k-token
+    KV pool holds a step's five 2k prompts beside the part-done one. Both loops admit them alike."""
+    ptable, dtable, plan, eng, dis = _disagg_inputs("trtllm", [8, 24], 2048, 2048, scale=1.0, slots=[8, 24], kv_ranks=8)
+    assert eng.reserve.all()
+    eng = EngineArrays(**{**vars(eng), "kv_tokens": np.full(2, 20_000.0)})
+    assert fast_rows(plan, eng, dis).all()
+    _same(run_fast(ptable, plan, eng, dtable, dis), run_engine(ptable, plan, eng, dtable, dis))
