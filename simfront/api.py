@@ -401,11 +401,9 @@ def predict(model: str, gpus: str | GpuSet, isl: int | None = None, osl: int | N
 
     q, widen = prediction_bands(g.hardware.id, m.id)
     spec_on_front = {str(x) for x in np.asarray(pts["spec"])[front]} - {"none", ""}
-    from .scheduler import release_note
-
-    from .speculative import borrowed_note
-
     from .memory import window_note
+    from .scheduler import release_note
+    from .speculative import borrowed_note
 
     for note in (release_note(engine, engine_version), cpu_overlap_note(engine, bool(spec_on_front), engine_version),
                  borrowed_note(spec_on_front, m.id), window_note(m, m.native.kv, wl.isl + wl.osl)):
