@@ -26,7 +26,7 @@ from .errors import SimfrontError
 from .hardware import GpuSet, Hardware, get_hardware, parse_gpus
 from .layout import check_classes_for, parse_layout_classes
 from .launch import Deployment, LaunchPlan, WorkerLayout, benchmark_command, launch_commands, sidecar_yaml, startable_note
-from .memory import weight_bytes
+from .memory import weight_bytes, window_note
 from .precision import weights_of
 from .priced import priced_of
 from .models import Model, apply_precision, get_model
@@ -539,6 +539,8 @@ def plan(model: str, rate: float, isl: int = 1024, osl: int = 1024, ttft_ms: flo
     if note := release_note(eng, space.engine_version):
         notes.append(note)
     if note := borrowed_note({r["spec"] for r in ok}, m.id):  # acceptance lengths of another model's drafter
+        notes.append(note)
+    if note := window_note(m, m.native.kv, isl + osl):  # the KV of sliding-window layers, kept to the window
         notes.append(note)
     for fam in sorted({h.family for h in hws}):  # chosen deployments wider than any calibration run of their family
         fam_rows = [r["point"] for r in ok if get_hardware(r["gpu"]).family == fam]

@@ -146,11 +146,13 @@ def test_window_note_says_what_keeping_every_token_would_hold():
     assert window_note(get_model("llama-4-scout"), "bf16", 9216) is None  # 1.1x: under WINDOW_NOTE_MIN_RATIO
 
 
-def test_predict_and_memory_carry_the_window_note():
+def test_predict_memory_and_plan_carry_the_window_note():
     from simfront import api
 
     v = api.memory("mistral-7b", "1xH100", isl=8192, osl=1024)
     assert any("sliding attention layers" in n for n in v.notes)
     res = api.predict("mistral-7b", "1xH100", isl=8192, osl=1024)
     assert any("4,096-token window" in n for n in res.notes)
+    p = api.plan("mistral-7b", 2.0, isl=8192, osl=1024, hardware=["h100"])
+    assert any("4,096-token window" in n for n in p.notes)
     assert not any("window" in n for n in api.memory("llama-3.1-8b", "1xH100", isl=8192, osl=1024).notes)
