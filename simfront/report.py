@@ -452,10 +452,15 @@ def print_gpu_compare(res: dict) -> None:
 
 def gpu_compare_notes(res: dict) -> list[str]:
     """Each GPU set's notes (borrowed parameters, estimated peaks, fallback kernels, layouts outside the calibration),
-    once each, named by the set where the note does not already name its GPU."""
-    out: list[str] = []
+    once each, named by the set where the note does not already name its GPU; a note every set has (one about the
+    model, such as its sliding windows) once, unnamed."""
+    note_sets = [s.get("notes") or [] for s in res["sets"]]
+    out = [n for n in note_sets[0] if all(n in ns for ns in note_sets[1:])] if len(note_sets) > 1 else []
+    common = set(out)
     for s in res["sets"]:
         for n in s.get("notes") or []:
+            if n in common:
+                continue
             hw_id = str(s["gpus"]).split("x", 1)[-1]  # "8xmi300x" -> "mi300x"
             line = n if n.startswith(hw_id) else f"{s['gpus']}: {n}"
             if line not in out:

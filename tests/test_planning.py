@@ -380,3 +380,15 @@ def test_plan_notes_chosen_deployments_wider_than_their_familys_calibration_runs
     bal = api.plan(MODEL, 100.0, isl=ISL, osl=OSL, ttft_ms=3000, tpot_ms=20, hardware=["b200"], routing_skew="balanced")
     assert bal["search"]["routing_alpha"] is None
     assert not any("power law" in n for n in bal["notes"])
+
+
+def test_gpu_compare_gives_a_note_every_set_has_once():
+    """A note about the model (every set has it) is printed once, unnamed; a set's own notes keep its name."""
+    from simfront.report import gpu_compare_notes
+
+    res = {"sets": [{"gpus": "8xh100_sxm", "notes": ["model note", "h100_sxm: kernel note", "layout note"]},
+                    {"gpus": "8xb200_sxm", "notes": ["model note", "layout note b"]}]}
+    assert gpu_compare_notes(res) == ["model note", "h100_sxm: kernel note", "8xh100_sxm: layout note",
+                                      "8xb200_sxm: layout note b"]
+    one = {"sets": [{"gpus": "8xh100_sxm", "notes": ["model note"]}]}
+    assert gpu_compare_notes(one) == ["8xh100_sxm: model note"]
