@@ -455,7 +455,7 @@ def gpu_compare_notes(res: dict) -> list[str]:
     once each, named by the set where the note does not already name its GPU; a note every set has (one about the
     model, such as its sliding windows) once, unnamed."""
     note_sets = [s.get("notes") or [] for s in res["sets"]]
-    out = [n for n in note_sets[0] if all(n in ns for ns in note_sets[1:])] if len(note_sets) > 1 else []
+    out = _in_every(note_sets) if len(note_sets) > 1 else []
     common = set(out)
     for s in res["sets"]:
         for n in s.get("notes") or []:
@@ -468,10 +468,15 @@ def gpu_compare_notes(res: dict) -> list[str]:
     return out
 
 
+def _in_every(note_sets: list[list[str]]) -> list[str]:
+    """The notes every one of ``note_sets`` holds, in the first one's order (all of it for one set, none for none)."""
+    return [n for n in note_sets[0] if all(n in ns for ns in note_sets[1:])] if note_sets else []
+
+
 def knob_compare_notes(res: dict) -> list[str]:
     """The notes of a knob comparison's sets: a note every set has once, the others under their value."""
     note_sets = [s.get("notes") or [] for s in res["sets"]]
-    common = [n for n in note_sets[0] if all(n in ns for ns in note_sets[1:])] if note_sets else []
+    common = _in_every(note_sets)
     return common + [f"[{s['value']}] {n}" for s, ns in zip(res["sets"], note_sets) for n in ns if n not in common]
 
 
