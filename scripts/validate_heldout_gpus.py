@@ -121,6 +121,13 @@ def table(title: str, groups: dict[str, list[dict]], extra=None) -> list[str]:
     return lines + [""]
 
 
+def decode_layout(r: dict) -> str:
+    """The layout of the worker that decodes a row's requests: the server (aggregated) or a decode worker."""
+    d = "decode_" if r.get("mode") == "disagg" else ""
+    tp, ep, dp = (r.get(d + k) or 1 for k in ("tp", "ep", "attention_dp"))
+    return f"{'decode ' if d else ''}TP{tp}" + (f" DPA{dp}" if dp > 1 else "") + (f" EP{ep}" if ep > 1 else "")
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("file", nargs="?", default=str(DEFAULT_FILE))
@@ -134,9 +141,11 @@ def main(argv=None) -> int:
         r["gpu_id"] = _gpu_id(r["gpu"])
     by_gpu: dict[str, list] = defaultdict(list)
     by_cell: dict[str, list] = defaultdict(list)
+    by_layout: dict[str, list] = defaultdict(list)  # the decoding worker's layout: a knob the search chooses
     for r in rows:
         by_gpu[r["gpu_id"]].append(r)
         by_cell[f"{r['gpu_id']} {r['engine']} {r['precision']} {r['mode']}{' mtp' if r.get('spec_decoding') else ''}"].append(r)
+        by_layout[f"{r['gpu_id']} {r['engine']} {r['precision']} {decode_layout(r)}"].append(r)
     held = [r for r in rows if r["gpu_id"] not in CALIBRATION_GPUS]
     fitted = calibration_runs()
     seen = [r for r in rows if r["gpu_id"] in CALIBRATION_GPUS]
@@ -166,6 +175,8 @@ def main(argv=None) -> int:
                    {"held-out GPUs": held, "calibration GPUs (B200, H100)": seen})
     lines += table("by GPU", dict(sorted(by_gpu.items())), extra=parameter_source)
     lines += table("by GPU, engine, precision, mode", dict(sorted(by_cell.items())))
+    lines += table("by GPU, engine, precision and the decoding worker's layout ('decode': a disaggregated decode worker)",
+                   dict(sorted(by_layout.items())))
     lines += ["### Residual trends on the held-out GPUs (median predicted / measured by knob bin; bins under "
               f"{MIN_BIN_ROWS} rows marked ~)", "", "| knob | bin | rows | TPOT | TTFT | tok/s/GPU |", "|---|---|---|---|---|---|"]
     for t in residual_trends(held):

@@ -28,3 +28,18 @@ def test_heldout_gpus_tpot_and_throughput_stay_near_measured():
     assert 0.85 <= np.median(tput) <= 1.15 and np.mean(np.abs(tput - 1)) < 0.25  # today 0.95, 17.0 %
     gpus = {_gpu_id(r["gpu"]) for r in rows}
     assert {"mi300x", "mi325x", "mi355x", "h200_sxm", "b300_sxm", "gb200", "gb300"} <= gpus
+
+
+def test_report_names_the_decoding_workers_layout():
+    """scripts/validate_heldout_gpus.py groups rows by the layout of the worker that decodes them (a knob the search
+    chooses): the server of an aggregated run, the decode worker of a disaggregated one."""
+    import importlib.util
+
+    root = Path(__file__).resolve().parent.parent
+    spec = importlib.util.spec_from_file_location("validate_heldout_gpus", root / "scripts" / "validate_heldout_gpus.py")
+    vhg = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(vhg)
+    assert vhg.decode_layout({"mode": "agg", "tp": 8, "ep": 8, "attention_dp": 1}) == "TP8 EP8"
+    assert vhg.decode_layout({"mode": "agg", "tp": 4, "ep": None, "attention_dp": None}) == "TP4"
+    assert vhg.decode_layout({"mode": "disagg", "tp": None, "decode_tp": 1, "decode_ep": 16,
+                              "decode_attention_dp": 16}) == "decode TP1 DPA16 EP16"
