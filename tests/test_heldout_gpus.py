@@ -24,8 +24,8 @@ def test_heldout_gpus_tpot_and_throughput_stay_near_measured():
     tput = np.array([r["predicted_tok_s_per_gpu"] / r["output_tok_s_per_gpu"] for r in rows
                      if r.get("predicted_tok_s_per_gpu") and r.get("output_tok_s_per_gpu")])
     assert np.all(np.isfinite(tpot)) and math.isfinite(float(np.median(tput)))
-    assert 0.9 <= np.median(tpot) <= 1.2 and np.mean(np.abs(tpot - 1)) < 0.25  # today 1.08, 19.3 %
-    assert 0.85 <= np.median(tput) <= 1.15 and np.mean(np.abs(tput - 1)) < 0.25  # today 0.95, 17.0 %
+    assert 0.9 <= np.median(tpot) <= 1.2 and np.mean(np.abs(tpot - 1)) < 0.25  # today 1.11, 19.6 %
+    assert 0.85 <= np.median(tput) <= 1.15 and np.mean(np.abs(tput - 1)) < 0.25  # today 0.92, 16.1 %
     gpus = {_gpu_id(r["gpu"]) for r in rows}
     assert {"mi300x", "mi325x", "mi355x", "h200_sxm", "b300_sxm", "gb200", "gb300"} <= gpus
 
@@ -43,3 +43,17 @@ def test_report_names_the_decoding_workers_layout():
     assert vhg.decode_layout({"mode": "agg", "tp": 4, "ep": None, "attention_dp": None}) == "TP4"
     assert vhg.decode_layout({"mode": "disagg", "tp": None, "decode_tp": 1, "decode_ep": 16,
                               "decode_attention_dp": 16}) == "decode TP1 DPA16 EP16"
+
+
+def test_gb_disaggregated_mtp_runs_carry_their_recipes_draft_counts():
+    """measurements/inferencex_api_snapshot.simfront.yaml: the GB200 / GB300 TensorRT-LLM MTP runs whose layout and
+    concurrency InferenceX's benchmark matrix names with an MTP 3 recipe are priced with three drafts; a run of an MTP 1
+    recipe keeps the default (one)."""
+    res = validate_files([str(SNAPSHOT)])
+    rows = {(_gpu_id(r["gpu"]), r["precision"], int(r["isl"]), int(r["osl"]), int(r["concurrency"])): r
+            for r in res["serving"]["rows"] if r.get("predicted_tpot_ms") and r.get("mode") == "disagg"
+            and r.get("spec_decoding") and "trt" in str(r.get("engine")).lower()}
+    assert rows[("gb300", "fp4", 1024, 1024, 5)]["spec_k"] == 3  # ctx1_gen4_tep8_batch1_eplb0_mtp3
+    assert rows[("gb200", "fp8", 8192, 1024, 666)]["spec_k"] == 3  # ctx5_gen1_dep16_batch32_eplb0_mtp3_666
+    assert rows[("gb300", "fp4", 1024, 1024, 2253)].get("spec_k") in (None, 1)  # ctx3_gen1_dep16_batch128_eplb256_mtp1
+    assert sum(r.get("spec_k") == 3 for k, r in rows.items() if k[0] in ("gb200", "gb300")) == 12
