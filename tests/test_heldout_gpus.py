@@ -59,3 +59,4 @@ def test_gb_disaggregated_mtp_runs_carry_their_recipes_draft_counts():
     assert sum(r.get("spec_k") == 3 for k, r in rows.items() if k[0] in ("gb200", "gb300")) == 12
     assert rows[("b300_sxm", "fp8", 8192, 1024, 512)]["spec_k"] == 2  # ctx4_gen1_dp8_batch64_eplb0_mtp2_512
     assert rows[("b300_sxm", "fp8", 8192, 1024, 5)].get("spec_k") in (None, 1)  # no matrix entry at 5 clients
+    assert rows[("h200_sxm", "fp8", 8192, 1024, 128)]["spec_k"] == 2  # c128_ctx2_gen1_dep8_batch32_eplb0_mtp2
