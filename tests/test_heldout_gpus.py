@@ -45,10 +45,10 @@ def test_report_names_the_decoding_workers_layout():
                               "decode_attention_dp": 16}) == "decode TP1 DPA16 EP16"
 
 
-def test_gb_disaggregated_mtp_runs_carry_their_recipes_draft_counts():
-    """measurements/inferencex_api_snapshot.simfront.yaml: the GB200 / GB300 TensorRT-LLM MTP runs whose layout and
-    concurrency InferenceX's benchmark matrix names with an MTP 3 recipe are priced with three drafts; a run of an MTP 1
-    recipe keeps the default (one)."""
+def test_disaggregated_mtp_runs_carry_their_recipes_draft_counts():
+    """measurements/inferencex_api_snapshot.simfront.yaml: the H200 / B300 / GB200 / GB300 TensorRT-LLM MTP runs whose
+    layout and concurrency InferenceX's benchmark matrix names with an MTP 3 (or 2) recipe are priced with that many
+    drafts; a run of an MTP 1 recipe, or one the matrix does not list, keeps the default (one)."""
     res = validate_files([str(SNAPSHOT)])
     rows = {(_gpu_id(r["gpu"]), r["precision"], int(r["isl"]), int(r["osl"]), int(r["concurrency"])): r
             for r in res["serving"]["rows"] if r.get("predicted_tpot_ms") and r.get("mode") == "disagg"
