@@ -34,6 +34,7 @@ sys.path.insert(0, str(ROOT))
 from simfront.efficiency import provenance  # noqa: E402
 from simfront.errors import SimfrontError  # noqa: E402
 from simfront.fidelity import MIN_BIN_ROWS, residual_trends  # noqa: E402
+from simfront.layout import Layout  # noqa: E402
 from simfront.uncertainty import band_ratio, calibrated_gpus, prediction_bands  # noqa: E402
 from simfront.validation import _gpu_id, _model_id, validate_files  # noqa: E402
 
@@ -122,10 +123,11 @@ def table(title: str, groups: dict[str, list[dict]], extra=None) -> list[str]:
 
 
 def decode_layout(r: dict) -> str:
-    """The layout of the worker that decodes a row's requests: the server (aggregated) or a decode worker."""
+    """The layout of the worker that decodes a row's requests: the server (aggregated) or a decode worker, labelled as
+    :meth:`simfront.layout.Layout.label` labels a layout."""
     d = "decode_" if r.get("mode") == "disagg" else ""
-    tp, ep, dp = (r.get(d + k) or 1 for k in ("tp", "ep", "attention_dp"))
-    return f"{'decode ' if d else ''}TP{tp}" + (f" DPA{dp}" if dp > 1 else "") + (f" EP{ep}" if ep > 1 else "")
+    tp, ep, dp = (int(r.get(d + k) or 1) for k in ("tp", "ep", "attention_dp"))
+    return ("decode " if d else "") + Layout(tp=tp, dp=dp, ep=ep).label()
 
 
 def main(argv=None) -> int:
