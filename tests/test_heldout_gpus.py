@@ -8,6 +8,7 @@ import math
 from pathlib import Path
 
 import numpy as np
+import pytest
 
 from simfront.uncertainty import calibrated_gpus
 from simfront.validation import _gpu_id, validate_files
@@ -16,9 +17,14 @@ SNAPSHOT = Path(__file__).resolve().parent.parent / "measurements" / "inferencex
 CALIBRATION_GPUS = set(calibrated_gpus())
 
 
-def test_heldout_gpus_tpot_and_throughput_stay_near_measured():
-    res = validate_files([str(SNAPSHOT)])
-    rows = [r for r in res["serving"]["rows"] if r.get("predicted_tpot_ms") and _gpu_id(r["gpu"]) not in CALIBRATION_GPUS]
+@pytest.fixture(scope="module")
+def snapshot_rows() -> list[dict]:
+    """The snapshot's serving rows as `simfront validate` prices them (read once for the tests below)."""
+    return validate_files([str(SNAPSHOT)])["serving"]["rows"]
+
+
+def test_heldout_gpus_tpot_and_throughput_stay_near_measured(snapshot_rows):
+    rows = [r for r in snapshot_rows if r.get("predicted_tpot_ms") and _gpu_id(r["gpu"]) not in CALIBRATION_GPUS]
     assert len(rows) >= 250  # seven GPUs, 275 runs predicted today
     tpot = np.array([r["predicted_tpot_ms"] / r["tpot_ms"] for r in rows])
     tput = np.array([r["predicted_tok_s_per_gpu"] / r["output_tok_s_per_gpu"] for r in rows
@@ -45,13 +51,12 @@ def test_report_names_the_decoding_workers_layout():
                               "decode_attention_dp": 16}) == "decode TP1 DPA16 EP16"
 
 
-def test_disaggregated_mtp_runs_carry_their_recipes_draft_counts():
+def test_disaggregated_mtp_runs_carry_their_recipes_draft_counts(snapshot_rows):
     """measurements/inferencex_api_snapshot.simfront.yaml: the H200 / B300 / GB200 / GB300 TensorRT-LLM MTP runs whose
     layout and concurrency InferenceX's benchmark matrix names with an MTP 3 (or 2) recipe are priced with that many
     drafts; a run of an MTP 1 recipe, or one the matrix does not list, keeps the default (one)."""
-    res = validate_files([str(SNAPSHOT)])
     rows = {(_gpu_id(r["gpu"]), r["precision"], int(r["isl"]), int(r["osl"]), int(r["concurrency"])): r
-            for r in res["serving"]["rows"] if r.get("predicted_tpot_ms") and r.get("mode") == "disagg"
+            for r in snapshot_rows if r.get("predicted_tpot_ms") and r.get("mode") == "disagg"
             and r.get("spec_decoding") and "trt" in str(r.get("engine")).lower()}
     assert rows[("gb300", "fp4", 1024, 1024, 5)]["spec_k"] == 3  # ctx1_gen4_tep8_batch1_eplb0_mtp3
     assert rows[("gb200", "fp8", 8192, 1024, 666)]["spec_k"] == 3  # ctx5_gen1_dep16_batch32_eplb0_mtp3_666
