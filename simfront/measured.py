@@ -637,6 +637,10 @@ def _group_disagg(pts, idx, r: Resolved) -> PointGroup:
     conc = np.array([float(_get(pts[i], "concurrency", 0) or 0) for i in idx])
     bad = d.bad | (conc <= 0)
     conc = np.maximum(conc, 1.0)
+    # a busy prefill worker steps with the prompts waiting for it, so with at most its share of the clients, however
+    # large the batch its engine would take (a recipe's cap sized for a heavier load)
+    with np.errstate(divide="ignore"):  # a row without prefill workers is bad already
+        d = replace(d, prefill_batch=np.minimum(d.prefill_batch, np.ceil(conc / pw)))
     b = running_batch(conc, dw * dlay.ranks, np.where(d.decode_batch > 0, d.decode_batch, np.inf),
                       np.maximum(np.floor(dmem.max_concurrency / dlay.dp / dlay.pp), 1))
     slots = b * dlay.ranks * dw  # decode slots the clients occupy

@@ -78,3 +78,20 @@ def test_a_row_without_a_prefill_batch_fills_its_engines_default_budget():
         assert why is None, why
         got.append(float(prefill_prompts([p], [0], r, [p["prefill_attention_dp"]])[0]))
     assert got == [64.0, 16.0, 16.0, 8.0, 48.0, 32.0]
+
+
+def test_a_prefill_worker_batches_no_more_prompts_than_its_clients():
+    """A recipe's prefill batch sized for a heavy load (160 prompts) cannot form under 16 clients on one prefill worker:
+    the row is priced as if its engine took 16 (what can wait there), and a cap below the clients still binds."""
+    from simfront.measured import build_groups, evaluate
+
+    def ttft(**kw):
+        p = _row("sglang", 1024, 1, concurrency=16, prefill_tp=8, **kw)
+        groups, out = build_groups([p])
+        rows = evaluate(groups, out)
+        assert "reason" not in rows[0], rows[0]
+        return rows[0]["predicted_ttft_ms"]
+
+    assert ttft(prefill_batch=160) == pytest.approx(ttft(prefill_batch=16), rel=1e-9)
+    assert ttft(prefill_batch=16) == pytest.approx(ttft(prefill_batch=64), rel=1e-9)
+    assert ttft(prefill_batch=4) != pytest.approx(ttft(prefill_batch=16), rel=1e-3)
