@@ -194,3 +194,24 @@ def test_points_of_very_different_loads_are_simulated_in_groups_with_the_same_re
     assert len(runs) > 2 and sum(runs) == len(idx)  # several runs, every point in one of them
     for k in tails.TAIL_FIELDS + tails.SHAPE_FIELDS + ("requests_s",):
         assert np.allclose(grouped[k], one[k], rtol=1e-12, equal_nan=True), k
+
+
+def test_running_deployments_of_far_apart_loads_in_bands_changes_no_number(monkeypatch):
+    """simulate_trace steps deployments of far fewer users than the largest apart (only the cost changes): forcing the
+    bands on (or off) leaves every frontier point's tails as they were, and the general loop runs once per band."""
+    import simfront.simulate as sm
+
+    calls = []
+    run = sm.run_engine
+    monkeypatch.setattr(sm, "run_engine", lambda *a, **k: calls.append(len(a[1].users)) or run(*a, **k))
+
+    def tails(min_slots):
+        monkeypatch.setattr(sm, "BAND_MIN_SLOTS", min_slots)
+        calls.clear()
+        res = api.predict("mixtral-8x7b", "8xl40s", modes=["disagg"], tails=True, isl=128, osl=64)  # a KV cache that fills
+        return [(p.ttft_p99_ms, p.tpot_p99_ms, p.ttft_p50_ms) for p in res.frontier], list(calls)
+
+    banded, band_calls = tails(0)
+    whole, whole_calls = tails(float("inf"))
+    assert len(band_calls) > 1 and len(whole_calls) == 1 and sum(band_calls) == whole_calls[0]
+    assert banded == whole and sum(t[0] is not None for t in banded) >= 4
