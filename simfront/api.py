@@ -25,6 +25,7 @@ from .models import apply_precision, get_model
 from .priced import Priced, priced_configs, priced_of, priced_of_columns
 from .results import Frontier, MemoryVerdict, Plan, StepBreakdown, ValidationReport, point_dict
 from .sizing import memory_verdict
+from .step import routing_alpha_of
 from .uncertainty import EXTRAPOLATION_WIDENING
 
 
@@ -179,26 +180,6 @@ def _resolve_workload(isl, osl, prefix_hit, workload, routing, replicas, workloa
     return w["isl"], w["osl"], w["prefix_hit"], w["preset"]
 
 
-# most skewed power-law routing exponent accepted (the calibration kernels' skewed rows use 1.01-1.2; beyond a
-# few, one expert takes nearly every token)
-MAX_ROUTING_ALPHA = 5.0
-
-
-def _routing_alpha(skew) -> float | None:
-    """The power-law exponent of ``--routing-skew`` (None: balanced); the production-typical one by default."""
-    from .step import DEFAULT_ROUTING_ALPHA
-
-    if skew is None:
-        return DEFAULT_ROUTING_ALPHA
-    if isinstance(skew, str) and skew.strip().lower() == "balanced":
-        return None
-    try:
-        a = float(skew)
-    except (TypeError, ValueError):
-        raise SimfrontError(f"--routing-skew {skew!r}: give balanced or a power-law exponent in (0, {MAX_ROUTING_ALPHA:g}]") from None
-    if not (math.isfinite(a) and 0.0 < a <= MAX_ROUTING_ALPHA):
-        raise SimfrontError(f"--routing-skew {skew!r}: give balanced or a power-law exponent in (0, {MAX_ROUTING_ALPHA:g}]")
-    return a
 
 
 def cpu_overlap_note(engine: str | None, speculative: bool, version: str | None = None) -> str | None:
@@ -271,7 +252,7 @@ def predict(model: str, gpus: str | GpuSet, isl: int | None = None, osl: int | N
     inputs.check_two_batch_overlap(engine, two_batch_overlap)
     inputs.count("--max-pp", max_pp, lo=1)
     isl, osl, prefix_hit, preset = _resolve_workload(isl, osl, prefix_hit, workload, routing, replicas, workload_set)
-    alpha = _routing_alpha(routing_skew)
+    alpha = routing_alpha_of(routing_skew)
     engine_version = inputs.check_engine_version(engine_version)
     inputs.check_predict(model, gpus, isl=isl, osl=osl, concurrency=concurrency, rate=rate, ttft_ms=ttft_ms, tpot_ms=tpot_ms, min_tok_s_user=min_tok_s_user, spec=spec, spec_k=spec_k, acceptance=acceptance, modes=modes, price=price, prefix_hit=prefix_hit, engine=engine, chunk_tokens=chunk_tokens)
     import time
@@ -578,7 +559,7 @@ def explain(model: str, gpus: str | GpuSet, tp: int = 1, pp: int = 1, ep: int = 
     if spec is not None or spec_k:
         sp = make_spec(spec or "mtp", spec_k, acceptance, m)
     prof = engine_profile(engine, engine_version)  # the scheduler family of that release (newest when None)
-    alpha = _routing_alpha(routing_skew)  # the MoE routing skew, as predict takes it
+    alpha = routing_alpha_of(routing_skew)  # the MoE routing skew, as predict takes it
     inputs.check_two_batch_overlap(engine, two_batch_overlap)
     tbo = bool(two_batch_overlap)  # the engine's two-batch overlap, as predict takes it
     # the overlap with the smallest step the engine splits, as every workload of this step carries it
@@ -861,7 +842,7 @@ def frontier_compare(model: str, gpus: str, knob: str, values: list[str], isl: i
                                      for x, gv in zip(xq, gain)]})
     from .search import held_knobs
 
-    held = held_knobs(_routing_alpha(kw.get("routing_skew")), **kw)  # the other knobs every frontier was held to
+    held = held_knobs(routing_alpha_of(kw.get("routing_skew")), **kw)  # the other knobs every frontier was held to
     return {"model": model, "knob": knob, "baseline": values[0], "sets": sets, "verdicts": verdicts, "search": held,
             "workload": {"isl": wl.isl, "osl": wl.osl, **({"preset": wl.preset} if wl.preset else {})}}
 
@@ -897,7 +878,7 @@ def plan(model: str, rate: float, routing_skew: float | str | None = None, **kw)
     as :func:`predict` takes it (balanced, or a power-law exponent; the production-typical one by default)."""
     from .planning import plan as _plan
 
-    return Plan(**_plan(model, rate, routing_alpha=_routing_alpha(routing_skew), **kw))
+    return Plan(**_plan(model, rate, routing_alpha=routing_alpha_of(routing_skew), **kw))
 
 
 def launch_target(res: Frontier, engine: str, engine_version: str | None = None) -> tuple[Any, str | None]:
@@ -1001,7 +982,7 @@ def compare_gpus(model: str, gpu_sets: Sequence[str], isl: int = 1024, osl: int 
                           "usd_per_mtok": float(usd_per_mtok(price, y)) if ok else None})
     from .search import held_knobs
 
-    held = held_knobs(_routing_alpha(predict_kwargs.get("routing_skew")), **predict_kwargs)  # the knobs every set was held to
+    held = held_knobs(routing_alpha_of(predict_kwargs.get("routing_skew")), **predict_kwargs)  # the knobs every set was held to
     out = {"model": get_model(model).id, "workload": {"isl": isl, "osl": osl}, "sla": sla, "search": held,
            "levels": [float(x) for x in lv], "sets": sets, "table": table}
     return out

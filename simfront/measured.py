@@ -35,6 +35,7 @@ from .models import Model, apply_precision, get_model
 from .precision import normalize_format as _normalize_kv, resolve_format
 from .deployment import Layouts, evaluate_agg, evaluate_disagg, running_batch
 from .scheduler import SchedulerSettings
+from .step import DEFAULT_ROUTING_ALPHA, routing_alpha_of
 from .search import BATCH_SIZES, kv_link_bytes_per_s, make_spec
 from .serving import engine_constants, engine_settings, engine_workload, DEFAULT_CHUNK_TOKENS, NO_SPEC, Workload, aggregated_raw, decode_raw, engine_profile, finish_decode, finish_prefill, prefill_raw, slot_at_transfer
 
@@ -103,6 +104,7 @@ class Resolved:
     # start-up wave holds under half of them (:func:`steady_ttft`)
     ttft_median: bool = False
     two_batch_overlap: bool = False  # the engine ran two-batch overlap (the row's two_batch_overlap)
+    routing_alpha: float | None = DEFAULT_ROUTING_ALPHA  # the MoE routing skew the run saw (routing_skew; None: balanced)
 
     def plan_memory(self, tp, pp, dp, ep, context_tokens):
         """:func:`simfront.memory.plan_memory` of the row's model, formats and GPU with its engine's KV pool."""
@@ -113,7 +115,8 @@ class Resolved:
         """The row's workload: its lengths as the client drew them (ISL / OSL the longest when it recorded a
         range ratio; the cost model takes their means), its token budget and its engine's scheduler facts (engine_workload)."""
         return Workload(isl=self.isl, osl=self.osl, chunk_tokens=self.token_budget, length_range_ratio=self.range_ratio,
-                        two_batch_overlap=self.two_batch_overlap, **engine_workload(constants=self.constants), **kw)
+                        two_batch_overlap=self.two_batch_overlap, routing_alpha=self.routing_alpha,
+                        **engine_workload(constants=self.constants), **kw)
 
 
 def _precision_for(model: Model, p, hw=None) -> Any:
@@ -205,9 +208,13 @@ def resolve(p) -> tuple[Resolved | None, str | None]:
     if _get(p, "format") not in CONFIGURED_LENGTHS | {None}:
         isl, osl = nominal_length(float(isl), ratio), nominal_length(float(osl), ratio)
     sched = engine_settings(_get(p, "engine"), _get(p, "engine_version"), _get(p, "measured_on"))
+    try:
+        alpha = routing_alpha_of(_get(p, "routing_skew"), "routing_skew")
+    except SimfrontError as e:
+        return None, str(e)
     return Resolved(model, hw, prec, _get(p, "engine"), float(isl), float(osl), spec, budget, wave_share(p), ratio,
                     float(_get(p, "scheduler_recv_interval") or 1), consts, memory, unrecorded, sched,
-                    _get(p, "ttft_statistic") == "median", bool(_get(p, "two_batch_overlap"))), None
+                    _get(p, "ttft_statistic") == "median", bool(_get(p, "two_batch_overlap")), alpha), None
 
 
 def steady_ttft(r: Resolved) -> bool:
@@ -286,7 +293,8 @@ def build_groups(points: Iterable[Any]) -> tuple[list[PointGroup], list[dict]]:
         # whole prompts: they are not one group even where the default budget equals the given one
         budget_given = mode == "disagg" and _get(p, "token_budget") is not None
         key = (r.model.id, r.hw.id, r.precision, r.engine, r.isl, r.osl, r.spec, mode, offline, r.token_budget, budget_given,
-               r.wave_share, r.range_ratio, r.recv_interval, r.constants, r.memory, r.unrecorded, r.sched, steady_ttft(r))
+               r.wave_share, r.range_ratio, r.recv_interval, r.constants, r.memory, r.unrecorded, r.sched, steady_ttft(r),
+               r.two_batch_overlap, r.routing_alpha)
         keyed.setdefault(key, []).append(i)
     groups = []
     for key, idx in keyed.items():
@@ -620,6 +628,7 @@ def disagg_workload(r: Resolved) -> Workload:
     scheduler facts (:func:`engine_workload`: the fused kernels, the two-batch overlap split, ...), as the search's
     disaggregated workers take them; the token budgets are the workers' own (:func:`disagg_rows`), not the row's one."""
     return Workload(isl=r.isl, osl=r.osl, length_range_ratio=r.range_ratio, two_batch_overlap=r.two_batch_overlap,
+                    routing_alpha=r.routing_alpha,
                     **engine_workload(constants=r.constants))
 
 

@@ -48,6 +48,27 @@ ELEMENTWISE_OPS = ("norms+residual", "mla.latent_norms", "rope+kv_write", "mlp.a
 # Routing skew of real traffic: power-law exponent of tokens over experts, the "typical production"
 # alpha aiconfigurator collects MoE kernels under (docs/POWER_LAW_DISTRIBUTION.md, modeling-notes §1.8).
 DEFAULT_ROUTING_ALPHA = 1.01
+# most skewed power-law routing exponent accepted (the calibration kernels' skewed rows use 1.01-1.2; beyond a
+# few, one expert takes nearly every token)
+MAX_ROUTING_ALPHA = 5.0
+
+
+def routing_alpha_of(skew, name: str = "--routing-skew") -> float | None:
+    """The power-law exponent a routing skew names (``balanced``: None, tokens spread evenly over the experts; a number:
+    that exponent); the production-typical one where none is given. ``name``: how the caller's input is spelled."""
+    from .errors import SimfrontError
+
+    if skew is None:
+        return DEFAULT_ROUTING_ALPHA
+    if isinstance(skew, str) and skew.strip().lower() == "balanced":
+        return None
+    try:
+        a = float(skew)
+    except (TypeError, ValueError):
+        raise SimfrontError(f"{name} {skew!r}: give balanced or a power-law exponent in (0, {MAX_ROUTING_ALPHA:g}]") from None
+    if not (np.isfinite(a) and 0.0 < a <= MAX_ROUTING_ALPHA):
+        raise SimfrontError(f"{name} {skew!r}: give balanced or a power-law exponent in (0, {MAX_ROUTING_ALPHA:g}]")
+    return a
 # Fewest layouts on a step's layout axis for which its ops are costed once per group of layouts with equal
 # inputs (LayoutRows); below it every op runs over every layout (the plain path, same results)
 LAYOUT_GROUPING_MIN_LAYOUTS = 2

@@ -75,6 +75,9 @@ def test_disaggregated_trtllm_runs_carry_their_recipe_files_facts(snapshot_rows)
     assert facts(("b300_sxm", "fp8", 1024, 1024, 10, False)) == (1, 32, None)
     # h200/8k1k/stp/c16_ctx1_gen3_tep8_batch32_eplb0_mtp0: prefill without attention DP (as the file, not the matrix, says)
     assert facts(("h200_sxm", "fp8", 8192, 1024, 48, False)) == (32, 2, None)
+    # gb300-fp4/1k1k/mtp/ctx3_gen1_dep16_batch128_eplb256_mtp1: the decode servers' online expert load balancer
+    assert rows[("gb300", "fp4", 1024, 1024, 2253, True)]["routing_skew"] == "balanced"
+    assert rows[("gb300", "fp8", 1024, 1024, 2253, True)].get("routing_skew") is None  # ..._eplb0_mtp1_2253: none
     # no matrix entry for two prefill servers and one DEP 16 decode server at 2,048 clients: defaults
     assert facts(("gb200", "fp4", 1024, 1024, 2048, False)) == (None, None, None)
 

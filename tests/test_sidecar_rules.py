@@ -64,6 +64,26 @@ def test_a_rule_can_say_the_run_overlapped_its_speculative_decoding(tmp_path):
     assert overlapped["predicted_tpot_ms"] < plain["predicted_tpot_ms"]
 
 
+def test_a_rule_can_say_the_runs_experts_were_load_balanced(tmp_path):
+    """``routing_skew`` (a number, or "balanced" for an expert load balancer) reaches the evaluator: the same
+    expert-parallel row is priced differently with balanced routing than with simfront's default skew (1.01, the same
+    as giving it), a steeper skew puts more tokens on the busiest rank, and a value that is neither is reported with
+    the rule ignored. (At a few tokens per rank balanced routing can cost more: it touches more distinct experts.)"""
+    from simfront.measured import predict_points
+
+    rules = "rules:\n  - where: {engine: trtllm, spec_decoding: mtp, attention_dp: 8}\n    set: {routing_skew: Balanced}\n"
+    res = _rows(tmp_path, rules)
+    assert res.problems == [] and [p.routing_skew for p in res.points] == [None, "balanced", None, None]
+    row = res.points[1]
+    balanced, default, given, steep = predict_points([row, row.model_copy(update={"routing_skew": None}),
+                                                      row.model_copy(update={"routing_skew": 1.01}),
+                                                      row.model_copy(update={"routing_skew": 2.0})])
+    assert default["predicted_tpot_ms"] == given["predicted_tpot_ms"]
+    assert balanced["predicted_tpot_ms"] != default["predicted_tpot_ms"] != steep["predicted_tpot_ms"]
+    res = _rows(tmp_path, "rules:\n  - where: {engine: sglang}\n    set: {routing_skew: even}\n")
+    assert any("routing_skew" in p for p in res.problems) and all(p.routing_skew is None for p in res.points)
+
+
 def test_the_inferencemax_sidecar_gives_the_disaggregated_sglang_recipes_to_the_rows_they_ran():
     """NVIDIA/srt-slurm recipe variants: FP8 1k1k max-throughput MTP 1p5d (decode cap 512 over 8 ranks, two drafts,
     spec V2), its 1p2d variant (one draft), a FP4 8k1k TP4 1p1d low-latency run (cap 512); a row of an earlier

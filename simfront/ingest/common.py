@@ -11,7 +11,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Iterable
 
-from .schema import BOOL_FIELDS, DEFAULT_ALLOWED, ENGINE_DEFAULT, FLOAT_FIELDS, INT_FIELDS
+from .schema import BOOL_FIELDS, FLOAT_FIELDS, INT_FIELDS, NUMBER_WORDS
 
 
 @dataclass
@@ -135,8 +135,8 @@ def coerce(name: str, value: Any) -> Any:
     if name in INT_FIELDS:
         return to_int(value, name)
     if name in FLOAT_FIELDS:
-        if name in DEFAULT_ALLOWED and isinstance(value, str) and value.strip().lower() == ENGINE_DEFAULT:
-            return ENGINE_DEFAULT  # the engine's own default, as the field's type allows
+        if isinstance(value, str) and value.strip().lower() in NUMBER_WORDS.get(name, ()):
+            return value.strip().lower()  # a word the field's type allows (the engine's own "default", "balanced")
         return to_float(value, name)
     if name in BOOL_FIELDS:
         return to_bool(value, name)

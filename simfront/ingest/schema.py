@@ -7,6 +7,7 @@ the point of comparison with a prediction). ``None`` means the source did not ca
 
 from __future__ import annotations
 
+import re
 from typing import Annotated, Any, Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -119,6 +120,10 @@ class MeasuredPoint(BaseModel):
     scheduler_recv_interval: Count | None = None
     # the engine ran two-batch overlap (SGLang --enable-two-batch-overlap, vLLM --enable-dbo; simfront's sidecar records it)
     two_batch_overlap: bool | None = None
+    # how the MoE router's tokens spread over the experts in the run: a power-law exponent (a measured skew), or "balanced"
+    # (e.g. an expert-parallel load balancer with redundant experts, TensorRT-LLM's load_balancer num_slots); None:
+    # simfront's default skew (predict --routing-skew; simfront.step.routing_alpha_of)
+    routing_skew: Annotated[float, Field(gt=0, le=5)] | Literal["balanced"] | None = None
 
     # speculative decoding
     spec_decoding: SpecDecoding | None = None
@@ -186,7 +191,10 @@ BOOL_FIELDS = frozenset(f for f, info in MeasuredPoint.model_fields.items() if "
 DERIVED_NOTE = "derived"
 # the value a field typed "number or 'default'" takes for "the engine's own default" (gpu_memory_fraction)
 ENGINE_DEFAULT = "default"
-DEFAULT_ALLOWED = frozenset(f for f, info in MeasuredPoint.model_fields.items() if "'default'" in str(info.annotation))
+# the words a number field also takes, as its type names them (gpu_memory_fraction "default", routing_skew "balanced")
+NUMBER_WORDS = {f: frozenset(re.findall(r"'([a-z_]+)'", str(info.annotation)))
+                for f, info in MeasuredPoint.model_fields.items()
+                if "float" in str(info.annotation) and "Literal" in str(info.annotation)}
 FLOAT_FIELDS = frozenset(
     f for f, info in MeasuredPoint.model_fields.items() if "float" in str(info.annotation)
 )
