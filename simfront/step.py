@@ -27,6 +27,7 @@ from . import efficiency
 from .cost import _FIELDS as _COST_FIELDS
 from .cost import Cost
 from .elementwise import memory_op_cost
+from .errors import SimfrontError
 from .fusion import fused as allreduce_norm_fused
 from .gemm import gemm_cost
 from .hardware import Hardware
@@ -56,8 +57,6 @@ MAX_ROUTING_ALPHA = 5.0
 def routing_alpha_of(skew, name: str = "--routing-skew") -> float | None:
     """The power-law exponent a routing skew names (``balanced``: None, tokens spread evenly over the experts; a number:
     that exponent); the production-typical one where none is given. ``name``: how the caller's input is spelled."""
-    from .errors import SimfrontError
-
     if skew is None:
         return DEFAULT_ROUTING_ALPHA
     if isinstance(skew, str) and skew.strip().lower() == "balanced":

@@ -122,8 +122,8 @@ class MeasuredPoint(BaseModel):
     two_batch_overlap: bool | None = None
     # how the MoE router's tokens spread over the experts in the run: a power-law exponent (a measured skew), or "balanced"
     # (e.g. an expert-parallel load balancer with redundant experts, TensorRT-LLM's load_balancer num_slots); None:
-    # simfront's default skew (predict --routing-skew; simfront.step.routing_alpha_of)
-    routing_skew: Annotated[float, Field(gt=0, le=5)] | Literal["balanced"] | None = None
+    # simfront's default skew (predict --routing-skew; simfront.step.routing_alpha_of checks the exponent's range)
+    routing_skew: Annotated[float, Field(gt=0)] | Literal["balanced"] | None = None
 
     # speculative decoding
     spec_decoding: SpecDecoding | None = None
