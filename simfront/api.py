@@ -180,8 +180,6 @@ def _resolve_workload(isl, osl, prefix_hit, workload, routing, replicas, workloa
     return w["isl"], w["osl"], w["prefix_hit"], w["preset"]
 
 
-
-
 def cpu_overlap_note(engine: str | None, speculative: bool, version: str | None = None) -> str | None:
     """A note for predictions with speculative decoding on an engine whose releases differ in whether the overlap
     scheduler runs it (SGLang before 0.5.13 ran EAGLE / MTP without it; simfront/engines/scheduler.yaml): which

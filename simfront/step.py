@@ -52,22 +52,6 @@ DEFAULT_ROUTING_ALPHA = 1.01
 # most skewed power-law routing exponent accepted (the calibration kernels' skewed rows use 1.01-1.2; beyond a
 # few, one expert takes nearly every token)
 MAX_ROUTING_ALPHA = 5.0
-
-
-def routing_alpha_of(skew, name: str = "--routing-skew") -> float | None:
-    """The power-law exponent a routing skew names (``balanced``: None, tokens spread evenly over the experts; a number:
-    that exponent); the production-typical one where none is given. ``name``: how the caller's input is spelled."""
-    if skew is None:
-        return DEFAULT_ROUTING_ALPHA
-    if isinstance(skew, str) and skew.strip().lower() == "balanced":
-        return None
-    try:
-        a = float(skew)
-    except (TypeError, ValueError):
-        raise SimfrontError(f"{name} {skew!r}: give balanced or a power-law exponent in (0, {MAX_ROUTING_ALPHA:g}]") from None
-    if not (np.isfinite(a) and 0.0 < a <= MAX_ROUTING_ALPHA):
-        raise SimfrontError(f"{name} {skew!r}: give balanced or a power-law exponent in (0, {MAX_ROUTING_ALPHA:g}]")
-    return a
 # Fewest layouts on a step's layout axis for which its ops are costed once per group of layouts with equal
 # inputs (LayoutRows); below it every op runs over every layout (the plain path, same results)
 LAYOUT_GROUPING_MIN_LAYOUTS = 2
@@ -361,6 +345,23 @@ class StepCost:
             mult = 1.0 if r.replicated else np.asarray(tp, dtype=float)
             out = out + np.asarray(r.count) * r.expand(r.cost_rows.flops) * mult
         return np.asarray(out) * np.asarray(dp, dtype=float)
+
+
+def routing_alpha_of(skew, name: str = "--routing-skew") -> float | None:
+    """The power-law exponent a routing skew names (``balanced``: None, tokens spread evenly over the experts; a number:
+    that exponent); the production-typical one where none is given. ``name``: how the caller's input is spelled."""
+    bad = f"{name} {skew!r}: give balanced or a power-law exponent in (0, {MAX_ROUTING_ALPHA:g}]"
+    if skew is None:
+        return DEFAULT_ROUTING_ALPHA
+    if isinstance(skew, str) and skew.strip().lower() == "balanced":
+        return None
+    try:
+        a = float(skew)
+    except (TypeError, ValueError):
+        raise SimfrontError(bad) from None
+    if not (np.isfinite(a) and 0.0 < a <= MAX_ROUTING_ALPHA):
+        raise SimfrontError(bad)
+    return a
 
 
 def _f(x) -> np.ndarray:
