@@ -77,12 +77,12 @@ PARAMS: dict[str, tuple[float, float, float]] = {
     # straggler ranks in low-batch decode traces). Not identifiable from the single-node calibration kernels: chosen by
     # scripts/fit_crossnode_sync.py on the multi-node serving runs of the calibration set (two-node H100 decode and
     # prefill workers, an eight-node B200 one; TensorRT-LLM and SGLang), leaving the microbenchmark-matched latencies
-    # above as they are. All-to-all (MoE dispatch or combine across nodes): 70 us, which each engine's runs alone
-    # choose too (SGLang 70, TensorRT-LLM 80). Ring collectives over the NICs (all-reduce, all-gather,
-    # reduce-scatter): 0, because the engines' runs disagree (SGLang's TP16 decode would take 60 us, TensorRT-LLM's
-    # TP16 EP16 decode 5), so the SGLang TP16 shortfall is not the collective's.
+    # above as they are. All-to-all (MoE dispatch or combine across nodes): 60 us, within the range each engine's runs
+    # alone choose (SGLang 60, TensorRT-LLM 80). Ring collectives over the NICs (all-reduce, all-gather,
+    # reduce-scatter): 0, because the engines' runs disagree (SGLang's would take 35 us, TensorRT-LLM's 0), so the
+    # SGLang TP16 shortfall is not the collective's. (70 us until the round-52 profile refit moved the choice.)
     "net_sync_s": (0.0, 0.0, 0.0),
-    "net_alltoall_sync_s": (70e-6, 70e-6, 70e-6),
+    "net_alltoall_sync_s": (60e-6, 60e-6, 60e-6),
 }
 
 FAMILY_DEFAULTS: dict[str, dict[str, float]] = {}

@@ -248,8 +248,27 @@ def soft_max(a, b, sharpness):
     return hi * (1.0 + (lo / np.maximum(hi, 1e-30)) ** sharpness) ** (1.0 / sharpness)
 
 
+# hardware/kernels.yaml op whose served kernel differs from the calibrated one, per GEMM class
+SERVED_TACTIC_OPS = {"fp4": "gemm_nvfp4"}
+# the served kernel's values (hardware/efficiency/served_gemm.yaml) that replace the calibration fit's
+SERVED_VALUES = ("cta_bandwidth_bytes_per_s", "launch_s", "eta_compute")
+
+
+def served_values(cls: str, hw) -> dict[str, float] | None:
+    """Values of the kernel engines serve GEMM class ``cls`` with on ``hw``, where it is not the tactic the calibration
+    rows timed (``served_tuned_tactic`` in hardware/kernels.yaml; values fitted on public microbenchmarks of the tuned
+    kernel, hardware/efficiency/served_gemm.yaml by scripts/fit_served_gemm.py); None where serving runs the timed one."""
+    op = SERVED_TACTIC_OPS.get(cls)
+    if op is None or not kernels.served_tuned_tactic(op, hw):
+        return None
+    block = efficiency.params("served_gemm", hw.family).get(cls)
+    if not block:
+        return None
+    return {name: float(block[name]) for name in SERVED_VALUES if name in block}
+
+
 def gemm_cost(m, n, k, fmt: str, hw, p: dict | None = None, *, static_act_scale: bool = False,
-              fused_act_quant: bool = False) -> Cost:
+              fused_act_quant: bool = False, served: bool = False) -> Cost:
     """Time of one GEMM X[m,k]·W[k,n] in ``fmt`` on ``hw`` (broadcast over m, n, k).
 
     ``static_act_scale``: a serving engine's per-tensor FP8 linear, whose activation scale is the checkpoint's static
@@ -265,7 +284,12 @@ def gemm_cost(m, n, k, fmt: str, hw, p: dict | None = None, *, static_act_scale:
     dependent kernel launch (``kernels.launch_cost().per_launch_s``, a public launch microbenchmark) with it. On B200,
     vLLM's NVFP4 CUTLASS GEMM for Llama-3.1-8B's QKV (N 6144, K 4096) ran 3.74 TFLOP/s with its quantize kernel and
     4.44 without at one token, 13.5 against 11.3 us (vllm-project/vllm PR 20646, before its tuned configs); priced
-    here 13.4 and 11.6 us."""
+    here 13.4 and 11.6 us.
+
+    ``served``: a serving engine's step, which runs the tactic its autotuner chose where the calibration rows timed
+    another (:func:`served_values`): that kernel's values replace the fitted ones, its fixed time the GEMM kernel's alone
+    (the public rows it is fitted on take quantised input), plus one launch for a quantize kernel the engine does not
+    fuse."""
     f = FORMATS[fmt] if fmt in FORMATS else resolve_format(fmt, hw)
     cls = dtype_class(f, hw)
     allp = resolve_params("gemm", hw, p, PARAMS, FAMILY_DEFAULTS)
@@ -274,7 +298,12 @@ def gemm_cost(m, n, k, fmt: str, hw, p: dict | None = None, *, static_act_scale:
     if static:
         q["launch_s"] = min(q["launch_s"], allp["launch_s_fp8_block"])  # one quantisation pass at most
     fused = fused_act_quant and cls in FUSED_QUANT_CLASSES
-    if fused:  # the quantize pass runs in the kernel before: one dependent launch fewer (its bytes below)
+    sv = served_values(cls, hw) if served else None
+    if sv is not None:  # the tuned kernel: its own values; a quantize kernel the engine does not fuse launches before it
+        q.update(sv)
+        if not fused and cls in ACT_QUANT_READS:
+            q["launch_s"] = q["launch_s"] + kernels.launch_cost().per_launch_s
+    elif fused:  # the quantize pass runs in the kernel before: one dependent launch fewer (its bytes below)
         q["launch_s"] = max(q["launch_s"] - kernels.launch_cost().per_launch_s, 0.0)
     rate_dtype = gemm_rate_dtype(f, hw)
     # block-scaled FP8 has its own measured maximum where the spec lists one

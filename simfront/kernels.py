@@ -42,6 +42,11 @@ class NativeKernel(BaseModel):
     # device and builds no per-expert groups: serving prices carry no setup per held expert (moe local_expert_s)
     served_without_group_setup: bool = False
     served_without_group_setup_source: str | None = None
+    # GEMM kernels whose calibration rows were timed on an untuned tactic while serving engines tune theirs at start-up:
+    # serving prices them with the tuned kernel's values (hardware/efficiency/served_gemm.yaml, fitted on public
+    # microbenchmarks by scripts/fit_served_gemm.py)
+    served_tuned_tactic: bool = False
+    served_tuned_tactic_source: str | None = None
 
 
 class Fallback(BaseModel):
@@ -178,6 +183,13 @@ def served_without_group_setup(kind: str, cls: str, hw) -> bool:
     op = class_op(kind, cls)
     k = None if op is None else native_kernel(op, hw)
     return bool(k is not None and k.served_without_group_setup)
+
+
+def served_tuned_tactic(op: str, hw) -> bool:
+    """Whether engines on ``hw`` serve ``op`` with a tactic their autotuner chose where the calibration timed the
+    untuned one (``served_tuned_tactic`` on the op's native kernel in hardware/kernels.yaml)."""
+    k = native_kernel(op, hw)
+    return bool(k is not None and k.served_tuned_tactic)
 
 
 @lru_cache(maxsize=None)

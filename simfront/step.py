@@ -475,10 +475,11 @@ def forward_step(model: Model, precision: Precision, hw: Hardware, tp, pp, dp, e
         st.ops.append(OpRow(name, group, count, cost, replicated, inv, int(rep.size), rows.nd, level))
 
     def gemm(name, group, count, m, n, k, fmt, replicated=False):
-        # serving engines run per-tensor FP8 with the checkpoint's static activation scale, and write a norm's or gated
-        # activation's output already quantized for the GEMM after it (gemm.gemm_cost, gemm.FUSED_QUANT_CLASSES)
+        # serving engines run per-tensor FP8 with the checkpoint's static activation scale, write a norm's or gated
+        # activation's output already quantized for the GEMM after it (gemm.gemm_cost, gemm.FUSED_QUANT_CLASSES), and run
+        # the GEMM tactics their autotuners chose (gemm.served_values)
         op(name, group, count, gemm_cost, m, n, k, fmt, hw, replicated=replicated, static_act_scale=True,
-           fused_act_quant=name in NORM_OR_ACT_INPUT)
+           fused_act_quant=name in NORM_OR_ACT_INPUT, served=True)
 
     def allreduce(name, group, count, tokens, width):
         msg = tokens * width * ACT_BYTES  # one BF16 activation row per token

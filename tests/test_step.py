@@ -146,8 +146,9 @@ def test_gemms_after_a_norm_or_the_gated_activation_read_their_input_already_qua
     inter = m.arch.dense_inter / tp
     for fmt in ("nvfp4", "fp8"):
         ops = {r.name: r.cost for r in forward_step(m, apply_precision(m, fmt), hw, tp, 1, 1, 1, sb, routing_alpha=None).ops}
-        down = gemm_cost(8, H, inter, fmt, hw, static_act_scale=True, fused_act_quant=True)
+        # the step prices the served kernel (gemm.served_values: the tuned NVFP4 tactic on this GPU)
+        down = gemm_cost(8, H, inter, fmt, hw, static_act_scale=True, fused_act_quant=True, served=True)
         assert float(ops["mlp.down"].time_s) == pytest.approx(float(down.time_s), rel=1e-9)
-        o_proj = gemm_cost(8, H, a.n_heads / tp * a.head_dim_v, fmt, hw, static_act_scale=True)
+        o_proj = gemm_cost(8, H, a.n_heads / tp * a.head_dim_v, fmt, hw, static_act_scale=True, served=True)
         assert float(ops["attn.o_proj"].time_s) == pytest.approx(float(o_proj.time_s), rel=1e-9)
-        assert float(ops["mlp.down"].time_s) < float(gemm_cost(8, H, inter, fmt, hw, static_act_scale=True).time_s)
+        assert float(ops["mlp.down"].time_s) < float(gemm_cost(8, H, inter, fmt, hw, static_act_scale=True, served=True).time_s)
