@@ -204,5 +204,9 @@ def test_a_kernel_caveat_is_a_note_only_where_the_prediction_prices_the_op():
     assert [n for n in kernels.caveat_notes(h100) if "moe_fp8_block_grouped" in n and "may be optimistic" in n]
     assert not kernels.caveat_notes(h100, priced_configs(get_model("deepseek-r1"), h100, [("bf16", "bf16", 8)]))
     model = get_model("deepseek-r1")
-    assert kernels.caveat_notes(b200, priced_configs(model, b200, [("fp8_block", "fp8", 8)]))
-    assert not kernels.caveat_notes(b200, priced_configs(model, b200, [("nvfp4", "fp8", 8)]))
+    fp8_notes = kernels.caveat_notes(b200, priced_configs(model, b200, [("fp8_block", "fp8", 8)]))
+    assert any("moe_fp8_block_grouped" in n for n in fp8_notes) and not any("gemm_nvfp4" in n for n in fp8_notes)
+    # NVFP4 experts price neither block-FP8 op; their dense NVFP4 GEMMs price the served tactic, which says so
+    fp4_notes = kernels.caveat_notes(b200, priced_configs(model, b200, [("nvfp4", "fp8", 8)]))
+    assert not any("moe_fp8_block_grouped" in n for n in fp4_notes)
+    assert [n for n in fp4_notes if "gemm_nvfp4" in n and "untuned fallback tactic" in n]
