@@ -172,8 +172,7 @@ def max_experts(op: str, hw) -> float:
 def sole_moe_kernel(op: str, hw) -> bool:
     """Whether the native MoE kernel of ``op`` on ``hw`` is the only MoE kernel priced there for the op's formats
     (``sole_moe_kernel`` in hardware/kernels.yaml); False where ``hw`` has no native kernel."""
-    k = native_kernel(op, hw)
-    return bool(k is not None and k.sole_moe_kernel)
+    return _native_flag(op, hw, "sole_moe_kernel")
 
 
 def served_without_group_setup(kind: str, cls: str, hw) -> bool:
@@ -181,15 +180,19 @@ def served_without_group_setup(kind: str, cls: str, hw) -> bool:
     groups (``served_without_group_setup`` on the native kernel of the op whose ``efficiency_class`` is
     (``kind``, ``cls``) in hardware/kernels.yaml), although the kernel the calibration timed there does."""
     op = class_op(kind, cls)
-    k = None if op is None else native_kernel(op, hw)
-    return bool(k is not None and k.served_without_group_setup)
+    return op is not None and _native_flag(op, hw, "served_without_group_setup")
 
 
 def served_tuned_tactic(op: str, hw) -> bool:
     """Whether engines on ``hw`` serve ``op`` with a tactic their autotuner chose where the calibration timed the
     untuned one (``served_tuned_tactic`` on the op's native kernel in hardware/kernels.yaml)."""
+    return _native_flag(op, hw, "served_tuned_tactic")
+
+
+def _native_flag(op: str, hw, flag: str) -> bool:
+    """A boolean fact of the native kernel ``hw`` runs for ``op`` (False where it takes the fallback)."""
     k = native_kernel(op, hw)
-    return bool(k is not None and k.served_tuned_tactic)
+    return bool(k is not None and getattr(k, flag))
 
 
 @lru_cache(maxsize=None)
