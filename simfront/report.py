@@ -416,13 +416,31 @@ def print_plan(res: dict) -> None:
         print(f"note: {n}")
     # what each chosen deployment's numbers rest on (borrowed parameters, estimated peaks, fallback kernels), once each
     seen = set(res.get("notes") or [])
-    for r in feas:
-        for n in ((r.get("provenance") or {}).get("notes") or []):
-            line = n if n.startswith(r["gpu"]) else f"{r['gpu']}: {n}"
-            if line not in seen:
-                seen.add(line)
-                print(f"note: {line}")
+    pairs = [(r["gpu"], n) for r in feas for n in ((r.get("provenance") or {}).get("notes") or [])]
+    for line in merge_named_notes(pairs):
+        if line not in seen:
+            seen.add(line)
+            print(f"note: {line}")
     print(f"({res.get('search_time_s', 0):.2f} s)")
+
+
+def merge_named_notes(pairs: list[tuple[str, str]]) -> list[str]:
+    """Notes of several GPUs (or GPU sets), each as ``(name, note)``, once each: a note that begins with its own name
+    (``"b200_sxm: ..."``) or is given without one is keyed on the text after the name, and the names of every note
+    with the same text are listed before it once (``"b300_sxm, gb200: ..."``), in order of first appearance."""
+    names: dict[str, list[str]] = {}
+    for name, note in pairs:
+        if note.startswith(f"{name}: "):
+            body = note[len(name) + 2:]
+        elif note.startswith(name):  # names its GPU in its own words ("mi355x (cdna4, ...)"): shown as it is
+            names.setdefault(note, [])
+            continue
+        else:
+            body = note
+        listed = names.setdefault(body, [])
+        if name not in listed:
+            listed.append(name)
+    return [f"{', '.join(listed)}: {body}" if listed else body for body, listed in names.items()]
 
 
 def print_gpu_compare(res: dict) -> None:
@@ -457,15 +475,13 @@ def gpu_compare_notes(res: dict) -> list[str]:
     note_sets = [s.get("notes") or [] for s in res["sets"]]
     out = _in_every(note_sets) if len(note_sets) > 1 else []
     common = set(out)
+    pairs = []
     for s in res["sets"]:
+        hw_id = str(s["gpus"]).split("x", 1)[-1]  # "8xmi300x" -> "mi300x"
         for n in s.get("notes") or []:
-            if n in common:
-                continue
-            hw_id = str(s["gpus"]).split("x", 1)[-1]  # "8xmi300x" -> "mi300x"
-            line = n if n.startswith(hw_id) else f"{s['gpus']}: {n}"
-            if line not in out:
-                out.append(line)
-    return out
+            if n not in common:  # a note naming its GPU keeps that name; the others take the set's
+                pairs.append((hw_id, n) if n.startswith(hw_id) else (str(s["gpus"]), n))
+    return out + [line for line in merge_named_notes(pairs) if line not in common]
 
 
 def _in_every(note_sets: list[list[str]]) -> list[str]:

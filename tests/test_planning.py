@@ -392,3 +392,27 @@ def test_gpu_compare_gives_a_note_every_set_has_once():
                                       "8xb200_sxm: layout note b"]
     one = {"sets": [{"gpus": "8xh100_sxm", "notes": ["model note"]}]}
     assert gpu_compare_notes(one) == ["8xh100_sxm: model note"]
+
+
+def test_a_note_several_gpus_share_is_printed_once_naming_each():
+    """The same caveat on three GPUs is one line naming the three, in order of first appearance; a note that names its
+    GPU in its own words stays as it is; a note only one GPU has keeps that GPU's name."""
+    from simfront.report import gpu_compare_notes, merge_named_notes
+
+    pairs = [("b300_sxm", "b300_sxm: kernel caveat"), ("gb200", "gb200: peaks estimated"), ("gb200", "gb200: kernel caveat"),
+             ("b200_sxm", "b200_sxm: kernel caveat"), ("mi355x", "mi355x (cdna4, no calibration data): borrowed"),
+             ("b300_sxm", "b300_sxm: kernel caveat")]
+    assert merge_named_notes(pairs) == ["b300_sxm, gb200, b200_sxm: kernel caveat", "gb200: peaks estimated",
+                                        "mi355x (cdna4, no calibration data): borrowed"]
+    res = {"sets": [{"gpus": "8xb200_sxm", "notes": ["b200_sxm: kernel caveat", "layout note"]},
+                    {"gpus": "8xb300_sxm", "notes": ["b300_sxm: kernel caveat", "layout note"]},
+                    {"gpus": "16xh100_sxm", "notes": ["layout note", "h100_sxm: other"]}]}
+    assert gpu_compare_notes(res) == ["layout note", "b200_sxm, b300_sxm: kernel caveat", "h100_sxm: other"]
+
+
+def test_plan_prints_a_caveat_blackwell_gpus_share_once(capsys):
+    report.print_plan(api.plan("deepseek-r1", 2.0, isl=1024, osl=1024, spec="none", modes=["agg"],
+                               hardware=["b200", "b300"], precision=["nvfp4"]))
+    notes = [ln for ln in capsys.readouterr().out.splitlines() if ln.startswith("note: ") and "gemm_nvfp4 priced" in ln]
+    assert len(notes) == 1, notes
+    assert notes[0].startswith(("note: b200_sxm, b300_sxm: ", "note: b300_sxm, b200_sxm: ")), notes
