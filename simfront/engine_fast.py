@@ -67,8 +67,7 @@ def fast_rows(plan: RequestPlan, eng: EngineArrays, decode: dict | None = None) 
         reach = np.minimum(np.minimum(eng.max_running, users), np.ceil(eng.token_budget / need) + 1)  # new prompts a step takes
         ok &= isl + out_kv + reach * (need + out_kv) <= eng.kv_tokens
         ok &= np.minimum(decode["decode_slots"], users) * (isl + osl) <= decode["decode_kv_tokens"]
-        # a decode slot reserved before the prefill (SGLang) binds only with more users than slots: the request-slot loop
-        ok &= ~(np.asarray(decode.get("slot_at_prefill", False), bool) & (users > decode["decode_slots"]))
+        # (a decode slot reserved before the prefill, SGLang's, is the fast loop's too: _loop_disagg's slot cap)
     return ok
 
 
@@ -436,6 +435,9 @@ def _loop_disagg(st: _Fast, ptab: "Cells", dtab: "Cells", eng: EngineArrays, dis
     budget, maxrun, half_al, al = eng.token_budget, eng.max_running, eng.al / 2.0, eng.al
     inv_scale = 1.0 / np.maximum(dis["decode_scale"], 1e-9)
     dslots, ready_after = dis["decode_slots"], dis["transfer_s"] * isl
+    # a decode slot reserved before the prefill starts (SGLang's prealloc queue): the prompts started and not finished
+    # hold at most the pool's slots
+    slot_cap = np.where(np.broadcast_to(np.asarray(dis.get("slot_at_prefill", False), bool), (D,)), dslots, INF)
     d_ctx_lo, k_pos = dtab.ctx_lo, st.k_pos
     # prefill-done batches (cumulative prefilled, KV ready at); the decode pool's own pointers (flat indices, as _Fast's)
     top = float(st.R + 1)
@@ -446,7 +448,7 @@ def _loop_disagg(st: _Fast, ptab: "Cells", dtab: "Cells", eng: EngineArrays, dis
     for it, act in _iterations(st, max_iterations):
         now, c, e, ptok = st.now, st.c, st.e, st.ptok
         # ---- prefill worker (clock now): prefill-only steps of the queued prompts (arrivals taken) ----
-        adm = np.minimum(st.arr, pre_c + maxrun)
+        adm = np.minimum(np.minimum(st.arr, pre_c + maxrun), st.e + slot_cap)
         avail = adm * need - ptok
         p = np.minimum(avail, budget)
         # the two clocks advance in time order: the worker holds while the pool is behind it with requests to run
@@ -466,6 +468,9 @@ def _loop_disagg(st: _Fast, ptab: "Cells", dtab: "Cells", eng: EngineArrays, dis
         nrb = nrb + (c_new > pre_c)
         pre_c = c_new
         st.now = now = new_now
+        # queued prompts that no prefill step could take (each waits for a decode slot reserved before its prefill:
+        # SGLang) wait for the pool to free one: the pool runs on to its own next event, and the prefill clock follows it
+        blocked = (st.arr > pre_c) & ~(p > ZERO)
         # ---- decode pool (clock dnow): admit ready requests FCFS, run to the next event ----
         while True:
             pending, t_ready = rb < nrb, rb_t[rb]  # the oldest prefilled batch not yet at the pool, its KV ready at
@@ -479,7 +484,7 @@ def _loop_disagg(st: _Fast, ptab: "Cells", dtab: "Cells", eng: EngineArrays, dis
         n_r = upto - e
         running = n_r > ZERO
         nxt_ready = np.where(pending, t_ready, INF)  # the next KV to arrive
-        h_p = np.where(st.arr > pre_c, now, nxt)
+        h_p = np.where((st.arr > pre_c) & ~blocked, now, nxt)
         horizon = np.minimum(h_p, nxt_ready)
         b_rank = n_r * inv_scale
         st.enter(upto)  # entering requests count from this step
@@ -498,6 +503,9 @@ def _loop_disagg(st: _Fast, ptab: "Cells", dtab: "Cells", eng: EngineArrays, dis
         idle_to = np.where(nxt_ready < INF, np.minimum(nxt_ready, np.where(h_p < INF, np.maximum(h_p, dnow), nxt_ready)),
                            np.maximum(dnow, now))
         dnow = np.where(kd > 0, when, np.maximum(dnow, idle_to))
+        # a blocked prefill side can do nothing before the pool's next event: a prompt starts no earlier than the finish
+        # that frees its slot
+        st.now = np.where(blocked & act, np.maximum(st.now, dnow), st.now)
         st.finish(when)
     return it
 

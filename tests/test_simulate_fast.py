@@ -149,6 +149,25 @@ def test_fast_loop_equals_the_request_slot_loop_disaggregated_with_hundreds_of_u
     _same(run_fast(ptable, plan, eng, dtable, dis), run_engine(ptable, plan, eng, dtable, dis))
 
 
+@pytest.mark.parametrize("first_wave", [True, False])
+@pytest.mark.parametrize("engine", ["sglang", "vllm"])
+def test_fast_loop_equals_the_request_slot_loop_with_decode_slots_reserved_before_the_prefill(engine, first_wave):
+    """SGLang's decode server reserves a request's slot before its prefill (the prealloc queue). With more users than
+    slots the prompts that find no free slot wait, the pool runs on to the finish that frees one, and the prefill clock
+    follows it: the fast loop takes these rows (it once sent them to the request-slot loop, 10 s for one
+    `predict --tails` of ministral-8b on 32xB200 with 30,000 users) and agrees with the slot loop."""
+    ptable, dtable, plan, eng, dis = _disagg_inputs(engine, [8, 40, 300], 1024, 128, scale=1.0, slots=[4, 16, 64], kv_ranks=8,
+                                                    first_wave=first_wave)
+    dis["slot_at_prefill"] = np.full(3, True)
+    assert fast_rows(plan, eng, dis).all()
+    _same(run_fast(ptable, plan, eng, dtable, dis), run_engine(ptable, plan, eng, dtable, dis))
+    # the cap binds: with the slot held through the prefill the same users finish later than with it given at the transfer
+    late = run_fast(ptable, plan, eng, dtable, dis)
+    dis["slot_at_prefill"] = np.full(3, False)
+    early = run_fast(ptable, plan, eng, dtable, dis)
+    assert np.all(np.nanmax(late.t_end, axis=1) > np.nanmax(early.t_end, axis=1))
+
+
 def test_fast_loop_runs_the_attention_dp_balance_gate_as_the_request_slot_loop():
     """TensorRT-LLM's attention-DP balance gate (engine_loop.run_engine) in the fast loop: predict --tails' attention-DP
     points stay on it (with the gate only on the request-slot loop, --engine trtllm --tails took 3.8 s instead of 1.1 s
