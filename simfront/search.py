@@ -77,7 +77,10 @@ def precision_options(model: Model, gpus: GpuSet, space: SearchSpace) -> list[Pr
     else:
         names = ["native"]
         if hw.supports("fp8") and model.native.experts in ("bf16", "fp16"):
-            names.append("fp8_block")
+            # both FP8 formats a 16-bit checkpoint is served in: block-scaled (DeepSeek / Qwen's FP8 checkpoints) and
+            # per-tensor (ModelOpt / llm-compressor FP8 checkpoints, and what vLLM's and SGLang's --quantization fp8
+            # make of the 16-bit checkpoint at load time, so it needs no other checkpoint)
+            names += ["fp8_block", "fp8"]
         if hw.fp4_formats and model.native.experts not in ("nvfp4", "mxfp4"):
             # one 4-bit format per GPU: NVFP4 where supported (finer scales, full FP4 rate), else MXFP4
             names.append("nvfp4" if "nvfp4" in hw.fp4_formats else "mxfp4")

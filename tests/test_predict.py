@@ -145,6 +145,27 @@ def test_prefix_hit_and_precision_push_out():
     assert max(p["tok_s_gpu"] for p in fp4["frontier"]) > max(p["tok_s_gpu"] for p in base["frontier"])
 
 
+def test_default_search_serves_a_16bit_checkpoint_in_both_fp8_formats():
+    from simfront.hardware import parse_gpus
+    from simfront.search import SearchSpace, precision_options
+
+    def weights(model, gpus):
+        return {p.dense for p in precision_options(get_model(model), parse_gpus(gpus), SearchSpace())}
+
+    # a BF16 checkpoint on FP8 tensor cores: per-tensor FP8 (what vLLM / SGLang --quantization fp8 make of it) and
+    # block-scaled FP8, beside the native format; no FP8 tensor cores, no FP8 formats; an FP8 checkpoint stays as shipped
+    assert weights("llama-3.1-70b", "8xH100") == {"bf16", "fp8", "fp8_block"}
+    assert weights("llama-3.1-70b", "8xA100") == {"bf16"}
+    assert weights("deepseek-r1", "8xH200") == {"fp8_block"}
+    both = api.predict("llama-3.1-70b", "8xH100", isl=1024, osl=1024, spec="none")
+    block = api.predict("llama-3.1-70b", "8xH100", isl=1024, osl=1024, spec="none", precision=["bf16", "fp8_block"])
+    # the wider search never loses frontier, and per-tensor FP8 (no block scales to apply) wins points on it
+    fb = np.array([[p["tok_s_user"], p["tok_s_gpu"]] for p in block["frontier"]])
+    for p in both["frontier"]:
+        assert p["tok_s_gpu"] >= np.max(fb[fb[:, 0] >= p["tok_s_user"] - 1e-9, 1], initial=0.0) - 1e-9
+    assert any(p["precision"].split("+")[0] == "fp8" for p in both["frontier"])
+
+
 def test_bad_predict_input():
     for args, needle in [(("--prefix-hit", "1.5"), "prefix-hit"), (("--mode", "both"), "--mode"), (("--spec", "medusa"), "speculative"),
                          (("--concurrency", "0"), "concurrency")]:
