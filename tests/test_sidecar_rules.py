@@ -87,7 +87,8 @@ def test_a_rule_can_say_the_runs_experts_were_load_balanced(tmp_path):
 def test_the_inferencemax_sidecar_gives_the_disaggregated_sglang_recipes_to_the_rows_they_ran():
     """NVIDIA/srt-slurm recipe variants: FP8 1k1k max-throughput MTP 1p5d (decode cap 512 over 8 ranks, two drafts,
     spec V2), its 1p2d variant (one draft), a FP4 8k1k TP4 1p1d low-latency run (cap 512); a row of an earlier
-    recipe version with another layout keeps simfront's defaults."""
+    recipe version with another layout keeps simfront's defaults but for the MTP setting every variant shares (two
+    drafts, spec V2)."""
     from pathlib import Path
 
     path = Path(__file__).resolve().parent.parent / "measurements" / "inferencemax_b200_h100.csv"
@@ -98,7 +99,7 @@ def test_the_inferencemax_sidecar_gives_the_disaggregated_sglang_recipes_to_the_
     assert got(13) == (64, 2, True)   # fp8 1k/1k MTP, P1 dep8 / D5 dep8, 4096 users
     assert got(12) == (64, 1, True)   # fp8 1k/1k MTP 1p2d
     assert got(21) == (512, None, None)  # fp4 8k/1k STP, TP4 prefill, tp8 decode
-    assert got(5) == (None, None, None)  # fp4 8k/1k MTP, TP4 prefill with 5 decode workers: no such variant
+    assert got(5) == (None, 2, True)  # fp4 8k/1k MTP, TP4 prefill with 5 decode workers: no such variant, no cap assumed
     # Dynamo + TensorRT-LLM: nvidia-master.yaml's recipe names (ctx1_gen3_tep16_batch1_eplb0_mtp0, ..._batch32_..._mtp2)
     assert got(117) == (1, None, None) and got(120) == (32, 2, None) and got(22) == (1, 3, None)
     # Dynamo + SGLang on H100: its recipes set no KV-cache dtype (SGLang's "auto": BF16); every other row keeps the FP8
