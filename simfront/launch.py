@@ -526,6 +526,8 @@ def _moe_a2a(dep, role: str, lay, sp: EngineSpelling, notes: list[str]) -> tuple
         if get_hardware(dep.gpu).scaleup.domain_gpus > HGX_DOMAIN_GPUS:
             return [], {}
     kind = "prefill" if role == "prefill" else "decode"
+    if sp.engine == "sglang" and sp.values.get("deepep"):
+        return _sglang_deepep(dep, role, lay, sp, notes)
     if "moe_a2a" in sp.flags:
         return [sp.flags["moe_a2a"], sp.values["moe_a2a"][kind]], {}
     env = {k: str(v[kind] if isinstance(v, dict) else v) for k, v in (sp.env.get("moe_a2a") or {}).items()}
@@ -534,6 +536,61 @@ def _moe_a2a(dep, role: str, lay, sp: EngineSpelling, notes: list[str]) -> tuple
                      "release for DeepEP's all-to-all, so the worker's attention-DP + EP MoE traffic takes the engine's "
                      "default path, not the all-to-all simfront priced")
     return [], env
+
+
+def _standard_dispatcher(role: str, why: str, notes: list[str]) -> tuple[list, dict]:
+    """No all-to-all flag for an attention-DP + EP worker the engine cannot give DeepEP, with the reason in a note."""
+    notes.append(f"sglang {role}: {why}, so this attention-DP + EP worker keeps SGLang's standard dispatcher: its MoE "
+                 "traffic is all-gather + reduce-scatter, more than the all-to-all simfront priced")
+    return [], {}
+
+
+def _sglang_deepep(dep, role: str, lay, sp: EngineSpelling, notes: list[str]) -> tuple[list, dict]:
+    """(flags, environment) for DeepEP's all-to-all on an SGLang attention-DP + EP worker, where the release can run it
+    (``deepep`` in simfront/engines/sglang.yaml): its DeepEP MoE layer runs only some expert runners, per expert format
+    and role, on GPUs DeepGEMM serves; a runner SGLang would not pick itself is named. Decode steps take DeepEP's
+    low-latency kernels, whose buffer holds a fixed number of tokens per rank: a larger decode step (batch per rank x
+    tokens per request per step) raises it, and one beyond DeepEP's own ceiling runs the normal kernels. Anything else
+    keeps the standard dispatcher, with a note."""
+    rule = sp.values["deepep"]
+    if dep.gpu:
+        from .hardware import get_hardware
+
+        hw = get_hardware(dep.gpu)
+        if hw.vendor != "nvidia" or str(hw.compute_capability) not in rule["compute_capabilities"]:
+            return _standard_dispatcher(role, f"SGLang {sp.since}+ runs DeepEP MoE on DeepGEMM, which serves compute "
+                                        f"capability {', '.join(rule['compute_capabilities'])} only ({hw.id}: "
+                                        f"{hw.vendor} {hw.compute_capability or 'no CUDA compute capability'})", notes)
+    fmt = normalize_format(dep.weight_precision)
+    runner = rule["runner"].get(fmt)
+    if isinstance(runner, dict):
+        runner = runner.get(role)
+    if runner is None:
+        return _standard_dispatcher(role, f"SGLang {sp.since}+ has no DeepEP MoE runner for {fmt} experts on a {role} "
+                                    "worker (simfront/engines/sglang.yaml deepep.runner)", notes)
+    if runner in rule.get("ep_equals_tp", ()) and lay.ep != lay.tp * lay.attention_dp:
+        return _standard_dispatcher(role, f"SGLang's {runner} MoE runner needs --ep-size equal to --tp-size "
+                                    f"({lay.ep} != {lay.tp * lay.attention_dp})", notes)
+    args = [sp.flags["moe_a2a"], "deepep"]
+    if runner != "auto":
+        args += [sp.flags["moe_runner"], runner]
+        notes.append(f"sglang {role}: {fmt} experts under DeepEP run {runner}'s MoE ({sp.flags['moe_runner']} {runner}); "
+                     "SGLang's own pick there does not take DeepEP's dispatch")
+    env: dict = {}
+    if role != "prefill":  # decode batches take the low-latency kernels (--deepep-mode auto); prefill the normal ones
+        tokens = math.ceil(lay.max_batch / lay.attention_dp) * (dep.spec_k + 1 if dep.spec_method else 1)  # per rank per step
+        if tokens > rule["ll_tokens_max"]:
+            if runner in rule.get("low_latency_only", ()):
+                return _standard_dispatcher(role, f"{tokens} decode tokens per rank per step are more than DeepEP's "
+                                            f"low-latency kernels hold ({rule['ll_tokens_max']}), the only ones "
+                                            f"SGLang's {runner} MoE runner takes", notes)
+            args += [sp.flags["deepep_mode"], "normal"]
+            notes.append(f"sglang {role}: {tokens} decode tokens per rank per step are more than DeepEP's low-latency "
+                         f"kernels hold ({rule['ll_tokens_max']}), so DeepEP runs its normal kernels; SGLang then "
+                         "captures no CUDA graphs on this worker, which simfront's step price does not include")
+        elif tokens > rule["ll_tokens_default"]:
+            env[rule["ll_tokens_env"]] = str(tokens)
+    return args, env
 
 
 def _mxfp4_experts(dep: Deployment) -> bool:

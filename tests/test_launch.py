@@ -219,7 +219,9 @@ def test_sglang_lines_keep_mxfp4_experts_weight_only_under_expert_parallelism():
     dpa = launch_commands(replace(oss, tp=1, attention_dp=8), "sglang")
     assert value(dpa.commands[0], "--moe-runner-backend") == "marlin" and "--moe-a2a-backend" not in dpa.commands[0]
     assert any("standard dispatcher only" in n and "all-gather" in n for n in dpa.notes)
-    assert "--moe-a2a-backend" in launch_commands(replace(oss, tp=1, attention_dp=8, gpu="b200_sxm"), "sglang").commands[0]
+    # on Blackwell SGLang's MXFP4 pick (flashinfer_mxfp4) has no DeepEP path either (test below)
+    b200 = launch_commands(replace(oss, tp=1, attention_dp=8, gpu="b200_sxm"), "sglang")
+    assert "--moe-a2a-backend" not in b200.commands[0] and any("no DeepEP MoE runner for mxfp4" in n for n in b200.notes)
     for other in (replace(oss, ep=1), replace(oss, gpu="b200_sxm"), replace(oss, gpu=None),
                   dsr1_adp(tp=8, attention_dp=1, weight_precision="fp8_block", gpu="h100_sxm")):
         assert "--moe-runner-backend" not in launch_commands(other, "sglang").commands[0]
@@ -269,8 +271,10 @@ def test_sglang_prefill_workers_ask_for_deepgemm_block_fp8_experts_on_blackwell(
     assert not any(runners(launch_commands(dpa, "sglang")))
     # a release whose table names no way to ask for DeepEP leaves that worker without an all-to-all: it asks
     assert runners(launch_commands(dpa, "sglang", engine_version="0.5.12"))[plan.roles.index("prefill")] == "deep_gemm"
-    for other in (replace(dis, gpu="h100_sxm"), replace(dis, weight_precision="nvfp4")):
-        assert not any(runners(launch_commands(other, "sglang")))
+    assert not any(runners(launch_commands(replace(dis, gpu="h100_sxm"), "sglang")))
+    fp4 = launch_commands(replace(dis, weight_precision="nvfp4"), "sglang")  # only DeepEP's NVFP4 runner, on decode
+    assert [r for r, role in zip(runners(fp4), fp4.roles) if r] == ["flashinfer_cutedsl"]
+    assert fp4.roles[runners(fp4).index("flashinfer_cutedsl")] == "decode"
 
 
 def test_trtllm_lines_name_the_block_fp8_moe_backend_by_role_on_blackwell():
@@ -1172,6 +1176,45 @@ def test_attention_dp_ep_workers_ask_for_the_all_to_all_simfront_prices():
                         prefill=WorkerLayout(attention_dp=8, ep=8), decode=WorkerLayout(attention_dp=8, ep=8))
     lines = launch_commands(disagg, "vllm").commands
     assert any("deepep_high_throughput" in l for l in lines) and any("deepep_low_latency" in l for l in lines)
+
+
+def test_sglang_asks_for_deepep_only_where_its_deepep_moe_layer_runs_the_experts():
+    """SGLang 0.5.23's DeepEP MoE layer (layers/moe/ep_moe/layer.py) runs FP8 experts on DeepGEMM (its own pick under
+    DeepEP), BF16 experts only with an explicit deep_gemm runner, NVFP4 experts only with flashinfer_cutedsl on
+    low-latency dispatch (a decode worker), and asserts for every other runner; DeepGEMM needs sm 90 / 100. So each
+    line asks for DeepEP with the runner that takes it, or keeps the standard dispatcher and says why; a decode step
+    past DeepEP's low-latency buffer (128 tokens per rank by default, 1024 at most) raises the buffer or runs the normal
+    kernels."""
+    def line(**kw):
+        base = dict(tp=1, attention_dp=8, ep=8, max_batch=256, kv_dtype="fp8")
+        base.update(kw)
+        model = base.pop("model", "deepseek-r1")
+        return launch_commands(Deployment(model, **base), "sglang")
+
+    fp8 = line(weight_precision="fp8_block", gpu="h100_sxm").commands[0]
+    assert value(fp8, "--moe-a2a-backend") == "deepep" and "--moe-runner-backend" not in fp8
+    bf16 = line(model="qwen3-30b-a3b", weight_precision="bf16", gpu="h100_sxm").commands[0]
+    assert value(bf16, "--moe-a2a-backend") == "deepep" and value(bf16, "--moe-runner-backend") == "deep_gemm"
+    for kw in (dict(model="qwen3-30b-a3b", weight_precision="bf16", gpu="a100_sxm"),  # no DeepGEMM on sm 80
+               dict(weight_precision="fp8_block", gpu="mi300x"),  # no CUDA
+               dict(weight_precision="nvfp4", gpu="b200_sxm")):  # an aggregated worker prefills: no CuteDSL path
+        plan = line(**kw)
+        assert "--moe-a2a-backend" not in plan.commands[0], kw
+        assert any("standard dispatcher" in n and "all-gather" in n for n in plan.notes), kw
+    disagg = launch_commands(Deployment("deepseek-r1", mode="disagg", weight_precision="nvfp4", kv_dtype="fp8",
+                                        gpu="b200_sxm", prefill=WorkerLayout(attention_dp=4, ep=4),
+                                        decode=WorkerLayout(attention_dp=8, ep=8, max_batch=256)), "sglang")
+    prefill, decode = disagg.commands[:2]
+    assert "--moe-a2a-backend" not in prefill
+    assert value(decode, "--moe-a2a-backend") == "deepep" and value(decode, "--moe-runner-backend") == "flashinfer_cutedsl"
+    # the low-latency buffer: 32 tokens per rank fit the default, 256 raise it, 1536 (MTP k=2) run the normal kernels
+    assert "SGLANG_DEEPEP_NUM_MAX_DISPATCH_TOKENS_PER_RANK" not in fp8
+    big = line(weight_precision="fp8_block", gpu="b200_sxm", max_batch=2048).commands[0]
+    assert big.startswith("SGLANG_DEEPEP_NUM_MAX_DISPATCH_TOKENS_PER_RANK=256 ") and "--deepep-mode" not in big
+    mtp = line(weight_precision="fp8_block", gpu="b200_sxm", max_batch=4096, spec_method="mtp", spec_k=2)
+    assert value(mtp.commands[0], "--deepep-mode") == "normal" and any("no CUDA graphs" in n for n in mtp.notes)
+    assert "--deepep-mode" not in line(weight_precision="fp8_block", gpu="b200_sxm", max_batch=2048,
+                                       spec_method="mtp", spec_k=2).commands[0]  # 768 tokens: the buffer, raised
 
 
 @pytest.mark.parametrize("engine", ["vllm", "sglang", "trtllm"])
