@@ -557,10 +557,14 @@ def _sglang_deepep(dep, role: str, lay, sp: EngineSpelling, notes: list[str]) ->
         from .hardware import get_hardware
 
         hw = get_hardware(dep.gpu)
-        if hw.vendor != "nvidia" or str(hw.compute_capability) not in rule["compute_capabilities"]:
-            return _standard_dispatcher(role, f"SGLang {sp.since}+ runs DeepEP MoE on DeepGEMM, which serves compute "
-                                        f"capability {', '.join(rule['compute_capabilities'])} only ({hw.id}: "
-                                        f"{hw.vendor} {hw.compute_capability or 'no CUDA compute capability'})", notes)
+        if hw.vendor != "nvidia":
+            why = (f"on ROCm SGLang {sp.since}+ runs DeepEP MoE only through aiter (SGLANG_USE_AITER=1) with a ROCm "
+                   f"DeepEP build, which simfront's lines do not set up ({hw.id})")
+            return _standard_dispatcher(role, why, notes)
+        if str(hw.compute_capability) not in rule["compute_capabilities"]:
+            why = (f"SGLang {sp.since}+ runs DeepEP MoE on DeepGEMM, which serves compute capability "
+                   f"{', '.join(rule['compute_capabilities'])} only ({hw.id}: {hw.compute_capability})")
+            return _standard_dispatcher(role, why, notes)
     fmt = normalize_format(dep.weight_precision)
     runner = rule["runner"].get(fmt)
     if isinstance(runner, dict):
@@ -574,16 +578,17 @@ def _sglang_deepep(dep, role: str, lay, sp: EngineSpelling, notes: list[str]) ->
     args = [sp.flags["moe_a2a"], "deepep"]
     if runner != "auto":
         args += [sp.flags["moe_runner"], runner]
-        notes.append(f"sglang {role}: {fmt} experts under DeepEP run {runner}'s MoE ({sp.flags['moe_runner']} {runner}); "
-                     "SGLang's own pick there does not take DeepEP's dispatch")
+        notes.append(f"sglang {role}: {fmt} experts under DeepEP run {runner}'s MoE ({sp.flags['moe_runner']} "
+                     f"{runner}); SGLang's own pick there does not take DeepEP's dispatch")
     env: dict = {}
     if role != "prefill":  # decode batches take the low-latency kernels (--deepep-mode auto); prefill the normal ones
-        tokens = math.ceil(lay.max_batch / lay.attention_dp) * (dep.spec_k + 1 if dep.spec_method else 1)  # per rank per step
+        # tokens one rank sends through the MoE per decode step: its requests x (1 + drafts verified)
+        tokens = math.ceil(lay.max_batch / lay.attention_dp) * (dep.spec_k + 1 if dep.spec_method else 1)
         if tokens > rule["ll_tokens_max"]:
             if runner in rule.get("low_latency_only", ()):
-                return _standard_dispatcher(role, f"{tokens} decode tokens per rank per step are more than DeepEP's "
-                                            f"low-latency kernels hold ({rule['ll_tokens_max']}), the only ones "
-                                            f"SGLang's {runner} MoE runner takes", notes)
+                why = (f"{tokens} decode tokens per rank per step are more than DeepEP's low-latency kernels hold "
+                       f"({rule['ll_tokens_max']}), the only ones SGLang's {runner} MoE runner takes")
+                return _standard_dispatcher(role, why, notes)
             args += [sp.flags["deepep_mode"], "normal"]
             notes.append(f"sglang {role}: {tokens} decode tokens per rank per step are more than DeepEP's low-latency "
                          f"kernels hold ({rule['ll_tokens_max']}), so DeepEP runs its normal kernels; SGLang then "
