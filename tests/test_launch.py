@@ -895,6 +895,15 @@ VARIED = {
                                                    max_batch=256, gpu="b200_sxm"),
     "gpt-oss-120b-mxfp4-h100-tp8-ep8": Deployment("openai/gpt-oss-120b", tp=8, ep=8, weight_precision="mxfp4", max_batch=128,
                                                   gpu="h100_sxm"),
+    # SGLang's DeepEP runner per expert format (--moe-runner-backend deep_gemm / flashinfer_cutedsl) and its
+    # low-latency buffer (SGLANG_DEEPEP_NUM_MAX_DISPATCH_TOKENS_PER_RANK, --deepep-mode normal)
+    "qwen3-30b-bf16-dpa8-ep8": Deployment("Qwen/Qwen3-30B-A3B", attention_dp=8, ep=8, weight_precision="bf16",
+                                          max_batch=512, gpu="h100_sxm"),
+    "r1-nvfp4-disagg-b200": Deployment(R1, mode="disagg", kv_dtype="fp8", weight_precision="nvfp4", gpu="b200_sxm",
+                                       prefill=WorkerLayout(tp=1, attention_dp=4, ep=4, max_batch=16, max_num_tokens=16384),
+                                       decode=WorkerLayout(tp=1, attention_dp=8, ep=8, max_batch=2048, max_num_tokens=2048),
+                                       isl=8192, osl=1024, concurrency=1024),
+    "r1-dpa8-ep8-mtp2-4096": _r1(spec_method="mtp", spec_k=2, max_batch=4096),
 }
 # The layouts an engine cannot start, and why (launchable() says so; launch_commands refuses them).
 NOT_LAUNCHABLE = {("vllm", "r1-tp8-dpa2-ep8-16gpu"): "ep must be 1 or 16",
