@@ -180,11 +180,14 @@ def sweep_interpolated_best(points: list, x: float) -> float:
     return max(reach) if reach else math.nan
 
 
-def _compare(members: list, f, with_mode: bool, at_load=None, class_best=None) -> tuple[list[dict], dict | None]:
+def _compare(members: list, f, with_mode: bool, at_load=None, class_best=None,
+             drafting_best=None) -> tuple[list[dict], dict | None]:
     """Rows (one per measured Pareto point of ``members``) against the predicted frontier ``f`` of one GPU
     count per point (``f(n)``), and the knee row. ``with_mode``: layout classes carry agg/disagg.
     ``at_load(n, concurrency)``: simfront's best (tok/s/GPU, tok/s/user, mode, tp, ep, attention_dp) at that load.
-    ``class_best(n, tok_s_user, mode, layout class)``: simfront's best tok/s/GPU of that class at that tok/s/user."""
+    ``class_best(n, tok_s_user, mode, layout class)``: simfront's best tok/s/GPU of that class at that tok/s/user.
+    ``drafting_best(n, tok_s_user, drafts)``: simfront's best tok/s/GPU at that tok/s/user among its points that draft
+    (speculative decoding) or do not, as the measured point did."""
 
     def cls(mode, tp, ep, dp) -> str:
         c = layout_class(int(tp), int(ep), int(dp))
@@ -217,6 +220,10 @@ def _compare(members: list, f, with_mode: bool, at_load=None, class_best=None) -
         # (b) simfront's best configuration at the measured load: the most tok/s/GPU among its points within
         # LOAD_TOLERANCE of the measured concurrency (any tok/s/user), on the same GPU count
         at = at_load(int(p.num_gpus), p.concurrency) if at_load and p.concurrency else None
+        # simfront's best there drafting as the measured point did (or not): how much of the ratio is a drafting
+        # choice the measured sweep did not make at this tok/s/user
+        drafts = str(p.spec_decoding or "none").lower() != "none"
+        same = drafting_best(int(p.num_gpus), x_q, drafts) if drafting_best and math.isfinite(pred) else None
         # diagnostic: the measured best at this tok/s/user with every deployment's sweep read as a line, same GPU count
         interp = sweep_interpolated_best([q for q, _ in members if q.num_gpus == p.num_gpus], p.tok_s_per_user * (1.0 - REACH_TOLERANCE))
         rows.append({"model": r.model.id, "gpu": r.hw.id, "precision": None, "isl": round(r.isl), "osl": round(r.osl), "mode": mode,
@@ -230,6 +237,8 @@ def _compare(members: list, f, with_mode: bool, at_load=None, class_best=None) -
                      "ratio_to_sweep_interpolated": pred / interp if math.isfinite(pred) and interp > 0 else None,
                      "measured_class": meas_cls, "predicted_class": pred_cls, "predicted_outside_calibration": pred_out,
                      "measured_class_share": own / pred if own is not None and pred > 0 else None,
+                     "same_drafting_tok_s_gpu": same,
+                     "ratio_same_drafting": same / p.output_tok_s_per_gpu if same else None,
                      "measured_spec": str(p.spec_decoding or "none"), "source": f"{p.source_file}:{p.line}"})
     knee = None
     k = knee_index(x[front], y[front])
@@ -256,6 +265,7 @@ def _summarise(rows: list[dict], knees: list[dict], key) -> dict:
         share = np.array([r["measured_class_share"] if r.get("measured_class_share") is not None else 0.0
                           for r in rs if r["predicted_class"]])
         at = np.array([r["at_load_ratio"] for r in rs if r.get("at_load_ratio")])
+        drafting = np.array([r["ratio_same_drafting"] for r in rs if r.get("ratio_same_drafting")])
         interp = np.array([r["ratio_to_sweep_interpolated"] for r in rs if r.get("ratio_to_sweep_interpolated")])
         # the reached points whose simfront best lies inside the measured calibration layouts, and the share outside
         outside = [bool(r.get("predicted_outside_calibration")) for r in rs if r["ratio"]]
@@ -269,6 +279,7 @@ def _summarise(rows: list[dict], knees: list[dict], key) -> dict:
                   "median_measured_class_share": round(float(np.median(share)), 4) if share.size else None,
                   "at_load_points": int(at.size),
                   "at_load_geomean_ratio": round(float(np.exp(np.mean(np.log(at)))), 4) if at.size else None,
+                  "geomean_ratio_same_drafting": round(float(np.exp(np.mean(np.log(drafting)))), 4) if drafting.size else None,
                   "outside_share": round(float(np.mean(outside)), 4) if outside else None,
                   "geomean_ratio_inside": round(float(np.exp(np.mean(np.log(inside)))), 4) if inside.size else None}
     out["all"]["knee_class_agreement"] = round(float(np.mean([k["knee_class_agrees"] for k in knees])), 4) if knees else None
@@ -372,13 +383,26 @@ def frontier_comparison(points: list, profile: dict | None = None) -> dict:
                 ok &= pts["mode"] == m
         return float(pts["tok_s_gpu"][ok].max()) if ok.any() else 0.0
 
+    def drafting_best(key, r, n, x_q, drafts, within=None):
+        """simfront's most tok/s/GPU at tok/s/user >= ``x_q`` among its points that draft (``drafts``) or do not (and of
+        mode ``within``, given); None where it has none there."""
+        frontier(key, r, n, None)  # runs the search once per GPU count
+        pts = searched[key + (n,)]
+        if not pts:
+            return None
+        ok = ((pts["spec"] != "none") == drafts) & (pts["tok_s_user"] >= x_q)
+        if within is not None:
+            ok &= pts["mode"] == within
+        return float(pts["tok_s_gpu"][ok].max()) if ok.any() else None
+
     pooled, by_mode, knees, knees_mode = [], [], [], []
     for key, members in sorted(sweeps.items()):
         # reported by format name: the checkpoint as shipped is searched as "native" and named by its format
         prec = key[2] if key[2] != "native" else members[0][1].model.native.experts
         rows, knee = _compare(members, lambda n, key=key, r=members[0][1]: frontier(key, r, n, None), with_mode=True,
                               at_load=lambda n, c, key=key, r=members[0][1]: at_load(key, r, n, c),
-                              class_best=lambda n, x, md, cl, key=key, r=members[0][1]: class_best(key, r, n, x, md, cl))
+                              class_best=lambda n, x, md, cl, key=key, r=members[0][1]: class_best(key, r, n, x, md, cl),
+                              drafting_best=lambda n, x, d, key=key, r=members[0][1]: drafting_best(key, r, n, x, d))
         for x in rows:
             x["precision"] = prec
         pooled += rows
@@ -390,7 +414,8 @@ def frontier_comparison(points: list, profile: dict | None = None) -> dict:
                 continue
             rows, knee = _compare(sub, lambda n, key=key, r=sub[0][1], mode=mode: frontier(key, r, n, mode), with_mode=False,
                                   at_load=lambda n, c, key=key, r=sub[0][1], mode=mode: at_load(key, r, n, c, mode),
-                                  class_best=lambda n, x, md, cl, key=key, r=sub[0][1], mode=mode: class_best(key, r, n, x, md, cl, mode))
+                                  class_best=lambda n, x, md, cl, key=key, r=sub[0][1], mode=mode: class_best(key, r, n, x, md, cl, mode),
+                                  drafting_best=lambda n, x, d, key=key, r=sub[0][1], mode=mode: drafting_best(key, r, n, x, d, mode))
             for x in rows:
                 x["precision"] = prec
             by_mode += rows

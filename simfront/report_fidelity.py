@@ -28,6 +28,7 @@ def print_fidelity(fid: dict) -> None:
                                ("median_measured_class_share", "measured class's best / frontier", "{:.2f}"),
                                ("knee_class_agreement", "knee class agrees", "{:.0%}"),
                                ("at_load_geomean_ratio", "best at the measured load, pred/meas", "{:.2f}"),
+                               ("geomean_ratio_same_drafting", "geomean pred/meas drafting as measured", "{:.2f}"),
                                ("geomean_ratio_to_sweep_interpolated", "pred / measured sweeps read as lines", "{:.2f}"),
                                ("outside_share", "simfront's best outside calibration layouts", "{:.0%}"),
                                ("geomean_ratio_inside", "geomean pred/meas where inside", "{:.2f}")])

@@ -78,6 +78,8 @@ def test_predicted_frontier_validates_as_its_own_frontier(tmp_path):
     assert any(flagged) and not all(flagged)  # this frontier pipelines (PP 2) at one end
     assert math.isclose(s["outside_share"], sum(flagged) / len(flagged), abs_tol=1e-3)
     assert 0.98 <= s["geomean_ratio_inside"] <= 1.02
+    # each point drafts (or not) as itself: simfront's best drafting the same way there is the point itself
+    assert 0.98 <= s["geomean_ratio_same_drafting"] <= 1.02
     assert sorted(map(bool, (r["predicted_outside_calibration"] for r in fid["frontiers"]["points_by_mode"]))) == sorted(flagged)
     # (b) simfront's best at each point's own concurrency is at least that point (it is among the candidates)
     assert s["at_load_points"] == s["points"] and s["at_load_geomean_ratio"] >= 0.99
@@ -167,3 +169,22 @@ def test_validate_frontier_from_the_command_line(tmp_path):
     ref = api.validate([str(path)], frontier=True)["fidelity"]["frontiers"]["summary_by_mode"]["all"]
     got = doc["fidelity"]["frontiers"]["summary_by_mode"]["all"]
     assert got["points"] == ref["points"] > 0 and math.isclose(got["geomean_ratio"], ref["geomean_ratio"], rel_tol=1e-6)
+
+
+def test_same_drafting_ratio_holds_simfront_to_the_measured_points_drafting(tmp_path):
+    """DeepSeek-R1's frontier on 8xB200 drafts (MTP). Written as measured runs that did not draft, each point's
+    same-drafting ratio is simfront's best without drafts there over the point: never above the whole frontier's
+    ratio, and below it where the frontier's best drafts."""
+    front = api.predict("deepseek-r1", "8xB200", modes=["agg"], precision=["nvfp4"], kv_dtype=["fp8"]).frontier
+    assert any(p["spec"] != "none" for p in front)
+    path = tmp_path / "nodraft.csv"
+    path.write_text(measured_csv([dict(p, spec="none") for p in front], "deepseek-r1", "B200", 1024, 1024, "default"))
+    fid = api.validate([str(path)], frontier=True)["fidelity"]["frontiers"]
+    rows = [r for r in fid["points_by_mode"] if r["ratio"]]
+    assert rows and all(r["measured_spec"] == "none" for r in rows)
+    for r in rows:
+        if r["ratio_same_drafting"] is not None:
+            assert r["ratio_same_drafting"] <= r["ratio"] * (1 + 1e-9)
+    assert any(r["ratio_same_drafting"] is None or r["ratio_same_drafting"] < 0.99 * r["ratio"] for r in rows)
+    s = fid["summary_by_mode"]["all"]
+    assert s["geomean_ratio_same_drafting"] is not None and s["geomean_ratio_same_drafting"] <= s["geomean_ratio"] + 1e-9
