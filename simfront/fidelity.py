@@ -207,11 +207,12 @@ def _compare(members: list, f, with_mode: bool, at_load=None, class_best=None,
                        _num(p.decode_attention_dp if dis else p.attention_dp))
         x_q = p.tok_s_per_user * (1.0 - REACH_TOLERANCE)
         pred = float(interp_frontier(fr["tok_s_user"], fr["tok_s_gpu"], x_q)[0]) if fr else math.nan
-        pred_cls, pred_out = None, None
+        pred_cls, pred_out, pred_spec = None, None, None
         if fr and math.isfinite(pred):
             ok = fr["tok_s_user"] >= x_q
             j = int(np.nonzero(ok)[0][np.argmax(fr["tok_s_gpu"][ok])])
             pred_cls = cls(fr["mode"][j], fr["tp"][j], fr["ep"][j], fr["attention_dp"][j])
+            pred_spec = str(fr["spec"][j])
             # that point's knobs outside the layouts of the measured calibration runs (simfront.coverage)
             pred_out = outside_calibration({c: fr[c][j] for c in COVERAGE_COLUMNS if c in fr}, calibrated_layouts(r.hw.family))
         # the measured class's own best predicted point there, over the frontier's: how close the search came to
@@ -239,7 +240,11 @@ def _compare(members: list, f, with_mode: bool, at_load=None, class_best=None,
                      "measured_class_share": own / pred if own is not None and pred > 0 else None,
                      "same_drafting_tok_s_gpu": same,
                      "ratio_same_drafting": same / p.output_tok_s_per_gpu if same else None,
-                     "measured_spec": str(p.spec_decoding or "none"), "source": f"{p.source_file}:{p.line}"})
+                     "measured_spec": str(p.spec_decoding or "none"), "predicted_spec": pred_spec,
+                     # the class and the drafting choice both agree (drafting or not; not the draft count)
+                     "class_and_drafting_agree": (pred_cls == meas_cls and (pred_spec != "none") == drafts)
+                     if pred_cls is not None else None,
+                     "source": f"{p.source_file}:{p.line}"})
     knee = None
     k = knee_index(x[front], y[front])
     if k >= 0:
@@ -262,6 +267,7 @@ def _summarise(rows: list[dict], knees: list[dict], key) -> dict:
     for g, rs in sorted(groups.items()) + [("all", rows)]:
         ratios = np.array([r["ratio"] for r in rs if r["ratio"]])
         agree = [r["measured_class"] == r["predicted_class"] for r in rs if r["predicted_class"]]
+        agree_drafting = [bool(r["class_and_drafting_agree"]) for r in rs if r.get("class_and_drafting_agree") is not None]
         share = np.array([r["measured_class_share"] if r.get("measured_class_share") is not None else 0.0
                           for r in rs if r["predicted_class"]])
         at = np.array([r["at_load_ratio"] for r in rs if r.get("at_load_ratio")])
@@ -274,6 +280,7 @@ def _summarise(rows: list[dict], knees: list[dict], key) -> dict:
                   "geomean_ratio": round(float(np.exp(np.mean(np.log(ratios)))), 4) if ratios.size else None,
                   "geomean_ratio_to_sweep_interpolated": round(float(np.exp(np.mean(np.log(interp)))), 4) if interp.size else None,
                   "class_agreement": round(float(np.mean(agree)), 4) if agree else None,
+                  "class_and_drafting_agreement": round(float(np.mean(agree_drafting)), 4) if agree_drafting else None,
                   # the measured class agrees, or its own best predicted point is within CLASS_NEAR_SHARE of the frontier
                   "class_near": round(float(np.mean(share >= 1.0 - CLASS_NEAR_SHARE)), 4) if share.size else None,
                   "median_measured_class_share": round(float(np.median(share)), 4) if share.size else None,

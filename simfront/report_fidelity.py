@@ -24,6 +24,7 @@ def print_fidelity(fid: dict) -> None:
             rows = [{"group": g, **v} for g, v in summ.items()]
             print_table(rows, ["group", ("points", "points"), ("reached", "reached"), ("geomean_ratio", "geomean pred/meas", "{:.2f}"),
                                ("class_agreement", "layout class agrees", "{:.0%}"),
+                               ("class_and_drafting_agreement", "class and drafting agree", "{:.0%}"),
                                ("class_near", "class agrees or within 10 %", "{:.0%}"),
                                ("median_measured_class_share", "measured class's best / frontier", "{:.2f}"),
                                ("knee_class_agreement", "knee class agrees", "{:.0%}"),

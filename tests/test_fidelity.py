@@ -70,7 +70,7 @@ def test_predicted_frontier_validates_as_its_own_frontier(tmp_path):
     s = fid["frontiers"]["summary_by_mode"]["all"]  # agg points against simfront's agg frontier: itself
     assert s["reached"] == s["points"] > 0
     assert 0.98 <= s["geomean_ratio"] <= 1.02
-    assert s["class_agreement"] == 1.0
+    assert s["class_agreement"] == 1.0 and s["class_and_drafting_agreement"] == 1.0
     # the measured class is the frontier's own there: its best predicted point is the frontier's (share 1)
     assert s["class_near"] == 1.0 and s["median_measured_class_share"] >= 0.99
     # simfront's best at each point is the point itself: flagged outside the calibration layouts as predict flags it
@@ -188,3 +188,8 @@ def test_same_drafting_ratio_holds_simfront_to_the_measured_points_drafting(tmp_
     assert any(r["ratio_same_drafting"] is None or r["ratio_same_drafting"] < 0.99 * r["ratio"] for r in rows)
     s = fid["summary_by_mode"]["all"]
     assert s["geomean_ratio_same_drafting"] is not None and s["geomean_ratio_same_drafting"] <= s["geomean_ratio"] + 1e-9
+    # where simfront's best there drafts, the class may agree but the drafting does not
+    for r in rows:
+        if r["predicted_spec"] not in (None, "none"):
+            assert r["class_and_drafting_agree"] is False
+    assert s["class_and_drafting_agreement"] <= s["class_agreement"]
