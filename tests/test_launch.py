@@ -1187,6 +1187,27 @@ def test_attention_dp_ep_workers_ask_for_the_all_to_all_simfront_prices():
     assert any("deepep_high_throughput" in l for l in lines) and any("deepep_low_latency" in l for l in lines)
 
 
+def test_sglang_deepep_table_names_known_formats_roles_and_gpus():
+    """The ``deepep`` rule of simfront/engines/sglang.yaml speaks simfront's own vocabulary: expert formats the
+    precision module knows (or fp16), the roles a worker can have, compute capabilities of catalog GPUs, and a runner
+    value for every format (a name, ``auto``, or one per role)."""
+    from simfront.hardware import catalog
+    from simfront.precision import normalize_format
+
+    rule = engine_spelling("sglang").values["deepep"]
+    for fmt, runner in rule["runner"].items():
+        assert normalize_format(fmt) == fmt, fmt
+        runners = runner.values() if isinstance(runner, dict) else [runner]
+        if isinstance(runner, dict):
+            assert set(runner) <= {"server", "prefill", "decode"}, runner
+        assert all(isinstance(r, str) and r for r in runners), fmt
+    caps = {str(hw.compute_capability) for hw in catalog().values()}
+    assert set(rule["compute_capabilities"]) <= caps
+    assert rule["ll_tokens_default"] <= rule["ll_tokens_max"]
+    assert set(rule.get("ep_equals_tp", ())) | set(rule.get("low_latency_only", ())) <= {
+        r for v in rule["runner"].values() for r in (v.values() if isinstance(v, dict) else [v])}
+
+
 def test_sglang_asks_for_deepep_only_where_its_deepep_moe_layer_runs_the_experts():
     """SGLang 0.5.23's DeepEP MoE layer (layers/moe/ep_moe/layer.py) runs FP8 experts on DeepGEMM (its own pick under
     DeepEP), BF16 experts only with an explicit deep_gemm runner, NVFP4 experts only with flashinfer_cutedsl on
