@@ -566,12 +566,12 @@ def _sglang_deepep(dep, role: str, lay, sp: EngineSpelling, notes: list[str]) ->
                    f"{', '.join(rule['compute_capabilities'])} only ({hw.id}: {hw.compute_capability})")
             return _standard_dispatcher(role, why, notes)
     fmt = normalize_format(dep.weight_precision)
-    runner = rule["runner"].get(fmt)
-    if isinstance(runner, dict):
-        runner = runner.get(role)
+    by_role = rule["runner"].get(fmt)
+    runner = by_role.get(role) if isinstance(by_role, dict) else by_role
     if runner is None:
-        return _standard_dispatcher(role, f"SGLang {sp.since}+ has no DeepEP MoE runner for {fmt} experts on a {role} "
-                                    "worker (simfront/engines/sglang.yaml deepep.runner)", notes)
+        where = f"only on {' and '.join(sorted(by_role))} workers" if isinstance(by_role, dict) else "on no worker"
+        return _standard_dispatcher(role, f"SGLang {sp.since}+ runs {fmt} experts under DeepEP {where} "
+                                    "(simfront/engines/sglang.yaml deepep.runner)", notes)
     if runner in rule.get("ep_equals_tp", ()) and lay.ep != lay.tp * lay.attention_dp:
         return _standard_dispatcher(role, f"SGLang's {runner} MoE runner needs --ep-size equal to --tp-size "
                                     f"({lay.ep} != {lay.tp * lay.attention_dp})", notes)

@@ -221,7 +221,7 @@ def test_sglang_lines_keep_mxfp4_experts_weight_only_under_expert_parallelism():
     assert any("standard dispatcher only" in n and "all-gather" in n for n in dpa.notes)
     # on Blackwell SGLang's MXFP4 pick (flashinfer_mxfp4) has no DeepEP path either (test below)
     b200 = launch_commands(replace(oss, tp=1, attention_dp=8, gpu="b200_sxm"), "sglang")
-    assert "--moe-a2a-backend" not in b200.commands[0] and any("no DeepEP MoE runner for mxfp4" in n for n in b200.notes)
+    assert "--moe-a2a-backend" not in b200.commands[0] and any("runs mxfp4 experts under DeepEP on no worker" in n for n in b200.notes)
     for other in (replace(oss, ep=1), replace(oss, gpu="b200_sxm"), replace(oss, gpu=None),
                   dsr1_adp(tp=8, attention_dp=1, weight_precision="fp8_block", gpu="h100_sxm")):
         assert "--moe-runner-backend" not in launch_commands(other, "sglang").commands[0]
