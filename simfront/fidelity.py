@@ -377,30 +377,28 @@ def frontier_comparison(points: list, profile: dict | None = None) -> dict:
         j = int(near[np.argmax(pts["tok_s_gpu"][near])])
         return (float(pts["tok_s_gpu"][j]), float(pts["tok_s_user"][j]), pts["mode"][j], pts["tp"][j], pts["ep"][j], pts["attention_dp"][j])
 
-    def class_best(key, r, n, x_q, mode, cls, within=None):
-        """simfront's most tok/s/GPU at tok/s/user >= ``x_q`` among its points of layout class ``cls`` (and of ``mode``,
-        given; ``within``: the frontier's own mode when it is restricted to one)."""
+    def best_where(key, r, n, x_q, select, modes=(), none=None):
+        """simfront's most tok/s/GPU at tok/s/user >= ``x_q`` among its searched points that ``select(points)`` keeps and
+        whose mode is each of ``modes`` given (None entries skipped); ``none`` where no point qualifies, None where the
+        search found nothing."""
         frontier(key, r, n, None)  # runs the search once per GPU count
         pts = searched[key + (n,)]
         if not pts:
             return None
-        ok = (pts["class"] == cls) & (pts["tok_s_user"] >= x_q)
-        for m in (mode, within):
+        ok = select(pts) & (pts["tok_s_user"] >= x_q)
+        for m in modes:
             if m is not None:
                 ok &= pts["mode"] == m
-        return float(pts["tok_s_gpu"][ok].max()) if ok.any() else 0.0
+        return float(pts["tok_s_gpu"][ok].max()) if ok.any() else none
+
+    def class_best(key, r, n, x_q, mode, cls, within=None):
+        """Best of layout class ``cls`` (and of ``mode``, given; ``within``: the frontier's own mode when it is
+        restricted to one); 0 where the class has no point there."""
+        return best_where(key, r, n, x_q, lambda pts: pts["class"] == cls, (mode, within), none=0.0)
 
     def drafting_best(key, r, n, x_q, drafts, within=None):
-        """simfront's most tok/s/GPU at tok/s/user >= ``x_q`` among its points that draft (``drafts``) or do not (and of
-        mode ``within``, given); None where it has none there."""
-        frontier(key, r, n, None)  # runs the search once per GPU count
-        pts = searched[key + (n,)]
-        if not pts:
-            return None
-        ok = ((pts["spec"] != "none") == drafts) & (pts["tok_s_user"] >= x_q)
-        if within is not None:
-            ok &= pts["mode"] == within
-        return float(pts["tok_s_gpu"][ok].max()) if ok.any() else None
+        """Best among the points that draft (``drafts``) or do not (and of mode ``within``, given); None where none."""
+        return best_where(key, r, n, x_q, lambda pts: (pts["spec"] != "none") == drafts, (within,))
 
     pooled, by_mode, knees, knees_mode = [], [], [], []
     for key, members in sorted(sweeps.items()):
