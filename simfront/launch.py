@@ -582,8 +582,9 @@ def _sglang_deepep(dep, role: str, lay, sp: EngineSpelling, notes: list[str]) ->
                      f"{runner}); SGLang's own pick there does not take DeepEP's dispatch")
     env: dict = {}
     if role != "prefill":  # decode batches take the low-latency kernels (--deepep-mode auto); prefill the normal ones
-        # tokens one rank sends through the MoE per decode step: its requests x (1 + drafts verified)
-        tokens = math.ceil(lay.max_batch / lay.attention_dp) * (dep.spec_k + 1 if dep.spec_method else 1)
+        # tokens one rank sends through the MoE per decode step: its requests (SGLang's per-rank share of
+        # --max-running-requests, as _per_rank splits it) x (1 + drafts verified)
+        tokens = lay.max_batch // lay.attention_dp * (dep.spec_k + 1 if dep.spec_method else 1)
         if tokens > rule["ll_tokens_max"]:
             if runner in rule.get("low_latency_only", ()):
                 why = (f"{tokens} decode tokens per rank per step are more than DeepEP's low-latency kernels hold "
@@ -683,9 +684,8 @@ def _sglang_moe_runner(dep, role: str, lay, sp: EngineSpelling, notes: list[str]
                  "upcast the experts to BF16 at load, four times the expert memory simfront sized")
     keep_standard = lay.attention_dp > 1
     if keep_standard:
-        notes.append(f"SGLang {role}: {runner}'s MoE runner takes the standard dispatcher only (layers/moe/moe_runner/"
-                     f"{runner}.py registers ('none', '{runner}')), so this attention-DP + EP worker runs without DeepEP: "
-                     "its MoE traffic is all-gather + reduce-scatter, more than the all-to-all simfront priced")
+        _standard_dispatcher(role, f"{runner}'s MoE runner takes the standard dispatcher only (layers/moe/moe_runner/"
+                             f"{runner}.py registers ('none', '{runner}'))", notes)
     return [sp.flags["moe_runner"], runner], keep_standard
 
 
