@@ -284,6 +284,12 @@ def launchable(point_or_deployment, engine: str, engine_version: str | None = No
     and ``prefill_*`` for disagg). The rules are ``layout_rules`` of the engine's table (:mod:`simfront.engine_rules`).
     """
     eng = normalize_engine(engine)
+    if gpu := getattr(point_or_deployment, "gpu", None):  # a Deployment names its GPU: the engine must run there
+        from .hardware import get_hardware
+        from .inputs import engine_gpu_refusal
+
+        if why := engine_gpu_refusal(eng, get_hardware(gpu), "engine"):
+            return False, why
     for role, (tp, pp, ep, dp, drafts) in _role_layouts(point_or_deployment).items():
         group = tp * dp  # GPUs one MoE layer spans
         if group % ep:
@@ -370,6 +376,11 @@ def check_deployment(dep: Deployment, engine: str | None = None, engine_version:
     f = dep.gpu_memory_fraction
     if f is not None and not 0.0 < f <= 1.0:
         raise SimfrontError(f"gpu_memory_fraction must be in (0, 1], got {f}")
+    if engine is not None and dep.gpu:
+        from .hardware import get_hardware
+        from .inputs import check_engine_gpu
+
+        check_engine_gpu(engine, get_hardware(dep.gpu), "engine")
     for name, lay in dep.roles().items():
         _check_layout(name, lay, dep.gpus_per_node)
     if dep.num_gpus is not None and dep.num_gpus != dep.total_gpus:
@@ -513,29 +524,70 @@ def _draft(dep: Deployment, notes: list[str]) -> str:
 HGX_DOMAIN_GPUS = 8
 
 
-def _moe_a2a(dep, role: str, lay, sp: EngineSpelling, notes: list[str]) -> tuple[list, dict]:
-    """(flags, environment) that make an attention-DP + EP worker dispatch and combine its MoE tokens with DeepEP's
+def _moe_a2a(dep, role: str, lay, sp: EngineSpelling, notes: list[str]) -> tuple[list, dict, str]:
+    """(flags, environment, library) that make an attention-DP + EP worker dispatch and combine its MoE tokens with an
     all-to-all, as simfront prices that traffic (``step``: ``ep.dispatch`` / ``ep.combine``), instead of the engines'
-    default all-gather + reduce-scatter; nothing for other layouts or where the engine picks MNNVL by itself. An
-    environment value may differ by role (``{decode: ..., prefill: ...}``). A release with neither gets a note."""
+    default all-gather + reduce-scatter: DeepEP's, or on a GPU platform the release's table gives another library for
+    (``moe_a2a_by_platform``: vLLM's MoRI on AMD), that one; nothing for other layouts or where the engine picks MNNVL by
+    itself. An environment value may differ by role (``{decode: ..., prefill: ...}``). A release with neither gets a
+    note."""
     if lay.attention_dp <= 1 or lay.ep <= 1:
-        return [], {}
-    if sp.engine == "trtllm" and dep.gpu:
+        return [], {}, ""
+    hw = None
+    if dep.gpu:
         from .hardware import get_hardware
 
-        if get_hardware(dep.gpu).scaleup.domain_gpus > HGX_DOMAIN_GPUS:
-            return [], {}
+        hw = get_hardware(dep.gpu)
+    if sp.engine == "trtllm" and hw is not None and hw.scaleup.domain_gpus > HGX_DOMAIN_GPUS:
+        return [], {}, ""
     kind = "prefill" if role == "prefill" else "decode"
     if sp.engine == "sglang" and sp.values.get("deepep"):
-        return _sglang_deepep(dep, role, lay, sp, notes)
+        return (*_sglang_deepep(dep, role, lay, sp, notes), "DeepEP")
+    if hw is not None and hw.vendor != "nvidia":
+        from .kernels import platform_of
+
+        by_platform = sp.values.get("moe_a2a_by_platform")
+        plat = str(platform_of(hw))
+        if by_platform is None:
+            notes.append(f"{sp.engine} {sp.since}+ {role}: this release has no AMD all-to-all backend in "
+                         f"simfront/engines/{sp.engine}.yaml, so the line asks for DeepEP's, which on {hw.id} needs a "
+                         "ROCm DeepEP build in the image")
+        elif plat in by_platform["values"] and "moe_a2a" in sp.flags:
+            return [sp.flags["moe_a2a"], by_platform["values"][plat]], {}, by_platform["library"]
+        else:
+            notes.append(f"{sp.engine} {sp.since}+ {role}: {by_platform['library']} serves "
+                         f"{', '.join(by_platform['values'])} only and DeepEP is CUDA's ({hw.id}: {plat}), so this "
+                         "attention-DP + EP worker keeps the engine's all-gather + reduce-scatter, more traffic than "
+                         "the all-to-all simfront priced")
+            return [], {}, ""
     if "moe_a2a" in sp.flags:
-        return [sp.flags["moe_a2a"], sp.values["moe_a2a"][kind]], {}
+        return [sp.flags["moe_a2a"], sp.values["moe_a2a"][kind]], {}, "DeepEP"
     env = {k: str(v[kind] if isinstance(v, dict) else v) for k, v in (sp.env.get("moe_a2a") or {}).items()}
     if not env:
         notes.append(f"{sp.engine} {sp.since}+ {role}: simfront/engines/{sp.engine}.yaml names no way to ask this "
                      "release for DeepEP's all-to-all, so the worker's attention-DP + EP MoE traffic takes the engine's "
                      "default path, not the all-to-all simfront priced")
-    return [], env
+    return [], env, "DeepEP"
+
+
+def _rocm_kernels(dep, role: str, sp: EngineSpelling, notes: list[str]) -> dict:
+    """Environment that makes the engine run the ROCm kernels simfront prices on an AMD GPU (``rocm_kernels`` and
+    ``rocm_kernels_platforms`` in the engine's table: vLLM takes AITER's MLA and fused-MoE kernels only with
+    VLLM_ROCM_USE_AITER=1); nothing elsewhere."""
+    env = sp.env.get("rocm_kernels")
+    if not env or not dep.gpu:
+        return {}
+    from .hardware import get_hardware
+    from .kernels import platform_of
+
+    hw = get_hardware(dep.gpu)
+    if str(platform_of(hw)) not in sp.values.get("rocm_kernels_platforms", ()):
+        return {}
+    out = {k: str(v) for k, v in env.items()}
+    notes.append(f"{sp.engine} {role}: {', '.join(f'{k}={v}' for k, v in out.items())} on {hw.id}, so that the engine "
+                 "runs ROCm AITER's attention and MoE kernels, the ones simfront prices there (hardware/kernels.yaml), "
+                 "not its Triton defaults")
+    return out
 
 
 def _standard_dispatcher(role: str, why: str, notes: list[str]) -> tuple[list, dict]:
@@ -1185,7 +1237,7 @@ def launch_commands(dep: Deployment, engine: str, engine_version: str | None = N
                 env["VLLM_NIXL_SIDE_CHANNEL_PORT"] = str(VLLM_NIXL_SIDE_CHANNEL_BASE_PORT + i)
         args = server(dep, role, lay, ckpt, quant, ROLE_PORTS.get(role, FRONT_PORT), notes, files, sp)
         runner_args, keep_standard = _sglang_moe_runner(dep, role, lay, sp, notes) if eng == "sglang" else ([], False)
-        a2a_args, a2a_env = ([], {}) if keep_standard else _moe_a2a(dep, role, lay, sp, notes)
+        a2a_args, a2a_env, a2a_lib = ([], {}, "") if keep_standard else _moe_a2a(dep, role, lay, sp, notes)
         if eng == "sglang" and not runner_args:
             runner_args = _sglang_fp8_block_runner(dep, role, sp, bool(a2a_args or a2a_env))
         args += runner_args
@@ -1195,6 +1247,7 @@ def launch_commands(dep: Deployment, engine: str, engine_version: str | None = N
             act_args, act_env = _vllm_moe_activation(dep, role, sp, notes)
             args += act_args + _vllm_moe_backend(dep, role, sp)
             env.update(act_env)
+        env.update(_rocm_kernels(dep, role, sp, notes))
         if lay.pp > 1 and dep.spec_method and role != "prefill" and sp.env.get("pp_drafts"):
             alg = sp.values["spec_method"][dep.spec_method]
             if alg not in sp.values.get("pp_spec_algorithms", ()):
@@ -1205,9 +1258,9 @@ def launch_commands(dep: Deployment, engine: str, engine_version: str | None = N
             notes.append(f"{eng} {role}: speculative decoding on {lay.pp} pipeline stages needs "
                          f"{', '.join(f'{k}={v}' for k, v in sp.env['pp_drafts'].items())} (the draft runs on the last stage)")
         if a2a_args or a2a_env:
-            notes.append(f"{eng} {role}: attention-DP + EP MoE traffic set to DeepEP's all-to-all "
+            notes.append(f"{eng} {role}: attention-DP + EP MoE traffic set to {a2a_lib}'s all-to-all "
                          f"({' '.join(map(str, a2a_args)) or ', '.join(f'{k}={v}' for k, v in a2a_env.items())}), as "
-                         "simfront prices it; the engine image must ship DeepEP (the default all-gather + "
+                         f"simfront prices it; the engine image must ship {a2a_lib} (the default all-gather + "
                          "reduce-scatter moves every rank's tokens to every GPU)")
         commands.append(_render(args, env))
         roles.append(role)

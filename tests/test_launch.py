@@ -904,12 +904,15 @@ VARIED = {
                                        decode=WorkerLayout(tp=1, attention_dp=8, ep=8, max_batch=2048, max_num_tokens=2048),
                                        isl=8192, osl=1024, concurrency=1024),
     "r1-dpa8-ep8-mtp2-4096": _r1(spec_method="mtp", spec_k=2, max_batch=4096),
+    # an AMD GPU: vLLM's MoRI all-to-all and ROCm AITER kernels (VLLM_ROCM_USE_AITER=1), SGLang's standard dispatcher
+    "r1-mi355x-dpa8-ep8": _r1(gpu="mi355x", max_batch=256),
 }
 # The layouts an engine cannot start, and why (launchable() says so; launch_commands refuses them).
 NOT_LAUNCHABLE = {("vllm", "r1-tp8-dpa2-ep8-16gpu"): "ep must be 1 or 16",
                   ("trtllm", "r1-tp2-dpa4-ep8"): "use tp=1, attention_dp=8",
                   ("trtllm", "r1-tp8-dpa2-ep8-16gpu"): "use tp=1, attention_dp=16",
-                  ("trtllm", "r1-tp8-pp2-mtp-2node"): "PP2 with speculative decoding"}
+                  ("trtllm", "r1-tp8-pp2-mtp-2node"): "PP2 with speculative decoding",
+                  ("trtllm", "r1-mi355x-dpa8-ep8"): "NVIDIA GPUs only"}
 PLACEHOLDERS = {"$HEAD_IP": "10.0.0.1", "$NODE_RANK": "0"}
 
 
@@ -1185,6 +1188,72 @@ def test_attention_dp_ep_workers_ask_for_the_all_to_all_simfront_prices():
                         prefill=WorkerLayout(attention_dp=8, ep=8), decode=WorkerLayout(attention_dp=8, ep=8))
     lines = launch_commands(disagg, "vllm").commands
     assert any("deepep_high_throughput" in l for l in lines) and any("deepep_low_latency" in l for l in lines)
+
+
+def test_vllm_lines_on_amd_gpus_run_the_kernels_and_all_to_all_simfront_prices():
+    """On MI300X / MI355X simfront prices ROCm AITER's MLA and fused-MoE kernels (hardware/kernels.yaml), which vLLM runs
+    only with VLLM_ROCM_USE_AITER=1 (default off; from 0.9.0), and the dispatch / combine all-to-all, which vLLM serves
+    there with MoRI (--all2all-backend mori, from 0.15.0; its DeepEP backends need a ROCm DeepEP build). NVIDIA GPUs
+    keep DeepEP and no ROCm variable; a release before MoRI asks for DeepEP and says what the image then needs."""
+    def plan(gpu, version=None, **kw):
+        base = dict(tp=1, attention_dp=8, ep=8, max_batch=256, weight_precision="fp8_block", kv_dtype="fp8", gpu=gpu)
+        base.update(kw)
+        return launch_commands(Deployment("deepseek-r1", **base), "vllm", engine_version=version)
+
+    for gpu in ("mi355x", "mi300x"):
+        p = plan(gpu)
+        assert tokens(p.commands[0])[0] == "VLLM_ROCM_USE_AITER=1"
+        assert value(p.commands[0], "--all2all-backend") == "mori"
+        assert any("MoRI's all-to-all" in n for n in p.notes) and any("AITER" in n for n in p.notes)
+    old = plan("mi300x", "0.14.0")  # no MoRI backend yet
+    assert value(old.commands[0], "--all2all-backend") == "deepep_low_latency"
+    assert any("ROCm DeepEP build" in n for n in old.notes)
+    assert "VLLM_ROCM_USE_AITER" not in plan("mi300x", "0.8.5").commands[0]  # the variable arrived in 0.9.0
+    tp_only = plan("mi300x", tp=8, attention_dp=1, ep=1)
+    assert tp_only.commands[0].startswith("VLLM_ROCM_USE_AITER=1 ") and "--all2all-backend" not in tp_only.commands[0]
+    nvidia = plan("b200_sxm")
+    assert "VLLM_ROCM_USE_AITER" not in nvidia.commands[0]
+    assert value(nvidia.commands[0], "--all2all-backend") == "deepep_low_latency"
+    disagg = launch_commands(Deployment("deepseek-r1", mode="disagg", weight_precision="fp8_block", kv_dtype="fp8",
+                                        gpu="mi355x", prefill=WorkerLayout(attention_dp=8, ep=8),
+                                        decode=WorkerLayout(attention_dp=8, ep=8)), "vllm")
+    assert all(value(c, "--all2all-backend") == "mori" for c in disagg.commands[:2])
+
+
+def test_engines_refuse_gpus_they_are_not_built_for():
+    """TensorRT-LLM runs on NVIDIA GPUs only: predict, explain and --launch refuse it on an AMD GPU with one line naming
+    the engines that run there; plan keeps the AMD GPU types as infeasible rows that say why."""
+    from simfront import api
+
+    with pytest.raises(SimfrontError, match=r"--engine trtllm runs on NVIDIA GPUs only.*mi355x.*vllm, sglang"):
+        api.predict("deepseek-r1", "8xMI355X", engine="trtllm")
+    with pytest.raises(SimfrontError, match="NVIDIA GPUs only"):
+        api.explain("deepseek-r1", "8xMI300X", tp=8, ctx=1024, engine="trtllm")
+    dep = Deployment("deepseek-r1", tp=8, weight_precision="fp8_block", gpu="mi300x")
+    ok, why = launchable(dep, "trtllm")
+    assert not ok and "NVIDIA GPUs only" in why
+    with pytest.raises(SimfrontError, match="NVIDIA GPUs only"):
+        launch_commands(dep, "trtllm")
+    assert launchable(dep, "vllm")[0] and launchable(dep, "sglang")[0]
+    res = api.plan("deepseek-r1", 2.0, engine="trtllm", hardware=["b200_sxm", "mi355x"])
+    amd = next(r for r in res["rows"] if r["gpu"] == "mi355x")
+    assert not amd["feasible"] and "NVIDIA GPUs only" in amd["reason"]
+    assert next(r for r in res["rows"] if r["gpu"] == "b200_sxm")["feasible"]
+
+
+def test_engine_tables_name_known_vendors_and_platforms():
+    """Each engine table's ``vendors`` are vendors of the hardware catalog, and the ROCm platform lists of the vLLM
+    table (MoRI's all-to-all, the AITER kernels) are gfx targets of catalog GPUs."""
+    from simfront.hardware import catalog
+    from simfront.inputs import engine_vendors
+
+    vendors = {hw.vendor for hw in catalog().values()}
+    gfx = {hw.gfx_target for hw in catalog().values() if hw.gfx_target}
+    for eng in ENGINES:
+        assert set(engine_vendors(eng)) <= vendors and engine_vendors(eng), eng
+    sp = engine_spelling("vllm")
+    assert set(sp.values["moe_a2a_by_platform"]["values"]) <= gfx
+    assert set(sp.values["rocm_kernels_platforms"]) <= gfx
 
 
 def test_sglang_deepep_table_names_known_formats_roles_and_gpus():
