@@ -281,6 +281,7 @@ def predict(model: str, gpus: str | GpuSet, isl: int | None = None, osl: int | N
                             f"of them (--tails adds the percentiles without an SLA)")
     m = get_model(model)
     g = parse_gpus(gpus) if isinstance(gpus, str) else gpus
+    inputs.check_engine_gpu(engine, g.hardware)
     check_layout_classes(m, g, classes)
     precs = [precision] if isinstance(precision, str) else precision
     # a generic name means what it means on this GPU (``fp4`` is MXFP4 on CDNA4, NVFP4 elsewhere)
@@ -550,6 +551,7 @@ def explain(model: str, gpus: str | GpuSet, tp: int = 1, pp: int = 1, ep: int = 
     if ctx is not None:
         check_lengths(ctx=ctx)
     g = parse_gpus(gpus) if isinstance(gpus, str) else gpus
+    inputs.check_engine_gpu(engine, g.hardware)
     lay = inputs.worker_layout(tp, pp, attention_dp, ep, g.count)
     check_layout(m.arch, lay, g.count)
     prec = apply_precision(m, precision if precision != "native" else (m.name_precision or "native"), kv_dtype)

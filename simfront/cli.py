@@ -285,7 +285,9 @@ def predict_cmd(
     inputs.check_modes(modes)
     engine = inputs.check_engine(engine)
     if launch is not None:
-        inputs.check_engine(launch)
+        from .hardware import parse_gpus
+
+        inputs.check_engine_gpu(launch, parse_gpus(gpus).hardware, "--launch")  # an engine that cannot run there: before the search
     engine_version = inputs.check_engine_version(engine_version)
     price_version, version_note = _priced_release(engine, launch, engine_version)
     _load_calibration(calibration)

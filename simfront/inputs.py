@@ -11,6 +11,7 @@ from __future__ import annotations
 import math
 import os
 import re
+from functools import lru_cache
 from pathlib import Path
 from typing import Any, Iterable, Mapping
 
@@ -110,6 +111,40 @@ def check_engine(engine: Any, *, canonical: bool = False) -> str | None:
     if canonical and eng != engine:
         raise SimfrontError(f"engine {engine!r}: give the engine id {eng!r} (valid: {', '.join(ENGINES)})")
     return eng
+
+
+VENDOR_NAMES = {"nvidia": "NVIDIA", "amd": "AMD"}  # how a vendor id is written in messages
+
+
+@lru_cache(maxsize=None)
+def engine_vendors(engine: str) -> tuple[str, ...]:
+    """GPU vendors ``engine`` (a canonical id) runs on (``vendors`` in simfront/engines/<engine>.yaml)."""
+    from .launch import ENGINE_TABLES_DIR
+    from . import yamlio
+
+    return tuple(yamlio.load(ENGINE_TABLES_DIR / f"{engine}.yaml").get("vendors") or ("nvidia",))
+
+
+def engine_gpu_refusal(engine: Any, hw, option: str = "--engine") -> str | None:
+    """Why ``engine`` (given as ``option``) cannot run on GPU ``hw`` (its vendor is not one the engine is built for), or
+    None."""
+    eng = check_engine(engine)
+    if eng is None:
+        return None
+    vendors = engine_vendors(eng)
+    if hw.vendor in vendors:
+        return None
+    from .launch import ENGINES
+
+    others = [e for e in ENGINES if hw.vendor in engine_vendors(e)]
+    return (f"{option} {eng} runs on {' and '.join(VENDOR_NAMES.get(v, v) for v in vendors)} GPUs only, and {hw.id} is "
+            f"an {VENDOR_NAMES.get(hw.vendor, hw.vendor)} GPU; engines for it: {', '.join(others) or 'none'}")
+
+
+def check_engine_gpu(engine: Any, hw, option: str = "--engine") -> None:
+    """Refuse an engine on a GPU it is not built for (TensorRT-LLM on an AMD GPU)."""
+    if (why := engine_gpu_refusal(engine, hw, option)) is not None:
+        raise SimfrontError(why)
 
 
 # engines with a two-batch-overlap mode (SGLang --enable-two-batch-overlap, vLLM --enable-dbo); TensorRT-LLM has none

@@ -37,7 +37,7 @@ from .search import (SearchSpace, held_knobs, kv_link_bytes_per_s, parse_spec_la
 from .serving import DEFAULT_CHUNK_TOKENS, DecodeResult, PrefillResult, Workload, engine_profile, engine_workload, finish_prefill, slot_at_transfer, usd_per_mtok
 from .results import layout_label
 from .scheduler import release_note
-from .inputs import check_lengths as check_request_lengths, check_spec, check_two_batch_overlap, count
+from .inputs import check_lengths as check_request_lengths, check_spec, check_two_batch_overlap, count, engine_gpu_refusal
 from .speculative import borrowed_note
 from .step import DEFAULT_ROUTING_ALPHA
 from .sizing import min_gpus as fewest_gpus
@@ -517,6 +517,11 @@ def plan(model: str, rate: float, isl: int = 1024, osl: int = 1024, ttft_ms: flo
     rows = []
     for hw in hws:  # one set of worker tables per GPU type
         price = price_of.get(hw.id, hw.price_usd_per_hour)
+        if (why := engine_gpu_refusal(eng, hw)) is not None:  # the engine is not built for this GPU's vendor
+            rows.append({"gpu": hw.id, "feasible": False, "reason": why, "min_gpus": None, "usd_per_gpu_hour": price})
+            if progress is not None:
+                progress(f"{hw.id}: not feasible: {why}")
+            continue
         t = _tables(m, hw, wl, space, max_gpus)
         c, reach = _choose(m, t, wl, space, rate, sla, max_gpus)
         if c is not None:
