@@ -1218,6 +1218,10 @@ def test_vllm_lines_on_amd_gpus_run_the_kernels_and_all_to_all_simfront_prices()
                                         gpu="mi355x", prefill=WorkerLayout(attention_dp=8, ep=8),
                                         decode=WorkerLayout(attention_dp=8, ep=8)), "vllm")
     assert all(value(c, "--all2all-backend") == "mori" for c in disagg.commands[:2])
+    # SGLang runs AITER's fused MoE there only with SGLANG_USE_AITER=1 (from the 0.5.5 entry on)
+    sg = Deployment("deepseek-r1", tp=8, weight_precision="fp8_block", kv_dtype="fp8", gpu="mi300x", max_batch=64)
+    assert launch_commands(sg, "sglang").commands[0].startswith("SGLANG_USE_AITER=1 ")
+    assert "SGLANG_USE_AITER" not in launch_commands(replace(sg, gpu="h100_sxm"), "sglang").commands[0]
 
 
 def test_engines_refuse_gpus_they_are_not_built_for():
@@ -1253,7 +1257,8 @@ def test_engine_tables_name_known_vendors_and_platforms():
         assert set(engine_vendors(eng)) <= vendors and engine_vendors(eng), eng
     sp = engine_spelling("vllm")
     assert set(sp.values["moe_a2a_by_platform"]["values"]) <= gfx
-    assert set(sp.values["rocm_kernels_platforms"]) <= gfx
+    for eng in ("vllm", "sglang"):
+        assert set(engine_spelling(eng).values["rocm_kernels_platforms"]) <= gfx
 
 
 def test_sglang_deepep_table_names_known_formats_roles_and_gpus():
