@@ -556,7 +556,7 @@ def _moe_a2a(dep, role: str, lay, sp: EngineSpelling, notes: list[str]) -> tuple
             return [sp.flags["moe_a2a"], by_platform["values"][plat]], {}, by_platform["library"]
         else:
             notes.append(f"{sp.engine} {sp.since}+ {role}: {by_platform['library']} serves "
-                         f"{', '.join(by_platform['values'])} only and DeepEP is CUDA's ({hw.id}: {plat}), so this "
+                         f"{', '.join(by_platform['values'])} only and DeepEP needs a ROCm build ({hw.id}: {plat}), so this "
                          "attention-DP + EP worker keeps the engine's all-gather + reduce-scatter, more traffic than "
                          "the all-to-all simfront priced")
             return [], {}, ""
@@ -573,7 +573,7 @@ def _moe_a2a(dep, role: str, lay, sp: EngineSpelling, notes: list[str]) -> tuple
 def _rocm_kernels(dep, role: str, sp: EngineSpelling, notes: list[str]) -> dict:
     """Environment that makes the engine run the ROCm kernels simfront prices on an AMD GPU (``rocm_kernels`` and
     ``rocm_kernels_platforms`` in the engine's table: vLLM takes AITER's MLA and fused-MoE kernels only with
-    VLLM_ROCM_USE_AITER=1); nothing elsewhere."""
+    VLLM_ROCM_USE_AITER=1, SGLang AITER's fused MoE only with SGLANG_USE_AITER=1); nothing elsewhere."""
     env = sp.env.get("rocm_kernels")
     if not env or not dep.gpu:
         return {}
@@ -585,7 +585,7 @@ def _rocm_kernels(dep, role: str, sp: EngineSpelling, notes: list[str]) -> dict:
         return {}
     out = {k: str(v) for k, v in env.items()}
     notes.append(f"{sp.engine} {role}: {', '.join(f'{k}={v}' for k, v in out.items())} on {hw.id}, so that the engine "
-                 "runs ROCm AITER's attention and MoE kernels, the ones simfront prices there (hardware/kernels.yaml), "
+                 "runs ROCm AITER's kernels (MLA, fused MoE), the ones simfront prices there (hardware/kernels.yaml), "
                  "not its Triton defaults")
     return out
 
