@@ -99,6 +99,7 @@ def memory(model: str, gpus: str | GpuSet, precision: str = "native", kv_dtype: 
     inputs.check_memory(model, gpus, isl=isl, osl=osl, tp=tp, pp=pp, ep=ep, attention_dp=attention_dp)  # lengths too
     m = get_model(model)
     g = parse_gpus(gpus) if isinstance(gpus, str) else gpus
+    inputs.check_engine_gpu(engine, g.hardware)
     prec = apply_precision(m, precision if precision != "native" else (m.name_precision or "native"), kv_dtype)
     layout = None
     if tp is not None:

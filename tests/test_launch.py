@@ -1233,6 +1233,8 @@ def test_engines_refuse_gpus_they_are_not_built_for():
         api.predict("deepseek-r1", "8xMI355X", engine="trtllm")
     with pytest.raises(SimfrontError, match="NVIDIA GPUs only"):
         api.explain("deepseek-r1", "8xMI300X", tp=8, ctx=1024, engine="trtllm")
+    with pytest.raises(SimfrontError, match="NVIDIA GPUs only"):
+        api.memory("deepseek-r1", "8xMI300X", engine="trtllm")
     dep = Deployment("deepseek-r1", tp=8, weight_precision="fp8_block", gpu="mi300x")
     ok, why = launchable(dep, "trtllm")
     assert not ok and "NVIDIA GPUs only" in why
