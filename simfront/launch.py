@@ -528,8 +528,8 @@ def _moe_a2a(dep, role: str, lay, sp: EngineSpelling, notes: list[str]) -> tuple
     """(flags, environment, library) that make an attention-DP + EP worker dispatch and combine its MoE tokens with an
     all-to-all, as simfront prices that traffic (``step``: ``ep.dispatch`` / ``ep.combine``), instead of the engines'
     default all-gather + reduce-scatter: DeepEP's, or on a GPU platform the release's table gives another library for
-    (``moe_a2a_by_platform``: vLLM's MoRI on AMD), that one; nothing for other layouts or where the engine picks MNNVL by
-    itself. An environment value may differ by role (``{decode: ..., prefill: ...}``). A release with neither gets a
+    (``moe_a2a_by_platform``: MoRI on AMD, vLLM and SGLang, its per-step token buffer raised where the table sizes one),
+    that one; nothing for other layouts or where the engine picks MNNVL by itself. An environment value may differ by role (``{decode: ..., prefill: ...}``). A release with neither gets a
     note."""
     if lay.attention_dp <= 1 or lay.ep <= 1:
         return [], {}, ""
@@ -541,20 +541,27 @@ def _moe_a2a(dep, role: str, lay, sp: EngineSpelling, notes: list[str]) -> tuple
     if sp.engine == "trtllm" and hw is not None and hw.scaleup.domain_gpus > HGX_DOMAIN_GPUS:
         return [], {}, ""
     kind = "prefill" if role == "prefill" else "decode"
+    by_platform = sp.values.get("moe_a2a_by_platform") if hw is not None and hw.vendor != "nvidia" else None
+    plat = None
+    if by_platform is not None:
+        from .kernels import platform_of
+
+        plat = str(platform_of(hw))
+        if plat in by_platform["values"] and "moe_a2a" in sp.flags:
+            env = {}
+            if "tokens_env" in by_platform:  # a buffer sized in tokens one rank sends per step
+                tokens = _a2a_step_tokens(dep, role, lay)
+                if tokens > by_platform["tokens_default"]:
+                    env[by_platform["tokens_env"]] = str(tokens)
+            return [sp.flags["moe_a2a"], by_platform["values"][plat]], env, by_platform["library"]
     if sp.engine == "sglang" and sp.values.get("deepep"):
         return (*_sglang_deepep(dep, role, lay, sp, notes), "DeepEP")
     if hw is not None and hw.vendor != "nvidia":
-        from .kernels import platform_of
-
-        by_platform = sp.values.get("moe_a2a_by_platform")
-        plat = str(platform_of(hw))
-        if by_platform is None:
+        if by_platform is None and ("moe_a2a" in sp.flags or sp.env.get("moe_a2a")):
             notes.append(f"{sp.engine} {sp.since}+ {role}: this release has no AMD all-to-all backend in "
                          f"simfront/engines/{sp.engine}.yaml, so the line asks for DeepEP's, which on {hw.id} needs a "
                          "ROCm DeepEP build in the image")
-        elif plat in by_platform["values"] and "moe_a2a" in sp.flags:
-            return [sp.flags["moe_a2a"], by_platform["values"][plat]], {}, by_platform["library"]
-        else:
+        elif by_platform is not None:
             notes.append(f"{sp.engine} {sp.since}+ {role}: {by_platform['library']} serves "
                          f"{', '.join(by_platform['values'])} only and DeepEP needs a ROCm build ({hw.id}: {plat}), so this "
                          "attention-DP + EP worker keeps the engine's all-gather + reduce-scatter, more traffic than "
@@ -568,6 +575,16 @@ def _moe_a2a(dep, role: str, lay, sp: EngineSpelling, notes: list[str]) -> tuple
                      "release for DeepEP's all-to-all, so the worker's attention-DP + EP MoE traffic takes the engine's "
                      "default path, not the all-to-all simfront priced")
     return [], env, "DeepEP"
+
+
+def _a2a_step_tokens(dep, role: str, lay) -> int:
+    """Most tokens one attention-DP rank sends through the MoE all-to-all in one step: a decode step's requests (the
+    per-rank share of the worker's running requests, floor as :func:`_per_rank` splits it) x (1 + drafts verified), a
+    prefill chunk's per-rank share of the worker's token budget (the engines split both over the DP ranks), and on an
+    aggregated server the larger of the two."""
+    decode = lay.max_batch // lay.attention_dp * (dep.spec_k + 1 if dep.spec_method else 1)
+    prefill = _tokens(dep, lay) // lay.attention_dp
+    return {"prefill": prefill, "decode": decode}.get(role, max(prefill, decode))
 
 
 def _rocm_kernels(dep, role: str, sp: EngineSpelling, notes: list[str]) -> dict:

@@ -1214,14 +1214,20 @@ def test_vllm_lines_on_amd_gpus_run_the_kernels_and_all_to_all_simfront_prices()
     nvidia = plan("b200_sxm")
     assert "VLLM_ROCM_USE_AITER" not in nvidia.commands[0]
     assert value(nvidia.commands[0], "--all2all-backend") == "deepep_low_latency"
-    disagg = launch_commands(Deployment("deepseek-r1", mode="disagg", weight_precision="fp8_block", kv_dtype="fp8",
-                                        gpu="mi355x", prefill=WorkerLayout(attention_dp=8, ep=8),
-                                        decode=WorkerLayout(attention_dp=8, ep=8)), "vllm")
-    assert all(value(c, "--all2all-backend") == "mori" for c in disagg.commands[:2])
-    # SGLang runs AITER's fused MoE there only with SGLANG_USE_AITER=1 (from the 0.5.5 entry on)
+    disagg = Deployment("deepseek-r1", mode="disagg", weight_precision="fp8_block", kv_dtype="fp8", gpu="mi355x",
+                        prefill=WorkerLayout(attention_dp=8, ep=8), decode=WorkerLayout(attention_dp=8, ep=8))
+    assert all(value(c, "--all2all-backend") == "mori" for c in launch_commands(disagg, "vllm").commands[:2])
+    # SGLang runs AITER's fused MoE there only with SGLANG_USE_AITER=1 (from the 0.5.5 entry on), and (0.5.23) the
+    # attention-DP + EP traffic through MoRI, whose buffer (4,096 tokens a rank sends per step by default) is raised
+    # for a prefill chunk of 65,536 / 8 = 8,192 tokens per rank
     sg = Deployment("deepseek-r1", tp=8, weight_precision="fp8_block", kv_dtype="fp8", gpu="mi300x", max_batch=64)
     assert launch_commands(sg, "sglang").commands[0].startswith("SGLANG_USE_AITER=1 ")
     assert "SGLANG_USE_AITER" not in launch_commands(replace(sg, gpu="h100_sxm"), "sglang").commands[0]
+    sg_dis = launch_commands(replace(disagg, prefill=WorkerLayout(attention_dp=8, ep=8, max_num_tokens=65536)), "sglang")
+    prefill, decode = sg_dis.commands[:2]
+    assert value(prefill, "--moe-a2a-backend") == "mori" and value(decode, "--moe-a2a-backend") == "mori"
+    assert tokens(prefill)[0] == "SGLANG_MORI_NUM_MAX_DISPATCH_TOKENS_PER_RANK=8192"
+    assert "SGLANG_MORI_NUM_MAX_DISPATCH_TOKENS_PER_RANK" not in decode and "--moe-runner-backend" not in decode
 
 
 def test_engines_refuse_gpus_they_are_not_built_for():
@@ -1257,10 +1263,10 @@ def test_engine_tables_name_known_vendors_and_platforms():
     gfx = {hw.gfx_target for hw in catalog().values() if hw.gfx_target}
     for eng in ENGINES:
         assert set(engine_vendors(eng)) <= vendors and engine_vendors(eng), eng
-    sp = engine_spelling("vllm")
-    assert set(sp.values["moe_a2a_by_platform"]["values"]) <= gfx
     for eng in ("vllm", "sglang"):
-        assert set(engine_spelling(eng).values["rocm_kernels_platforms"]) <= gfx
+        values = engine_spelling(eng).values
+        assert set(values["moe_a2a_by_platform"]["values"]) <= gfx
+        assert set(values["rocm_kernels_platforms"]) <= gfx
 
 
 def test_sglang_deepep_table_names_known_formats_roles_and_gpus():
@@ -1302,7 +1308,6 @@ def test_sglang_asks_for_deepep_only_where_its_deepep_moe_layer_runs_the_experts
     bf16 = line(model="qwen3-30b-a3b", weight_precision="bf16", gpu="h100_sxm").commands[0]
     assert value(bf16, "--moe-a2a-backend") == "deepep" and value(bf16, "--moe-runner-backend") == "deep_gemm"
     for kw in (dict(model="qwen3-30b-a3b", weight_precision="bf16", gpu="a100_sxm"),  # no DeepGEMM on sm 80
-               dict(weight_precision="fp8_block", gpu="mi300x"),  # no CUDA
                dict(weight_precision="nvfp4", gpu="b200_sxm")):  # an aggregated worker prefills: no CuteDSL path
         plan = line(**kw)
         assert "--moe-a2a-backend" not in plan.commands[0], kw
