@@ -585,7 +585,7 @@ def explain(model: str, gpus: str | GpuSet, tp: int = 1, pp: int = 1, ep: int = 
         sb = StepBatch(prefill_tokens=batch * ctx, prefill_seqs=batch, sampled=batch)
     tokens = batch * q if phase == "decode" else batch * ctx
     st = forward_step(m, prec, hw, tp, pp, attention_dp, ep, sb, routing_alpha=alpha, two_batch_overlap=Workload(**overlap).overlap,
-                      allreduce_norm_fusion=ew["allreduce_norm_fusion"])
+                      allreduce_norm_fusion=ew["allreduce_norm_fusion"], mla_native_heads=ew["mla_native_heads"])
     if serving and mode == "agg":
         raw = aggregated_raw(m, prec, hw, tp, pp, attention_dp, ep, float(batch), wl, sp)
         split = raw.decode_step_s

@@ -587,10 +587,35 @@ def _a2a_step_tokens(dep, role: str, lay) -> int:
     return {"prefill": prefill, "decode": decode}.get(role, max(prefill, decode))
 
 
-def _rocm_kernels(dep, role: str, sp: EngineSpelling, notes: list[str]) -> dict:
+def _mla_fallback_note(dep, role: str, lay, sp: EngineSpelling, hw, version: str | None) -> list[str]:
+    """A note where the engine release's MLA decode leaves the platform's native kernel at this worker's KV heads per
+    rank (``mla_native_heads``, :func:`simfront.step.mla_native_mask`, which prices the fallback there too)."""
+    from .models import get_model
+    from .scheduler import scheduler_settings
+    from .step import mla_native_mask
+
+    rule = scheduler_settings(sp.engine, version).mla_native_heads
+    try:
+        att = get_model(dep.checkpoint or dep.model_id).arch.attention
+    except SimfrontError:  # a model simfront does not know: nothing to say about its heads
+        return []
+    mask = mla_native_mask(rule, hw, att, lay.tp, lay.attention_dp) if att.kind == "mla" else None
+    if mask is None or bool(mask):
+        return []
+    tp_size = lay.tp * lay.attention_dp
+    return [f"{sp.engine} {role}: its MLA decode takes the native kernel on {hw.id} only at "
+            f"{' or '.join(map(str, rule[1]))} KV heads per rank over --tp-size, and this worker has "
+            f"{att.n_kv_heads / tp_size:g} ({att.n_kv_heads} over {tp_size}), so it runs Triton's MLA decode, which "
+            f"simfront prices under --engine {sp.engine} (the average profile prices the native kernel); a TP (or TP x "
+            "attention-DP) size giving one of those runs the native one"]
+
+
+def _rocm_kernels(dep, role: str, sp: EngineSpelling, notes: list[str], lay=None, version: str | None = None) -> dict:
     """Environment that makes the engine run the ROCm kernels simfront prices on an AMD GPU (``rocm_kernels`` and
     ``rocm_kernels_platforms`` in the engine's table: vLLM takes AITER's MLA and fused-MoE kernels only with
-    VLLM_ROCM_USE_AITER=1, SGLang AITER's fused MoE only with SGLANG_USE_AITER=1); nothing elsewhere."""
+    VLLM_ROCM_USE_AITER=1, SGLang AITER's fused MoE only with SGLANG_USE_AITER=1); nothing elsewhere. Where the engine
+    picks its native MLA kernel only at some heads per rank (``mla_native_heads`` of its release family in
+    simfront/engines/scheduler.yaml: SGLang on ROCm) and worker ``lay`` has others, a note says so."""
     env = sp.env.get("rocm_kernels")
     if not env or not dep.gpu:
         return {}
@@ -604,6 +629,8 @@ def _rocm_kernels(dep, role: str, sp: EngineSpelling, notes: list[str]) -> dict:
     notes.append(f"{sp.engine} {role}: {', '.join(f'{k}={v}' for k, v in out.items())} on {hw.id}, so that the engine "
                  "runs ROCm AITER's kernels (MLA, fused MoE), the ones simfront prices there (hardware/kernels.yaml), "
                  "not its Triton defaults")
+    if lay is not None:  # the engine's MLA decode may leave the native kernel at this worker's heads per rank
+        notes.extend(_mla_fallback_note(dep, role, lay, sp, hw, version))
     return out
 
 
@@ -1264,7 +1291,7 @@ def launch_commands(dep: Deployment, engine: str, engine_version: str | None = N
             act_args, act_env = _vllm_moe_activation(dep, role, sp, notes)
             args += act_args + _vllm_moe_backend(dep, role, sp)
             env.update(act_env)
-        env.update(_rocm_kernels(dep, role, sp, notes))
+        env.update(_rocm_kernels(dep, role, sp, notes, lay, engine_version))
         if lay.pp > 1 and dep.spec_method and role != "prefill" and sp.env.get("pp_drafts"):
             alg = sp.values["spec_method"][dep.spec_method]
             if alg not in sp.values.get("pp_spec_algorithms", ()):

@@ -45,20 +45,26 @@ def _params(p, hw) -> dict:
     return efficiency.params_with_priors(KIND, hw.family, p, DECODE_PARAMS, PREFILL_PARAMS)
 
 
+def _fallback_launch_s() -> float:
+    """Seconds the launches of the mla_decode fallback kernel cost (hardware/kernels.yaml ``launches``)."""
+    return float(kernels.fallback("mla_decode")["launches"]) * kernels.launch_cost().per_launch_s
+
+
 def _decode_seconds(batch, kv_len, n_heads, kv_bytes, hw, p, kv_lora_rank=512, qk_rope_dim=64, qk_nope_dim=128,
-                    v_head_dim=128, q_tokens=1, topk=None):
+                    v_head_dim=128, q_tokens=1, topk=None, native=None):
     b, kv, nh, kvb, q = _f(batch), _f(kv_len), _f(n_heads), _f(kv_bytes), _f(q_tokens)
     r, rope = _f(kv_lora_rank), _f(qk_rope_dim)
     L = kv if topk is None else np.minimum(kv, _f(topk))  # latent rows each query attends
     rows = nh * q  # query rows sharing each latent KV row
-    native = kernels.has_native("mla_decode", hw)
+    # the platform's native kernel, where the engine runs it (``native``: a mask of the configurations that do)
+    native = kernels.has_native("mla_decode", hw) & (True if native is None else np.asarray(native, dtype=bool))
     # Native absorbed-MLA kernels (FlashMLA, trtllm-gen, aiter) tile the heads of a request in
     # MLA_HEAD_TILE rows and read the latent rows once. Elsewhere (Ampere, Ada, SM 12.0) engines run the
     # Triton grouped decode kernel (hardware/kernels.yaml mla_decode fallback): one program per block of
     # head_block heads, each streaming the request's latent rows, so they are read once per head block.
-    tile = MLA_HEAD_TILE if native else float(kernels.fallback("mla_decode")["head_block"])
+    tile = np.where(native, MLA_HEAD_TILE, float(kernels.fallback("mla_decode")["head_block"]))
     tiles = np.ceil(rows / tile)
-    reads = 1.0 if native else tiles
+    reads = np.where(native, 1.0, tiles)
     low_bit = kvb < BYTES_16BIT
 
     # Latent rows read once per request (shared by all local heads and, for DSA, assumed largely
@@ -82,22 +88,24 @@ def _decode_seconds(batch, kv_len, n_heads, kv_bytes, hw, p, kv_lora_rank=512, q
     # Fixed cost per call: the kernel launches of this GPU's MLA library (FlashMLA: metadata, split-KV and
     # combine kernels; trtllm-gen: one; hardware/kernels.yaml `launches`, each at the measured per-launch
     # cost) plus decode_launch_s, the fitted rest (tile setup, first KV tile latency) that transfers.
-    launch_s = kernels.launch_seconds("mla_decode", hw)
+    launch_s = np.where(native, kernels.launch_seconds("mla_decode", hw), _fallback_launch_s())
     time_s = p["decode_launch_s"] + launch_s + soft_max(overhead_s, np.maximum(memory_s, compute_s), DECODE_OVERLAP_NORM)
     return time_s, flops, kv_stream_bytes + qo_bytes, compute_s, memory_s
 
 
 def mla_decode_cost(batch, kv_len, n_heads, kv_bytes, hw, p=None, kv_lora_rank=512, qk_rope_dim=64, qk_nope_dim=128,
-                    v_head_dim=128, q_tokens=1, topk=None) -> Cost:
+                    v_head_dim=128, q_tokens=1, topk=None, native=None) -> Cost:
     """Absorbed MLA decode: ``batch`` requests of ``q_tokens`` query tokens over ``kv_len``
     cached latent rows (``min(kv_len, topk)`` with DSA). ``n_heads`` are the heads on this GPU.
 
     The W_UK / W_UV absorption BMMs (nope->latent, latent->v) are projections, priced with the
-    GEMMs; ``qk_nope_dim`` and ``v_head_dim`` are accepted for a uniform signature.
+    GEMMs; ``qk_nope_dim`` and ``v_head_dim`` are accepted for a uniform signature. ``native``: where the engine runs
+    the platform's native MLA kernel (a mask broadcast with the other arguments; None: wherever the platform has one,
+    hardware/kernels.yaml); elsewhere the Triton fallback is priced.
     """
     p = _params(p, hw)
     t, fl, by, c, m = _decode_seconds(batch, kv_len, n_heads, kv_bytes, hw, p, kv_lora_rank, qk_rope_dim, qk_nope_dim,
-                                      v_head_dim, q_tokens, topk)
+                                      v_head_dim, q_tokens, topk, native)
     return Cost(time_s=t, flops=fl, mem_bytes=by, compute_s=c, memory_s=m)
 
 

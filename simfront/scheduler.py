@@ -62,6 +62,9 @@ class SchedulerSettings:
     two_batch_overlap_split: tuple = TWO_BATCH_OVERLAP_SPLIT
     # where the engine runs the TP all-reduce, residual add and RMSNorm as one kernel (simfront.fusion)
     allreduce_norm_fusion: tuple[AllreduceNormFusion, ...] = ()
+    # where the engine's MLA decode runs the platform's native kernel only at some KV heads per rank: ((platforms),
+    # (heads per rank)), heads counted over attention TP x attention DP (SGLang's --tp-size); () for no such rule
+    mla_native_heads: tuple = ()
 
     def running_cap(self, speculative: bool = False) -> float:
         """Requests one server runs at once when the run sets no cap: the engine's default, with drafts the lower of it
@@ -177,6 +180,14 @@ def release_family(engine: str | None = None, version: str | None = None, measur
     return fams[-1]
 
 
+def _mla_native_heads(raw) -> tuple:
+    """``mla_native_heads`` of a release family ({platforms, heads_per_rank}) as ((platforms), (heads per rank)); ()
+    where the family has none."""
+    if not raw:
+        return ()
+    return (tuple(str(x) for x in raw["platforms"]), tuple(int(x) for x in raw["heads_per_rank"]))
+
+
 def scheduler_settings(engine: str | None = None, version: str | None = None, gpu_mem_gib: float | None = None,
                        measured_on: str | None = None) -> SchedulerSettings:
     """Default scheduler settings of ``engine`` at release ``version`` (or, without one, the release out on the
@@ -198,7 +209,8 @@ def scheduler_settings(engine: str | None = None, version: str | None = None, gp
                           bool(fam.get("dp_divides_token_budget", False)),
                           float(fam.get("max_running_with_spec", float("inf"))), bool(fam.get("dp_divides_max_running", False)),
                           tuple(float(x) for x in fam.get("two_batch_overlap_split", TWO_BATCH_OVERLAP_SPLIT)),
-                          parse_rules(fam.get("allreduce_norm_fusion"), f"simfront/engines/scheduler.yaml {key} {fam['since']}"))
+                          parse_rules(fam.get("allreduce_norm_fusion"), f"simfront/engines/scheduler.yaml {key} {fam['since']}"),
+                          _mla_native_heads(fam.get("mla_native_heads")))
     _check(s)
     return s
 

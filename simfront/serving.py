@@ -77,13 +77,16 @@ class Workload:
     # where the engine runs the TP all-reduce, residual add and RMSNorm as one kernel (engine_workload:
     # simfront/engines/scheduler.yaml allreduce_norm_fusion; simfront.fusion); () for none
     allreduce_norm_fusion: tuple = ()
+    # where the engine runs its MLA decode's native kernel only at some KV heads per rank (engine_workload:
+    # simfront/engines/scheduler.yaml mla_native_heads; simfront.step.mla_native_mask); () for no such rule
+    mla_native_heads: tuple = ()
 
     @property
     def step_kwargs(self) -> dict:
         """The engine facts every :func:`simfront.step.forward_step` of this workload takes: routing skew, two-batch
         overlap and the all-reduce + RMSNorm fusion rules."""
         return {"routing_alpha": self.routing_alpha, "two_batch_overlap": self.overlap,
-                "allreduce_norm_fusion": self.allreduce_norm_fusion}
+                "allreduce_norm_fusion": self.allreduce_norm_fusion, "mla_native_heads": self.mla_native_heads}
 
     @property
     def overlap(self) -> tuple | None:
@@ -122,7 +125,8 @@ def engine_workload(engine: str | None = None, version: str | None = None, const
     split = tuple(float(c.get(k, d)) for k, d in zip(("tbo_decode_tokens_above", "tbo_prompt_tokens_above", "tbo_min_requests"),
                                                      TWO_BATCH_OVERLAP_SPLIT))
     return {"adp_gate_iters": float(c["adp_balance_timeout_iters"]), "decode_in_budget": not c["prefill_first"],
-            "two_batch_overlap_split": split, "allreduce_norm_fusion": tuple(c.get("allreduce_norm_fusion", ()))}
+            "two_batch_overlap_split": split, "allreduce_norm_fusion": tuple(c.get("allreduce_norm_fusion", ())),
+            "mla_native_heads": tuple(c.get("mla_native_heads", ()))}
 
 
 def adp_gate_iters(engine: str | None) -> float:
@@ -219,7 +223,9 @@ def engine_constants(engine: str | None = None, version: str | None = None, meas
             "tbo_decode_tokens_above": sched.two_batch_overlap_split[0], "tbo_prompt_tokens_above": sched.two_batch_overlap_split[1],
             "tbo_min_requests": sched.two_batch_overlap_split[2],
             # where the engine runs the TP all-reduce, residual add and RMSNorm as one kernel (not a number: the rules)
-            "allreduce_norm_fusion": sched.allreduce_norm_fusion}
+            "allreduce_norm_fusion": sched.allreduce_norm_fusion,
+            # where the engine's MLA decode runs the native kernel only at some heads per rank (not a number: the rule)
+            "mla_native_heads": sched.mla_native_heads}
 
 
 def _f(x) -> np.ndarray:

@@ -193,7 +193,7 @@ def simulate_agg(model, precision, hw, lay: Layouts, workers, concurrency, plan_
         table = step_tables(model, precision, hw, L, profile, spec, D, isl_new=isl_new, prefix=prefix,
                         ctx_lo=TABLE_CTX_LO_SHARE * isl, ctx_hi=isl + osl, b_max=float(np.max(running)) + 1,
                         p_max=float(np.max(budget)), routing_alpha=routing_alpha, two_batch_overlap=two_batch_overlap,
-                        allreduce_norm_fusion=sched.allreduce_norm_fusion,
+                        allreduce_norm_fusion=sched.allreduce_norm_fusion, mla_native_heads=sched.mla_native_heads,
                         prefill_ranks=np.where(adp, ms.prefill_ranks, L.dp) if adp.any() else None)
     if adp.any():
         table = with_other_ranks_prefill(table, np.where(adp, other_ranks_prefill_share(ms.mixed_share, ms.rank_share), 0.0),
@@ -225,11 +225,12 @@ def simulate_disagg(model, precision, hw, prefill: Layouts, prefill_workers, dec
     pbudget = _col(sched.token_budget if prefill_budget is None else prefill_budget, D) * P.dp  # every prefill rank's budget
     ptable = step_tables(model, precision, hw, P, profile, NO_SPEC, D, isl_new=max(isl - prefix, 1.0), prefix=prefix, ctx_lo=isl,
                      ctx_hi=isl + 1, b_max=1, p_max=float(np.max(pbudget)), routing_alpha=routing_alpha, worker_prompts=True,
-                     two_batch_overlap=two_batch_overlap, allreduce_norm_fusion=sched.allreduce_norm_fusion)
+                     two_batch_overlap=two_batch_overlap, allreduce_norm_fusion=sched.allreduce_norm_fusion,
+                     mla_native_heads=sched.mla_native_heads)
     b_top = float(np.max(np.minimum(users / np.maximum(dranks, 1e-9), dmax))) + 1
     dtable = step_tables(model, precision, hw, Dl, profile, spec, D, isl_new=max(isl - prefix, 1.0), prefix=prefix, ctx_lo=TABLE_CTX_LO_SHARE * isl,
                      ctx_hi=isl + osl, b_max=b_top, p_max=1, routing_alpha=routing_alpha, two_batch_overlap=two_batch_overlap,
-                     allreduce_norm_fusion=sched.allreduce_norm_fusion)
+                     allreduce_norm_fusion=sched.allreduce_norm_fusion, mla_native_heads=sched.mla_native_heads)
     kv_bytes = np.zeros(D)
     for rows, prec in per_row(precision, D):
         kv_bytes[rows] = kv_bytes_per_token(model, prec.kv)

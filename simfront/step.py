@@ -23,7 +23,7 @@ import numpy as np
 
 from .attention import attention_decode_cost, attention_prefill_cost
 from .comm import collective_cost, engine_allreduce_cost, p2p_cost
-from . import efficiency
+from . import efficiency, kernels
 from .cost import _FIELDS as _COST_FIELDS
 from .cost import Cost
 from .elementwise import memory_op_cost
@@ -397,9 +397,22 @@ def _memo_key(fn, args: tuple, kw: dict):
 _UNKEYED = object()  # an argument a memo key cannot hold
 
 
+def mla_native_mask(rule: tuple, hw, attention, tp, dp):
+    """Where an engine's MLA decode runs ``hw``'s native kernel, by the engine's ``rule`` ((platforms), (KV heads per
+    rank)) for the layouts ``tp`` x ``dp``: the heads are counted over attention TP x attention DP, as SGLang counts
+    them over its --tp-size (its ROCm aiter backend takes 16 or 128; other counts run the Triton kernel that
+    hardware/kernels.yaml prices as the mla_decode fallback). None (the platform's own kernel everywhere) where the rule
+    does not cover ``hw``."""
+    if not rule or kernels.platform_of(hw) not in rule[0]:
+        return None
+    per_rank = attention.n_kv_heads / (_f(tp) * _f(dp))  # KV heads over the engine's TP size
+    return np.isin(per_rank, np.asarray(rule[1], dtype=np.float64))
+
+
 def forward_step(model: Model, precision: Precision, hw: Hardware, tp, pp, dp, ep, batch: StepBatch,
                  routing_alpha: float | None = DEFAULT_ROUTING_ALPHA, memo: dict | None = None,
-                 two_batch_overlap: bool | tuple | None = None, allreduce_norm_fusion: tuple = ()) -> StepCost:
+                 two_batch_overlap: bool | tuple | None = None, allreduce_norm_fusion: tuple = (),
+                 mla_native_heads: tuple = ()) -> StepCost:
     """Per-GPU op list of one step, with time, FLOPs and bytes of each op (per rank, all layers).
 
     ``memo``: a dict shared by step calls that may repeat ops (a search's precisions that differ only in
@@ -411,11 +424,12 @@ def forward_step(model: Model, precision: Precision, hw: Hardware, tp, pp, dp, e
     least split (``scheduler.TWO_BATCH_OVERLAP_SPLIT``), or the engine's thresholds (decode tokens above, prompt tokens above, decode requests
     at least; :attr:`simfront.serving.Workload.overlap`); None or False: off. ``allreduce_norm_fusion``: the engine's
     rules for running a TP all-reduce and the RMSNorm after it as one kernel (:mod:`simfront.fusion`,
-    :attr:`simfront.serving.Workload.allreduce_norm_fusion`); () for none."""
+    :attr:`simfront.serving.Workload.allreduce_norm_fusion`); () for none. ``mla_native_heads``: the engine's rule
+    for where its MLA decode runs the platform's native kernel (:func:`mla_native_mask`); () for everywhere."""
     if two_batch_overlap is not None and two_batch_overlap is not False:
         split_at = TWO_BATCH_OVERLAP_SPLIT if two_batch_overlap is True else tuple(two_batch_overlap)
         return two_batch_overlap_step(model, precision, hw, tp, pp, dp, ep, batch, routing_alpha, memo, split_at,
-                                      allreduce_norm_fusion)
+                                      allreduce_norm_fusion, mla_native_heads)
     arch = model.arch
     tp, pp, dp, ep = (_f(x) for x in (tp, pp, dp, ep))
     B = _f(batch.decode_reqs)
@@ -540,7 +554,7 @@ def forward_step(model: Model, precision: Precision, hw: Hardware, tp, pp, dp, e
             gemm("mla.absorb_uk", g, n * has_dec, Bd * q, heads * a.kv_lora_rank, a.qk_nope_dim, "bf16")
             op("mla.attn_decode", g, n * has_dec, mla_decode_cost,
                 Bd, ctx, heads, kvb, hw, kv_lora_rank=a.kv_lora_rank, qk_rope_dim=a.qk_rope_dim, qk_nope_dim=a.qk_nope_dim,
-                v_head_dim=a.head_dim_v, q_tokens=q, topk=topk)
+                v_head_dim=a.head_dim_v, q_tokens=q, topk=topk, native=mla_native_mask(mla_native_heads, hw, a, tp, dp))
             gemm("mla.absorb_uv", g, n * has_dec, Bd * q, heads * a.head_dim_v, a.kv_lora_rank, "bf16")
             # prefill: decompress K_nope, V for the new tokens and run ordinary causal attention
             gemm("mla.kv_b_proj", g, n * has_pre, np.maximum(P, 1), heads * (a.qk_nope_dim + a.head_dim_v), a.kv_lora_rank, precision.attention)
@@ -650,7 +664,8 @@ def _halved(batch: StepBatch, split) -> StepBatch:
 
 def two_batch_overlap_step(model: Model, precision: Precision, hw: Hardware, tp, pp, dp, ep, batch: StepBatch,
                            routing_alpha: float | None = DEFAULT_ROUTING_ALPHA, memo: dict | None = None,
-                           split_at: tuple = TWO_BATCH_OVERLAP_SPLIT, allreduce_norm_fusion: tuple = ()) -> StepCost:
+                           split_at: tuple = TWO_BATCH_OVERLAP_SPLIT, allreduce_norm_fusion: tuple = (),
+                           mla_native_heads: tuple = ()) -> StepCost:
     """The step of an engine running two-batch overlap: where the step splits (attention-DP > 1, so its MoE layers move
     tokens all-to-all, and above the engine's ``split_at`` thresholds: decode tokens above, prompt tokens above,
     decode requests at least), the op list of one micro-batch, each compute op counted twice and the all-to-all
@@ -665,9 +680,9 @@ def two_batch_overlap_step(model: Model, precision: Precision, hw: Hardware, tp,
     split = (dp_ > 1) & big & (model.arch.moe is not None)
     if not np.any(split):
         return forward_step(model, precision, hw, tp, pp, dp, ep, batch, routing_alpha, memo,
-                            allreduce_norm_fusion=allreduce_norm_fusion)
+                            allreduce_norm_fusion=allreduce_norm_fusion, mla_native_heads=mla_native_heads)
     st = forward_step(model, precision, hw, tp, pp, dp, ep, _halved(batch, split), routing_alpha, memo,
-                      allreduce_norm_fusion=allreduce_norm_fusion)
+                      allreduce_norm_fusion=allreduce_norm_fusion, mla_native_heads=mla_native_heads)
     runs = np.where(split, 2.0, 1.0)  # micro-batches that run each compute op
 
     def total(r: OpRow):  # seconds of one micro-batch's calls of an op, over every layout

@@ -181,7 +181,8 @@ def _grid(grid: np.ndarray, top: float) -> np.ndarray:
 def build_step_table(model, precision, hw, lay: Layouts, profile: dict, *, isl_new: float, prefix: float, ctx_lo, ctx_hi,
                      b_max: float, p_max: float, spec=NO_SPEC, routing_alpha=DEFAULT_ROUTING_ALPHA,
                      worker_prompts: bool = False, prefill_ranks=None, memo: dict | None = None,
-                     two_batch_overlap: tuple | None = None, allreduce_norm_fusion: tuple = ()) -> StepTable:
+                     two_batch_overlap: tuple | None = None, allreduce_norm_fusion: tuple = (),
+                     mla_native_heads: tuple = ()) -> StepTable:
     """Engine step times of the deployments' workers (``lay`` holds (D,) layout arrays) on the
     (decode requests, prompt tokens, context) grid, with the serving profile applied exactly as
     :mod:`simfront.serving` does (:func:`simfront.serving.step_terms`). ``isl_new`` sets how many
@@ -193,7 +194,8 @@ def build_step_table(model, precision, hw, lay: Layouts, profile: dict, *, isl_n
     (:func:`worker_prompt_ranks`), rather than every rank's. ``prefill_ranks``: (D,) attention-DP ranks that prefill in a
     step with prompt tokens, on average (:func:`simfront.serving.mixed_steps`; default every rank). ``two_batch_overlap``: the
     engine's two-batch overlap (:attr:`simfront.serving.Workload.overlap`; None: off), as the evaluator takes it;
-    ``allreduce_norm_fusion``: the engine's all-reduce + RMSNorm fusion rules (:mod:`simfront.fusion`). ``memo``: :func:`simfront.step.forward_step`'s op memo
+    ``allreduce_norm_fusion``: the engine's all-reduce + RMSNorm fusion rules (:mod:`simfront.fusion`);
+    ``mla_native_heads``: where its MLA decode runs the native kernel (:func:`simfront.step.mla_native_mask`). ``memo``: :func:`simfront.step.forward_step`'s op memo
     (ops repeated with the same inputs, as the attention of a model's dense and MoE layer groups, are costed once)."""
     bg = _grid(B_GRID, b_max)
     pg = _grid(P_GRID, p_max)
@@ -216,7 +218,8 @@ def build_step_table(model, precision, hw, lay: Layouts, profile: dict, *, isl_n
     sb = StepBatch(decode_reqs=B, decode_ctx=ctx, q_tokens=q[:, None, None, None] if len(groups) > 1 else q[0],
                    prefill_tokens=P, prefill_seqs=seqs, prefill_prefix=prefix, prefill_ranks=ranks)
     st = forward_step(model, precision, hw, tp, pp, dp, ep, sb, routing_alpha=routing_alpha, memo={} if memo is None else memo,
-                      two_batch_overlap=two_batch_overlap, allreduce_norm_fusion=allreduce_norm_fusion)
+                      two_batch_overlap=two_batch_overlap, allreduce_norm_fusion=allreduce_norm_fusion,
+                      mla_native_heads=mla_native_heads)
     # every row's draft passes on the one forward pass (serving._split per speculation, its sums taken once)
     draft_layers, k, drafts = np.zeros(D), np.zeros(D), np.zeros(D, bool)
     for rows, sp in groups:

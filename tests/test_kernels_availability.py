@@ -210,3 +210,34 @@ def test_a_kernel_caveat_is_a_note_only_where_the_prediction_prices_the_op():
     fp4_notes = kernels.caveat_notes(b200, priced_configs(model, b200, [("nvfp4", "fp8", 8)]))
     assert not any("moe_fp8_block_grouped" in n for n in fp4_notes)
     assert [n for n in fp4_notes if "gemm_nvfp4" in n and "untuned fallback tactic" in n]
+
+
+def test_an_engine_that_runs_native_mla_only_at_some_heads_prices_the_fallback_elsewhere():
+    """SGLang's ROCm MLA backend is aiter only at 16 or 128 KV heads per --tp-size rank (simfront/engines/scheduler.yaml
+    mla_native_heads), Triton elsewhere: on MI355X DeepSeek-R1 (128 KV heads) at TP 4 prices the fallback, which
+    rereads the latent rows per head block, and at TP 8 or attention DP 8 the native kernel; vLLM and NVIDIA GPUs are
+    untouched by the rule. The mask passes through to the op cost."""
+    from simfront import api
+    from simfront.models import get_model
+    from simfront.scheduler import scheduler_settings
+    from simfront.step import mla_native_mask
+
+    rule = scheduler_settings("sglang").mla_native_heads
+    att = get_model("deepseek-r1").arch.attention
+    mi355x, b200 = get_hardware("mi355x"), get_hardware("b200_sxm")
+    mask = mla_native_mask(rule, mi355x, att, np.array([8.0, 4.0, 1.0, 2.0]), np.array([1.0, 1.0, 8.0, 1.0]))
+    assert mask.tolist() == [True, False, True, False]
+    assert mla_native_mask(rule, b200, att, 4.0, 1.0) is None and mla_native_mask((), mi355x, att, 4.0, 1.0) is None
+    native = mla_decode_cost(8, 4096, 32, 1, mi355x)
+    forced = mla_decode_cost(8, 4096, 32, 1, mi355x, native=False)
+    assert forced.mem_bytes > native.mem_bytes and forced.time_s > native.time_s
+    both = mla_decode_cost(8, 4096, 32, 1, mi355x, native=np.array([True, False]))
+    assert np.allclose(both.time_s, [native.time_s, forced.time_s])
+
+    def attn(engine, tp):
+        res = api.explain("deepseek-r1", "8xMI355X", tp=tp, batch=8, ctx=4096, phase="decode", precision="fp8_block",
+                          engine=engine)
+        return sum(o["time_s"] for o in res["ops"] if o["op"] == "mla.attn_decode")
+
+    assert attn("sglang", 4) > 1.1 * attn("vllm", 4)
+    assert attn("sglang", 8) == pytest.approx(attn("vllm", 8))

@@ -1223,6 +1223,9 @@ def test_vllm_lines_on_amd_gpus_run_the_kernels_and_all_to_all_simfront_prices()
     sg = Deployment("deepseek-r1", tp=8, weight_precision="fp8_block", kv_dtype="fp8", gpu="mi300x", max_batch=64)
     assert launch_commands(sg, "sglang").commands[0].startswith("SGLANG_USE_AITER=1 ")
     assert "SGLANG_USE_AITER" not in launch_commands(replace(sg, gpu="h100_sxm"), "sglang").commands[0]
+    # SGLang's aiter MLA backend takes 16 or 128 KV heads per --tp-size rank: DeepSeek's 128 heads over TP 4 run Triton's
+    assert not any("Triton's MLA" in n for n in launch_commands(sg, "sglang").notes)
+    assert any("Triton's MLA" in n and "32 (128 over 4)" in n for n in launch_commands(replace(sg, tp=4), "sglang").notes)
     sg_dis = launch_commands(replace(disagg, prefill=WorkerLayout(attention_dp=8, ep=8, max_num_tokens=65536)), "sglang")
     prefill, decode = sg_dis.commands[:2]
     assert value(prefill, "--moe-a2a-backend") == "mori" and value(decode, "--moe-a2a-backend") == "mori"
