@@ -181,6 +181,18 @@ def _resolve_workload(isl, osl, prefix_hit, workload, routing, replicas, workloa
     return w["isl"], w["osl"], w["prefix_hit"], w["preset"]
 
 
+def mla_fallback_note(engine: str | None, rule: tuple, hw, m) -> str | None:
+    """A note where ``engine``'s release decodes an MLA model with ``hw``'s native kernel only at some KV heads per rank
+    (``rule``, :func:`simfront.step.mla_native_mask`): the search prices the Triton fallback at the other layouts."""
+    from .kernels import platform_of
+
+    if not rule or m.arch.attention.kind != "mla" or platform_of(hw) not in rule[0]:
+        return None
+    return (f"{engine}: MLA decode on {hw.id} runs the native kernel only at {' or '.join(map(str, rule[1]))} KV heads "
+            f"per rank over attention TP x attention DP ({m.id} has {m.arch.attention.n_kv_heads}); layouts with other "
+            "counts are priced with the Triton fallback (simfront/engines/scheduler.yaml mla_native_heads)")
+
+
 def cpu_overlap_note(engine: str | None, speculative: bool, version: str | None = None) -> str | None:
     """A note for predictions with speculative decoding on an engine whose releases differ in whether the overlap
     scheduler runs it (SGLang before 0.5.13 ran EAGLE / MTP without it; simfront/engines/scheduler.yaml): which
@@ -387,7 +399,8 @@ def predict(model: str, gpus: str | GpuSet, isl: int | None = None, osl: int | N
     from .speculative import borrowed_note
 
     for note in (release_note(engine, engine_version), cpu_overlap_note(engine, bool(spec_on_front), engine_version),
-                 borrowed_note(spec_on_front, m.id), window_note(m, m.native.kv, wl.isl + wl.osl)):
+                 borrowed_note(spec_on_front, m.id), window_note(m, m.native.kv, wl.isl + wl.osl),
+                 mla_fallback_note(engine, wl.mla_native_heads, g.hardware, m)):
         if note:
             out["notes"].append(note)
     rows = _rows_of(pts, front)  # the frontier's rows only: no column of a 10^6-point search is joined for them
@@ -675,6 +688,12 @@ def explain(model: str, gpus: str | GpuSet, tp: int = 1, pp: int = 1, ep: int = 
     # the engine's all-reduce + RMSNorm fusion at this step's tokens per rank (simfront.fusion), for the note below
     ar_fused = bool(np.any(allreduce_norm_fused(ew["allreduce_norm_fusion"], m.arch, hw, tp, attention_dp, tokens,
                                                 tokens * m.arch.hidden * ACT_BYTES)))
+    # the engine's MLA decode away from the platform's native kernel at this layout's heads per rank (step.mla_native_mask)
+    from .step import mla_native_mask
+
+    mla_mask = (mla_native_mask(ew["mla_native_heads"], hw, m.arch.attention, tp, attention_dp)
+                if m.arch.attention.kind == "mla" and phase == "decode" else None)
+    mla_fallback = mla_mask is not None and not bool(np.all(mla_mask))
     return StepBreakdown(**{
         "model": m.id, "gpus": g.label, "layout": lay.label(), "phase": phase, "mode": mode, "batch": batch, "ctx": ctx_eff,
         "isl": isl, "osl": osl, "random_range_ratio": random_range_ratio if serving else None,
@@ -699,7 +718,12 @@ def explain(model: str, gpus: str | GpuSet, tp: int = 1, pp: int = 1, ep: int = 
                    "the all-to-all counts only the share the other micro-batch's compute does not hide" if tbo else "")
                 + ("; this engine release runs the TP all-reduce, the residual add and the RMSNorm after it as one kernel "
                    "here (simfront/engines/scheduler.yaml allreduce_norm_fusion), so the norms that follow the all-reduces "
-                   "are inside them, not in norms+residual" if ar_fused else ""),
+                   "are inside them, not in norms+residual" if ar_fused else "")
+                + (f"; this engine release decodes MLA with the platform's native kernel on {hw.id} only at "
+                   f"{' or '.join(map(str, ew['mla_native_heads'][1]))} KV heads per rank over attention TP x attention DP "
+                   f"(simfront/engines/scheduler.yaml mla_native_heads), and this layout has "
+                   f"{m.arch.attention.n_kv_heads / (tp * attention_dp):g}, so mla.attn_decode is priced as the "
+                   "hardware/kernels.yaml mla_decode fallback (Triton)" if mla_fallback else ""),
     })
 
 

@@ -241,3 +241,18 @@ def test_an_engine_that_runs_native_mla_only_at_some_heads_prices_the_fallback_e
 
     assert attn("sglang", 4) > 1.1 * attn("vllm", 4)
     assert attn("sglang", 8) == pytest.approx(attn("vllm", 8))
+
+
+def test_the_mla_fallback_rule_is_said_where_it_prices():
+    """explain says when its layout's MLA decode is priced as the fallback by the engine's rule, and predict says the
+    search prices it so at some layouts; neither says it for an engine or GPU the rule does not cover."""
+    from simfront import api
+
+    def explain_note(engine, tp):
+        return api.explain("deepseek-r1", "8xMI355X", tp=tp, batch=8, ctx=4096, phase="decode", precision="fp8_block",
+                           engine=engine)["note"]
+
+    assert "mla_native_heads" in explain_note("sglang", 4) and "has 32" in explain_note("sglang", 4)
+    assert "mla_native_heads" not in explain_note("sglang", 8) and "mla_native_heads" not in explain_note("vllm", 4)
+    said = lambda engine, gpus: any("Triton fallback" in n for n in api.predict("deepseek-r1", gpus, engine=engine)["notes"])  # noqa: E731
+    assert said("sglang", "8xMI355X") and not said("vllm", "8xMI355X") and not said("sglang", "8xB200")
