@@ -688,12 +688,10 @@ def explain(model: str, gpus: str | GpuSet, tp: int = 1, pp: int = 1, ep: int = 
     # the engine's all-reduce + RMSNorm fusion at this step's tokens per rank (simfront.fusion), for the note below
     ar_fused = bool(np.any(allreduce_norm_fused(ew["allreduce_norm_fusion"], m.arch, hw, tp, attention_dp, tokens,
                                                 tokens * m.arch.hidden * ACT_BYTES)))
-    # the engine's MLA decode away from the platform's native kernel at this layout's heads per rank (step.mla_native_mask)
-    from .step import mla_native_mask
+    # the engine's MLA decode away from the platform's native kernel at this layout's heads per rank
+    from .step import mla_fallback_reason
 
-    mla_mask = (mla_native_mask(ew["mla_native_heads"], hw, m.arch.attention, tp, attention_dp)
-                if m.arch.attention.kind == "mla" and phase == "decode" else None)
-    mla_fallback = mla_mask is not None and not bool(np.all(mla_mask))
+    mla_fallback = mla_fallback_reason(ew["mla_native_heads"], hw, m.arch.attention, tp, attention_dp) if phase == "decode" else None
     return StepBreakdown(**{
         "model": m.id, "gpus": g.label, "layout": lay.label(), "phase": phase, "mode": mode, "batch": batch, "ctx": ctx_eff,
         "isl": isl, "osl": osl, "random_range_ratio": random_range_ratio if serving else None,
@@ -719,11 +717,7 @@ def explain(model: str, gpus: str | GpuSet, tp: int = 1, pp: int = 1, ep: int = 
                 + ("; this engine release runs the TP all-reduce, the residual add and the RMSNorm after it as one kernel "
                    "here (simfront/engines/scheduler.yaml allreduce_norm_fusion), so the norms that follow the all-reduces "
                    "are inside them, not in norms+residual" if ar_fused else "")
-                + (f"; this engine release decodes MLA with the platform's native kernel on {hw.id} only at "
-                   f"{' or '.join(map(str, ew['mla_native_heads'][1]))} KV heads per rank over attention TP x attention DP "
-                   f"(simfront/engines/scheduler.yaml mla_native_heads), and this layout has "
-                   f"{m.arch.attention.n_kv_heads / (tp * attention_dp):g}, so mla.attn_decode is priced as the "
-                   "hardware/kernels.yaml mla_decode fallback (Triton)" if mla_fallback else ""),
+                + (f"; mla.attn_decode is priced as the fallback kernel: {mla_fallback}" if mla_fallback else ""),
     })
 
 

@@ -259,6 +259,11 @@ def _compare(members: list, f, with_mode: bool, at_load=None, class_best=None,
     return rows, knee
 
 
+def _geomean(ratios: np.ndarray) -> float | None:
+    """Geometric mean of positive ratios, to 4 decimals; None for none."""
+    return round(float(np.exp(np.mean(np.log(ratios)))), 4) if ratios.size else None
+
+
 def _summarise(rows: list[dict], knees: list[dict], key) -> dict:
     groups: dict[str, list] = defaultdict(list)
     for r in rows:
@@ -277,18 +282,18 @@ def _summarise(rows: list[dict], knees: list[dict], key) -> dict:
         outside = [bool(r.get("predicted_outside_calibration")) for r in rs if r["ratio"]]
         inside = np.array([r["ratio"] for r in rs if r["ratio"] and not r.get("predicted_outside_calibration")])
         out[g] = {"points": len(rs), "reached": int(ratios.size),
-                  "geomean_ratio": round(float(np.exp(np.mean(np.log(ratios)))), 4) if ratios.size else None,
-                  "geomean_ratio_to_sweep_interpolated": round(float(np.exp(np.mean(np.log(interp)))), 4) if interp.size else None,
+                  "geomean_ratio": _geomean(ratios),
+                  "geomean_ratio_to_sweep_interpolated": _geomean(interp),
                   "class_agreement": round(float(np.mean(agree)), 4) if agree else None,
                   "class_and_drafting_agreement": round(float(np.mean(agree_drafting)), 4) if agree_drafting else None,
                   # the measured class agrees, or its own best predicted point is within CLASS_NEAR_SHARE of the frontier
                   "class_near": round(float(np.mean(share >= 1.0 - CLASS_NEAR_SHARE)), 4) if share.size else None,
                   "median_measured_class_share": round(float(np.median(share)), 4) if share.size else None,
                   "at_load_points": int(at.size),
-                  "at_load_geomean_ratio": round(float(np.exp(np.mean(np.log(at)))), 4) if at.size else None,
-                  "geomean_ratio_same_drafting": round(float(np.exp(np.mean(np.log(drafting)))), 4) if drafting.size else None,
+                  "at_load_geomean_ratio": _geomean(at),
+                  "geomean_ratio_same_drafting": _geomean(drafting),
                   "outside_share": round(float(np.mean(outside)), 4) if outside else None,
-                  "geomean_ratio_inside": round(float(np.exp(np.mean(np.log(inside)))), 4) if inside.size else None}
+                  "geomean_ratio_inside": _geomean(inside)}
     out["all"]["knee_class_agreement"] = round(float(np.mean([k["knee_class_agrees"] for k in knees])), 4) if knees else None
     return out
 

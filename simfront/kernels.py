@@ -119,18 +119,20 @@ def launch_cost() -> LaunchCost:
     return LaunchCost(**_doc()["launch"])
 
 
-def launches(op: str, hw) -> int:
-    """Kernels one call of ``op`` launches on ``hw`` (its native kernel's, else its fallback's ``launches``)."""
-    k = native_kernel(op, hw)
+def launches(op: str, hw, fallback: bool = False) -> int:
+    """Kernels one call of ``op`` launches on ``hw`` (its native kernel's, else, or with ``fallback``, its fallback's
+    ``launches``)."""
+    k = None if fallback else native_kernel(op, hw)
     n = k.launches if k is not None else _op(op).fallback.model_dump().get("launches")
     if n is None:
         raise SimfrontError(f"hardware/kernels.yaml: op {op!r} kernel for {platform_of(hw)} has no 'launches' count")
     return int(n)
 
 
-def launch_seconds(op: str, hw) -> float:
-    """Seconds the kernel launches of one call of ``op`` on ``hw`` cost: launches x per-launch cost (data)."""
-    return launches(op, hw) * launch_cost().per_launch_s
+def launch_seconds(op: str, hw, fallback: bool = False) -> float:
+    """Seconds the kernel launches of one call of ``op`` on ``hw`` cost: launches x per-launch cost (data); with
+    ``fallback``, those of the op's fallback kernel (an engine that leaves the native one)."""
+    return launches(op, hw, fallback) * launch_cost().per_launch_s
 
 
 def platform_of(hw) -> str | None:

@@ -529,8 +529,8 @@ def _moe_a2a(dep, role: str, lay, sp: EngineSpelling, notes: list[str]) -> tuple
     all-to-all, as simfront prices that traffic (``step``: ``ep.dispatch`` / ``ep.combine``), instead of the engines'
     default all-gather + reduce-scatter: DeepEP's, or on a GPU platform the release's table gives another library for
     (``moe_a2a_by_platform``: MoRI on AMD, vLLM and SGLang, its per-step token buffer raised where the table sizes one),
-    that one; nothing for other layouts or where the engine picks MNNVL by itself. An environment value may differ by role (``{decode: ..., prefill: ...}``). A release with neither gets a
-    note."""
+    that one; nothing for other layouts or where the engine picks MNNVL by itself. An environment value may differ by
+    role (``{decode: ..., prefill: ...}``). A release with neither gets a note."""
     if lay.attention_dp <= 1 or lay.ep <= 1:
         return [], {}, ""
     hw = None
@@ -587,35 +587,30 @@ def _a2a_step_tokens(dep, role: str, lay) -> int:
     return {"prefill": prefill, "decode": decode}.get(role, max(prefill, decode))
 
 
-def _mla_fallback_note(dep, role: str, lay, sp: EngineSpelling, hw, version: str | None) -> list[str]:
+def _mla_fallback_note(dep, role: str, lay, sp: EngineSpelling, version: str | None) -> list[str]:
     """A note where the engine release's MLA decode leaves the platform's native kernel at this worker's KV heads per
-    rank (``mla_native_heads``, :func:`simfront.step.mla_native_mask`, which prices the fallback there too)."""
+    rank (``mla_native_heads``; :func:`simfront.step.mla_fallback_reason`, the rule that prices it too)."""
+    if not dep.gpu:
+        return []
+    from .hardware import get_hardware
     from .models import get_model
     from .scheduler import scheduler_settings
-    from .step import mla_native_mask
+    from .step import mla_fallback_reason
 
-    rule = scheduler_settings(sp.engine, version).mla_native_heads
     try:
         att = get_model(dep.checkpoint or dep.model_id).arch.attention
     except SimfrontError:  # a model simfront does not know: nothing to say about its heads
         return []
-    mask = mla_native_mask(rule, hw, att, lay.tp, lay.attention_dp) if att.kind == "mla" else None
-    if mask is None or bool(mask):
-        return []
-    tp_size = lay.tp * lay.attention_dp
-    return [f"{sp.engine} {role}: its MLA decode takes the native kernel on {hw.id} only at "
-            f"{' or '.join(map(str, rule[1]))} KV heads per rank over --tp-size, and this worker has "
-            f"{att.n_kv_heads / tp_size:g} ({att.n_kv_heads} over {tp_size}), so it runs Triton's MLA decode, which "
-            f"simfront prices under --engine {sp.engine} (the average profile prices the native kernel); a TP (or TP x "
-            "attention-DP) size giving one of those runs the native one"]
+    why = mla_fallback_reason(scheduler_settings(sp.engine, version).mla_native_heads, get_hardware(dep.gpu), att,
+                              lay.tp, lay.attention_dp)
+    return [f"{sp.engine} {role}: {why}, which simfront prices under --engine {sp.engine} (the average profile prices "
+            "the native kernel); a TP (or TP x attention-DP) size giving one of those head counts runs the native one"] if why else []
 
 
-def _rocm_kernels(dep, role: str, sp: EngineSpelling, notes: list[str], lay=None, version: str | None = None) -> dict:
+def _rocm_kernels(dep, role: str, sp: EngineSpelling, notes: list[str]) -> dict:
     """Environment that makes the engine run the ROCm kernels simfront prices on an AMD GPU (``rocm_kernels`` and
     ``rocm_kernels_platforms`` in the engine's table: vLLM takes AITER's MLA and fused-MoE kernels only with
-    VLLM_ROCM_USE_AITER=1, SGLang AITER's fused MoE only with SGLANG_USE_AITER=1); nothing elsewhere. Where the engine
-    picks its native MLA kernel only at some heads per rank (``mla_native_heads`` of its release family in
-    simfront/engines/scheduler.yaml: SGLang on ROCm) and worker ``lay`` has others, a note says so."""
+    VLLM_ROCM_USE_AITER=1, SGLang AITER's fused MoE only with SGLANG_USE_AITER=1); nothing elsewhere."""
     env = sp.env.get("rocm_kernels")
     if not env or not dep.gpu:
         return {}
@@ -629,8 +624,6 @@ def _rocm_kernels(dep, role: str, sp: EngineSpelling, notes: list[str], lay=None
     notes.append(f"{sp.engine} {role}: {', '.join(f'{k}={v}' for k, v in out.items())} on {hw.id}, so that the engine "
                  "runs ROCm AITER's kernels (MLA, fused MoE), the ones simfront prices there (hardware/kernels.yaml), "
                  "not its Triton defaults")
-    if lay is not None:  # the engine's MLA decode may leave the native kernel at this worker's heads per rank
-        notes.extend(_mla_fallback_note(dep, role, lay, sp, hw, version))
     return out
 
 
@@ -654,8 +647,8 @@ def _sglang_deepep(dep, role: str, lay, sp: EngineSpelling, notes: list[str]) ->
 
         hw = get_hardware(dep.gpu)
         if hw.vendor != "nvidia":
-            why = (f"on ROCm SGLang {sp.since}+ runs DeepEP MoE only through aiter (SGLANG_USE_AITER=1) with a ROCm "
-                   f"DeepEP build, which simfront's lines do not set up ({hw.id})")
+            why = (f"on ROCm SGLang {sp.since}+ runs DeepEP MoE only with a ROCm DeepEP build, which simfront's lines do "
+                   f"not set up, and this release's MoRI entry does not cover {hw.id}")
             return _standard_dispatcher(role, why, notes)
         if str(hw.compute_capability) not in rule["compute_capabilities"]:
             why = (f"SGLang {sp.since}+ runs DeepEP MoE on DeepGEMM, which serves compute capability "
@@ -678,9 +671,7 @@ def _sglang_deepep(dep, role: str, lay, sp: EngineSpelling, notes: list[str]) ->
                      f"{runner}); SGLang's own pick there does not take DeepEP's dispatch")
     env: dict = {}
     if role != "prefill":  # decode batches take the low-latency kernels (--deepep-mode auto); prefill the normal ones
-        # tokens one rank sends through the MoE per decode step: its requests (SGLang's per-rank share of
-        # --max-running-requests, as _per_rank splits it) x (1 + drafts verified)
-        tokens = lay.max_batch // lay.attention_dp * (dep.spec_k + 1 if dep.spec_method else 1)
+        tokens = _a2a_step_tokens(dep, "decode", lay)  # tokens one rank sends through the MoE per decode step
         if tokens > rule["ll_tokens_max"]:
             if runner in rule.get("low_latency_only", ()):
                 why = (f"{tokens} decode tokens per rank per step are more than DeepEP's low-latency kernels hold "
@@ -1291,7 +1282,8 @@ def launch_commands(dep: Deployment, engine: str, engine_version: str | None = N
             act_args, act_env = _vllm_moe_activation(dep, role, sp, notes)
             args += act_args + _vllm_moe_backend(dep, role, sp)
             env.update(act_env)
-        env.update(_rocm_kernels(dep, role, sp, notes, lay, engine_version))
+        env.update(_rocm_kernels(dep, role, sp, notes))
+        notes.extend(_mla_fallback_note(dep, role, lay, sp, engine_version))
         if lay.pp > 1 and dep.spec_method and role != "prefill" and sp.env.get("pp_drafts"):
             alg = sp.values["spec_method"][dep.spec_method]
             if alg not in sp.values.get("pp_spec_algorithms", ()):

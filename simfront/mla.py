@@ -45,11 +45,6 @@ def _params(p, hw) -> dict:
     return efficiency.params_with_priors(KIND, hw.family, p, DECODE_PARAMS, PREFILL_PARAMS)
 
 
-def _fallback_launch_s() -> float:
-    """Seconds the launches of the mla_decode fallback kernel cost (hardware/kernels.yaml ``launches``)."""
-    return float(kernels.fallback("mla_decode")["launches"]) * kernels.launch_cost().per_launch_s
-
-
 def _decode_seconds(batch, kv_len, n_heads, kv_bytes, hw, p, kv_lora_rank=512, qk_rope_dim=64, qk_nope_dim=128,
                     v_head_dim=128, q_tokens=1, topk=None, native=None):
     b, kv, nh, kvb, q = _f(batch), _f(kv_len), _f(n_heads), _f(kv_bytes), _f(q_tokens)
@@ -88,7 +83,7 @@ def _decode_seconds(batch, kv_len, n_heads, kv_bytes, hw, p, kv_lora_rank=512, q
     # Fixed cost per call: the kernel launches of this GPU's MLA library (FlashMLA: metadata, split-KV and
     # combine kernels; trtllm-gen: one; hardware/kernels.yaml `launches`, each at the measured per-launch
     # cost) plus decode_launch_s, the fitted rest (tile setup, first KV tile latency) that transfers.
-    launch_s = np.where(native, kernels.launch_seconds("mla_decode", hw), _fallback_launch_s())
+    launch_s = np.where(native, kernels.launch_seconds("mla_decode", hw), kernels.launch_seconds("mla_decode", hw, fallback=True))
     time_s = p["decode_launch_s"] + launch_s + soft_max(overhead_s, np.maximum(memory_s, compute_s), DECODE_OVERLAP_NORM)
     return time_s, flops, kv_stream_bytes + qo_bytes, compute_s, memory_s
 

@@ -409,6 +409,19 @@ def mla_native_mask(rule: tuple, hw, attention, tp, dp):
     return np.isin(per_rank, np.asarray(rule[1], dtype=np.float64))
 
 
+def mla_fallback_reason(rule: tuple, hw, attention, tp: int, dp: int) -> str | None:
+    """Why one layout (``tp`` x ``dp``) decodes MLA with the fallback kernel under the engine's ``rule``
+    (:func:`mla_native_mask`), in words; None where it runs the native kernel or the rule does not cover ``hw``."""
+    mask = mla_native_mask(rule, hw, attention, tp, dp) if attention.kind == "mla" else None
+    if mask is None or bool(np.all(mask)):
+        return None
+    return (f"this engine release decodes MLA with the native kernel on {hw.id} only at "
+            f"{' or '.join(map(str, rule[1]))} KV heads per rank over attention TP x attention DP "
+            f"(simfront/engines/scheduler.yaml mla_native_heads), and this layout has "
+            f"{attention.n_kv_heads / (tp * dp):g} ({attention.n_kv_heads} over {tp * dp}), so it runs Triton's MLA decode, "
+            "the hardware/kernels.yaml mla_decode fallback")
+
+
 def forward_step(model: Model, precision: Precision, hw: Hardware, tp, pp, dp, ep, batch: StepBatch,
                  routing_alpha: float | None = DEFAULT_ROUTING_ALPHA, memo: dict | None = None,
                  two_batch_overlap: bool | tuple | None = None, allreduce_norm_fusion: tuple = (),
